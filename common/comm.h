@@ -1,0 +1,97 @@
+// Comm: the one transport interface. Point-to-point only (collectives are algorithms built on
+// top, in allreduce/ and ps/). Implementations: MpiComm (wraps a duplicated MPI communicator,
+// common/mpi_comm.h), InProcComm (N ranks as threads of one process, common/inproc_comm.h),
+// SubComm (a subset of another Comm's ranks, renumbered, common/sub_comm.h).
+//
+// Rules every implementation keeps:
+//  - Every wait has a deadline. On expiry it throws TimeoutError naming this rank, the peer,
+//    the tag and the operation, e.g. "rank 1: timeout after 5.0 s in recv from rank 2 (tag 7)".
+//  - Messages between one (source, dest, tag) are non-overtaking, as in MPI.
+//  - Thread-safe: a backend's communication thread and the trainer thread may both use it.
+//  - Bytes sent and received are counted (counters()) so every backend reports the same metric.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace starring {
+
+using Seconds = std::chrono::duration<double>;
+
+inline constexpr int kAnySource = -1;
+
+// Outcome of a completed receive (for kAnySource receives, tells who sent it).
+struct RecvStatus {
+  int source = -1;
+  std::size_t bytes = 0;
+};
+
+// A pending non-blocking operation. Destroying an unfinished request cancels it where the
+// transport allows (receives), so abandoned requests never write into freed memory.
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual bool test() = 0;                   // true once complete; never blocks
+  virtual RecvStatus wait(Seconds timeout) = 0;  // throws TimeoutError
+  virtual RecvStatus status() const = 0;     // valid after completion
+};
+
+struct CommCounters {
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_recv = 0;
+  std::uint64_t msgs_sent = 0;
+  std::uint64_t msgs_recv = 0;
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Non-blocking. The buffer must stay valid until the request completes.
+  virtual std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) = 0;
+  // peer may be kAnySource. `bytes` is the capacity; the actual size is in status().bytes.
+  virtual std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) = 0;
+
+  // Blocking forms (isend/irecv + wait).
+  void send(const void* buf, std::size_t bytes, int peer, int tag, Seconds timeout);
+  RecvStatus recv(void* buf, std::size_t bytes, int peer, int tag, Seconds timeout);
+  // Sends to `dst` and receives from `src` at once (a ring step).
+  RecvStatus sendrecv(const void* sbuf, std::size_t sbytes, int dst, void* rbuf,
+                      std::size_t rbytes, int src, int tag, Seconds timeout);
+
+  virtual void barrier(Seconds timeout) = 0;
+
+  // Default per-operation timeout configured for this communicator (--timeout).
+  Seconds timeout() const { return timeout_; }
+  void set_timeout(Seconds t) { timeout_ = t; }
+
+  CommCounters counters() const;
+  // A short "who am I" for error messages: "rank 3".
+  std::string where() const;
+
+ protected:
+  void count_sent(std::size_t bytes);
+  void count_recv(std::size_t bytes);
+
+ private:
+  Seconds timeout_{60.0};
+  std::atomic<std::uint64_t> bytes_sent_{0}, bytes_recv_{0}, msgs_sent_{0}, msgs_recv_{0};
+};
+
+// Tags: each protocol owns a range so that concurrent protocols on one Comm never match each
+// other's messages. Within a range a protocol may encode bucket / chunk numbers.
+namespace tags {
+inline constexpr int kBarrier = 1;
+inline constexpr int kTrainerBase = 100;      // evaluation reductions, checks
+inline constexpr int kRingBase = 1 << 16;     // allreduce/ (bucket id added)
+inline constexpr int kPsBase = 1 << 20;       // ps/
+inline constexpr int kBenchBase = 1 << 24;    // bench harness control messages
+inline constexpr int kMaxTag = (1 << 28) - 1; // stays below MPI_TAG_UB guarantees we check at init
+}  // namespace tags
+
+}  // namespace starring

@@ -1,0 +1,102 @@
+// Config: every option of every sub-command, in one plain struct passed explicitly (no globals,
+// no environment variables). Parsed by parse_config() in common/config.cc from the command line
+// and, with --config FILE, from an INI file (command line wins). Options are grouped by the part
+// of the project that reads them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/optimizer.h"
+
+namespace starring {
+
+struct DataConfig {
+  std::string dataset = "fashion-mnist";  // "fashion-mnist" | "synthetic"
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int synthetic_train = 8192;  // synthetic: samples
+  int synthetic_test = 2048;
+  int synthetic_dim = 784;
+  int synthetic_classes = 10;
+};
+
+struct ModelConfig {
+  std::string preset = "default";  // "default" (hidden 256,128) | "wide" (~20M params) | "custom"
+  std::vector<int> hidden{256, 128};
+};
+
+struct TrainConfig {
+  int epochs = 10;
+  std::int64_t max_steps = -1;  // stop after this many optimizer steps (-1: run all epochs)
+  int batch = 64;               // per worker, per micro-batch
+  int accum = 1;                // gradient accumulation micro-batches per optimizer step
+  float lr = 0.05f;             // base learning rate (for one worker)
+  std::string lr_scale = "none"; // "none" | "linear" | "sqrt" in the number of workers
+  int warmup_steps = 0;         // linear warm-up from lr/workers... to the scaled lr
+  std::string lr_schedule = "constant";  // "constant" | "cosine"
+  OptimizerConfig opt;
+  std::uint64_t seed = 42;      // base seed; per-worker randomness uses seed + rank
+  std::string device = "cpu";   // "cpu" | "cuda" | "auto"
+  int threads = 1;              // OpenBLAS threads per rank
+  bool eval_each_epoch = true;
+  std::string straggler;        // "RANK:MS" sleep MS milliseconds per step on worker RANK
+  std::string fault;            // "kill:RANK:STEP" | "hang:RANK:STEP" for fault tests
+};
+
+struct OutputConfig {
+  std::string metrics_file;     // JSON lines, written by rank 0 (empty: none)
+  std::string summary_file;     // one JSON object at the end (empty: none)
+  std::string trace_file;       // Chrome trace; "%r" replaced by the rank (empty: none)
+  std::string progress = "auto"; // "auto" | "bar" | "lines" | "off"
+  int log_every = 50;           // steps between progress lines when not a terminal
+  std::string run_name;
+};
+
+struct SyncConfig {
+  std::string backend = "local";  // registry name: local | ring | mpi | nccl | ps
+  double timeout_s = 60.0;        // every wait
+  double bucket_mb = 25.0;        // gradient bucket size (ring/mpi/nccl, and PS push granularity)
+  bool overlap = true;            // start a bucket's sync while backward continues
+  std::string compress = "none";  // "none" | "fp16" | "bf16"
+  std::size_t segment_bytes = 1 << 20;  // ring pipelining segment
+  bool nccl_force_ring = false;   // set NCCL_ALGO=Ring for the communicator
+  // parameter server
+  std::string servers = "1";      // number of dedicated server ranks, or "colocated"
+  std::string ps_partition = "range";  // "range" (balanced key ranges) | "tensor" (round-robin)
+  std::size_t ps_chunk_bytes = 4 << 20;
+  std::string consistency = "bsp";  // "bsp" | "asp" | "ssp"
+  int staleness = 2;                // ssp bound
+};
+
+struct BenchConfig {
+  std::size_t min_bytes = 1 << 20;   // -b
+  std::size_t max_bytes = 64 << 20;  // -e
+  int factor = 2;                    // -f
+  int iters = 20;                    // -n
+  int warmup = 5;                    // -w
+  int check = 1;                     // -c
+  bool json = false;
+  std::vector<std::string> backends; // several backends side by side in one run
+  bool memcpy_baseline = true;
+};
+
+struct Config {
+  std::string command;      // "train" | "bench" | "env"
+  std::string config_file;  // the INI file read, if any
+  DataConfig data;
+  ModelConfig model;
+  TrainConfig train;
+  OutputConfig out;
+  SyncConfig sync;
+  BenchConfig bench;
+};
+
+// Parses `argv` for sub-command `command`. Throws ConfigError with one clear line for unknown
+// flags, bad values, unreadable INI files. Returns false (after printing help) for --help.
+bool parse_config(const std::string& command, int argc, const char* const* argv, Config& cfg);
+
+// Resolves the model preset into hidden widths and validates everything that can be validated
+// without data; throws ConfigError.
+void finalize_config(Config& cfg);
+
+}  // namespace starring

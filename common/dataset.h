@@ -1,0 +1,35 @@
+// Datasets in memory: images as rows of floats in [0, 1], labels as ints.
+//   load_idx_dataset(dir, train) reads Fashion-MNIST / MNIST IDX files (.gz via zlib, or plain):
+//     train: train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz)
+//     test:  t10k-images-idx3-ubyte(.gz),  t10k-labels-idx1-ubyte(.gz)
+//   Every problem (missing file, wrong magic, truncated payload, label/image count mismatch,
+//   label out of range) throws ConfigError naming the file and what is wrong.
+//   make_synthetic(...) generates a learnable classification set (class-dependent Gaussian
+//   clusters) deterministically from a seed, for tests and scale runs.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace starring {
+
+struct Dataset {
+  int n = 0;        // samples
+  int dim = 0;      // features per sample
+  int classes = 0;
+  std::vector<float> x;  // n * dim, row-major
+  std::vector<int> y;    // n
+  std::string source;    // where it came from, for logs
+};
+
+Dataset load_idx_dataset(const std::string& dir, bool train);
+// Reads one IDX file (gz or plain); returns dims and raw bytes. Exposed for tests.
+struct IdxFile {
+  std::vector<int> dims;
+  std::vector<std::uint8_t> data;
+};
+IdxFile read_idx_file(const std::string& path, int expected_rank);
+
+Dataset make_synthetic(int n, int dim, int classes, std::uint64_t seed);
+
+}  // namespace starring

@@ -1,0 +1,50 @@
+// Errors: one convention for the whole project. Everything that fails throws a starring::Error
+// (or a subclass) whose message says what failed and where; the executable catches it at the
+// top, prints one line prefixed with the rank, and exits non-zero.
+#pragma once
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace starring {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A wait that ran past its deadline: names this rank, the peer and the operation.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Bad user input (flags, config values, data files): reported without a stack of context.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+template <typename... Args>
+std::string concat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+}  // namespace detail
+
+}  // namespace starring
+
+// STARRING_CHECK(cond, "message parts", value, ...): throws starring::Error with file:line.
+#define STARRING_CHECK(cond, ...)                                                          \
+  do {                                                                                     \
+    if (!(cond))                                                                           \
+      throw ::starring::Error(::starring::detail::concat(__VA_ARGS__, " [", __FILE__, ":", \
+                                                         __LINE__, "]"));                  \
+  } while (0)
+
+#define STARRING_CONFIG_CHECK(cond, ...)                                       \
+  do {                                                                         \
+    if (!(cond)) throw ::starring::ConfigError(::starring::detail::concat(__VA_ARGS__)); \
+  } while (0)

@@ -1,0 +1,75 @@
+// GradientSync: the seam between the trainer and a synchronization backend.
+//
+// The trainer owns the model's flat parameter and gradient buffers (see ParamLayout, tensors in
+// backward order). Each step it:
+//   1. calls begin_step(step, lr);
+//   2. runs backward; as soon as tensor i's gradient is final it calls tensor_ready(i)
+//      (i = 0, 1, 2, ... in backward order). The gradient is the worker's gradient of its MEAN
+//      local loss; every worker has the same local batch size, so the backend's job is to
+//      AVERAGE over workers (sum, then scale by 1/W) - which equals normalising by the global
+//      batch - and to apply the optimizer;
+//   3. before the next forward pass uses tensor i it calls wait_params(i): on return the
+//      parameters of tensor i are the updated ones, identical on every worker under synchronous
+//      consistency (forward uses tensors last-to-first in backward order, i.e. first layer first);
+//   4. flush() waits for everything outstanding (before evaluation, checkpoints, the end).
+//
+// The backend may work in the background between these calls (a communication thread), which is
+// how communication overlaps the rest of backward and the next forward. The trainer never knows
+// which backend it holds.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/optimizer.h"
+#include "common/param_layout.h"
+
+namespace starring {
+
+class Device;
+
+// Where the trainer's flat buffers live.
+struct SyncBuffers {
+  float* params = nullptr;  // ParamLayout::total() floats
+  float* grads = nullptr;   // same layout
+  bool on_device = false;   // true: GPU memory (only backends with accepts_device_buffers())
+  Device* device = nullptr; // the Device that owns the buffers (for GPU backends)
+};
+
+// Per-step communication statistics a backend reports; the trainer adds its own compute and
+// wait timing and writes them to the metrics file.
+struct SyncStepStats {
+  double comm_s = 0;        // time the backend spent moving/reducing data (may overlap compute)
+  double wait_s = 0;        // time the trainer was blocked in wait_params()/flush()
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_recv = 0;
+  std::map<std::string, double> extra;  // backend-specific: "push_s", "pull_s", "staleness", ...
+};
+
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+
+  // Called once before training, on every worker, with identical initial parameters (the model
+  // is initialised from the same seed). Backends may broadcast/verify them.
+  virtual void start(const ParamLayout& layout, SyncBuffers buffers, const OptimizerConfig& opt) = 0;
+
+  virtual void begin_step(std::int64_t step, float lr) = 0;
+  virtual void tensor_ready(std::size_t backward_index) = 0;
+  virtual void wait_params(std::size_t backward_index) = 0;
+  virtual void flush() = 0;
+
+  // Statistics accumulated since the previous call (one call per step).
+  virtual SyncStepStats take_stats() = 0;
+
+  // Clean shutdown (tells servers to stop, joins threads). Idempotent.
+  virtual void shutdown() = 0;
+
+  // True when the backend works on GPU buffers directly (nccl); others get host buffers.
+  virtual bool accepts_device_buffers() const { return false; }
+  virtual std::string name() const = 0;
+};
+
+}  // namespace starring

@@ -1,0 +1,31 @@
+#include "experiments/backend_registry.h"
+
+#include "common/error.h"
+
+namespace starring {
+
+BackendRegistry& BackendRegistry::instance() {
+  static BackendRegistry r;
+  return r;
+}
+
+void BackendRegistry::add(const std::string& name, BackendFactory f) {
+  for (auto& [n, _] : factories_) STARRING_CHECK(n != name, "backend registered twice: ", name);
+  factories_.emplace_back(name, std::move(f));
+}
+
+Backend BackendRegistry::create(const std::string& name, const BackendContext& ctx) const {
+  for (auto& [n, f] : factories_)
+    if (n == name) return f(ctx);
+  std::string known;
+  for (auto& [n, _] : factories_) known += (known.empty() ? "" : ", ") + n;
+  throw ConfigError("unknown backend '" + name + "' (known: " + known + ")");
+}
+
+std::vector<std::string> BackendRegistry::names() const {
+  std::vector<std::string> out;
+  for (auto& [n, _] : factories_) out.push_back(n);
+  return out;
+}
+
+}  // namespace starring

@@ -1,0 +1,16 @@
+// The `starring` sub-commands. Each lives in its own file (experiments/<name>_command.cc) and
+// receives the MPI world as a Comm plus the parsed Config; it returns the process exit code.
+#pragma once
+#include <memory>
+
+#include "common/comm.h"
+#include "common/config.h"
+
+namespace starring {
+
+int run_train(Config& cfg, std::shared_ptr<Comm> world);        // train_command.cc
+int run_bench(Config& cfg, std::shared_ptr<Comm> world);        // bench_command.cc
+int run_env(Config& cfg, std::shared_ptr<Comm> world);          // env_command.cc
+int run_bench_model(Config& cfg, std::shared_ptr<Comm> world);  // bench_model_command.cc
+
+}  // namespace starring

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 / Ubuntu machine lacks to build and run StarRing.
+# Idempotent: packages already present are skipped; apt is only touched when something is missing.
+# Works as root or as a normal user with sudo.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config git
+  openmpi-bin libopenmpi-dev
+  libboost-program-options-dev
+  libgtest-dev googletest
+  libopenblas-dev
+  zlib1g-dev
+  nlohmann-json3-dev
+  python3 python3-matplotlib python3-numpy
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "[setup] all packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "[setup] error: missing packages (${missing[*]}) and not root, no sudo" >&2; exit 1
+  fi
+fi
+echo "[setup] installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "[setup] done"
