@@ -7,6 +7,7 @@
 //   { TraceScope s(&trace, "backward", "compute"); ... }
 //   trace.close();  // writes the file (also done by the destructor)
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -44,12 +45,12 @@ class Trace {
     std::map<std::string, double> args;
   };
   int rank_;
-  bool enabled_ = false;
+  std::atomic<bool> enabled_{false};
   std::string path_;
   std::chrono::steady_clock::time_point t0_;
   std::mutex mu_;
   std::vector<Event> events_;
-  std::map<std::size_t, int> tids_;               // hash(std::thread::id) -> tid
+  std::map<std::size_t, int> tids_;  // hash(std::thread::id) -> tid
   std::map<int, std::string> thread_names_;
 };
 
