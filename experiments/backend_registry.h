@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/comm.h"
 #include "common/config.h"
 #include "common/gradient_sync.h"
@@ -37,6 +39,9 @@ struct Backend {
   std::shared_ptr<Comm> workers;         // workers only, renumbered 0..num_workers-1
   std::unique_ptr<GradientSync> sync;    // workers
   std::function<void()> serve;           // servers: blocks until shutdown
+  // Optional, any rank: totals this rank's backend wants in the run summary, read after training
+  // (servers: {"bytes_sent","bytes_recv","busy_s",...}; hosts of a ps shard: "staleness_hist").
+  std::function<nlohmann::json()> stats;
 };
 
 using BackendFactory = std::function<Backend(const BackendContext&)>;

@@ -1,7 +1,231 @@
-// STUB until implemented.
+// `starring train`: builds the device, asks the registry for the backend named in the config,
+// and runs either the Trainer (worker ranks) or the server loop (dedicated server ranks). At the
+// end every rank sends its totals to world rank 0, which prints the summary and writes
+// --summary-file (schema "starring.run.v1", see README).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/dataset.h"
+#include "common/device.h"
 #include "common/error.h"
+#include "experiments/backend_registry.h"
 #include "experiments/commands.h"
+#include "trainer/metrics.h"
+#include "trainer/trainer.h"
+
+#ifndef STARRING_GIT_COMMIT
+#define STARRING_GIT_COMMIT "unknown"
+#endif
 
 namespace starring {
-int run_train(Config&, std::shared_ptr<Comm>) { throw Error("'train' is not implemented yet"); }
+namespace {
+
+std::pair<Dataset, Dataset> load_data(const Config& cfg) {
+  const DataConfig& d = cfg.data;
+  if (d.dataset == "synthetic") {
+    Dataset all = make_synthetic(d.synthetic_train + d.synthetic_test, d.synthetic_dim,
+                                 d.synthetic_classes, cfg.train.seed);
+    Dataset train = all, test = all;
+    train.n = d.synthetic_train;
+    train.x.resize(static_cast<std::size_t>(train.n) * all.dim);
+    train.y.resize(train.n);
+    test.n = d.synthetic_test;
+    test.x.assign(all.x.begin() + static_cast<std::ptrdiff_t>(train.x.size()), all.x.end());
+    test.y.assign(all.y.begin() + train.n, all.y.end());
+    return {std::move(train), std::move(test)};
+  }
+  STARRING_CONFIG_CHECK(d.dataset == "fashion-mnist" || d.dataset == "mnist", "unknown --dataset '",
+                        d.dataset, "' (fashion-mnist | mnist | synthetic)");
+  return {load_idx_dataset(d.data_dir, true), load_idx_dataset(d.data_dir, false)};
+}
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// Every rank's totals travel to world rank 0 as a JSON string.
+std::vector<nlohmann::json> gather_to_root(Comm& world, const nlohmann::json& mine) {
+  const int tag = tags::kTrainerBase + 2;
+  std::vector<nlohmann::json> all;
+  if (world.rank() != 0) {
+    std::string s = mine.dump();
+    std::uint64_t n = s.size();
+    world.send(&n, sizeof n, 0, tag, world.timeout());
+    world.send(s.data(), s.size(), 0, tag, world.timeout());
+    return all;
+  }
+  all.push_back(mine);
+  for (int r = 1; r < world.size(); ++r) {
+    std::uint64_t n = 0;
+    world.recv(&n, sizeof n, r, tag, world.timeout());
+    std::string s(n, '\0');
+    world.recv(s.data(), n, r, tag, world.timeout());
+    all.push_back(nlohmann::json::parse(s));
+  }
+  return all;
+}
+
+nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int world_size,
+                             int workers, const std::vector<nlohmann::json>& ranks) {
+  const double steps = std::max<double>(res.steps, 1);
+  nlohmann::json j;
+  j["schema"] = "starring.run.v1";
+  j["run_name"] = cfg.out.run_name;
+  j["date"] = now_iso();
+  j["host"] = hostname();
+  j["git"] = STARRING_GIT_COMMIT;
+  j["backend"] = cfg.sync.backend;
+  j["servers"] = cfg.sync.backend == "ps" ? nlohmann::json(cfg.sync.servers) : nlohmann::json();
+  j["consistency"] = cfg.sync.consistency;
+  j["staleness"] = cfg.sync.staleness;
+  j["compress"] = cfg.sync.compress;
+  j["bucket_mb"] = cfg.sync.bucket_mb;
+  j["overlap"] = cfg.sync.overlap;
+  j["straggler"] = cfg.train.straggler;
+  j["world_size"] = world_size;
+  j["workers"] = workers;
+  j["num_servers"] = world_size - workers;
+  const unsigned cores = std::thread::hardware_concurrency();
+  j["cores"] = cores;
+  j["oversubscribed"] = static_cast<unsigned>(world_size) > cores;
+  j["dataset"] = cfg.data.dataset;
+  j["model"] = {{"widths", res.widths}, {"params", res.num_params},
+                {"bytes", res.num_params * sizeof(float)}};
+  j["batch"] = cfg.train.batch;
+  j["accum"] = cfg.train.accum;
+  j["global_batch"] = cfg.train.batch * cfg.train.accum * workers;
+  j["lr"] = cfg.train.lr;
+  j["epochs"] = res.history.empty() ? 0 : res.history.back().epoch;
+  j["steps"] = res.steps;
+  j["wall_s"] = res.wall_s;
+  j["samples_per_s"] = res.samples_per_s;
+  double sums[4] = {0, 0, 0, 0};  // worker sent, recv, server sent, recv
+  double tsum[3] = {0, 0, 0};
+  int nw = 0, ns = 0;
+  nlohmann::json hist = nlohmann::json::object();
+  for (auto& r : ranks) {
+    const bool server = r["role"] == "server";
+    (server ? ns : nw)++;
+    sums[server ? 2 : 0] += r["bytes_sent_per_step"].get<double>();
+    sums[server ? 3 : 1] += r["bytes_recv_per_step"].get<double>();
+    if (!server) {
+      tsum[0] += r["compute_s"].get<double>();
+      tsum[1] += r["comm_s"].get<double>();
+      tsum[2] += r["wait_s"].get<double>();
+    }
+    if (r.contains("staleness_hist"))
+      for (auto& [k, v] : r["staleness_hist"].items())
+        hist[k] = hist.value(k, 0.0) + v.get<double>();
+  }
+  nw = std::max(nw, 1);
+  j["step_time"] = {{"total_s", res.wall_s / steps},
+                    {"compute_s", tsum[0] / nw / steps},
+                    {"comm_s", tsum[1] / nw / steps},
+                    {"wait_s", tsum[2] / nw / steps}};
+  j["bytes_per_step"] = {{"worker_sent", sums[0] / nw}, {"worker_recv", sums[1] / nw},
+                         {"server_sent", ns ? sums[2] / ns : 0.0},
+                         {"server_recv", ns ? sums[3] / ns : 0.0}};
+  j["ranks"] = ranks;
+  j["test_accuracy"] = res.test_accuracy;
+  j["test_loss"] = res.test_loss;
+  j["final_train_loss"] = res.final_train_loss;
+  nlohmann::json h = nlohmann::json::array();
+  for (auto& e : res.history)
+    h.push_back({{"epoch", e.epoch}, {"wall_s", e.wall_s}, {"train_loss", e.train_loss},
+                 {"test_accuracy", e.test_accuracy}, {"test_loss", e.test_loss}});
+  j["history"] = h;
+  j["staleness_hist"] = hist;
+  return j;
+}
+
+void print_summary(const nlohmann::json& j) {
+  auto& st = j["step_time"];
+  auto& b = j["bytes_per_step"];
+  std::printf(
+      "\n== StarRing train summary ==\n"
+      "backend %s  workers %d  servers %d  model %s (%zu params)\n"
+      "steps %lld  wall %.2f s  throughput %.0f samples/s\n"
+      "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
+      "bytes per worker per step: sent %.0f  recv %.0f\n"
+      "test accuracy %.4f  test loss %.4f\n",
+      j["backend"].get<std::string>().c_str(), j["workers"].get<int>(), j["num_servers"].get<int>(),
+      j["model"]["widths"].dump().c_str(), j["model"]["params"].get<std::size_t>(),
+      j["steps"].get<long long>(), j["wall_s"].get<double>(), j["samples_per_s"].get<double>(),
+      st["total_s"].get<double>() * 1e3, st["compute_s"].get<double>() * 1e3,
+      st["wait_s"].get<double>() * 1e3, st["comm_s"].get<double>() * 1e3,
+      b["worker_sent"].get<double>(), b["worker_recv"].get<double>(),
+      j["test_accuracy"].get<double>(), j["test_loss"].get<double>());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_train(Config& cfg, std::shared_ptr<Comm> world) {
+  finalize_config(cfg);
+  world->set_timeout(Seconds(cfg.sync.timeout_s));
+  Trace trace(world->rank());
+  if (!cfg.out.trace_file.empty()) trace.open(cfg.out.trace_file);
+  auto device = make_device(cfg.train.device, cfg.train.threads, world->rank());
+  BackendContext ctx{cfg, world, &trace, device.get()};
+  Backend be = BackendRegistry::instance().create(cfg.sync.backend, ctx);
+
+  TrainResult res;
+  nlohmann::json mine{{"rank", world->rank()}, {"role", be.role}};
+  if (be.role == "server") {
+    trace.set_thread_name("server");
+    be.serve();
+  } else {
+    auto [train, test] = load_data(cfg);
+    Trainer trainer(cfg, TrainerEnv{*be.workers, *be.sync, *device, &trace});
+    res = trainer.run(train, test);
+    be.sync->shutdown();
+  }
+  // Totals of this rank; servers learn the step count from worker 0 via the summary below.
+  const CommCounters c = world->counters();
+  nlohmann::json extra = be.stats ? be.stats() : nlohmann::json::object();
+  mine["bytes_sent"] = extra.value("bytes_sent", static_cast<double>(
+                                                     be.role == "server" ? c.bytes_sent : res.bytes_sent));
+  mine["bytes_recv"] = extra.value("bytes_recv", static_cast<double>(
+                                                     be.role == "server" ? c.bytes_recv : res.bytes_recv));
+  mine["compute_s"] = res.compute_s;
+  mine["comm_s"] = res.comm_s;
+  mine["wait_s"] = res.wait_s;
+  mine["busy_s"] = extra.value("busy_s", 0.0);
+  mine["steps"] = res.steps;
+  for (auto& [k, v] : res.extra) mine["extra"][k] = v;
+  if (extra.contains("staleness_hist")) mine["staleness_hist"] = extra["staleness_hist"];
+  if (!extra.empty()) mine["backend_stats"] = extra;
+  trace.close();
+
+  auto ranks = gather_to_root(*world, mine);
+  if (world->rank() == 0) {
+    const double steps = std::max<double>(res.steps, 1);
+    for (auto& r : ranks) {
+      r["bytes_sent_per_step"] = r["bytes_sent"].get<double>() / steps;
+      r["bytes_recv_per_step"] = r["bytes_recv"].get<double>() / steps;
+      for (const char* k : {"compute_s", "comm_s", "wait_s"})
+        r[k] = r[k].get<double>();
+    }
+    auto summary = build_summary(cfg, res, world->size(), be.num_workers, ranks);
+    print_summary(summary);
+    write_json_atomically(cfg.out.summary_file, summary);
+  }
+  return 0;
+}
+
 }  // namespace starring

@@ -1,0 +1,98 @@
+#include "trainer/metrics.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "common/error.h"
+
+namespace starring {
+
+void write_json_atomically(const std::string& path, const nlohmann::json& j) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw Error("cannot write " + tmp);
+    out << j.dump(1) << "\n";
+    if (!out) throw Error("write failed: " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+  if (path_.empty()) return;
+  out_.open(path_ + ".partial", std::ios::trunc);
+  if (!out_) throw ConfigError("cannot open metrics file " + path_ + ".partial for writing");
+}
+
+MetricsWriter::~MetricsWriter() {
+  // Not finished (an exception unwound the run): leave only the .partial file behind.
+}
+
+void MetricsWriter::write(const nlohmann::json& record) {
+  if (!enabled()) return;
+  out_ << record.dump() << '\n';
+}
+
+void MetricsWriter::finish() {
+  if (!enabled() || finished_) return;
+  out_.close();
+  std::filesystem::rename(path_ + ".partial", path_);
+  finished_ = true;
+}
+
+static std::string fmt_eta(double s) {
+  char buf[32];
+  int t = static_cast<int>(s + 0.5);
+  std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
+  return buf;
+}
+
+Progress::Progress(const std::string& mode, std::int64_t total_steps, int log_every, bool enabled)
+    : total_(total_steps), log_every_(log_every > 0 ? log_every : 50) {
+  start_ = last_draw_ = std::chrono::steady_clock::now();
+  if (!enabled || mode == "off") return;
+  const bool tty = isatty(fileno(stderr));
+  bar_ = mode == "bar" || (mode == "auto" && tty);
+  lines_ = !bar_;
+}
+
+void Progress::update(std::int64_t step, int epoch, double loss, double samples_per_s) {
+  if (!bar_ && !lines_) return;
+  auto now = std::chrono::steady_clock::now();
+  double elapsed = std::chrono::duration<double>(now - start_).count();
+  double eta = step > 0 ? elapsed / step * (total_ - step) : 0;
+  if (bar_) {
+    if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = now;
+    const int width = 28;
+    int filled = total_ > 0 ? static_cast<int>(width * step / total_) : 0;
+    std::string bar(filled, '#');
+    bar.resize(width, '.');
+    std::fprintf(stderr, "\r[%s] step %lld/%lld  epoch %d  loss %.4f  %.0f samples/s  ETA %s ",
+                 bar.c_str(), static_cast<long long>(step), static_cast<long long>(total_), epoch,
+                 loss, samples_per_s, fmt_eta(eta).c_str());
+    drawn_ = true;
+  } else if (step % log_every_ == 0 || step == total_) {
+    std::fprintf(stderr, "step %lld/%lld epoch %d loss %.4f %.0f samples/s ETA %s\n",
+                 static_cast<long long>(step), static_cast<long long>(total_), epoch, loss,
+                 samples_per_s, fmt_eta(eta).c_str());
+  }
+  std::fflush(stderr);
+}
+
+void Progress::message(const std::string& line) {
+  if (drawn_) std::fprintf(stderr, "\n");
+  drawn_ = false;
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+void Progress::done() {
+  if (drawn_) std::fprintf(stderr, "\n");
+  drawn_ = false;
+}
+
+}  // namespace starring

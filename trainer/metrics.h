@@ -1,0 +1,50 @@
+// Output of a training run on worker 0:
+//  - MetricsWriter: JSON lines (one per step, plus eval events), written to "<file>.partial" and
+//    renamed to "<file>" when the run finishes, so a crashed run never leaves a file that looks
+//    complete.
+//  - Progress: a progress bar on a terminal (step, epoch, loss, samples/s, ETA), or one plain line
+//    every N steps when stderr is not a terminal (logs, CI).
+//  - write_json_atomically: temp file + rename, for summaries.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace starring {
+
+void write_json_atomically(const std::string& path, const nlohmann::json& j);
+
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);  // empty path: disabled
+  ~MetricsWriter();
+  bool enabled() const { return !path_.empty(); }
+  void write(const nlohmann::json& record);
+  void finish();  // flush and rename into place
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+  bool finished_ = false;
+};
+
+class Progress {
+ public:
+  // mode: "auto" | "bar" | "lines" | "off"; total_steps for the ETA.
+  Progress(const std::string& mode, std::int64_t total_steps, int log_every, bool enabled);
+  void update(std::int64_t step, int epoch, double loss, double samples_per_s);
+  void message(const std::string& line);  // a line that doesn't break the bar
+  void done();
+
+ private:
+  bool bar_ = false, lines_ = false;
+  std::int64_t total_;
+  int log_every_;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+  bool drawn_ = false;
+};
+
+}  // namespace starring

@@ -1,0 +1,79 @@
+// Trainer: the data-parallel training loop. It owns a model, this worker's data shard and a
+// GradientSync, and never knows which backend that is (DESIGN.md, "The seam").
+//
+// One optimizer step on a worker:
+//   begin_step(step, lr)
+//   for each of `accum` micro-batches (this worker's shard, DistributedSampler):
+//     forward layer by layer; on the first micro-batch, wait_params(t) for a layer's tensors
+//       just before that layer runs (so the previous step's sync overlaps this forward);
+//     loss_and_grad with scale 1 / (batch * accum)  -> the gradient of this worker's mean loss;
+//     backward layer by layer; on the last micro-batch, tensor_ready(t) as soon as a layer's
+//       gradients are final (so the sync overlaps the rest of backward).
+// The backend averages over workers, so the update uses the mean over the GLOBAL batch
+// (workers * batch * accum samples): the same mathematics as one worker on the whole batch.
+//
+// Learning rate: lr * scale(W) with scale none | linear (W) | sqrt (sqrt W), reached by linear
+// warm-up over warmup_steps from lr (unscaled), optionally cosine-decayed afterwards.
+// Evaluation: the test set is sharded round-robin over workers (every sample counted exactly
+// once, no drop) and the counts are reduced to worker 0.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/comm.h"
+#include "common/config.h"
+#include "common/dataset.h"
+#include "common/device.h"
+#include "common/gradient_sync.h"
+#include "common/trace.h"
+
+namespace starring {
+
+struct EpochRecord {
+  int epoch = 0;
+  double wall_s = 0;
+  double train_loss = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;
+};
+
+struct TrainResult {
+  std::int64_t steps = 0;
+  double wall_s = 0;           // training loop, excluding data loading
+  double samples_per_s = 0;    // global (all workers)
+  double compute_s = 0, comm_s = 0, wait_s = 0;  // totals on this worker
+  std::uint64_t bytes_sent = 0, bytes_recv = 0;  // totals on this worker
+  double final_train_loss = 0;
+  double test_accuracy = 0, test_loss = 0;       // valid on worker 0
+  std::vector<EpochRecord> history;              // valid on worker 0
+  std::map<std::string, double> extra;           // backend extras, summed over steps
+  std::vector<int> widths;
+  std::size_t num_params = 0;
+};
+
+struct TrainerEnv {
+  Comm& workers;          // worker ranks only, 0..W-1
+  GradientSync& sync;
+  Device& device;
+  Trace* trace = nullptr;  // may be null
+};
+
+class Trainer {
+ public:
+  Trainer(const Config& cfg, TrainerEnv env);
+  TrainResult run(const Dataset& train, const Dataset& test);
+
+  // The learning rate at optimizer step `step` (1-based) for `workers` workers.
+  static float learning_rate(const TrainConfig& t, std::int64_t step, std::int64_t total_steps,
+                             int workers);
+
+ private:
+  const Config& cfg_;
+  TrainerEnv env_;
+};
+
+}  // namespace starring
