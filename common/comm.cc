@@ -1,0 +1,84 @@
+// The non-virtual parts of Comm: blocking forms built on isend/irecv + wait, byte counters.
+#include "common/comm.h"
+
+#include <cstdio>
+
+#include "common/comm_util.h"
+#include "common/error.h"
+
+namespace starring {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+Seconds remaining(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<Seconds>(deadline - Clock::now());
+  return left.count() > 0 ? left : Seconds(0);
+}
+}  // namespace
+
+void Comm::send(const void* buf, std::size_t bytes, int peer, int tag, Seconds timeout) {
+  isend(buf, bytes, peer, tag)->wait(timeout);
+}
+
+RecvStatus Comm::recv(void* buf, std::size_t bytes, int peer, int tag, Seconds timeout) {
+  return irecv(buf, bytes, peer, tag)->wait(timeout);
+}
+
+RecvStatus Comm::sendrecv(const void* sbuf, std::size_t sbytes, int dst, void* rbuf,
+                          std::size_t rbytes, int src, int tag, Seconds timeout) {
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
+  auto r = irecv(rbuf, rbytes, src, tag);  // pre-post the receive before sending
+  auto s = isend(sbuf, sbytes, dst, tag);
+  RecvStatus st = r->wait(remaining(deadline));
+  s->wait(remaining(deadline));
+  return st;
+}
+
+CommCounters Comm::counters() const {
+  CommCounters c;
+  c.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
+  c.bytes_recv = bytes_recv_.load(std::memory_order_relaxed);
+  c.msgs_sent = msgs_sent_.load(std::memory_order_relaxed);
+  c.msgs_recv = msgs_recv_.load(std::memory_order_relaxed);
+  return c;
+}
+
+std::string Comm::where() const { return "rank " + std::to_string(rank()); }
+
+void Comm::count_sent(std::size_t bytes) {
+  bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+  msgs_sent_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Comm::count_recv(std::size_t bytes) {
+  bytes_recv_.fetch_add(bytes, std::memory_order_relaxed);
+  msgs_recv_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string describe_op(bool is_send, int peer, int tag) {
+  std::string who = peer == kAnySource ? "any rank" : "rank " + std::to_string(peer);
+  return std::string(is_send ? "send to " : "recv from ") + who + " (tag " + std::to_string(tag) +
+         ")";
+}
+
+std::string timeout_message(const Comm& comm, Seconds timeout, const std::string& op) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", timeout.count());
+  return comm.where() + ": timeout after " + secs + " s in " + op;
+}
+
+void barrier_over_p2p(Comm& comm, Seconds timeout) {
+  // Dissemination barrier: in round j every rank signals rank + 2^j and waits for rank - 2^j;
+  // after ceil(log2 n) rounds every rank has (transitively) heard from every other.
+  const int n = comm.size(), r = comm.rank();
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
+  char out = 0, in = 0;
+  int round = 0;
+  for (int k = 1; k < n; k *= 2, ++round) {
+    comm.sendrecv(&out, 1, (r + k) % n, &in, 1, (r - k + n) % n, tags::kBarrier + round,
+                  remaining(deadline));
+  }
+}
+
+}  // namespace starring

@@ -1,0 +1,183 @@
+#include "common/mpi_comm.h"
+
+#include <climits>
+#include <thread>
+
+#include "common/comm_util.h"
+#include "common/error.h"
+
+namespace starring {
+
+void check_mpi(int rc, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  int rank = -1, init = 0;
+  MPI_Initialized(&init);
+  if (init) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw Error(detail::concat("rank ", rank, ": ", call, " failed: ", std::string(msg, len), " [",
+                             file, ":", line, "]"));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Polls `req` until it completes or `timeout` passes. Spins on MPI_Test first (the fast path of
+// a ring step), then yields, then sleeps with a growing back-off so a silent peer costs no CPU.
+bool poll_until(MPI_Request* req, MPI_Status* st, Seconds timeout) {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(timeout);
+  auto sleep = std::chrono::microseconds(5);
+  for (long iter = 0;; ++iter) {
+    int done = 0;
+    CHECK_MPI(MPI_Test(req, &done, st));
+    if (done) return true;
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    const auto waited = now - start;
+    if (waited < std::chrono::microseconds(200)) continue;  // spin
+    if (waited < std::chrono::milliseconds(5)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(sleep);
+      sleep = std::min(sleep * 2, std::chrono::microseconds(1000));
+    }
+  }
+}
+
+int checked_count(const MpiComm& comm, std::size_t bytes, int peer, int tag, bool is_send) {
+  STARRING_CHECK(bytes <= static_cast<std::size_t>(INT_MAX), comm.where(), ": message of ", bytes,
+                 " bytes exceeds MPI's int count in ", describe_op(is_send, peer, tag),
+                 " (send it in chunks)");
+  STARRING_CHECK(tag >= 0 && tag <= tags::kMaxTag, comm.where(), ": tag ", tag, " out of range");
+  STARRING_CHECK(peer == kAnySource || (peer >= 0 && peer < comm.size()), comm.where(),
+                 ": peer rank ", peer, " out of range (size ", comm.size(), ")");
+  return static_cast<int>(bytes);
+}
+
+}  // namespace
+
+class MpiRequest : public Request {
+ public:
+  MpiRequest(MpiComm* comm, bool is_send, int peer, int tag)
+      : comm_(comm), is_send_(is_send), peer_(peer), tag_(tag) {}
+  ~MpiRequest() override {
+    if (req_ == MPI_REQUEST_NULL) return;
+    // Abandoned: a receive is cancelled (then completed, so MPI never writes into freed memory);
+    // a send is released and finishes in the background. Errors are swallowed in a destructor.
+    if (!is_send_) {
+      MPI_Cancel(&req_);
+      MPI_Wait(&req_, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Request_free(&req_);
+    }
+  }
+  MPI_Request* raw() { return &req_; }
+
+  bool test() override {
+    if (done_) return true;
+    MPI_Status st;
+    int flag = 0;
+    CHECK_MPI(MPI_Test(&req_, &flag, &st));
+    if (flag) finish(st);
+    return done_;
+  }
+
+  RecvStatus wait(Seconds timeout) override {
+    if (done_) return status_;
+    MPI_Status st;
+    if (!poll_until(&req_, &st, timeout)) {
+      throw TimeoutError(timeout_message(*comm_, timeout, describe_op(is_send_, peer_, tag_)));
+    }
+    finish(st);
+    return status_;
+  }
+
+  RecvStatus status() const override { return status_; }
+
+ private:
+  void finish(const MPI_Status& st) {
+    done_ = true;
+    req_ = MPI_REQUEST_NULL;
+    if (is_send_) return;
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    status_.source = st.MPI_SOURCE;
+    status_.bytes = static_cast<std::size_t>(count);
+    comm_->on_recv_done(status_.bytes);
+  }
+
+  MpiComm* comm_;
+  bool is_send_;
+  int peer_, tag_;
+  bool done_ = false;
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  RecvStatus status_;
+};
+
+MpiComm::MpiComm(MPI_Comm parent) {
+  int init = 0;
+  MPI_Initialized(&init);
+  STARRING_CHECK(init, "MpiComm: MPI is not initialised (call MPI_Init_thread first)");
+  int provided = 0;
+  CHECK_MPI(MPI_Query_thread(&provided));
+  CHECK_MPI(MPI_Comm_dup(parent, &comm_));
+  CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
+  CHECK_MPI(MPI_Comm_size(comm_, &size_));
+  STARRING_CHECK(provided == MPI_THREAD_MULTIPLE, where(),
+                 ": the MPI library provides thread level ", provided,
+                 ", StarRing needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE,
+                 "): rebuild Open MPI with thread support or initialise with MPI_Init_thread");
+  void* ub = nullptr;
+  int flag = 0;
+  CHECK_MPI(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag));
+  STARRING_CHECK(flag && *static_cast<int*>(ub) >= tags::kMaxTag, where(), ": MPI_TAG_UB ",
+                 flag ? *static_cast<int*>(ub) : 0, " is below the tags StarRing uses (",
+                 tags::kMaxTag, ")");
+}
+
+MpiComm::~MpiComm() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<Request> MpiComm::isend(const void* buf, std::size_t bytes, int peer, int tag) {
+  int n = checked_count(*this, bytes, peer, tag, true);
+  auto r = std::make_unique<MpiRequest>(this, true, peer, tag);
+  CHECK_MPI(MPI_Isend(buf, n, MPI_BYTE, peer, tag, comm_, r->raw()));
+  count_sent(bytes);
+  return r;
+}
+
+std::unique_ptr<Request> MpiComm::irecv(void* buf, std::size_t bytes, int peer, int tag) {
+  int n = checked_count(*this, bytes, peer, tag, false);
+  auto r = std::make_unique<MpiRequest>(this, false, peer, tag);
+  CHECK_MPI(MPI_Irecv(buf, n, MPI_BYTE, peer == kAnySource ? MPI_ANY_SOURCE : peer, tag, comm_,
+                      r->raw()));
+  return r;
+}
+
+void MpiComm::barrier(Seconds timeout) {
+  MPI_Request req;
+  CHECK_MPI(MPI_Ibarrier(comm_, &req));
+  MPI_Status st;
+  if (!poll_until(&req, &st, timeout)) {
+    // MPI forbids freeing or cancelling a pending collective: the request is left behind (the
+    // caller is about to fail the run anyway).
+    throw TimeoutError(timeout_message(*this, timeout, "barrier"));
+  }
+}
+
+MPI_Comm mpi_comm_of(const Comm& comm, const char* what) {
+  auto* m = dynamic_cast<const MpiComm*>(&comm);
+  if (!m)
+    throw ConfigError(detail::concat(comm.where(), ": ", what,
+                                     " needs an MPI communicator (run under mpirun with the "
+                                     "world Comm), got an in-process or sub communicator"));
+  return m->mpi_comm();
+}
+
+}  // namespace starring

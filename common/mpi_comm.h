@@ -1,0 +1,47 @@
+// MpiComm: Comm over a private duplicate of an MPI communicator (so StarRing's messages never
+// match anyone else's). Requires MPI_THREAD_MULTIPLE: a backend's communication thread and the
+// trainer thread call MPI concurrently. Waits poll MPI_Test (which also drives Open MPI's
+// progress engine) with a short back-off until the deadline, then throw TimeoutError.
+#pragma once
+#include <mpi.h>
+
+#include <memory>
+
+#include "common/comm.h"
+
+namespace starring {
+
+// Throws starring::Error with the MPI error string and the call that failed.
+void check_mpi(int rc, const char* call, const char* file, int line);
+#define CHECK_MPI(call) ::starring::check_mpi((call), #call, __FILE__, __LINE__)
+
+class MpiComm : public Comm {
+ public:
+  // Duplicates `parent` (MPI_Comm_dup). Throws if MPI was not initialised with
+  // MPI_THREAD_MULTIPLE or if MPI_TAG_UB is below tags::kMaxTag.
+  explicit MpiComm(MPI_Comm parent);
+  ~MpiComm() override;
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override;
+  std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override;
+  void barrier(Seconds timeout) override;
+
+  // The duplicated communicator, for baselines that call MPI collectives directly.
+  MPI_Comm mpi_comm() const { return comm_; }
+
+ private:
+  friend class MpiRequest;
+  void on_recv_done(std::size_t bytes) { count_recv(bytes); }
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+// The MPI communicator under `comm` when it is an MpiComm; otherwise throws an Error naming
+// `what` (e.g. "backend 'mpi'") and saying it needs an MPI communicator.
+MPI_Comm mpi_comm_of(const Comm& comm, const char* what);
+
+}  // namespace starring

@@ -1,0 +1,308 @@
+// Comm implementations: in-process (threads) and MPI (run under mpirun -np 2/4; the MPI cases
+// skip when the job has one rank). Each scenario is one function of a Comm, run on both.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <numeric>
+#include <set>
+#include <thread>
+
+#include "common/error.h"
+#include "common/inproc_comm.h"
+#include "common/mpi_comm.h"
+#include "common/sub_comm.h"
+
+namespace starring {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr Seconds kLong{20.0};
+
+int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// Runs `body` on an MPI world Comm when the job has >= 2 ranks, else skips.
+#define MPI_ONLY()                                               \
+  if (world_size() < 2) GTEST_SKIP() << "needs mpirun -np >= 2"; \
+  auto mpi_world = std::make_shared<MpiComm>(MPI_COMM_WORLD);    \
+  mpi_world->set_timeout(kLong)
+
+// In-process cases run once (in the plain test), not on every rank of an mpirun job.
+#define INPROC_ONLY() \
+  if (world_size() > 1) GTEST_SKIP() << "in-process cases run in the plain test"
+
+float value(int rank, int i) { return static_cast<float>(rank * 1000 + i % 997); }
+
+void ping_pong(Comm& c) {
+  const int n = 1000;
+  std::vector<float> buf(n);
+  if (c.rank() == 0) {
+    for (int peer = 1; peer < c.size(); ++peer) {
+      for (int i = 0; i < n; ++i) buf[i] = value(peer, i);
+      c.send(buf.data(), n * 4, peer, 5, kLong);
+      std::vector<float> back(n, -1);
+      auto st = c.recv(back.data(), n * 4, peer, 6, kLong);
+      EXPECT_EQ(st.source, peer);
+      EXPECT_EQ(st.bytes, n * 4u);
+      for (int i = 0; i < n; ++i) ASSERT_EQ(back[i], 2 * value(peer, i) + 1);
+    }
+  } else {
+    c.recv(buf.data(), n * 4, 0, 5, kLong);
+    for (int i = 0; i < n; ++i) buf[i] = 2 * buf[i] + 1;
+    c.send(buf.data(), n * 4, 0, 6, kLong);
+  }
+}
+
+void ring_sendrecv(Comm& c) {
+  const int n = c.size(), r = c.rank();
+  std::vector<float> out(64), in(64, -1);
+  for (int i = 0; i < 64; ++i) out[i] = value(r, i);
+  c.sendrecv(out.data(), 256, (r + 1) % n, in.data(), 256, (r - 1 + n) % n, 9, kLong);
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(in[i], value((r - 1 + n) % n, i));
+}
+
+void any_source(Comm& c) {
+  if (c.rank() == 0) {
+    std::set<int> seen;
+    for (int k = 1; k < c.size(); ++k) {
+      int payload = -1;
+      auto st = c.recv(&payload, sizeof payload, kAnySource, 11, kLong);
+      EXPECT_EQ(st.source, payload);
+      EXPECT_EQ(st.bytes, sizeof payload);
+      seen.insert(payload);
+    }
+    EXPECT_EQ(static_cast<int>(seen.size()), c.size() - 1);
+  } else {
+    int payload = c.rank();
+    c.send(&payload, sizeof payload, 0, 11, kLong);
+  }
+}
+
+// Many messages on one (source, tag) arrive in send order, whether the receives are posted
+// before or after the sends, and for specific and any-source receives.
+void non_overtaking(Comm& c) {
+  const int m = 200;
+  if (c.rank() == 1) {
+    std::vector<int> seq(m);
+    std::iota(seq.begin(), seq.end(), 0);
+    std::vector<std::unique_ptr<Request>> reqs;
+    for (int k = 0; k < m; ++k) reqs.push_back(c.isend(&seq[k], sizeof(int), 0, 13));
+    for (auto& r : reqs) r->wait(kLong);
+    c.send(seq.data(), m * sizeof(int), 0, 14, kLong);
+  } else if (c.rank() == 0) {
+    std::vector<int> got(m, -1);
+    std::vector<std::unique_ptr<Request>> reqs;
+    for (int k = 0; k < m; ++k) {
+      reqs.push_back(c.irecv(&got[k], sizeof(int), k % 2 ? kAnySource : 1, 13));
+    }
+    for (auto& r : reqs) r->wait(kLong);
+    for (int k = 0; k < m; ++k) ASSERT_EQ(got[k], k);
+    c.recv(got.data(), m * sizeof(int), 1, 14, kLong);
+    for (int k = 0; k < m; ++k) ASSERT_EQ(got[k], k);
+  }
+}
+
+void byte_counters(Comm& c) {
+  c.barrier(kLong);
+  CommCounters before = c.counters();
+  const int n = c.size(), r = c.rank();
+  std::vector<char> out(1000 + r), in(1000 + n);
+  c.sendrecv(out.data(), out.size(), (r + 1) % n, in.data(), in.size(), (r - 1 + n) % n, 17, kLong);
+  CommCounters after = c.counters();
+  EXPECT_EQ(after.bytes_sent - before.bytes_sent, 1000u + r);
+  EXPECT_EQ(after.bytes_recv - before.bytes_recv, 1000u + (r - 1 + n) % n);
+  EXPECT_EQ(after.msgs_sent - before.msgs_sent, 1u);
+  EXPECT_EQ(after.msgs_recv - before.msgs_recv, 1u);
+}
+
+// Rank 0 waits for a message rank 1 never sends: TimeoutError naming both, within the timeout.
+void silent_peer(Comm& c) {
+  const Seconds timeout{0.3};
+  if (c.rank() == 0) {
+    int x = 0;
+    auto t0 = Clock::now();
+    try {
+      c.recv(&x, sizeof x, 1, 21, timeout);
+      ADD_FAILURE() << "recv from a silent peer returned";
+    } catch (const TimeoutError& e) {
+      double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("rank 0: timeout after 0.3 s in recv from rank 1 (tag 21)"),
+                std::string::npos)
+          << msg;
+      EXPECT_GE(waited, 0.3);
+      EXPECT_LT(waited, 0.3 + 5.0) << "timeout fired far too late";
+    }
+  }
+  c.barrier(kLong);
+}
+
+TEST(InProcComm, PingPong) {
+  INPROC_ONLY();
+  for (int n : {1, 2, 3, 4, 8}) run_ranks(n, ping_pong);
+}
+TEST(InProcComm, RingSendRecv) {
+  INPROC_ONLY();
+  for (int n : {1, 2, 3, 4, 8}) run_ranks(n, ring_sendrecv);
+}
+TEST(InProcComm, AnySource) {
+  INPROC_ONLY();
+  for (int n : {2, 4, 8}) run_ranks(n, any_source);
+}
+TEST(InProcComm, NonOvertaking) {
+  INPROC_ONLY();
+  run_ranks(2, non_overtaking);
+  run_ranks(3, non_overtaking);
+}
+TEST(InProcComm, ByteCounters) {
+  INPROC_ONLY();
+  for (int n : {1, 2, 3, 4}) run_ranks(n, byte_counters);
+}
+TEST(InProcComm, SilentPeerTimesOut) {
+  INPROC_ONLY();
+  run_ranks(2, silent_peer);
+  run_ranks(3, silent_peer);
+}
+TEST(InProcComm, BarrierWithAbsentRankTimesOut) {
+  INPROC_ONLY();
+  try {
+    run_ranks(3, [](Comm& c) {
+      if (c.rank() != 2) c.barrier(Seconds(0.3));
+    });
+    FAIL() << "barrier without rank 2 returned";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("timeout"), std::string::npos);
+  }
+}
+TEST(InProcComm, TruncationIsAnError) {
+  INPROC_ONLY();
+  EXPECT_THROW(run_ranks(2,
+                         [](Comm& c) {
+                           char big[16] = {}, small[4];
+                           if (c.rank() == 0) c.send(big, 16, 1, 3, kLong);
+                           if (c.rank() == 1) c.recv(small, 4, 0, 3, kLong);
+                         }),
+               Error);
+}
+TEST(InProcComm, FailingRankAbortsTheOthers) {
+  INPROC_ONLY();
+  auto t0 = Clock::now();
+  try {
+    run_ranks(4, [](Comm& c) {
+      if (c.rank() == 3) throw Error("rank 3: injected failure");
+      int x;
+      c.recv(&x, sizeof x, 3, 1, Seconds(60));
+    });
+    FAIL() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "rank 3: injected failure");
+  }
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 30.0);
+}
+TEST(InProcComm, AbandonedReceiveIsNeverWritten) {
+  INPROC_ONLY();
+  run_ranks(2, [](Comm& c) {
+    if (c.rank() == 1) {
+      {
+        int dead = -1;
+        auto r = c.irecv(&dead, sizeof dead, 0, 4);
+      }  // destroyed unfinished
+      c.barrier(kLong);
+      int x = -1;
+      c.recv(&x, sizeof x, 0, 4, kLong);
+      EXPECT_EQ(x, 42);
+    } else {
+      c.barrier(kLong);
+      int v = 42;
+      c.send(&v, sizeof v, 1, 4, kLong);
+    }
+  });
+}
+
+// SubComm: odd ranks of the parent, in reverse order, behave as a communicator of their own.
+void sub_comm_cases(std::shared_ptr<Comm> parent) {
+  std::vector<int> members;
+  for (int r = parent->size() - 1; r >= 0; --r)
+    if (r % 2 == 1) members.push_back(r);
+  if (parent->rank() % 2 == 1) {
+    SubComm sub(parent, members);
+    EXPECT_EQ(sub.size(), static_cast<int>(members.size()));
+    EXPECT_EQ(sub.parent_rank(sub.rank()), parent->rank());
+    ping_pong(sub);
+    any_source(sub);
+    ring_sendrecv(sub);
+    byte_counters(sub);
+    sub.barrier(kLong);
+  }
+  parent->barrier(kLong);
+}
+
+TEST(SubComm, InProc) {
+  INPROC_ONLY();
+  for (int n : {2, 4, 5, 8}) {
+    InProcWorld world(n);
+    std::vector<std::thread> ts;
+    std::vector<std::string> errors(n);
+    for (int r = 0; r < n; ++r)
+      ts.emplace_back([&, r] {
+        try {
+          sub_comm_cases(world.comm(r));
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+          world.abort(e.what());
+        }
+      });
+    for (auto& t : ts) t.join();
+    for (auto& e : errors) EXPECT_EQ(e, "");
+  }
+}
+TEST(SubComm, RejectsNonMemberAndDuplicates) {
+  INPROC_ONLY();
+  InProcWorld world(3);
+  EXPECT_THROW(SubComm(world.comm(0), {1, 2}), Error);
+  EXPECT_THROW(SubComm(world.comm(0), {0, 0}), Error);
+  EXPECT_THROW(SubComm(world.comm(0), {0, 3}), Error);
+}
+
+TEST(MpiComm, PingPong) {
+  MPI_ONLY();
+  ping_pong(*mpi_world);
+}
+TEST(MpiComm, RingSendRecv) {
+  MPI_ONLY();
+  ring_sendrecv(*mpi_world);
+}
+TEST(MpiComm, AnySource) {
+  MPI_ONLY();
+  any_source(*mpi_world);
+}
+TEST(MpiComm, NonOvertaking) {
+  MPI_ONLY();
+  non_overtaking(*mpi_world);
+}
+TEST(MpiComm, ByteCounters) {
+  MPI_ONLY();
+  byte_counters(*mpi_world);
+}
+TEST(MpiComm, SilentPeerTimesOut) {
+  MPI_ONLY();
+  silent_peer(*mpi_world);
+}
+TEST(MpiComm, SubComm) {
+  MPI_ONLY();
+  sub_comm_cases(mpi_world);
+}
+TEST(MpiComm, NonMpiCommIsRejectedByMpiCommOf) {
+  INPROC_ONLY();
+  InProcWorld world(1);
+  EXPECT_THROW(mpi_comm_of(*world.comm(0), "backend 'mpi'"), ConfigError);
+  MpiComm self(MPI_COMM_WORLD);
+  EXPECT_NE(mpi_comm_of(self, "test"), MPI_COMM_NULL);
+}
+
+}  // namespace
+}  // namespace starring
