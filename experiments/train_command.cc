@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "experiments/backend_registry.h"
 #include "experiments/commands.h"
+#include "experiments/train_run.h"
 #include "trainer/metrics.h"
 #include "trainer/trainer.h"
 
@@ -25,25 +26,6 @@
 
 namespace starring {
 namespace {
-
-std::pair<Dataset, Dataset> load_data(const Config& cfg) {
-  const DataConfig& d = cfg.data;
-  if (d.dataset == "synthetic") {
-    Dataset all = make_synthetic(d.synthetic_train + d.synthetic_test, d.synthetic_dim,
-                                 d.synthetic_classes, cfg.train.seed);
-    Dataset train = all, test = all;
-    train.n = d.synthetic_train;
-    train.x.resize(static_cast<std::size_t>(train.n) * all.dim);
-    train.y.resize(train.n);
-    test.n = d.synthetic_test;
-    test.x.assign(all.x.begin() + static_cast<std::ptrdiff_t>(train.x.size()), all.x.end());
-    test.y.assign(all.y.begin() + train.n, all.y.end());
-    return {std::move(train), std::move(test)};
-  }
-  STARRING_CONFIG_CHECK(d.dataset == "fashion-mnist" || d.dataset == "mnist", "unknown --dataset '",
-                        d.dataset, "' (fashion-mnist | mnist | synthetic)");
-  return {load_idx_dataset(d.data_dir, true), load_idx_dataset(d.data_dir, false)};
-}
 
 std::string now_iso() {
   std::time_t t = std::time(nullptr);
@@ -181,27 +163,16 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   Trace trace(world->rank());
   if (!cfg.out.trace_file.empty()) trace.open(cfg.out.trace_file);
   auto device = make_device(cfg.train.device, cfg.train.threads, world->rank());
-  BackendContext ctx{cfg, world, &trace, device.get()};
-  Backend be = BackendRegistry::instance().create(cfg.sync.backend, ctx);
-
-  TrainResult res;
-  nlohmann::json mine{{"rank", world->rank()}, {"role", be.role}};
-  if (be.role == "server") {
-    trace.set_thread_name("server");
-    be.serve();
-  } else {
-    auto [train, test] = load_data(cfg);
-    Trainer trainer(cfg, TrainerEnv{*be.workers, *be.sync, *device, &trace});
-    res = trainer.run(train, test);
-    be.sync->shutdown();
-  }
+  RankOutcome out = run_rank(cfg, world, *device, &trace);
+  const TrainResult& res = out.result;
+  nlohmann::json mine{{"rank", world->rank()}, {"role", out.role}};
   // Totals of this rank; servers learn the step count from worker 0 via the summary below.
   const CommCounters c = world->counters();
-  nlohmann::json extra = be.stats ? be.stats() : nlohmann::json::object();
+  const nlohmann::json& extra = out.backend_stats;
   mine["bytes_sent"] = extra.value("bytes_sent", static_cast<double>(
-                                                     be.role == "server" ? c.bytes_sent : res.bytes_sent));
+                                                     out.role == "server" ? c.bytes_sent : res.bytes_sent));
   mine["bytes_recv"] = extra.value("bytes_recv", static_cast<double>(
-                                                     be.role == "server" ? c.bytes_recv : res.bytes_recv));
+                                                     out.role == "server" ? c.bytes_recv : res.bytes_recv));
   mine["compute_s"] = res.compute_s;
   mine["comm_s"] = res.comm_s;
   mine["wait_s"] = res.wait_s;
@@ -221,7 +192,7 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
       for (const char* k : {"compute_s", "comm_s", "wait_s"})
         r[k] = r[k].get<double>();
     }
-    auto summary = build_summary(cfg, res, world->size(), be.num_workers, ranks);
+    auto summary = build_summary(cfg, res, world->size(), out.num_workers, ranks);
     print_summary(summary);
     write_json_atomically(cfg.out.summary_file, summary);
   }

@@ -263,6 +263,9 @@ TrainResult Trainer::run(const Dataset& train, const Dataset& test) {
     }
   }
   env_.sync.flush();
+  staging.all_params_up();
+  res.params.resize(layout.total());
+  env_.device.to_host(res.params.data(), model.params(), layout.total());
   progress.done();
   res.steps = step;
   res.wall_s = seconds_since(t_start) - eval_s;

@@ -53,6 +53,7 @@ struct TrainResult {
   std::map<std::string, double> extra;           // backend extras, summed over steps
   std::vector<int> widths;
   std::size_t num_params = 0;
+  std::vector<float> params;  // final parameters (host copy), for equivalence checks
 };
 
 struct TrainerEnv {

@@ -1,0 +1,68 @@
+// End-to-end training on a small synthetic set with the local backend, and the learning-rate rule.
+#include <gtest/gtest.h>
+
+#include "train_fixture.h"
+#include "trainer/trainer.h"
+
+namespace starring {
+namespace {
+
+TEST(Training, SyntheticLossFallsAndAccuracyRises) {
+  Config cfg = testing::small_config();
+  cfg.train.epochs = 5;
+  cfg.train.eval_each_epoch = true;
+  auto outs = testing::train_inproc(cfg, 1);
+  const TrainResult& r = outs[0].result;
+  ASSERT_EQ(r.history.size(), 5u);
+  // Four Gaussian classes in 32 dimensions are separable: chance is 0.25 accuracy and a loss
+  // of ln 4 = 1.386. After five epochs the MLP must be far past both.
+  EXPECT_LT(r.final_train_loss, 0.3);
+  EXPECT_GT(r.test_accuracy, 0.9);
+  EXPECT_LT(r.history.back().train_loss, r.history.front().train_loss);
+  EXPECT_EQ(r.steps, 5 * (1024 / 16));
+}
+
+TEST(Training, AccumulationMatchesLargerBatch) {
+  // accum k with batch b is the same mathematics as batch k*b (up to float reassociation).
+  Config a = testing::small_config();
+  a.train.max_steps = 12;
+  a.train.batch = 32;
+  Config b = a;
+  b.train.batch = 16;
+  b.train.accum = 2;
+  auto ra = testing::train_inproc(a, 1)[0].result;
+  auto rb = testing::train_inproc(b, 1)[0].result;
+  ASSERT_EQ(ra.params.size(), rb.params.size());
+  EXPECT_LT(testing::max_abs_diff(ra.params, rb.params), 1e-4);
+}
+
+TEST(Training, LearningRateScalingAndWarmup) {
+  TrainConfig t;
+  t.lr = 0.1f;
+  t.lr_scale = "linear";
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, 100, 4), 0.4f);
+  t.lr_scale = "sqrt";
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, 100, 4), 0.2f);
+  t.lr_scale = "none";
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, 100, 4), 0.1f);
+  t.lr_scale = "linear";
+  t.warmup_steps = 10;
+  EXPECT_NEAR(Trainer::learning_rate(t, 5, 100, 4), 0.1 + 0.3 * 0.5, 1e-6);
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 10, 100, 4), 0.4f);
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 50, 100, 4), 0.4f);
+}
+
+TEST(Training, BatchLargerThanShardIsAClearError) {
+  Config cfg = testing::small_config();
+  cfg.train.batch = 4096;
+  try {
+    testing::train_inproc(cfg, 1);
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("larger than this worker's shard"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace starring

@@ -1,0 +1,56 @@
+// Shared set-up for trainer-level tests: a small synthetic problem and a helper that trains it
+// on N in-process ranks with any registered backend.
+#pragma once
+#include <mutex>
+#include <vector>
+
+#include "common/config.h"
+#include "common/device.h"
+#include "common/inproc_comm.h"
+#include "experiments/train_run.h"
+
+namespace starring::testing {
+
+inline Config small_config() {
+  Config cfg;
+  cfg.command = "train";
+  cfg.data.dataset = "synthetic";
+  cfg.data.synthetic_train = 1024;
+  cfg.data.synthetic_test = 256;
+  cfg.data.synthetic_dim = 32;
+  cfg.data.synthetic_classes = 4;
+  cfg.model.preset = "custom";
+  cfg.model.hidden = {24, 16};
+  cfg.train.batch = 16;
+  cfg.train.epochs = 1;
+  cfg.train.lr = 0.05f;
+  cfg.train.eval_each_epoch = false;
+  cfg.out.progress = "off";
+  cfg.sync.timeout_s = 30;
+  return cfg;
+}
+
+// Trains on `world_size` in-process ranks; returns worker 0's outcome (and all outcomes).
+inline std::vector<RankOutcome> train_inproc(const Config& cfg, int world_size) {
+  auto data = load_data(cfg);
+  std::vector<RankOutcome> outs(world_size);
+  run_ranks(
+      world_size,
+      [&](Comm& c) {
+        // run_ranks hands out a Comm&; the registry wants shared ownership without deleting it.
+        std::shared_ptr<Comm> world(&c, [](Comm*) {});
+        auto dev = make_device("cpu", 1, c.rank());
+        outs[c.rank()] = run_rank(cfg, world, *dev, nullptr, &data.first, &data.second);
+      },
+      Seconds(cfg.sync.timeout_s));
+  return outs;
+}
+
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = a.size() == b.size() ? 0.0 : 1e30;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, static_cast<double>(std::abs(a[i] - b[i])));
+  return m;
+}
+
+}  // namespace starring::testing
