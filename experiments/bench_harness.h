@@ -1,0 +1,133 @@
+// The `starring bench` harness: one driver for every backend, modelled on nccl-tests.
+//
+// A backend joins the bench by adding a small BenchOp adapter and registering it by name in its
+// experiments/register_<name>.cc (the same way backends join the trainer's registry):
+//
+//   static starring::BenchOpRegistrar bench_reg("ring", [](const BenchOpContext& ctx) {
+//     return std::make_unique<RingBenchOp>(ctx);
+//   });
+//
+// For each size (-b .. -e, times -f) and each backend named in --backends, the harness, on every
+// rank of the world:
+//   1. fills the input with the closed form input_value(worker, i) on worker ranks;
+//   2. calls op.prepare(input, count) (not timed), then op.run() -w times (warm-up);
+//   3. barrier, then op.run() -n times, timed; the time is the slowest worker's mean;
+//   4. with -c, op.result(out, count) on workers and compares every element against
+//      expected_sum(workers, i) exactly: the values are small integers, so any order of float
+//      additions gives the same bits, and a wrong count of 0 is a real check;
+//   5. reads op.counters() before/after the timed loop for the bytes moved per rank.
+// Rank 0 prints one row per size: size count type time(us) algbw busbw #wrong, with
+// algbw = bytes / time and busbw = algbw * op.bus_factor(), and a JSON line per row with --json
+// (fields in /work/notes/schema.md), then a footer per backend.
+//
+// The semantics every op implements is the SUM over workers (no 1/N scaling), out of place.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/comm.h"
+#include "common/config.h"
+
+namespace starring {
+
+class Device;
+
+struct BenchOpContext {
+  const Config& cfg;
+  std::shared_ptr<Comm> world;  // every rank of the job
+  Device* device = nullptr;     // this rank's compute device (GPU ops use it); may be null
+};
+
+class BenchOp {
+ public:
+  virtual ~BenchOp() = default;
+
+  // The JSON "bench" field: "allreduce" (ring, mpi, nccl) or "pushpull" (ps).
+  virtual std::string kind() const { return "allreduce"; }
+  // False on ranks that hold no data (dedicated parameter servers): they get prepare(nullptr, n)
+  // and run() the same number of times as workers, and serve each iteration.
+  virtual bool is_worker() const { return true; }
+  // This rank's index among the workers (0..workers()-1); ignored on non-workers.
+  virtual int worker_index() const = 0;
+  virtual int workers() const = 0;
+  // The JSON "servers" field: a count, "colocated", or 0 for all-reduce.
+  virtual nlohmann::json servers() const { return 0; }
+  // busbw = algbw * bus_factor(). All-reduce: 2(W-1)/W. PS: say in your adapter what it means
+  // (e.g. bytes through the busiest link divided by the buffer size).
+  virtual double bus_factor() const = 0;
+
+  // Not timed. `input` (count floats, host memory) stays valid and unchanged until the next
+  // prepare(); null on non-workers. Device ops upload it here; host ops may keep the pointer.
+  virtual void prepare(const float* input, std::size_t count) = 0;
+  // Timed: one out-of-place sum over workers of the prepared input. Called on every rank.
+  virtual void run() = 0;
+  // Not timed, workers only: copies the last run()'s result (count floats) to host memory.
+  virtual void result(float* out) = 0;
+
+  // Bytes/messages this rank has moved so far through a counting transport (Comm counters);
+  // nullopt when the transport is opaque (MPI_Allreduce, NCCL): the harness then reports the
+  // ring's theoretical bytes and marks the row "bytes_measured": false.
+  virtual std::optional<CommCounters> counters() const { return std::nullopt; }
+  // Extra JSON fields for a row (e.g. ps: "server_bytes_in"/"server_bytes_out" per server per
+  // iteration). Called on EVERY rank after the timed loop of each size (so an op may gather
+  // over its comm); only rank 0's return value is used.
+  virtual nlohmann::json extra_fields(std::size_t /*count*/, int /*iters*/) {
+    return nlohmann::json::object();
+  }
+};
+
+using BenchOpFactory = std::function<std::unique_ptr<BenchOp>(const BenchOpContext&)>;
+
+// The table of bench adapters by name (static registration only, like BackendRegistry).
+void register_bench_op(const std::string& name, BenchOpFactory f);
+std::unique_ptr<BenchOp> make_bench_op(const std::string& name, const BenchOpContext& ctx);
+std::vector<std::string> bench_op_names();
+
+struct BenchOpRegistrar {
+  BenchOpRegistrar(const std::string& name, BenchOpFactory f) {
+    register_bench_op(name, std::move(f));
+  }
+};
+
+// The closed-form data: worker w's input at index i, and the exact sum over `workers` workers.
+// Values are small integers (|v| < 2^11) so every partial sum is exact in float32.
+inline float input_value(int worker, std::size_t i) {
+  return static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(worker) * 13) % 61) -
+                            30 + worker);
+}
+inline float expected_sum(int workers, std::size_t i) {
+  float s = 0;
+  for (int w = 0; w < workers; ++w) s += input_value(w, i);
+  return s;
+}
+
+// One measured row (what is printed and written as JSON).
+struct BenchRow {
+  std::string backend, kind;
+  int np = 0, workers = 0;
+  nlohmann::json servers = 0;
+  std::size_t bytes = 0, count = 0;
+  double time_us = 0, algbw_GBps = 0, busbw_GBps = 0;
+  long wrong = 0;
+  double memcpy_GBps = 0;
+  double bytes_sent_per_rank = 0, bytes_recv_per_rank = 0;
+  bool bytes_measured = true;
+  nlohmann::json extra = nlohmann::json::object();
+};
+nlohmann::json to_json(const BenchRow& row);
+
+// Runs the whole bench on every rank of `world` (cfg.bench: sizes, iterations, backends) and
+// prints/writes on rank 0. Returns the rows (complete on rank 0). Throws on errors.
+std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm> world,
+                                        Device* device);
+
+// This machine's memcpy bandwidth in GB/s (counted as bytes copied / time; one read + one write
+// per byte), measured on a buffer of `bytes`.
+double measure_memcpy_GBps(std::size_t bytes);
+
+}  // namespace starring
