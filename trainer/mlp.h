@@ -38,7 +38,8 @@ class Mlp {
   float* grads() { return grads_; }
   Device& device() { return dev_; }
 
-  // Input batch (device memory, n x widths[0]) for the next forward pass.
+  // Input batch (device memory, n x widths[0]) for the next forward pass. Not copied: it must stay
+  // valid until backward_layer(0) has run.
   void set_input(const float* x, int n);
   void forward_layer(int l);
   // Mean loss over n rows; sets d(logits) scaled by grad_scale (1/n for a mean loss).
@@ -50,6 +51,8 @@ class Mlp {
 
   // Whole forward (no gradient), used by evaluation.
   void forward(const float* x, int n);
+  // The last forward pass's logits (device memory, n x classes).
+  const float* logits() const;
 
   // FLOPs of one training step (forward + backward) for n samples: 6 * n * sum(in*out).
   double train_flops(int n) const;
@@ -64,8 +67,9 @@ class Mlp {
   std::vector<std::size_t> w_off_, b_off_;  // per layer, in the flat buffer
   std::vector<float*> acts_;                // acts_[0] = input, acts_[l+1] = output of layer l
   std::vector<float*> dacts_;               // gradient w.r.t. acts_[l]
-  const float* input_ = nullptr;
   int n_ = 0;
+
+  void init_params(std::uint64_t seed);
 };
 
 }  // namespace starring

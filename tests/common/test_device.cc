@@ -1,0 +1,262 @@
+// Device: the CPU implementation against naive double-precision references for every operation,
+// make_device's fallback, and (when a GPU is present) the CUDA implementation against the CPU one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/device.h"
+#include "common/error.h"
+
+namespace starring {
+namespace {
+
+// Closed-form data: value of element i of buffer `which`.
+std::vector<float> data(std::size_t n, int which) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = std::sin(0.3f * static_cast<float>(i) + 1.7f * static_cast<float>(which)) *
+           (1.0f + 0.01f * static_cast<float>(i % 13));
+  return v;
+}
+std::vector<int> labels(int rows, int cols) {
+  std::vector<int> l(rows);
+  for (int r = 0; r < rows; ++r) l[r] = (r * 7 + 3) % cols;
+  return l;
+}
+
+// Host copies in and out of a device buffer.
+struct Buf {
+  Device& d;
+  float* p;
+  std::size_t n;
+  Buf(Device& dev, const std::vector<float>& h) : d(dev), p(dev.alloc(h.size())), n(h.size()) {
+    d.to_device(p, h.data(), n);
+  }
+  Buf(Device& dev, std::size_t count) : d(dev), p(dev.alloc(count)), n(count) {}
+  ~Buf() { d.free(p); }
+  std::vector<float> get() const {
+    std::vector<float> h(n);
+    d.to_host(h.data(), p, n);
+    return h;
+  }
+};
+struct IntBuf {
+  Device& d;
+  int* p;
+  IntBuf(Device& dev, const std::vector<int>& h) : d(dev), p(dev.alloc_int(h.size())) {
+    d.to_device_int(p, h.data(), h.size());
+  }
+  ~IntBuf() { d.free_int(p); }
+};
+
+// Naive row-major C = alpha op(A) op(B) + beta C in double.
+std::vector<float> ref_gemm(bool ta, bool tb, int m, int n, int k, float alpha,
+                            const std::vector<float>& a, const std::vector<float>& b, float beta,
+                            const std::vector<float>& c) {
+  std::vector<float> out(c.size());
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0;
+      for (int q = 0; q < k; ++q) {
+        double av = ta ? a[q * m + i] : a[i * k + q];
+        double bv = tb ? b[j * k + q] : b[q * n + j];
+        s += av * bv;
+      }
+      out[i * n + j] = static_cast<float>(alpha * s + beta * c[i * n + j]);
+    }
+  return out;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol,
+                  double atol, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << what << " at " << i;
+}
+
+class CpuDeviceTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Device> dev = make_device("cpu", 1, 0);
+};
+
+TEST_F(CpuDeviceTest, GemmAllTransposes) {
+  const int m = 13, n = 7, k = 29;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      auto a = data(m * k, 1), b = data(k * n, 2), c = data(m * n, 3);
+      Buf A(*dev, a), B(*dev, b), C(*dev, c);
+      dev->gemm(ta, tb, m, n, k, 0.75f, A.p, B.p, 0.5f, C.p);
+      // k = 29 products of values below ~1.1: float error well under 1e-5 relative.
+      expect_close(C.get(), ref_gemm(ta, tb, m, n, k, 0.75f, a, b, 0.5f, c), 1e-5, 1e-5, "gemm");
+    }
+}
+
+TEST_F(CpuDeviceTest, BiasActReluBackwardBiasGrad) {
+  const int rows = 5, cols = 19;
+  auto y = data(rows * cols, 4), bias = data(cols, 5);
+  for (bool relu : {false, true}) {
+    Buf Y(*dev, y), B(*dev, bias);
+    dev->bias_act(Y.p, B.p, rows, cols, relu);
+    std::vector<float> want(y.size());
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        float v = y[r * cols + c] + bias[c];
+        want[r * cols + c] = relu ? std::max(v, 0.0f) : v;
+      }
+    expect_close(Y.get(), want, 0, 0, "bias_act");
+  }
+  auto dy = data(rows * cols, 6);
+  Buf DY(*dev, dy), Y(*dev, y);
+  dev->relu_backward(DY.p, Y.p, dy.size());
+  auto got = DY.get();
+  for (std::size_t i = 0; i < dy.size(); ++i) EXPECT_EQ(got[i], y[i] > 0 ? dy[i] : 0.0f);
+
+  Buf DB(*dev, data(cols, 7));
+  Buf G(*dev, dy);
+  std::vector<double> colsum(cols, 0.0);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) colsum[c] += dy[r * cols + c];
+  dev->bias_grad(DB.p, G.p, rows, cols, false);
+  std::vector<float> want(colsum.begin(), colsum.end());
+  expect_close(DB.get(), want, 1e-6, 1e-6, "bias_grad");
+  dev->bias_grad(DB.p, G.p, rows, cols, true);  // accumulate: twice the sum
+  for (auto& w : want) w *= 2;
+  expect_close(DB.get(), want, 1e-6, 1e-6, "bias_grad accumulate");
+}
+
+TEST_F(CpuDeviceTest, SoftmaxXentAndCountCorrect) {
+  const int rows = 6, cols = 10;
+  auto x = data(rows * cols, 8);
+  for (auto& v : x) v *= 5.0f;
+  x[0] = 80.0f;  // large logit: the max-shift must keep exp finite
+  auto lab = labels(rows, cols);
+  lab[0] = 0;
+  Buf X(*dev, x), D(*dev, rows * cols);
+  IntBuf L(*dev, lab);
+  const float scale = 1.0f / rows;
+  double loss = dev->softmax_xent(X.p, L.p, rows, cols, D.p, scale);
+  double want_loss = 0;
+  std::vector<float> want_d(rows * cols);
+  int want_correct = 0;
+  for (int r = 0; r < rows; ++r) {
+    double mx = *std::max_element(&x[r * cols], &x[r * cols] + cols), s = 0;
+    for (int c = 0; c < cols; ++c) s += std::exp(x[r * cols + c] - mx);
+    want_loss += std::log(s) + mx - x[r * cols + lab[r]];
+    for (int c = 0; c < cols; ++c)
+      want_d[r * cols + c] =
+          static_cast<float>((std::exp(x[r * cols + c] - mx) / s - (c == lab[r])) * scale);
+    int arg = static_cast<int>(std::max_element(&x[r * cols], &x[r * cols] + cols) - &x[r * cols]);
+    want_correct += arg == lab[r];
+  }
+  EXPECT_NEAR(loss, want_loss, 1e-5 * std::fabs(want_loss));
+  expect_close(D.get(), want_d, 1e-5, 1e-7, "dlogits");
+  EXPECT_EQ(dev->count_correct(X.p, L.p, rows, cols), want_correct);
+  EXPECT_GE(want_correct, 1);  // row 0 is right by construction
+
+  std::vector<int> bad = lab;
+  bad[2] = cols;
+  IntBuf LB(*dev, bad);
+  EXPECT_THROW(dev->softmax_xent(X.p, LB.p, rows, cols, D.p, scale), Error);
+}
+
+TEST_F(CpuDeviceTest, ReductionsAndVectorOps) {
+  const std::size_t n = 5000;  // several 1024-blocks plus a tail
+  auto x = data(n, 9), y = data(n, 10);
+  Buf X(*dev, x), Y(*dev, y);
+  double ss = 0;
+  for (float v : x) ss += static_cast<double>(v) * v;
+  EXPECT_NEAR(dev->sum_squares(X.p, n), ss, 1e-6 * ss);
+  dev->axpy(-0.5f, X.p, Y.p, n);
+  std::vector<float> want(n);
+  for (std::size_t i = 0; i < n; ++i) want[i] = y[i] - 0.5f * x[i];
+  expect_close(Y.get(), want, 1e-6, 1e-7, "axpy");
+  dev->scale(Y.p, 3.0f, n);
+  for (auto& w : want) w *= 3.0f;
+  expect_close(Y.get(), want, 1e-6, 1e-7, "scale");
+  dev->fill(Y.p, 2.5f, n);
+  expect_close(Y.get(), std::vector<float>(n, 2.5f), 0, 0, "fill");
+}
+
+TEST_F(CpuDeviceTest, OptimizerStepMatchesOptimizer) {
+  const std::size_t n = 1001;
+  for (const char* type : {"sgd", "adamw"}) {
+    OptimizerConfig cfg;
+    cfg.type = type;
+    cfg.weight_decay = 0.01f;
+    auto p = data(n, 11), g = data(n, 12);
+    std::vector<float> p_ref = p;
+    Optimizer opt(cfg, 0, n);
+    Buf P(*dev, p), G(*dev, g), S1(*dev, n), S2(*dev, n);
+    for (int t = 1; t <= 3; ++t) {
+      opt.apply(p_ref.data(), g.data(), 0, n, 0.01f, t);
+      dev->optimizer_step(cfg, P.p, G.p, S1.p, S2.p, n, 0.01f, t);
+    }
+    expect_close(P.get(), p_ref, 0, 0, type);  // same code on the CPU: identical
+  }
+}
+
+TEST(MakeDevice, CpuAndFallback) {
+  auto cpu = make_device("cpu", 1, 0);
+  EXPECT_FALSE(cpu->is_gpu());
+  EXPECT_EQ(cpu->name(), "cpu");
+  EXPECT_THROW(make_device("tpu", 1, 0), ConfigError);
+  // "cuda" never throws: a GPU when usable, the CPU (with one log line) otherwise.
+  GpuInfo info = query_gpus();
+  auto d = make_device("cuda", 1, 0);
+  ASSERT_TRUE(d != nullptr);
+  EXPECT_EQ(d->is_gpu(), info.built && !info.gpus.empty());
+  if (!info.built) EXPECT_FALSE(info.error.empty());
+}
+
+// The same operations on the GPU and on the CPU agree within float tolerance.
+TEST(CudaVsCpu, Agree) {
+  GpuInfo info = query_gpus();
+  if (!info.built || info.gpus.empty())
+    GTEST_SKIP() << "no usable GPU: " << (info.error.empty() ? "none found" : info.error);
+  auto cpu = make_device("cpu", 1, 0);
+  auto gpu = make_device("cuda", 1, 0);
+  ASSERT_TRUE(gpu->is_gpu());
+  const int m = 64, n = 96, k = 130, classes = 10;
+  auto a = data(m * k, 1), b = data(k * n, 2), bias = data(n, 3), g = data(m * n, 4);
+  auto logits = data(m * classes, 5);
+  auto lab = labels(m, classes);
+  std::vector<std::vector<float>> out[2];
+  double loss[2], ss[2];
+  int correct[2];
+  Device* devs[2] = {cpu.get(), gpu.get()};
+  for (int d = 0; d < 2; ++d) {
+    Device& dv = *devs[d];
+    Buf A(dv, a), B(dv, b), Bias(dv, bias), C(dv, m * n), DB(dv, n), G(dv, g);
+    Buf X(dv, logits), D(dv, m * classes);
+    IntBuf L(dv, lab);
+    dv.gemm(false, false, m, n, k, 1.0f, A.p, B.p, 0.0f, C.p);
+    dv.bias_act(C.p, Bias.p, m, n, true);
+    out[d].push_back(C.get());
+    dv.gemm(true, false, k, n, m, 1.0f, A.p, C.p, 0.0f, B.p);  // A^T C (k x n)
+    out[d].push_back(B.get());
+    dv.relu_backward(G.p, C.p, m * n);
+    dv.bias_grad(DB.p, G.p, m, n, false);
+    out[d].push_back(G.get());
+    out[d].push_back(DB.get());
+    loss[d] = dv.softmax_xent(X.p, L.p, m, classes, D.p, 1.0f / m);
+    out[d].push_back(D.get());
+    correct[d] = dv.count_correct(X.p, L.p, m, classes);
+    ss[d] = dv.sum_squares(C.p, m * n);
+    OptimizerConfig cfg;
+    cfg.type = "adamw";
+    Buf S1(dv, m * n), S2(dv, m * n);
+    dv.optimizer_step(cfg, G.p, C.p, S1.p, S2.p, m * n, 1e-3f, 1);  // params G, grads C
+    dv.synchronize();
+    out[d].push_back(G.get());
+  }
+  for (std::size_t i = 0; i < out[0].size(); ++i)
+    expect_close(out[1][i], out[0][i], 1e-4, 1e-4, ("output " + std::to_string(i)).c_str());
+  EXPECT_NEAR(loss[1], loss[0], 1e-4 * std::fabs(loss[0]));
+  EXPECT_NEAR(ss[1], ss[0], 1e-5 * ss[0]);
+  EXPECT_EQ(correct[1], correct[0]);
+}
+
+}  // namespace
+}  // namespace starring
