@@ -1,0 +1,268 @@
+// Command-line and INI parsing for every `starring` sub-command (Boost.Program_options).
+//
+// One scheme, both sources:
+//  - Every option has a long kebab-case name (`--batch`, `--lr-scale`, ...). The same name is the
+//    key in an INI file given with `--config FILE`:   batch = 64
+//  - INI section headers (`[train]`, `[sync]`, ...) are labels for the reader only: they are
+//    ignored, so `[train] batch = 64` and a bare `batch = 64` mean the same. Comments start with
+//    '#' or ';'. Booleans take true/false, on/off, yes/no, 1/0.
+//  - The command line wins over the INI file; the INI file wins over the built-in defaults.
+//  - The command line accepts only the option groups relevant to the sub-command (those shown
+//    by `starring <command> --help`); an INI file may hold any known option, so one experiment
+//    file can serve `train` and `bench` alike.
+//  - `--hidden` sets the preset to "custom"; `--preset` and `--hidden` from the same source
+//    conflict unless the preset is "custom"; otherwise the one from the higher source wins.
+// Values are checked in finalize_config (common/config_check.cc); every problem throws one
+// ConfigError line naming the option.
+#include "common/config.h"
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "common/config_detail.h"
+#include "common/error.h"
+
+namespace starring {
+namespace po = boost::program_options;
+namespace {
+
+// Options read as text first, converted and checked after parsing.
+struct Staged {
+  std::string hidden, overlap, segment_bytes, ps_chunk_bytes, min_bytes, max_bytes, backends;
+};
+
+template <typename T>
+po::typed_value<T>* val(T* field) {
+  return po::value<T>(field)->default_value(*field);
+}
+// A bool that may be given bare (`--json`) or with a value (`--json=false`, INI `json = off`).
+po::typed_value<bool>* flag(bool* field) {
+  return po::value<bool>(field)
+      ->default_value(*field, *field ? "true" : "false")
+      ->implicit_value(true, "true");
+}
+po::typed_value<std::string>* text(std::string* s, const std::string& shown) {
+  return po::value<std::string>(s)->default_value(shown);
+}
+
+// All option groups. Which are shown and accepted on the command line depends on the command.
+struct Groups {
+  po::options_description general{"General"}, data{"Data"}, model{"Model"}, train{"Training"},
+      runtime{"Runtime"}, output{"Output"}, sync{"Gradient sync"},
+      ps{"Parameter server (--backend ps)"}, bench{"Benchmark"};
+
+  Groups(Config& c, Staged& s) {
+    general.add_options()("help,h", "show this help and exit")(
+        "config", po::value(&c.config_file)->value_name("FILE"),
+        "INI file of options (keys = long option names; the command line wins)")(
+        "run-name", val(&c.out.run_name), "a label copied into metrics and summaries");
+    add_data(c.data);
+    add_model(c.model, s);
+    add_train(c.train);
+    runtime.add_options()("seed", val(&c.train.seed),
+                          "base seed; per-worker randomness uses seed + rank")(
+        "device", val(&c.train.device), "cpu | cuda | auto (no usable GPU: falls back to cpu)")(
+        "threads", val(&c.train.threads), "OpenBLAS threads per rank")(
+        "timeout", val(&c.sync.timeout_s), "seconds any wait may block before failing");
+    output.add_options()("metrics-file", val(&c.out.metrics_file), "JSON-lines metrics (rank 0)")(
+        "summary-file", val(&c.out.summary_file), "one JSON summary at the end")(
+        "trace", val(&c.out.trace_file), "Chrome trace file per rank ('%r' = rank)")(
+        "progress", val(&c.out.progress), "auto | bar | lines | off")(
+        "log-every", val(&c.out.log_every), "steps between progress lines when not a terminal");
+    add_sync(c.sync, s);
+    add_bench(c.bench, s);
+  }
+
+  void add_data(DataConfig& d) {
+    data.add_options()("dataset", val(&d.dataset),
+                       "fashion-mnist | mnist (IDX files in --data-dir) | synthetic")(
+        "data-dir", val(&d.data_dir), "folder of the IDX files (.gz or plain)")(
+        "synthetic-train", val(&d.synthetic_train), "synthetic: training samples")(
+        "synthetic-test", val(&d.synthetic_test), "synthetic: test samples")(
+        "synthetic-dim", val(&d.synthetic_dim), "synthetic: features per sample")(
+        "synthetic-classes", val(&d.synthetic_classes), "synthetic: classes");
+  }
+  void add_model(ModelConfig& m, Staged& s) {
+    model.add_options()("preset", val(&m.preset),
+                        "default (hidden 256,128) | wide (4096,4096, ~20M params) | custom")(
+        "hidden", text(&s.hidden, join_ints(m.hidden)),
+        "hidden widths, comma-separated, e.g. 256,128 (sets --preset custom)");
+  }
+  void add_train(TrainConfig& t) {
+    train.add_options()("epochs", val(&t.epochs), "passes over the training set")(
+        "max-steps", val(&t.max_steps), "stop after this many optimizer steps (-1: all epochs)")(
+        "batch", val(&t.batch), "samples per worker per micro-batch")(
+        "accum", val(&t.accum), "micro-batches accumulated per optimizer step")(
+        "lr", val(&t.lr), "base learning rate (one worker)")(
+        "lr-scale", val(&t.lr_scale), "none | linear | sqrt: scale lr with the number of workers")(
+        "warmup-steps", val(&t.warmup_steps), "linear warm-up steps to the scaled lr")(
+        "lr-schedule", val(&t.lr_schedule), "constant | cosine")("optimizer", val(&t.opt.type),
+                                                                 "sgd (with momentum) | adamw")(
+        "momentum", val(&t.opt.momentum), "sgd momentum")("weight-decay", val(&t.opt.weight_decay),
+                                                          "sgd: L2; adamw: decoupled")(
+        "beta1", val(&t.opt.beta1), "adamw beta1")("beta2", val(&t.opt.beta2), "adamw beta2")(
+        "eps", val(&t.opt.eps), "adamw epsilon")("eval-each-epoch", flag(&t.eval_each_epoch),
+                                                 "evaluate on the test set after each epoch")(
+        "straggler", val(&t.straggler), "RANK:MS: worker RANK sleeps MS ms every step")(
+        "fault", val(&t.fault), "kill:RANK:STEP | hang:RANK:STEP (fault tests)");
+  }
+  void add_sync(SyncConfig& y, Staged& s) {
+    sync.add_options()("backend", val(&y.backend), "local | ring | mpi | nccl | ps")(
+        "bucket-mb", val(&y.bucket_mb), "gradient bucket size in MiB")(
+        "overlap", text(&s.overlap, y.overlap ? "on" : "off"),
+        "on | off: sync buckets while backward runs")("compress", val(&y.compress),
+                                                      "none | fp16 | bf16 on the wire")(
+        "segment-bytes", text(&s.segment_bytes, format_bytes(y.segment_bytes)),
+        "ring pipelining segment (e.g. 1M)")("nccl-force-ring", flag(&y.nccl_force_ring),
+                                             "force NCCL's ring algorithm");
+    ps.add_options()("servers", val(&y.servers), "dedicated server ranks, or 'colocated'")(
+        "ps-partition", val(&y.ps_partition), "range (balanced by bytes) | tensor (round-robin)")(
+        "ps-chunk-bytes", text(&s.ps_chunk_bytes, format_bytes(y.ps_chunk_bytes)),
+        "push/pull message chunk (e.g. 4M)")("consistency", val(&y.consistency), "bsp | asp | ssp")(
+        "staleness", val(&y.staleness), "ssp: max clocks ahead of the slowest worker");
+  }
+  void add_bench(BenchConfig& b, Staged& s) {
+    bench.add_options()("min-bytes,b", text(&s.min_bytes, format_bytes(b.min_bytes)),
+                        "smallest message (K/M/G suffixes)")(
+        "max-bytes,e", text(&s.max_bytes, format_bytes(b.max_bytes)), "largest message")(
+        "factor,f", val(&b.factor), "size multiplier between rows")(
+        "iters,n", val(&b.iters), "timed iterations per size")("warmup,w", val(&b.warmup),
+                                                               "untimed iterations per size")(
+        "check,c", val(&b.check), "check results against the closed form (0: off)")(
+        "json", flag(&b.json), "also print each row as a JSON line")(
+        "backends", text(&s.backends, ""),
+        "comma list of backends side by side (default: --backend)")(
+        "memcpy-baseline", flag(&b.memcpy_baseline), "measure memcpy bandwidth for reference");
+  }
+
+  // The groups a command shows and accepts on its command line.
+  void select(const std::string& command, po::options_description& out) const {
+    out.add(general);
+    if (command == "train") {
+      out.add(data).add(model).add(train).add(runtime).add(output).add(sync).add(ps);
+    } else if (command == "bench") {
+      out.add(runtime).add(output).add(sync).add(ps).add(bench);
+    } else if (command == "bench-model" || command == "bench_model") {
+      out.add(data).add(model).add(train).add(runtime).add(output);
+    } else if (command == "env") {
+      out.add(runtime);
+    } else {
+      all(out, false);
+    }
+  }
+  void all(po::options_description& out, bool with_general) const {
+    if (with_general) out.add(general);
+    out.add(data).add(model).add(train).add(runtime).add(output).add(sync).add(ps).add(bench);
+  }
+};
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// Reads the INI file, drops section headers and ';' comments, and checks every key against the
+// known options so an unknown key is reported with its line number.
+po::parsed_options parse_ini(const std::string& path, const po::options_description& all) {
+  std::ifstream in(path);
+  STARRING_CONFIG_CHECK(in.good(), "--config: cannot read '", path, "' (missing or unreadable)");
+  std::ostringstream kept;
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    std::string t = trim(line);
+    if (t.empty() || t[0] == '#' || t[0] == ';') continue;
+    if (t.front() == '[') {
+      STARRING_CONFIG_CHECK(t.back() == ']', path, ":", no, ": bad section header '", t, "'");
+      continue;
+    }
+    auto eq = t.find('=');
+    STARRING_CONFIG_CHECK(eq != std::string::npos, path, ":", no, ": expected 'key = value', got '",
+                          t, "'");
+    std::string key = trim(t.substr(0, eq));
+    STARRING_CONFIG_CHECK(key != "config" && key != "help" && all.find_nothrow(key, false), path,
+                          ":", no, ": unknown option '", key, "'");
+    kept << key << '=' << trim(t.substr(eq + 1)) << '\n';
+  }
+  std::istringstream stripped(kept.str());
+  try {
+    return po::parse_config_file(stripped, all, false);
+  } catch (const po::error& e) {
+    throw ConfigError(detail::concat(path, ": ", e.what()));
+  }
+}
+
+// Where an option's value came from: 2 command line, 1 INI file, 0 default.
+int source_of(const std::string& name, const po::parsed_options& cmd,
+              const po::parsed_options* ini) {
+  for (const auto& o : cmd.options)
+    if (o.string_key == name) return 2;
+  if (ini)
+    for (const auto& o : ini->options)
+      if (o.string_key == name) return 1;
+  return 0;
+}
+
+void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::parsed_options* ini,
+                  Config& cfg) {
+  int hidden_src = source_of("hidden", cmd, ini), preset_src = source_of("preset", cmd, ini);
+  if (hidden_src > 0 && hidden_src == preset_src && cfg.model.preset != "custom")
+    throw ConfigError(detail::concat("--hidden and --preset ", cfg.model.preset,
+                                     " both given: --hidden means --preset custom"));
+  auto given = [&](const char* name) { return source_of(name, cmd, ini) > 0; };
+  if (hidden_src > 0) cfg.model.hidden = parse_int_list("--hidden", s.hidden);
+  if (hidden_src > preset_src) cfg.model.preset = "custom";
+  if (given("overlap")) cfg.sync.overlap = parse_on_off("--overlap", s.overlap);
+  if (given("segment-bytes"))
+    cfg.sync.segment_bytes = parse_bytes("--segment-bytes", s.segment_bytes);
+  if (given("ps-chunk-bytes"))
+    cfg.sync.ps_chunk_bytes = parse_bytes("--ps-chunk-bytes", s.ps_chunk_bytes);
+  if (given("min-bytes")) cfg.bench.min_bytes = parse_bytes("--min-bytes", s.min_bytes);
+  if (given("max-bytes")) cfg.bench.max_bytes = parse_bytes("--max-bytes", s.max_bytes);
+  if (given("backends")) cfg.bench.backends = split_list("--backends", s.backends);
+}
+
+}  // namespace
+
+bool parse_config(const std::string& command, int argc, const char* const* argv, Config& cfg) {
+  cfg.command = command;
+  Staged staged;
+  Groups groups(cfg, staged);
+  po::options_description visible("Usage: starring " + command + " [options]");
+  groups.select(command, visible);
+  po::options_description all;
+  groups.all(all, false);
+
+  po::variables_map vm;
+  po::parsed_options cmd(nullptr);
+  po::parsed_options ini(nullptr);
+  bool have_ini = false;
+  try {
+    int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    cmd = po::command_line_parser(argc, argv).options(visible).style(style).run();
+    auto stray = po::collect_unrecognized(cmd.options, po::include_positional);
+    if (!stray.empty())
+      throw ConfigError(detail::concat("starring ", command, ": unexpected argument '", stray[0],
+                                       "' (options start with --; see --help)"));
+    po::store(cmd, vm);
+    if (vm.count("help")) {
+      std::cout << visible << std::endl;
+      return false;
+    }
+    if (vm.count("config")) {
+      ini = parse_ini(vm["config"].as<std::string>(), all);
+      have_ini = true;
+      po::store(ini, vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(detail::concat("starring ", command, ": ", e.what(), " (see --help)"));
+  }
+  apply_staged(staged, cmd, have_ini ? &ini : nullptr, cfg);
+  finalize_config(cfg);
+  return true;
+}
+
+}  // namespace starring

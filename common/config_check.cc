@@ -1,0 +1,240 @@
+// finalize_config: resolves the model preset into hidden widths and checks every value that can
+// be checked without data, so a bad option fails before any rank starts work. Every check throws
+// one ConfigError line of the form "--option: what is wrong (got VALUE)". Also the text-to-value
+// conversions the parser uses (sizes with K/M/G suffixes, comma lists, on/off).
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+
+#include "common/config.h"
+#include "common/config_detail.h"
+#include "common/error.h"
+
+namespace starring {
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+std::string strip(const std::string& s) {
+  auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+bool parse_int64(const std::string& s, std::int64_t& out) {
+  if (s.empty()) return false;
+  std::size_t pos = 0;
+  try {
+    out = std::stoll(s, &pos);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return pos == s.size();
+}
+
+void check_choice(const char* option, const std::string& value,
+                  std::initializer_list<const char*> choices) {
+  std::string all;
+  for (const char* c : choices) {
+    if (value == c) return;
+    all += (all.empty() ? "" : " | ") + std::string(c);
+  }
+  throw ConfigError(detail::concat(option, ": '", value, "' is not one of ", all));
+}
+
+template <typename T>
+void check(bool ok, const char* option, const char* rule, const T& got) {
+  if (!ok) throw ConfigError(detail::concat(option, ": must be ", rule, " (got ", got, ")"));
+}
+
+// "A:B" or "A:B:C" where the listed parts (1-based) are integers >= 0.
+void check_colon_spec(const char* option, const std::string& spec, std::size_t parts,
+                      std::size_t first_int, const char* form) {
+  if (spec.empty()) return;
+  std::vector<std::string> p;
+  std::stringstream ss(spec);
+  for (std::string item; std::getline(ss, item, ':');) p.push_back(item);
+  bool ok = p.size() == parts;
+  for (std::size_t i = first_int; ok && i < p.size(); ++i) {
+    std::int64_t v = 0;
+    ok = parse_int64(p[i], v) && v >= 0;
+  }
+  if (!ok) throw ConfigError(detail::concat(option, ": expected ", form, " (got '", spec, "')"));
+}
+
+void resolve_preset(ModelConfig& m) {
+  if (m.preset == "default") {
+    m.hidden = {256, 128};
+  } else if (m.preset == "wide") {
+    m.hidden = {4096, 4096};  // 784*4096 + 4096*4096 + 4096*10 + biases: about 20.0M parameters
+  } else {
+    check_choice("--preset", m.preset, {"default", "wide", "custom"});
+  }
+}
+
+void check_model(const Config& c) {
+  const auto& h = c.model.hidden;
+  if (h.empty()) throw ConfigError("--hidden: at least one hidden width is needed");
+  const bool synthetic = c.data.dataset == "synthetic";
+  int in = synthetic ? c.data.synthetic_dim : 784;
+  int out = synthetic ? c.data.synthetic_classes : 10;
+  double params = 0;
+  int prev = in;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    if (h[i] <= 0)
+      throw ConfigError(detail::concat("--hidden: width ", i + 1, " must be > 0 (got ", h[i], ")"));
+    params += double(prev) * h[i] + h[i];
+    prev = h[i];
+  }
+  params += double(prev) * out + out;
+  if (params > double(std::numeric_limits<std::int32_t>::max()))
+    throw ConfigError(detail::concat("--hidden: ", join_ints(h), " gives ", params,
+                                     " parameters (over 2^31, 8 GiB of floats)"));
+}
+
+void check_data(const DataConfig& d) {
+  check_choice("--dataset", d.dataset, {"fashion-mnist", "mnist", "synthetic"});
+  check(d.synthetic_train > 0, "--synthetic-train", "> 0", d.synthetic_train);
+  check(d.synthetic_test > 0, "--synthetic-test", "> 0", d.synthetic_test);
+  check(d.synthetic_dim > 0, "--synthetic-dim", "> 0", d.synthetic_dim);
+  check(d.synthetic_classes >= 2, "--synthetic-classes", ">= 2", d.synthetic_classes);
+}
+
+void check_train(const TrainConfig& t) {
+  check(t.epochs > 0, "--epochs", "> 0", t.epochs);
+  check(t.max_steps == -1 || t.max_steps > 0, "--max-steps", "> 0 or -1", t.max_steps);
+  check(t.batch > 0, "--batch", "> 0", t.batch);
+  check(t.accum > 0, "--accum", "> 0", t.accum);
+  check(t.lr > 0, "--lr", "> 0", t.lr);
+  check_choice("--lr-scale", t.lr_scale, {"none", "linear", "sqrt"});
+  check(t.warmup_steps >= 0, "--warmup-steps", ">= 0", t.warmup_steps);
+  check_choice("--lr-schedule", t.lr_schedule, {"constant", "cosine"});
+  check_choice("--optimizer", t.opt.type, {"sgd", "adamw"});
+  check(t.opt.momentum >= 0 && t.opt.momentum < 1, "--momentum", "in [0, 1)", t.opt.momentum);
+  check(t.opt.weight_decay >= 0, "--weight-decay", ">= 0", t.opt.weight_decay);
+  check(t.opt.beta1 >= 0 && t.opt.beta1 < 1, "--beta1", "in [0, 1)", t.opt.beta1);
+  check(t.opt.beta2 >= 0 && t.opt.beta2 < 1, "--beta2", "in [0, 1)", t.opt.beta2);
+  check(t.opt.eps > 0, "--eps", "> 0", t.opt.eps);
+  check_choice("--device", t.device, {"cpu", "cuda", "auto"});
+  check(t.threads > 0, "--threads", "> 0", t.threads);
+  check_colon_spec("--straggler", t.straggler, 2, 0, "RANK:MS");
+  check_colon_spec("--fault", t.fault, 3, 1, "kill:RANK:STEP or hang:RANK:STEP");
+  if (!t.fault.empty())
+    check_choice("--fault", t.fault.substr(0, t.fault.find(':')), {"kill", "hang"});
+}
+
+void check_sync(const SyncConfig& s) {
+  if (s.backend.empty()) throw ConfigError("--backend: must name a backend (e.g. local, ring, ps)");
+  check(s.timeout_s > 0, "--timeout", "> 0 seconds", s.timeout_s);
+  check(s.bucket_mb > 0, "--bucket-mb", "> 0", s.bucket_mb);
+  check_choice("--compress", s.compress, {"none", "fp16", "bf16"});
+  check(s.segment_bytes >= sizeof(float), "--segment-bytes", ">= 4", s.segment_bytes);
+  check(s.ps_chunk_bytes >= sizeof(float), "--ps-chunk-bytes", ">= 4", s.ps_chunk_bytes);
+  std::int64_t servers = 0;
+  if (s.servers != "colocated" && !(parse_int64(s.servers, servers) && servers > 0))
+    throw ConfigError(
+        detail::concat("--servers: must be a number > 0 or 'colocated' (got '", s.servers, "')"));
+  check_choice("--ps-partition", s.ps_partition, {"range", "tensor"});
+  check_choice("--consistency", s.consistency, {"bsp", "asp", "ssp"});
+  check(s.staleness >= 0, "--staleness", ">= 0", s.staleness);
+}
+
+void check_bench(const BenchConfig& b) {
+  check(b.min_bytes > 0, "--min-bytes", "> 0", b.min_bytes);
+  check(b.max_bytes >= b.min_bytes, "--max-bytes", ">= --min-bytes", format_bytes(b.max_bytes));
+  check(b.factor >= 2, "--factor", ">= 2", b.factor);
+  check(b.iters > 0, "--iters", "> 0", b.iters);
+  check(b.warmup >= 0, "--warmup", ">= 0", b.warmup);
+  check(b.check >= 0, "--check", ">= 0", b.check);
+}
+
+}  // namespace
+
+std::size_t parse_bytes(const std::string& option, const std::string& text) {
+  std::string t = lower(strip(text));
+  auto bad = [&] {
+    return ConfigError(
+        detail::concat(option, ": '", text, "' is not a byte size (e.g. 4096, 4K, 1M, 64M, 1G)"));
+  };
+  if (t.size() > 2 && t.compare(t.size() - 2, 2, "ib") == 0) {
+    t.resize(t.size() - 2);  // "1MiB"
+  } else if (t.size() > 1 && t.back() == 'b') {
+    t.pop_back();  // "1MB", "4096B"
+  }
+  std::uint64_t mult = 1;
+  if (!t.empty() && std::string("kmg").find(t.back()) != std::string::npos) {
+    mult = t.back() == 'k' ? 1ull << 10 : t.back() == 'm' ? 1ull << 20 : 1ull << 30;
+    t.pop_back();
+  }
+  std::int64_t v = 0;
+  if (!parse_int64(t, v) || v < 0) throw bad();
+  if (std::uint64_t(v) > std::numeric_limits<std::uint64_t>::max() / mult) throw bad();
+  return static_cast<std::size_t>(std::uint64_t(v) * mult);
+}
+
+std::string format_bytes(std::size_t bytes) {
+  const char* units[] = {"G", "M", "K"};
+  const std::size_t sizes[] = {1ull << 30, 1ull << 20, 1ull << 10};
+  for (int i = 0; i < 3; ++i)
+    if (bytes >= sizes[i] && bytes % sizes[i] == 0)
+      return std::to_string(bytes / sizes[i]) + units[i];
+  return std::to_string(bytes);
+}
+
+std::vector<std::string> split_list(const std::string& option, const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    item = strip(item);
+    if (item.empty())
+      throw ConfigError(detail::concat(option, ": empty entry in list '", text, "'"));
+    out.push_back(item);
+  }
+  if (out.empty() || text.back() == ',')
+    throw ConfigError(detail::concat(option, ": empty entry in list '", text, "'"));
+  return out;
+}
+
+std::vector<int> parse_int_list(const std::string& option, const std::string& text) {
+  std::vector<int> out;
+  for (const auto& item : split_list(option, text)) {
+    std::int64_t v = 0;
+    if (!parse_int64(item, v) || v < std::numeric_limits<int>::min() ||
+        v > std::numeric_limits<int>::max())
+      throw ConfigError(
+          detail::concat(option, ": '", item, "' is not an integer (in '", text, "')"));
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+bool parse_on_off(const std::string& option, const std::string& text) {
+  std::string t = lower(strip(text));
+  if (t == "on" || t == "true" || t == "yes" || t == "1") return true;
+  if (t == "off" || t == "false" || t == "no" || t == "0") return false;
+  throw ConfigError(detail::concat(option, ": '", text, "' is not one of on | off"));
+}
+
+void finalize_config(Config& cfg) {
+  resolve_preset(cfg.model);
+  check_data(cfg.data);
+  check_model(cfg);
+  check_train(cfg.train);
+  check_sync(cfg.sync);
+  check_bench(cfg.bench);
+  check(cfg.out.log_every > 0, "--log-every", "> 0", cfg.out.log_every);
+  check_choice("--progress", cfg.out.progress, {"auto", "bar", "lines", "off"});
+}
+
+}  // namespace starring

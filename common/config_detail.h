@@ -1,0 +1,24 @@
+// Value conversions shared by the option parser (config.cc) and its checks (config_check.cc).
+// Each throws ConfigError naming `option` when the text is not a valid value. Exposed for tests
+// and for commands that print sizes the way they are written on the command line.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace starring {
+
+// "4096", "4K", "1M", "64M", "2G" (binary: K = 1024), optional trailing "B" or "iB",
+// case-insensitive.
+std::size_t parse_bytes(const std::string& option, const std::string& text);
+// The shortest exact form parse_bytes reads back: 1048576 -> "1M", 1536 -> "1536".
+std::string format_bytes(std::size_t bytes);
+// "256,128" -> {256, 128}. Entries must be integers; empty entries are an error.
+std::vector<int> parse_int_list(const std::string& option, const std::string& text);
+std::string join_ints(const std::vector<int>& v);
+// "ring,mpi" -> {"ring", "mpi"}; surrounding spaces trimmed, empty entries an error.
+std::vector<std::string> split_list(const std::string& option, const std::string& text);
+// "on"/"off" (also true/false, yes/no, 1/0).
+bool parse_on_off(const std::string& option, const std::string& text);
+
+}  // namespace starring

@@ -1,0 +1,261 @@
+// parse_config / finalize_config: INI + command-line precedence, errors naming the option, size
+// suffixes, presets, per-command option groups, --help.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/config_detail.h"
+#include "common/error.h"
+
+namespace starring {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs parse_config on {command, args...} as main() passes it (argv[0] is the command name).
+bool parse(const std::string& command, std::vector<std::string> args, Config& cfg) {
+  args.insert(args.begin(), command);
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_config(command, static_cast<int>(argv.size()), argv.data(), cfg);
+}
+
+Config parse_train(std::vector<std::string> args) {
+  Config cfg;
+  EXPECT_TRUE(parse("train", std::move(args), cfg));
+  return cfg;
+}
+
+// The ConfigError message of parsing `args`, or "" when it parsed.
+std::string error_of(const std::string& command, std::vector<std::string> args) {
+  Config cfg;
+  try {
+    parse(command, std::move(args), cfg);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class ConfigFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("starring_cfg_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    auto p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  fs::path dir_;
+};
+
+TEST(Config, DefaultsAreValid) {
+  Config cfg = parse_train({});
+  EXPECT_EQ(cfg.command, "train");
+  EXPECT_EQ(cfg.model.preset, "default");
+  EXPECT_EQ(cfg.model.hidden, (std::vector<int>{256, 128}));
+  EXPECT_EQ(cfg.train.batch, 64);
+  EXPECT_TRUE(cfg.sync.overlap);
+}
+
+TEST(Config, CommandLineValues) {
+  Config cfg = parse_train({"--batch", "32", "--lr=0.1", "--hidden", "64,32,16", "--overlap", "off",
+                            "--eval-each-epoch=false", "--backend", "ring", "--servers",
+                            "colocated", "--segment-bytes", "256K", "--max-steps=-1"});
+  EXPECT_EQ(cfg.train.batch, 32);
+  EXPECT_FLOAT_EQ(cfg.train.lr, 0.1f);
+  EXPECT_EQ(cfg.model.hidden, (std::vector<int>{64, 32, 16}));
+  EXPECT_EQ(cfg.model.preset, "custom");
+  EXPECT_FALSE(cfg.sync.overlap);
+  EXPECT_FALSE(cfg.train.eval_each_epoch);
+  EXPECT_EQ(cfg.sync.backend, "ring");
+  EXPECT_EQ(cfg.sync.servers, "colocated");
+  EXPECT_EQ(cfg.sync.segment_bytes, 256u << 10);
+}
+
+TEST_F(ConfigFile, IniValuesAndCommandLineWins) {
+  std::string ini = write("a.ini",
+                          "# experiment\n"
+                          "[train]\n"
+                          "batch = 128\n"
+                          "lr = 0.2   \n"
+                          "epochs=3\n"
+                          "; another comment style\n"
+                          "[sync]\n"
+                          "overlap = off\n"
+                          "compress = fp16\n"
+                          "[bench]\n"
+                          "max-bytes = 16M\n");
+  Config cfg = parse_train({"--config", ini, "--batch", "16"});
+  EXPECT_EQ(cfg.config_file, ini);
+  EXPECT_EQ(cfg.train.batch, 16);  // command line wins
+  EXPECT_FLOAT_EQ(cfg.train.lr, 0.2f);
+  EXPECT_EQ(cfg.train.epochs, 3);
+  EXPECT_FALSE(cfg.sync.overlap);
+  EXPECT_EQ(cfg.sync.compress, "fp16");
+  EXPECT_EQ(cfg.bench.max_bytes, 16u << 20);  // an INI may hold options of other commands
+
+  Config on = parse_train({"--overlap", "on", "--config", ini});  // order does not matter
+  EXPECT_TRUE(on.sync.overlap);
+}
+
+TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
+  std::string bad_key = write("k.ini", "batch = 8\n\nbogus-option = 1\n");
+  std::string msg = error_of("train", {"--config", bad_key});
+  EXPECT_NE(msg.find("k.ini:3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bogus-option"), std::string::npos) << msg;
+
+  std::string bad_value = write("v.ini", "batch = many\n");
+  msg = error_of("train", {"--config", bad_value});
+  EXPECT_NE(msg.find("batch"), std::string::npos) << msg;
+
+  std::string no_eq = write("e.ini", "batch 8\n");
+  EXPECT_NE(error_of("train", {"--config", no_eq}).find("e.ini:1"), std::string::npos);
+
+  msg = error_of("train", {"--config", (dir_ / "missing.ini").string()});
+  EXPECT_NE(msg.find("missing.ini"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--config"), std::string::npos) << msg;
+}
+
+TEST_F(ConfigFile, ShippedExperimentParses) {
+  Config cfg =
+      parse_train({"--config", std::string(STARRING_SOURCE_DIR) + "/experiments/fmnist_mlp.ini"});
+  EXPECT_EQ(cfg.data.dataset, "fashion-mnist");
+  EXPECT_EQ(cfg.model.hidden, (std::vector<int>{256, 128}));
+  EXPECT_GT(cfg.train.epochs, 0);
+}
+
+TEST(Config, UnknownFlagAndStrayArgument) {
+  std::string msg = error_of("train", {"--bogus", "3"});
+  EXPECT_NE(msg.find("--bogus"), std::string::npos) << msg;
+  // No prefix guessing: --epoch is not --epochs.
+  EXPECT_NE(error_of("train", {"--epoch", "3"}).find("--epoch"), std::string::npos);
+  EXPECT_NE(error_of("train", {"stray"}), "");
+  // Options of other commands are not accepted on the command line.
+  EXPECT_NE(error_of("env", {"--batch", "3"}).find("--batch"), std::string::npos);
+  EXPECT_NE(error_of("bench", {"--epochs", "3"}).find("--epochs"), std::string::npos);
+  EXPECT_EQ(error_of("bench", {"-b", "1K", "-e", "4K"}), "");
+}
+
+TEST(Config, BadValuesNameTheOption) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--batch", "0"}, "--batch"},
+      {{"--batch", "abc"}, "--batch"},
+      {{"--batch=-4"}, "--batch"},
+      {{"--hidden", "256,0"}, "--hidden"},
+      {{"--hidden", "256,-1"}, "--hidden"},
+      {{"--hidden", "256,,128"}, "--hidden"},
+      {{"--hidden", "2x"}, "--hidden"},
+      {{"--hidden", "100000,100000"}, "--hidden"},
+      {{"--preset", "huge"}, "--preset"},
+      {{"--lr-scale", "cube"}, "--lr-scale"},
+      {{"--consistency", "eventual"}, "--consistency"},
+      {{"--compress", "int8"}, "--compress"},
+      {{"--overlap", "maybe"}, "--overlap"},
+      {{"--optimizer", "lamb"}, "--optimizer"},
+      {{"--servers", "0"}, "--servers"},
+      {{"--timeout", "0"}, "--timeout"},
+      {{"--lr", "0"}, "--lr"},
+      {{"--momentum", "1.5"}, "--momentum"},
+      {{"--dataset", "cifar"}, "--dataset"},
+      {{"--segment-bytes", "12X"}, "--segment-bytes"},
+      {{"--straggler", "1"}, "--straggler"},
+      {{"--fault", "explode:1:2"}, "--fault"},
+      {{"--hidden", "64", "--preset", "wide"}, "--preset"},
+  };
+  for (const auto& [args, option] : cases) {
+    std::string msg = error_of("train", args);
+    EXPECT_NE(msg.find(option), std::string::npos) << args[0] << " gave: '" << msg << "'";
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+  }
+  EXPECT_NE(error_of("bench", {"-b", "64M", "-e", "1M"}).find("--max-bytes"), std::string::npos);
+  EXPECT_NE(error_of("bench", {"-f", "1"}).find("--factor"), std::string::npos);
+}
+
+TEST(Config, SizeSuffixes) {
+  EXPECT_EQ(parse_bytes("x", "4096"), 4096u);
+  EXPECT_EQ(parse_bytes("x", "4K"), 4096u);
+  EXPECT_EQ(parse_bytes("x", "4k"), 4096u);
+  EXPECT_EQ(parse_bytes("x", "1M"), 1u << 20);
+  EXPECT_EQ(parse_bytes("x", "64M"), 64u << 20);
+  EXPECT_EQ(parse_bytes("x", "64MiB"), 64u << 20);
+  EXPECT_EQ(parse_bytes("x", "2GB"), 2ull << 30);
+  for (const char* bad : {"", "M", "1.5M", "-1K", "1T", "K1"})
+    EXPECT_THROW(parse_bytes("x", bad), ConfigError) << bad;
+  for (std::size_t v : {std::size_t(0), std::size_t(1000), std::size_t(4096), std::size_t(3) << 20,
+                        std::size_t(1) << 30})
+    EXPECT_EQ(parse_bytes("x", format_bytes(v)), v);
+  EXPECT_EQ(format_bytes(1u << 20), "1M");
+
+  Config cfg;
+  ASSERT_TRUE(parse("bench",
+                    {"-b", "4K", "-e", "64M", "-f", "4", "-n", "7", "-w", "2", "-c", "0", "--json",
+                     "--backends", "ring, mpi"},
+                    cfg));
+  EXPECT_EQ(cfg.bench.min_bytes, 4096u);
+  EXPECT_EQ(cfg.bench.max_bytes, 64u << 20);
+  EXPECT_EQ(cfg.bench.factor, 4);
+  EXPECT_EQ(cfg.bench.iters, 7);
+  EXPECT_EQ(cfg.bench.warmup, 2);
+  EXPECT_EQ(cfg.bench.check, 0);
+  EXPECT_TRUE(cfg.bench.json);
+  EXPECT_EQ(cfg.bench.backends, (std::vector<std::string>{"ring", "mpi"}));
+}
+
+TEST(Config, Presets) {
+  EXPECT_EQ(parse_train({"--preset", "wide"}).model.hidden, (std::vector<int>{4096, 4096}));
+  EXPECT_EQ(parse_train({"--preset", "default"}).model.hidden, (std::vector<int>{256, 128}));
+  Config c = parse_train({"--hidden", "512"});
+  EXPECT_EQ(c.model.preset, "custom");
+  EXPECT_EQ(c.model.hidden, (std::vector<int>{512}));
+  // --preset custom keeps the widths it is given; finalize_config is idempotent.
+  c = parse_train({"--preset", "custom", "--hidden", "33,22"});
+  finalize_config(c);
+  EXPECT_EQ(c.model.hidden, (std::vector<int>{33, 22}));
+
+  // The wide preset is about 20M parameters on Fashion-MNIST (784 in, 10 out).
+  const auto& h = parse_train({"--preset", "wide"}).model.hidden;
+  double params = 784.0 * h[0] + h[0] + double(h[0]) * h[1] + h[1] + h[1] * 10.0 + 10;
+  EXPECT_GT(params, 19e6);
+  EXPECT_LT(params, 21e6);
+}
+
+TEST_F(ConfigFile, PresetAndHiddenAcrossSources) {
+  std::string ini = write("p.ini", "hidden = 64,32\n");
+  // INI hidden, command-line preset: the command line wins.
+  EXPECT_EQ(parse_train({"--config", ini, "--preset", "wide"}).model.hidden,
+            (std::vector<int>{4096, 4096}));
+  EXPECT_EQ(parse_train({"--config", ini}).model.hidden, (std::vector<int>{64, 32}));
+  std::string wide = write("w.ini", "preset = wide\n");
+  Config c = parse_train({"--config", wide, "--hidden", "8"});
+  EXPECT_EQ(c.model.hidden, (std::vector<int>{8}));
+  EXPECT_EQ(c.model.preset, "custom");
+}
+
+TEST(Config, HelpReturnsFalseAndShowsOnlyRelevantGroups) {
+  testing::internal::CaptureStdout();
+  Config cfg;
+  EXPECT_FALSE(parse("bench", {"--help"}, cfg));
+  std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("--min-bytes"), std::string::npos);
+  EXPECT_NE(out.find("--backend"), std::string::npos);
+  EXPECT_EQ(out.find("--epochs"), std::string::npos);
+
+  testing::internal::CaptureStdout();
+  EXPECT_FALSE(parse("train", {"-h"}, cfg));
+  out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("--epochs"), std::string::npos);
+  EXPECT_NE(out.find("--consistency"), std::string::npos);
+  EXPECT_EQ(out.find("--min-bytes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace starring
