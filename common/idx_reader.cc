@@ -1,0 +1,152 @@
+// IDX reader (the MNIST / Fashion-MNIST file format) over zlib's gzFile API, which reads gzip and
+// plain files alike. An IDX file is a 4-byte big-endian magic (0x0000, the element type 0x08 =
+// unsigned byte, the number of dimensions), one big-endian uint32 per dimension, then the
+// elements row-major. The reader trusts nothing: the magic, every dimension, the exact payload
+// length (short and long files are both errors) and, for the dataset, the label range and that
+// images and labels agree in number. Every problem is a ConfigError naming the file.
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "common/dataset.h"
+#include "common/error.h"
+
+namespace starring {
+namespace {
+
+constexpr int kClasses = 10;                                          // MNIST and Fashion-MNIST
+constexpr std::uint64_t kMaxElements = (std::uint64_t(1) << 31) - 1;  // beyond: a corrupt header
+
+struct GzCloser {
+  void operator()(gzFile f) const { gzclose(f); }
+};
+using GzPtr = std::unique_ptr<gzFile_s, GzCloser>;
+
+std::string missing_hint() {
+  return "; Fashion-MNIST is installed by scripts/setup.sh (Debian package dataset-fashion-mnist), "
+         "or point --data-dir at a folder holding the IDX files";
+}
+
+// Reads up to `n` bytes; returns how many were read (fewer only at the end of the data).
+// A damaged gzip stream throws; a gzip stream that merely ends early counts as a short read.
+std::size_t read_some(gzFile f, const std::string& path, std::uint8_t* dst, std::size_t n) {
+  std::size_t got = 0;
+  while (got < n) {
+    unsigned want = static_cast<unsigned>(std::min<std::size_t>(n - got, 1u << 30));
+    int r = gzread(f, dst + got, want);
+    if (r < 0) {
+      int code = 0;
+      const char* msg = gzerror(f, &code);
+      if (code == Z_BUF_ERROR) break;  // compressed stream cut short: the caller says truncated
+      throw ConfigError(detail::concat("'", path, "': corrupt file (zlib: ", msg, ")"));
+    }
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+void read_exact(gzFile f, const std::string& path, std::uint8_t* dst, std::size_t n,
+                std::size_t offset) {
+  std::size_t got = read_some(f, path, dst, n);
+  if (got != n)
+    throw ConfigError(detail::concat("'", path, "': truncated: expected ", offset + n,
+                                     " bytes, got ", offset + got));
+}
+
+std::uint32_t big_endian(const std::uint8_t* p) {
+  return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) |
+         std::uint32_t(p[3]);
+}
+
+// The file's path: `base`.gz if present, else `base` itself; neither -> ConfigError.
+std::string locate(const std::string& dir, const std::string& base) {
+  namespace fs = std::filesystem;
+  fs::path gz = fs::path(dir) / (base + ".gz"), plain = fs::path(dir) / base;
+  if (fs::exists(gz)) return gz.string();
+  if (fs::exists(plain)) return plain.string();
+  throw ConfigError(detail::concat("cannot find '", gz.string(), "' (nor '", plain.string(), "')",
+                                   missing_hint()));
+}
+
+}  // namespace
+
+IdxFile read_idx_file(const std::string& path, int expected_rank) {
+  if (!std::filesystem::exists(path))
+    throw ConfigError(detail::concat("cannot open '", path, "': no such file", missing_hint()));
+  errno = 0;
+  GzPtr f(gzopen(path.c_str(), "rb"));
+  if (!f)
+    throw ConfigError(detail::concat(
+        "cannot open '", path, "': ", errno ? std::strerror(errno) : "zlib could not open it"));
+  gzbuffer(f.get(), 1 << 17);
+
+  std::uint8_t head[4];
+  read_exact(f.get(), path, head, 4, 0);
+  std::uint32_t magic = big_endian(head);
+  std::uint32_t want = 0x0800u | static_cast<std::uint32_t>(expected_rank);
+  if (magic != want) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "wrong magic 0x%08x (expected 0x%08x: unsigned bytes, %d dims)",
+                  magic, want, expected_rank);
+    throw ConfigError(detail::concat("'", path, "': ", buf, "; not an IDX file of this kind"));
+  }
+
+  IdxFile out;
+  std::vector<std::uint8_t> dims(4 * static_cast<std::size_t>(expected_rank));
+  read_exact(f.get(), path, dims.data(), dims.size(), 4);
+  std::uint64_t count = 1;
+  for (int i = 0; i < expected_rank; ++i) {
+    std::uint32_t d = big_endian(&dims[4 * i]);
+    count *= d;
+    if (d == 0 || d > kMaxElements || count > kMaxElements)
+      throw ConfigError(detail::concat("'", path, "': corrupt header: dimension ", i, " is ", d));
+    out.dims.push_back(static_cast<int>(d));
+  }
+
+  std::size_t header = 4 + dims.size();
+  out.data.resize(count);
+  read_exact(f.get(), path, out.data.data(), count, header);
+  std::uint8_t extra[256];
+  std::size_t more = read_some(f.get(), path, extra, sizeof extra);
+  if (more > 0)
+    throw ConfigError(detail::concat("'", path, "': longer than its header says: expected ",
+                                     header + count, " bytes, got more"));
+  return out;
+}
+
+Dataset load_idx_dataset(const std::string& dir, bool train) {
+  const std::string prefix = train ? "train" : "t10k";
+  std::string images_path = locate(dir, prefix + "-images-idx3-ubyte");
+  std::string labels_path = locate(dir, prefix + "-labels-idx1-ubyte");
+  IdxFile images = read_idx_file(images_path, 3);
+  IdxFile labels = read_idx_file(labels_path, 1);
+  if (images.dims[0] != labels.dims[0])
+    throw ConfigError(detail::concat("'", images_path, "' holds ", images.dims[0], " images but '",
+                                     labels_path, "' holds ", labels.dims[0], " labels"));
+  Dataset ds;
+  ds.n = images.dims[0];
+  ds.dim = images.dims[1] * images.dims[2];
+  ds.classes = kClasses;
+  ds.source = images_path;
+  ds.y.resize(ds.n);
+  for (int i = 0; i < ds.n; ++i) {
+    int label = labels.data[i];
+    if (label >= kClasses)
+      throw ConfigError(detail::concat("'", labels_path, "': label ", label, " at index ", i,
+                                       " is out of range [0, ", kClasses, ")"));
+    ds.y[i] = label;
+  }
+  ds.x.resize(images.data.size());
+  constexpr float kScale = 1.0f / 255.0f;
+  std::transform(images.data.begin(), images.data.end(), ds.x.begin(),
+                 [](std::uint8_t v) { return float(v) * kScale; });
+  return ds;
+}
+
+}  // namespace starring

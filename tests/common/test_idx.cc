@@ -1,0 +1,269 @@
+// IDX reader: small IDX files written at test time (gzip with zlib, and plain), whose bytes are a
+// closed-form function of the index: good files round-trip, truncated / wrong-magic / missing /
+// mismatched / out-of-range files each fail with a ConfigError naming the file; the installed
+// Fashion-MNIST loads with its known shape. Also the synthetic generator's contract.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/dataset.h"
+#include "common/error.h"
+
+namespace starring {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::uint8_t> idx_bytes(std::uint32_t magic, const std::vector<std::uint32_t>& dims,
+                                    const std::vector<std::uint8_t>& payload) {
+  std::vector<std::uint8_t> b;
+  auto be32 = [&](std::uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(v >> s));
+  };
+  be32(magic);
+  for (auto d : dims) be32(d);
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+std::uint8_t pixel(std::size_t i) { return static_cast<std::uint8_t>((i * 7 + 3) % 256); }
+std::uint8_t label(std::size_t i) { return static_cast<std::uint8_t>(i % 10); }
+
+class IdxTest : public ::testing::Test {
+ protected:
+  static constexpr int kN = 37, kRows = 5, kCols = 3;
+
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("starring_idx_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::vector<std::uint8_t>& bytes) {
+    std::string path = (dir_ / name).string();
+    if (name.size() > 3 && name.substr(name.size() - 3) == ".gz") {
+      gzFile f = gzopen(path.c_str(), "wb");
+      EXPECT_NE(f, nullptr);
+      EXPECT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+                static_cast<int>(bytes.size()));
+      gzclose(f);
+    } else {
+      std::ofstream(path, std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()),
+                 static_cast<std::streamsize>(bytes.size()));
+    }
+    return path;
+  }
+  static std::vector<std::uint8_t> images(int n) {
+    std::vector<std::uint8_t> p(static_cast<std::size_t>(n) * kRows * kCols);
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] = pixel(i);
+    return idx_bytes(0x803, {std::uint32_t(n), kRows, kCols}, p);
+  }
+  static std::vector<std::uint8_t> labels(int n) {
+    std::vector<std::uint8_t> p(n);
+    for (int i = 0; i < n; ++i) p[i] = label(i);
+    return idx_bytes(0x801, {std::uint32_t(n)}, p);
+  }
+  // Writes a train set under dir_ with the given suffix ("" plain, ".gz" gzip).
+  void write_set(const std::string& suffix, int n_images, int n_labels) {
+    write("train-images-idx3-ubyte" + suffix, images(n_images));
+    write("train-labels-idx1-ubyte" + suffix, labels(n_labels));
+  }
+  std::string error_of(const std::string& path, int rank) {
+    try {
+      read_idx_file(path, rank);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+TEST_F(IdxTest, GoodFilesRoundTripGzipAndPlain) {
+  for (std::string suffix : {".gz", ""}) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    write_set(suffix, kN, kN);
+    Dataset ds = load_idx_dataset(dir_.string(), true);
+    EXPECT_EQ(ds.n, kN);
+    EXPECT_EQ(ds.dim, kRows * kCols);
+    EXPECT_EQ(ds.classes, 10);
+    ASSERT_EQ(ds.x.size(), std::size_t(kN) * kRows * kCols);
+    for (std::size_t i = 0; i < ds.x.size(); ++i)
+      ASSERT_FLOAT_EQ(ds.x[i], pixel(i) / 255.0f) << suffix << " pixel " << i;
+    for (int i = 0; i < kN; ++i) ASSERT_EQ(ds.y[i], label(i));
+    EXPECT_GE(*std::min_element(ds.x.begin(), ds.x.end()), 0.0f);
+    EXPECT_LE(*std::max_element(ds.x.begin(), ds.x.end()), 1.0f);
+
+    IdxFile raw = read_idx_file((dir_ / ("train-labels-idx1-ubyte" + suffix)).string(), 1);
+    EXPECT_EQ(raw.dims, std::vector<int>{kN});
+  }
+}
+
+TEST_F(IdxTest, TruncatedFileNamesExpectedAndActualBytes) {
+  auto full = images(kN);
+  const std::size_t cut = full.size() - 10;
+  for (std::string name : {"short.gz", "short"}) {
+    std::string path = write(name, std::vector<std::uint8_t>(full.begin(), full.begin() + cut));
+    std::string msg = error_of(path, 3);
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("truncated: expected " + std::to_string(full.size()) + " bytes, got " +
+                       std::to_string(cut)),
+              std::string::npos)
+        << msg;
+  }
+  // Cut inside the header.
+  std::string path = write("tiny", {0, 0, 8});
+  EXPECT_NE(error_of(path, 3).find("truncated: expected 4 bytes, got 3"), std::string::npos);
+  // A gzip stream cut short (the compressed file itself truncated).
+  std::string gz = write("whole.gz", full);
+  std::string bytes;
+  {
+    std::ifstream in(gz, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(gz, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size() / 2);
+  EXPECT_NE(error_of(gz, 3).find("truncated"), std::string::npos) << error_of(gz, 3);
+}
+
+TEST_F(IdxTest, LongerThanHeaderSays) {
+  auto b = labels(kN);
+  b.push_back(1);
+  std::string msg = error_of(write("long", b), 1);
+  EXPECT_NE(msg.find("longer than its header"), std::string::npos) << msg;
+}
+
+TEST_F(IdxTest, WrongMagic) {
+  std::string labels_path = write("labels.gz", labels(kN));
+  std::string msg = error_of(labels_path, 3);  // a label file where images are expected
+  EXPECT_NE(msg.find("wrong magic 0x00000801"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(labels_path), std::string::npos) << msg;
+  std::string text = write("text", {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd'});
+  EXPECT_NE(error_of(text, 1).find("wrong magic"), std::string::npos);
+  // Float element type (0x0D) is not what this reader accepts.
+  std::string floats = write("floats", idx_bytes(0xD01, {1}, {0, 0, 0, 0}));
+  EXPECT_NE(error_of(floats, 1).find("wrong magic"), std::string::npos);
+}
+
+TEST_F(IdxTest, CorruptDimensions) {
+  std::string path = write("zero", idx_bytes(0x803, {0, 28, 28}, {}));
+  EXPECT_NE(error_of(path, 3).find("dimension 0"), std::string::npos) << error_of(path, 3);
+  path = write("huge", idx_bytes(0x803, {60000, 60000, 60000}, {1, 2, 3}));
+  EXPECT_NE(error_of(path, 3).find("corrupt header"), std::string::npos) << error_of(path, 3);
+}
+
+TEST_F(IdxTest, MissingFileSuggestsSetup) {
+  std::string path = (dir_ / "nope.gz").string();
+  std::string msg = error_of(path, 3);
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("scripts/setup.sh"), std::string::npos) << msg;
+
+  try {
+    load_idx_dataset((dir_ / "empty").string(), false);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("t10k-images-idx3-ubyte.gz"), std::string::npos) << m;
+    EXPECT_NE(m.find("dataset-fashion-mnist"), std::string::npos) << m;
+  }
+}
+
+TEST_F(IdxTest, ImageLabelCountMismatch) {
+  write_set(".gz", kN, kN - 1);
+  try {
+    load_idx_dataset(dir_.string(), true);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find(std::to_string(kN) + " images"), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(kN - 1) + " labels"), std::string::npos) << m;
+  }
+}
+
+TEST_F(IdxTest, LabelOutOfRange) {
+  write("train-images-idx3-ubyte", images(3));
+  write("train-labels-idx1-ubyte", idx_bytes(0x801, {3}, {1, 12, 2}));
+  try {
+    load_idx_dataset(dir_.string(), true);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("label 12 at index 1"), std::string::npos) << m;
+  }
+}
+
+TEST(FashionMnist, InstalledDatasetLoads) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  if (!fs::exists(dir + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << dir << " not installed (scripts/setup.sh installs dataset-fashion-mnist)";
+  for (bool train : {true, false}) {
+    Dataset ds = load_idx_dataset(dir, train);
+    EXPECT_EQ(ds.n, train ? 60000 : 10000);
+    EXPECT_EQ(ds.dim, 784);
+    ASSERT_EQ(ds.x.size(), std::size_t(ds.n) * 784);
+    std::vector<int> per_class(10, 0);
+    for (int y : ds.y) per_class.at(y)++;
+    for (int c = 0; c < 10; ++c) EXPECT_EQ(per_class[c], ds.n / 10) << "class " << c;
+    EXPECT_EQ(*std::max_element(ds.x.begin(), ds.x.end()), 1.0f);
+    EXPECT_EQ(*std::min_element(ds.x.begin(), ds.x.end()), 0.0f);
+  }
+}
+
+TEST(Synthetic, DeterministicBalancedAndPrefixStable) {
+  Dataset a = make_synthetic(200, 16, 4, 7), b = make_synthetic(200, 16, 4, 7);
+  EXPECT_EQ(a.x, b.x);
+  EXPECT_EQ(a.y, b.y);
+  Dataset prefix = make_synthetic(50, 16, 4, 7);
+  EXPECT_TRUE(std::equal(prefix.x.begin(), prefix.x.end(), a.x.begin()));
+  Dataset other = make_synthetic(200, 16, 4, 8);
+  EXPECT_NE(a.x, other.x);
+  std::vector<int> per_class(4, 0);
+  for (int y : a.y) per_class.at(y)++;
+  EXPECT_EQ(per_class, std::vector<int>(4, 50));
+  double mean = 0;
+  for (float v : a.x) mean += v;
+  mean /= a.x.size();
+  EXPECT_GT(mean, 0.3);
+  EXPECT_LT(mean, 0.7);
+}
+
+// Learnable: a nearest-class-mean classifier fitted on one half classifies the other half far
+// better than chance (1/classes), and not perfectly in a low dimension.
+TEST(Synthetic, ClassesAreLearnable) {
+  const int n = 2000, dim = 8, classes = 5;
+  Dataset ds = make_synthetic(n, dim, classes, 3);
+  std::vector<double> mean(classes * dim, 0.0);
+  std::vector<int> count(classes, 0);
+  for (int i = 0; i < n / 2; ++i) {
+    count[ds.y[i]]++;
+    for (int j = 0; j < dim; ++j) mean[ds.y[i] * dim + j] += ds.x[i * dim + j];
+  }
+  for (int c = 0; c < classes; ++c)
+    for (int j = 0; j < dim; ++j) mean[c * dim + j] /= count[c];
+  int correct = 0;
+  for (int i = n / 2; i < n; ++i) {
+    int best = 0;
+    double best_d = 1e30;
+    for (int c = 0; c < classes; ++c) {
+      double d = 0;
+      for (int j = 0; j < dim; ++j) d += std::pow(ds.x[i * dim + j] - mean[c * dim + j], 2);
+      if (d < best_d) best_d = d, best = c;
+    }
+    correct += best == ds.y[i];
+  }
+  double acc = double(correct) / (n / 2);
+  EXPECT_GT(acc, 0.6) << "chance is " << 1.0 / classes;
+  EXPECT_LT(acc, 1.0);
+}
+
+}  // namespace
+}  // namespace starring
