@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""StarRing's report: `scripts/report.py RESULTS_DIR [--out DIR] [--quiet]`.
+
+Reads RESULTS_DIR/runs.jsonl (one record per `starring train` run, written by
+scripts/sweep.sh), RESULTS_DIR/bench.jsonl (`starring bench --json` rows) and the per-run
+metrics files they name, and writes to DIR (default RESULTS_DIR/report):
+  report.html  one self-contained page (PNGs embedded as base64) with every plot and caption,
+  *.png        the plots,
+  summary.md   a table per run: backend, workers, servers, samples/s, step-time breakdown,
+               bytes per rank per step against theory, accuracy (also printed here).
+Plots whose data is absent are skipped, and the page says so.
+"""
+import argparse
+import base64
+import datetime
+import html
+import os
+import sys
+
+try:
+    import matplotlib  # noqa: F401
+except ImportError:  # Debian's matplotlib lives with /usr/bin/python3; a pyenv python may lack it
+    if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != \
+            os.path.realpath("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    sys.exit("report.py: matplotlib is missing: run scripts/setup.sh (python3-matplotlib)")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_plots as rp  # noqa: E402
+import report_studies as rs  # noqa: E402
+import starring_results as sr  # noqa: E402
+
+
+def load(results):
+    runs, bad = sr.read_jsonl(os.path.join(results, "runs.jsonl"))
+    bench, bad_b = sr.read_jsonl(os.path.join(results, "bench.jsonl"))
+    problems = bad + bad_b
+    for i, r in enumerate(runs):
+        problems += sr.check_record(r, f"runs.jsonl record {i + 1} ({r.get('run_id', '?')})")
+    for i, b in enumerate(bench):
+        problems += sr.check_bench_row(b, f"bench.jsonl row {i + 1}")
+    metrics = {}
+    for r in runs:
+        if r.get("status") == "ok" and r.get("metrics_file"):
+            path = os.path.join(results, r["metrics_file"])
+            metrics[r["run_id"]], bad_m = sr.read_jsonl(path)
+            problems += bad_m
+    return runs, bench, metrics, problems
+
+
+def _mb(x):
+    return f"{x / 1e6:.3g}"
+
+
+def _dev(measured, theory):
+    d = sr.deviation_pct(measured, theory)
+    if d is None:
+        return ""
+    return "0%" if abs(d) < 0.05 else f"{d:+.1f}%"
+
+
+def _extra(r):
+    point = {k: v for k, v in r.get("grid_point", {}).items() if k not in ("workers",)}
+    return " ".join(f"{k}={v}" for k, v in point.items())
+
+
+def table_rows(runs):
+    """One row per successful run; a leading sweep column when the folder holds several."""
+    rows = []
+    several = len({r.get("sweep") for r in runs if r.get("status") == "ok"}) > 1
+    ok = [r for r in runs if r.get("status") == "ok"]
+    ok.sort(key=lambda r: (r.get("sweep", ""), r["model"]["params"], sr.backend_label(r),
+                           r["workers"], _extra(r)))
+    for r in ok:
+        st, by = r["step_time"], r["bytes_per_step"]
+        th = sr.theory_bytes(r)
+        servers = r["num_servers"] if sr.is_dedicated_ps(r) else (
+            "coloc." if sr.is_colocated(r) else "-")
+        wbytes = f"{_mb(by['worker_sent'])} / {_mb(th['worker'])} ({_dev(by['worker_sent'], th['worker'])})"
+        sbytes = "-" if th["server"] is None else \
+            f"{_mb(by['server_recv'])} / {_mb(th['server'])} ({_dev(by['server_recv'], th['server'])})"
+        rows.append([
+            sr.backend_label(r), rp.model_label(r).split(" (")[0], str(r["workers"]), str(servers),
+            f"{r['samples_per_s']:,.0f}",
+            f"{1e3 * st['total_s']:.2f} / {1e3 * st['compute_s']:.2f} / {1e3 * st['comm_s']:.2f}"
+            f" / {1e3 * st['wait_s']:.2f}", wbytes, sbytes,
+            f"{r['test_accuracy']:.4f}", _extra(r) or "-"])
+        if several:
+            rows[-1][-1] = f"{r.get('sweep', '?')}: {rows[-1][-1]}"
+    return rows
+
+
+HEADER = ["backend", "model", "workers", "servers", "samples/s",
+          "step ms (total / compute / comm / wait)", "worker MB sent/step: measured / theory (dev)",
+          "server MB recv/step: measured / theory (dev)", "test acc", "swept"]
+
+
+def markdown_table(rows):
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def text_table(rows):
+    """A plain aligned table for the terminal (the same content as summary.md)."""
+    head = ["backend", "model", "W", "S", "samples/s", "step ms tot/cmp/comm/wait",
+            "worker MB/step meas/theory", "server MB/step", "acc", "swept"]
+    cells = [head] + rows
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    return "\n".join("  ".join(c[i].ljust(widths[i]) for i in range(len(head))).rstrip()
+                     for c in cells)
+
+
+def not_ok(runs):
+    return [r for r in runs if r.get("status") != "ok"]
+
+
+def write_summary(out, runs, bench, figures):
+    rows = table_rows(runs)
+    parts = ["# StarRing results", "",
+             f"{len(runs)} runs: " + ", ".join(
+                 f"{sum(1 for r in runs if r.get('status') == s)} {s}" for s in sr.STATUSES
+                 if any(r.get("status") == s for r in runs)) + f"; {sum(1 for b in bench if 'size' in b)} bench rows.",
+             "", "Step ms is the mean per step over workers. Bytes are per rank per optimizer "
+             "step; theory: ring/MPI/co-located 2(N-1)/N x D per rank, dedicated PS D per "
+             "worker and W x D/S per server (D = model bytes, halved with fp16/bf16).", "",
+             markdown_table(rows) if rows else "(no successful run)", ""]
+    bad = not_ok(runs)
+    if bad:
+        parts += ["## Runs that did not succeed", ""]
+        parts += [f"- `{r.get('run_id')}`: {r.get('status')} (exit {r.get('exit_code')})"
+                  f"{': ' + r['reason'] if r.get('reason') else ''}; log: `{r.get('log_file', '')}`"
+                  for r in bad]
+        parts.append("")
+    parts += ["## Plots", ""] + [f"- `{f.file}`: {f.title}" for f in figures
+                                 if isinstance(f, rp.Figure)]
+    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(parts) + "\n")
+    return rows
+
+
+CSS = """body{font-family:sans-serif;max-width:1300px;margin:2em auto;padding:0 1em;color:#222}
+figure{margin:2em 0;border-top:1px solid #ddd;padding-top:1em}img{max-width:100%}
+figcaption{max-width:1000px;color:#333}table{border-collapse:collapse;font-size:13px}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}.skip{color:#777}
+pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:12px}"""
+
+
+def write_html(out, results, runs, bench, figures, rows, problems):
+    e = html.escape
+    body = [f"<h1>StarRing report</h1><p>Results: <code>{e(os.path.abspath(results))}</code>; "
+            f"generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}. "
+            f"{len(runs)} train runs ({sum(1 for r in runs if r.get('status') == 'ok')} ok), "
+            f"{sum(1 for b in bench if 'size' in b)} bench rows. Hosts: "
+            f"{e(', '.join(sorted({str(r.get('host')) for r in runs})))}; commits: "
+            f"{e(', '.join(sorted({str(r.get('git')) for r in runs})))}.</p>"]
+    if rows:
+        body.append("<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER)
+                    + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)
+                                        + "</tr>" for row in rows) + "</table>")
+    for f in figures:
+        if isinstance(f, rp.Figure):
+            with open(os.path.join(out, f.file), "rb") as img:
+                data = base64.b64encode(img.read()).decode("ascii")
+            body.append(f'<figure id="{e(f.file[:-4])}"><h2>{e(f.title)}</h2>'
+                        f'<img src="data:image/png;base64,{data}" alt="{e(f.file)}">'
+                        f"<figcaption>{e(f.caption)} <a href=\"{e(f.file)}\">{e(f.file)}</a>"
+                        "</figcaption></figure>")
+    skipped = [f for f in figures if isinstance(f, rp.Skipped)]
+    if skipped:
+        body.append("<h2>Plots not drawn</h2><ul class='skip'>" + "".join(
+            f"<li>{e(s.title)}: {e(s.reason)}</li>" for s in skipped) + "</ul>")
+    bad = not_ok(runs)
+    if bad:
+        body.append("<h2>Runs that did not succeed</h2>")
+        for r in bad:
+            body.append(f"<p><b>{e(str(r.get('run_id')))}</b>: {e(str(r.get('status')))} "
+                        f"(exit {e(str(r.get('exit_code')))}) {e(r.get('reason', ''))}<br>"
+                        f"<code>{e(r.get('command', ''))}</code></p>"
+                        + (f"<pre>{e(r['log_tail'])}</pre>" if r.get("log_tail") else ""))
+    if problems:
+        body.append("<h2>Problems reading the results</h2><ul>" + "".join(
+            f"<li>{e(p)}</li>" for p in problems[:50]) + "</ul>")
+    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>StarRing report</title>"
+            f"<style>{CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n")
+    tmp = os.path.join(out, "report.html.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(page)
+    os.replace(tmp, os.path.join(out, "report.html"))
+
+
+def make_figures(runs, bench, metrics, out):
+    ok = [r for r in runs if r.get("status") == "ok"]
+    makers = [("throughput", lambda: rp.throughput(ok, out)),
+              ("efficiency", lambda: rp.efficiency(ok, out)),
+              ("breakdown", lambda: rp.breakdown(ok, out)),
+              ("bytes per rank", lambda: rp.bytes_per_rank(ok, out)),
+              ("busbw", lambda: rp.busbw(bench, out)),
+              ("convergence", lambda: rp.convergence(ok, metrics, out)),
+              ("straggler", lambda: rs.straggler(ok, out)),
+              ("staleness", lambda: rs.staleness(ok, out)),
+              ("crossover", lambda: rs.crossover(ok, out)),
+              ("bucket", lambda: rs.bucket(ok, out))]
+    figures = []
+    for name, make in makers:
+        try:
+            figures.append(make())
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
+            # A malformed record must not cost the rest of the report: say which plot failed.
+            figures.append(rp.Skipped(name, f"could not be drawn: {err!r}"))
+    return figures
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", help="a results folder written by scripts/sweep.sh")
+    ap.add_argument("--out", help="where to write report.html, PNGs, summary.md "
+                    "(default RESULTS/report)")
+    ap.add_argument("--quiet", action="store_true", help="do not print the table")
+    a = ap.parse_args(argv)
+    if not os.path.exists(os.path.join(a.results, "runs.jsonl")) and \
+            not os.path.exists(os.path.join(a.results, "bench.jsonl")):
+        sys.exit(f"report.py: {a.results} has neither runs.jsonl nor bench.jsonl")
+    out = a.out or os.path.join(a.results, "report")
+    os.makedirs(out, exist_ok=True)
+    runs, bench, metrics, problems = load(a.results)
+    figures = make_figures(runs, bench, metrics, out)
+    rows = write_summary(out, runs, bench, figures)
+    write_html(out, a.results, runs, bench, figures, rows, problems)
+    if not a.quiet:
+        if rows:
+            print(text_table(rows))
+        for r in not_ok(runs):
+            print(f"{r.get('status', '?').upper()}: {r.get('run_id')} (log {r.get('log_file')})")
+        for p in problems[:10]:
+            print(f"warning: {p}", file=sys.stderr)
+        drawn = sum(isinstance(f, rp.Figure) for f in figures)
+        print(f"report: {os.path.abspath(os.path.join(out, 'report.html'))} "
+              f"({drawn} plots; summary.md beside it)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

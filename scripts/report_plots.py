@@ -1,0 +1,365 @@
+"""The plots of StarRing's report (scripts/report.py). Each plot function takes the loaded
+results and returns a Figure (file name, title, caption) after saving the PNG, or a Skipped
+(title, reason) when the results hold no data for it. matplotlib's Agg backend, no display.
+"""
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.ticker  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+
+import starring_results as sr  # noqa: E402
+
+MB = 1e6
+DPI = 110
+COMPONENTS = (("compute_s", "compute", "#4C72B0"), ("comm_s", "communication", "#DD8452"),
+              ("wait_s", "wait", "#C44E52"))
+
+
+@dataclass
+class Figure:
+    file: str
+    title: str
+    caption: str
+
+
+@dataclass
+class Skipped:
+    title: str
+    reason: str
+
+
+# ---- selecting and grouping runs --------------------------------------------------------------
+
+STUDY_KEYS = {"hidden", "straggler", "bucket-mb", "overlap", "batch", "compress", "consistency", "staleness"}
+
+
+def scaling_runs(runs):
+    """Runs that belong to a scaling study: no straggler, and no swept knob besides the workers
+    and the model (bucket, crossover and straggler sweeps have their own plots)."""
+    out = []
+    for r in runs:
+        if r.get("straggler"):
+            continue
+        if set(r.get("grid_point", {})) & STUDY_KEYS:
+            continue
+        out.append(r)
+    return out
+
+
+def model_label(r):
+    m = r.get("model", {})
+    params = m.get("params", 0)
+    preset = r.get("config", {}).get("preset") or r.get("grid_point", {}).get("preset")
+    widths = m.get("widths") or []
+    name = preset if preset and preset != "custom" else "-".join(str(w) for w in widths)
+    return f"{name} MLP ({params / 1e6:.2f}M params)" if params else str(name)
+
+
+def color_of(label, _cache={}):  # noqa: B006 - a stable color per backend label
+    if label not in _cache:
+        _cache[label] = plt.get_cmap("tab10")(len(_cache) % 10)
+    return _cache[label]
+
+
+def oversub_note(runs):
+    """The caption sentence for wall-clock plots with more ranks than cores."""
+    over = sorted({r["np"] for r in runs if r.get("oversubscribed")})
+    if not over:
+        return ""
+    cores = max(r.get("cores", 0) for r in runs)
+    nps = ", ".join(str(n) for n in over)
+    return (f" Runs with {nps} ranks time-share this machine's {cores} cores: wall-clock scaling "
+            f"beyond {cores} ranks measures this machine, not the algorithm.")
+
+
+def _save(fig, out_dir, name):
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, name), dpi=DPI)
+    plt.close(fig)
+    return name
+
+
+def _log2_workers(ax, workers):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(workers)
+    ax.set_xticklabels([str(w) for w in workers])
+    ax.minorticks_off()
+
+
+def _facets(runs):
+    by_model = defaultdict(list)
+    for r in runs:
+        by_model[model_label(r)].append(r)
+    return dict(sorted(by_model.items(), key=lambda kv: min(r["model"]["params"] for r in kv[1])))
+
+
+def _series(runs):
+    """variant label -> {workers: run} (the last run wins when a point was repeated)."""
+    series = defaultdict(dict)
+    for r in runs:
+        series[sr.backend_label(r)][r["workers"]] = r
+    return series
+
+
+# ---- the plots --------------------------------------------------------------------------------
+
+def throughput(runs, out_dir):
+    runs = [r for r in scaling_runs(runs)]
+    facets = {m: rs for m, rs in _facets(runs).items() if len({r["workers"] for r in rs}) > 1}
+    if not facets:
+        return Skipped("Throughput vs workers", "no backend was run at more than one worker count")
+    fig, axes = plt.subplots(1, len(facets), figsize=(6.2 * len(facets), 4.6), squeeze=False)
+    used = []
+    for ax, (model, rs) in zip(axes[0], facets.items()):
+        workers = sorted({r["workers"] for r in rs})
+        for label, pts in _series(rs).items():
+            ws = sorted(pts)
+            ys = [pts[w]["samples_per_s"] for w in ws]
+            ax.plot(ws, ys, "o-", color=color_of(label), label=label)
+            ideal = [ys[0] * w / ws[0] for w in ws]
+            ax.plot(ws, ideal, ":", color=color_of(label), linewidth=1)
+            used += pts.values()
+        ax.plot([], [], "k:", linewidth=1, label="ideal linear (dotted)")
+        _log2_workers(ax, workers)
+        ax.set_xlabel("workers")
+        ax.set_ylabel("throughput (samples/s, all workers)")
+        ax.set_title(model)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    name = _save(fig, out_dir, "throughput.png")
+    return Figure(name, "Throughput vs workers",
+                  "Training throughput of all workers together (samples per second, wall clock) "
+                  "for each backend as the number of workers grows, with each backend's ideal "
+                  "linear scaling from its smallest run drawn dotted in the same color. Every "
+                  "worker processes the same per-worker batch (weak scaling)." + oversub_note(used))
+
+
+def efficiency(runs, out_dir):
+    runs = scaling_runs(runs)
+    facets = {m: rs for m, rs in _facets(runs).items() if len({r["workers"] for r in rs}) > 1}
+    if not facets:
+        return Skipped("Scaling efficiency", "no backend was run at more than one worker count")
+    fig, axes = plt.subplots(1, len(facets), figsize=(6.2 * len(facets), 4.2), squeeze=False)
+    used = []
+    for ax, (model, rs) in zip(axes[0], facets.items()):
+        for label, pts in _series(rs).items():
+            ws = sorted(pts)
+            base = pts[ws[0]]["samples_per_s"] / ws[0]
+            eff = [100.0 * pts[w]["samples_per_s"] / (w * base) if base > 0 else 0 for w in ws]
+            ax.plot(ws, eff, "o-", color=color_of(label), label=label)
+            used += pts.values()
+        ax.axhline(100, color="k", linestyle=":", linewidth=1, label="ideal (100%)")
+        _log2_workers(ax, sorted({r["workers"] for r in rs}))
+        ax.set_xlabel("workers")
+        ax.set_ylabel("scaling efficiency (% of linear)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(model)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    name = _save(fig, out_dir, "efficiency.png")
+    return Figure(name, "Scaling efficiency",
+                  "Throughput at W workers divided by W times the per-worker throughput of the "
+                  "same backend's smallest run, in percent; 100% is perfect linear scaling."
+                  + oversub_note(used))
+
+
+def breakdown(runs, out_dir):
+    runs = [r for r in scaling_runs(runs) if r.get("step_time")]
+    if not runs:
+        return Skipped("Step-time breakdown", "no run recorded a step-time breakdown")
+    facets = _facets(runs)
+    fig, axes = plt.subplots(len(facets), 1, figsize=(max(7, 0.55 * len(runs) / len(facets) + 3),
+                                                       4.3 * len(facets)), squeeze=False)
+    for ax, (model, rs) in zip(axes[:, 0], facets.items()):
+        bars = sorted(rs, key=lambda r: (sr.backend_label(r), r["workers"]))
+        x = list(range(len(bars)))
+        bottom = [0.0] * len(bars)
+        for key, label, color in COMPONENTS:
+            vals = [1e3 * r["step_time"].get(key, 0.0) for r in bars]
+            ax.bar(x, vals, bottom=bottom, color=color, label=label)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        other = [max(0.0, 1e3 * r["step_time"].get("total_s", 0.0) - b)
+                 for r, b in zip(bars, bottom)]
+        ax.bar(x, other, bottom=bottom, color="#BBBBBB", label="other (data, optimizer, ...)")
+        ax.set_xticks(x)
+        ax.set_xticklabels([f"{sr.backend_label(r)}\nW={r['workers']}" for r in bars], fontsize=8)
+        ax.set_ylabel("time per step (ms, mean over workers)")
+        ax.set_title(model)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    name = _save(fig, out_dir, "breakdown.png")
+    return Figure(name, "Step-time breakdown",
+                  "Mean wall-clock time of one training step, split into computation (forward, "
+                  "backward), communication (time the rank spends moving gradients and "
+                  "parameters) and waiting (blocked on peers or servers: stragglers, idle), per "
+                  "backend and worker count; grey is the rest of the step." + oversub_note(runs))
+
+
+def bytes_per_rank(runs, out_dir):
+    runs = [r for r in runs if r.get("bytes_per_step") and r.get("model", {}).get("bytes")]
+    if not runs:
+        return Skipped("Bytes per rank per step", "no run recorded bytes per step")
+    servers = [r for r in runs if sr.is_dedicated_ps(r)]
+    ncols = 2 if servers else 1
+    fig, axes = plt.subplots(1, ncols, figsize=(6.2 * ncols, 4.6), squeeze=False)
+    ax = axes[0][0]
+    wmax = max(r["workers"] for r in runs)
+    ws = [w / 10 for w in range(10, 10 * wmax + 1)]
+    ax.plot(ws, [2 * (w - 1) / w for w in ws], "k-", linewidth=1,
+            label="theory ring / co-located: 2(N-1)/N")
+    if servers:
+        ax.plot(ws, [1.0] * len(ws), "k--", linewidth=1, label="theory dedicated PS worker: 1")
+    series = _series(runs)
+    for i, (label, pts) in enumerate(series.items()):
+        shift = 2 ** (0.04 * (i - (len(series) - 1) / 2))  # side by side, not on top
+        for r in pts.values():
+            d = sr.wire_bytes(r)
+            ax.plot(r["workers"] * shift, r["bytes_per_step"]["worker_sent"] / d, "o",
+                    color=color_of(label), label=label)
+            ax.plot(r["workers"] * shift, r["bytes_per_step"]["worker_recv"] / d, "x",
+                    color=color_of(label))
+    _dedupe_legend(ax)
+    _log2_workers(ax, sorted({r["workers"] for r in runs}))
+    ax.set_xlabel("workers N")
+    ax.set_ylabel("bytes per worker per step / D")
+    ax.set_title("worker ranks (o sent, x received)")
+    ax.grid(alpha=0.3)
+    if servers:
+        ax = axes[0][1]
+        for s in sorted({r["num_servers"] for r in servers}):
+            ax.plot(ws, [w / s for w in ws], "k-", linewidth=1, alpha=0.3 + 0.7 / s,
+                    label=f"theory server, S={s}: W/S")
+        for r in servers:
+            d = sr.wire_bytes(r)
+            label = sr.backend_label(r)
+            ax.plot(r["workers"], r["bytes_per_step"]["server_recv"] / d, "o",
+                    color=color_of(label), label=f"{label} (S={r['num_servers']})")
+            ax.plot(r["workers"], r["bytes_per_step"]["server_sent"] / d, "x",
+                    color=color_of(label))
+        _dedupe_legend(ax)
+        _log2_workers(ax, sorted({r["workers"] for r in servers}))
+        ax.set_xlabel("workers W")
+        ax.set_ylabel("bytes per server per step / D")
+        ax.set_title("dedicated server ranks (o received, x sent)")
+        ax.grid(alpha=0.3)
+    name = _save(fig, out_dir, "bytes_per_rank.png")
+    ds = sorted({sr.wire_bytes(r) for r in runs})
+    return Figure(name, "Bytes per rank per step vs theory",
+                  "Bytes each rank sent and received per optimizer step, measured by the "
+                  "backends, divided by D = the gradient bytes on the wire (model parameters x 4 "
+                  "bytes, halved with fp16/bf16 compression; here D = "
+                  + ", ".join(f"{d / MB:.2f} MB" for d in ds) + "). Lines are the theory: ring, "
+                  "MPI and co-located PS move 2(N-1)/N x D per rank; with dedicated servers a "
+                  "worker pushes D and pulls D, and each of S servers receives and sends W x D/S. "
+                  "The mpi backend cannot see inside MPI_Allreduce: its bytes are what the "
+                  "backend reports for it. Independent of the number of cores.")
+
+
+def _dedupe_legend(ax):
+    handles, labels = ax.get_legend_handles_labels()
+    seen = {}
+    for h, l in zip(handles, labels):
+        seen.setdefault(l, h)
+    ax.legend(seen.values(), seen.keys(), fontsize=8)
+
+
+def busbw(bench, out_dir):
+    rows = [b for b in bench if "size" in b and b.get("busbw_GBps") is not None]
+    if not rows:
+        return Skipped("Bus bandwidth vs message size", "no `starring bench` rows (bench.jsonl)")
+    kinds = sorted({b["bench"] for b in rows})
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6.4 * len(kinds), 4.6), squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        series = defaultdict(list)
+        memcpy = []
+        for b in rows:
+            if b["bench"] != kind:
+                continue
+            srv = b.get("servers")
+            key = f"{b['backend']} np={b['np']}" + (f" S={srv}" if srv not in (None, 0) else "")
+            series[key].append(b)
+            if b.get("memcpy_GBps"):
+                memcpy.append(b["memcpy_GBps"])
+        for key, pts in sorted(series.items()):
+            pts.sort(key=lambda b: b["size"])
+            ax.plot([b["size"] for b in pts], [b["busbw_GBps"] for b in pts], "o-",
+                    markersize=3, label=key)
+        if memcpy:
+            ax.axhline(sum(memcpy) / len(memcpy), color="k", linestyle=":",
+                       label=f"memcpy {sum(memcpy) / len(memcpy):.1f} GB/s")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_size_label))
+        ax.set_xlabel("message size (bytes, log scale)")
+        ax.set_ylabel("bus bandwidth (GB/s)")
+        ax.set_title(f"{kind} (starring bench)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    name = _save(fig, out_dir, "busbw.png")
+    return Figure(name, "Bus bandwidth vs message size",
+                  "From `starring bench`: for all-reduce, busbw = algbw x 2(n-1)/n with algbw = "
+                  "message bytes / time, the rate comparable across rank counts (nccl-tests' "
+                  "definition); for parameter-server push+pull, busbw is the rate through the "
+                  "busiest link (the servers'). The dotted line is this machine's memcpy "
+                  "bandwidth measured in the same run." + oversub_note(
+                      [dict(np=b["np"], cores=b.get("cores", 0),
+                            oversubscribed=b.get("oversubscribed", False)) for b in rows]))
+
+
+def _size_label(x, _pos=None):
+    for unit, div in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if x >= div:
+            return f"{x / div:g}{unit}"
+    return f"{x:g}"
+
+
+def _smooth(values, k):
+    out, acc = [], 0.0
+    for i, v in enumerate(values):
+        acc += v
+        if i >= k:
+            acc -= values[i - k]
+        out.append(acc / min(i + 1, k))
+    return out
+
+
+def convergence(runs, metrics, out_dir):
+    runs = [r for r in scaling_runs(runs) if r.get("history") or metrics.get(r["run_id"])]
+    if not runs:
+        return Skipped("Loss and accuracy vs wall time", "no run has a history or metrics file")
+    facets = _facets(runs)
+    model, runs = next(iter(facets.items()))  # the smallest model only: one panel per W
+    workers = sorted({r["workers"] for r in runs})
+    fig, axes = plt.subplots(2, len(workers), figsize=(4.6 * len(workers), 7.2), squeeze=False)
+    for col, w in enumerate(workers):
+        for r in sorted((r for r in runs if r["workers"] == w), key=sr.backend_label):
+            label, color = sr.backend_label(r), color_of(sr.backend_label(r))
+            steps = [m for m in metrics.get(r["run_id"], []) if "loss" in m and "time_s" in m]
+            if steps:
+                k = max(1, len(steps) // 40)
+                axes[0][col].plot([m["time_s"] for m in steps],
+                                  _smooth([m["loss"] for m in steps], k), color=color, label=label)
+            hist = r.get("history") or []
+            if hist:
+                axes[1][col].plot([h["wall_s"] for h in hist], [h["test_accuracy"] for h in hist],
+                                  "o-", color=color, label=label)
+        axes[0][col].set_title(f"{w} worker{'s' if w > 1 else ''}")
+        axes[0][col].set_ylabel("training loss (moving average)")
+        axes[1][col].set_ylabel("test accuracy (fraction)")
+        for row in (0, 1):
+            axes[row][col].set_xlabel("wall time since training start (s)")
+            axes[row][col].grid(alpha=0.3)
+            if axes[row][col].lines:
+                axes[row][col].legend(fontsize=8)
+    name = _save(fig, out_dir, "convergence.png")
+    return Figure(name, "Loss and accuracy vs wall time",
+                  f"{model}: training loss per step (rank 0's metrics, moving average) and test "
+                  "accuracy after each epoch, against wall-clock seconds since training started, "
+                  "one column per worker count. Under synchronous training the backends compute "
+                  "the same steps, so the curves differ in speed, not in shape."
+                  + oversub_note(runs))

@@ -1,0 +1,156 @@
+"""The study plots of StarRing's report: straggler, staleness, compute/communication crossover
+and bucket size. Same conventions as report_plots.py (Figure or Skipped, Agg backend)."""
+from collections import defaultdict
+
+import matplotlib.pyplot as plt
+
+import starring_results as sr
+from report_plots import Figure, Skipped, _save, color_of, oversub_note
+
+
+def _key(r, *drop):
+    """What identifies a run's configuration apart from the knobs in `drop`."""
+    point = {k: v for k, v in r.get("grid_point", {}).items() if k not in drop}
+    return (r.get("sweep"), sr.backend_label(r), r["workers"], tuple(sorted(point.items())))
+
+
+def straggler(runs, out_dir):
+    slow = [r for r in runs if r.get("straggler")]
+    if not slow:
+        return Skipped("Straggler", "no run with --straggler")
+    base = {_key(r, "straggler"): r for r in runs if not r.get("straggler")}
+    pairs = [(base.get(_key(r, "straggler")), r) for r in slow]
+    pairs.sort(key=lambda p: sr.backend_label(p[1]))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
+    x = list(range(len(pairs)))
+    width = 0.38
+    for ax, key, ylabel, scale in ((axes[0], "samples_per_s", "throughput (samples/s)", 1.0),
+                                   (axes[1], "test_accuracy", "test accuracy (%)", 100.0)):
+        without = [scale * p[0][key] if p[0] else 0 for p in pairs]
+        with_ = [scale * p[1][key] for p in pairs]
+        ax.bar([i - width / 2 for i in x], without, width, color="#4C72B0", label="no straggler")
+        ax.bar([i + width / 2 for i in x], with_, width, color="#C44E52",
+               label="with straggler")
+        for i, (a, b) in enumerate(zip(without, with_)):
+            if a > 0:
+                ax.annotate(f"{100 * (b - a) / a:+.0f}%" if key == "samples_per_s"
+                            else f"{b - a:+.1f} pt", (i + width / 2, b), ha="center",
+                            va="bottom", fontsize=8)
+        ax.set_xticks(x)
+        ax.set_xticklabels([f"{sr.backend_label(p[1])}\nW={p[1]['workers']}" for p in pairs],
+                           fontsize=8)
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+        if key == "test_accuracy":
+            lo = min([v for v in without + with_ if v > 0] or [0])
+            ax.set_ylim(max(0, lo - 10), min(100, max(without + with_) + 3))
+    axes[0].set_title("throughput kept")
+    axes[1].set_title("accuracy cost")
+    name = _save(fig, out_dir, "straggler.png")
+    what = sorted({r["straggler"] for r in slow})
+    return Figure(name, "Straggler: throughput kept and accuracy cost",
+                  f"One worker slowed down (--straggler {', '.join(what)}: RANK:milliseconds of "
+                  "sleep per step). Left: throughput of all workers without (blue) and with (red) "
+                  "the straggler, with the change in percent; synchronous backends (ring, PS "
+                  "BSP) wait for the slow worker every step, PS SSP/ASP let the others run "
+                  "ahead. Right: test accuracy at the end of the same training budget, with the "
+                  "change in percentage points." + oversub_note([p[1] for p in pairs]))
+
+
+def staleness(runs, out_dir):
+    runs = [r for r in runs if r.get("staleness_hist")]
+    if not runs:
+        return Skipped("Observed staleness", "no PS run under ssp/asp recorded a staleness histogram")
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    n = len(runs)
+    width = 0.8 / n
+    for i, r in enumerate(sorted(runs, key=sr.backend_label)):
+        hist = {int(k): v for k, v in r["staleness_hist"].items()}
+        total = sum(hist.values()) or 1
+        ks = sorted(hist)
+        label = f"{sr.backend_label(r)} W={r['workers']}" + (
+            f" straggler {r['straggler']}" if r.get("straggler") else "")
+        ax.bar([k - 0.4 + width * (i + 0.5) for k in ks], [100 * hist[k] / total for k in ks],
+               width, label=label)
+    ax.set_xlabel("staleness (server clock - clock of the worker's parameters, in steps)")
+    ax.set_ylabel("pushes (%)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    name = _save(fig, out_dir, "staleness.png")
+    return Figure(name, "Observed staleness (PS, SSP/ASP)",
+                  "How stale the parameters were that each gradient push was computed from, as "
+                  "recorded by the servers: the share of pushes at each staleness. Under SSP "
+                  "the bound --staleness caps it; under ASP it is unbounded.")
+
+
+def crossover(runs, out_dir):
+    runs = [r for r in runs if "hidden" in r.get("grid_point", {}) and r.get("step_time")]
+    if len({r["model"]["params"] for r in runs}) < 3:
+        return Skipped("Compute/communication crossover",
+                       "no sweep over the MLP width (--hidden) with at least 3 widths")
+    batches = sorted({r.get("batch", 0) for r in runs})
+    styles = dict(zip(batches, ["-", "--", "-.", ":"] * 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.6))
+    series = defaultdict(list)
+    for r in runs:
+        series[(sr.backend_label(r), r.get("batch", 0), r["workers"])].append(r)
+    for (label, batch, w), pts in sorted(series.items()):
+        pts.sort(key=lambda r: r["model"]["params"])
+        params = [r["model"]["params"] for r in pts]
+        frac = [100 * (r["step_time"]["comm_s"] + r["step_time"]["wait_s"])
+                / max(r["step_time"]["total_s"], 1e-12) for r in pts]
+        name = f"{label} W={w} batch {batch}"
+        axes[0].plot(params, frac, "o" + styles[batch], color=color_of(label), label=name)
+        axes[1].plot(params, [r["samples_per_s"] for r in pts], "o" + styles[batch],
+                     color=color_of(label), label=name)
+    axes[0].axhline(50, color="k", linestyle=":", linewidth=1, label="crossover (50%)")
+    axes[0].set_ylabel("communication + wait (% of step time)")
+    axes[0].set_ylim(0, 100)
+    axes[1].set_ylabel("throughput (samples/s)")
+    axes[1].set_yscale("log")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel("model parameters (count, log scale)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    name = _save(fig, out_dir, "crossover.png")
+    return Figure(name, "Compute/communication crossover",
+                  "The MLP's hidden width swept from small to very wide at a fixed number of "
+                  "workers. Left: the share of each step spent communicating or waiting; a "
+                  "backend is communication-bound above the dotted 50% line. Computation grows "
+                  "with parameters x batch and communication with parameters alone, so a larger "
+                  "batch (dashed) moves the crossover to wider models. Right: throughput."
+                  + oversub_note(runs))
+
+
+def bucket(runs, out_dir):
+    runs = [r for r in runs if "bucket-mb" in r.get("grid_point", {}) and r.get("step_time")]
+    if len({r["bucket_mb"] for r in runs}) < 2:
+        return Skipped("Bucket size", "no sweep over --bucket-mb")
+    workers = sorted({r["workers"] for r in runs})
+    fig, axes = plt.subplots(1, len(workers), figsize=(6 * len(workers), 4.4), squeeze=False)
+    for ax, w in zip(axes[0], workers):
+        series = defaultdict(list)
+        for r in runs:
+            if r["workers"] == w:
+                series[(sr.backend_label(r), bool(r.get("overlap")))].append(r)
+        for (label, overlap), pts in sorted(series.items()):
+            pts.sort(key=lambda r: r["bucket_mb"])
+            ax.plot([r["bucket_mb"] for r in pts], [1e3 * r["step_time"]["total_s"] for r in pts],
+                    "o-" if overlap else "s--", color=color_of(label),
+                    label=f"{label}, overlap {'on' if overlap else 'off'}")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("bucket size (MiB, log scale)")
+        ax.set_ylabel("time per step (ms)")
+        ax.set_title(f"{w} workers")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    name = _save(fig, out_dir, "bucket.png")
+    model_mb = max(r["model"]["bytes"] for r in runs) / 2**20
+    return Figure(name, "Step time vs bucket size",
+                  f"Gradients are synchronized in buckets of --bucket-mb MiB (the model is "
+                  f"{model_mb:.0f} MiB; a bucket at least that large means one sync after the "
+                  "whole backward pass). Small buckets pay per-message latency; with overlap on "
+                  "(solid) a bucket's sync runs while backward continues, with overlap off "
+                  "(dashed) all syncs start after backward." + oversub_note(runs))

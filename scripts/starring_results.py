@@ -1,0 +1,197 @@
+"""Shared helpers for StarRing's result files (see the formats in the README / notes):
+loading JSON lines, checking records against the agreed schema, naming a run's backend for
+plots, and the theoretical bytes each rank moves per step.
+
+Standard library only, so the sweep driver and the tests can import it without matplotlib.
+"""
+import json
+import math
+import os
+
+RUN_SCHEMA = "starring.run.v1"
+RECORD_SCHEMA = "starring.sweep.v1"
+STATUSES = ("ok", "failed", "timeout", "skipped")
+
+# Fields the trainer's summary must carry (schema "starring.run.v1"), with their types.
+_NUM = (int, float)
+SUMMARY_FIELDS = {
+    "schema": str, "run_name": str, "date": str, "host": str, "git": str, "backend": str,
+    "consistency": str, "staleness": int, "compress": str, "bucket_mb": _NUM, "overlap": bool,
+    "straggler": str, "world_size": int, "workers": int, "num_servers": int, "cores": int,
+    "oversubscribed": bool, "dataset": str, "model": dict, "batch": int, "accum": int,
+    "global_batch": int, "lr": _NUM, "epochs": int, "steps": int, "wall_s": _NUM,
+    "samples_per_s": _NUM, "step_time": dict, "bytes_per_step": dict, "ranks": list,
+    "test_accuracy": _NUM, "test_loss": _NUM, "final_train_loss": _NUM, "history": list,
+    "staleness_hist": dict,
+}
+STEP_TIME_FIELDS = ("total_s", "compute_s", "comm_s", "wait_s")
+BYTES_FIELDS = ("worker_sent", "worker_recv", "server_sent", "server_recv")
+RANK_FIELDS = ("rank", "role", "bytes_sent_per_step", "bytes_recv_per_step", "compute_s",
+               "comm_s", "wait_s", "busy_s")
+# Fields the sweep driver adds to every record, whatever the run's outcome.
+RECORD_FIELDS = {
+    "record_schema": str, "sweep": str, "run_id": str, "variant": str, "config": dict,
+    "np": int, "workers": int, "num_servers": int, "roles": dict, "command": str,
+    "status": str, "exit_code": int, "elapsed_s": _NUM, "git": str, "host": str, "date": str,
+    "cores": int, "oversubscribed": bool,
+}
+BENCH_FIELDS = {
+    "bench": str, "backend": str, "np": int, "workers": int, "size": int, "count": int,
+    "type": str, "time_us": _NUM, "algbw_GBps": _NUM, "busbw_GBps": _NUM, "wrong": int,
+}
+
+
+def read_jsonl(path):
+    """Records of a JSON-lines file; a line that does not parse is reported, not fatal."""
+    records, bad = [], []
+    if not os.path.exists(path):
+        return records, bad
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                bad.append(f"{path}:{n}: {e}")
+    return records, bad
+
+
+def append_jsonl(path, record):
+    """Appends one record as one line (a single write, so concurrent readers see whole lines)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def _type_ok(value, typ):
+    types = typ if isinstance(typ, tuple) else (typ,)
+    if isinstance(value, bool):  # bool is an int in Python: accept it only where bool is meant
+        return bool in types
+    return isinstance(value, types)
+
+
+def _check_fields(obj, fields, where):
+    problems = []
+    for key, typ in fields.items():
+        if key not in obj:
+            problems.append(f"{where}: missing '{key}'")
+        elif obj[key] is not None and not _type_ok(obj[key], typ):
+            problems.append(f"{where}: '{key}' is {type(obj[key]).__name__}")
+    return problems
+
+
+def check_summary(s, where="summary"):
+    """Problems (strings) with a train summary; empty when it follows starring.run.v1."""
+    problems = _check_fields(s, SUMMARY_FIELDS, where)
+    if problems:
+        return problems
+    if s["schema"] != RUN_SCHEMA:
+        problems.append(f"{where}: schema is {s['schema']!r}, expected {RUN_SCHEMA!r}")
+    for key in ("widths", "params", "bytes"):
+        if key not in s["model"]:
+            problems.append(f"{where}: model lacks '{key}'")
+    for key in STEP_TIME_FIELDS:
+        if not isinstance(s["step_time"].get(key), _NUM):
+            problems.append(f"{where}: step_time lacks '{key}'")
+    for key in BYTES_FIELDS:
+        if not isinstance(s["bytes_per_step"].get(key), _NUM):
+            problems.append(f"{where}: bytes_per_step lacks '{key}'")
+    if len(s["ranks"]) != s["world_size"]:
+        problems.append(f"{where}: {len(s['ranks'])} ranks listed, world_size {s['world_size']}")
+    for r in s["ranks"]:
+        for key in RANK_FIELDS:
+            if key not in r:
+                problems.append(f"{where}: rank entry lacks '{key}'")
+                break
+    if s["workers"] + (s["num_servers"] if s["backend"] == "ps" and s.get("servers") != "colocated"
+                       else 0) != s["world_size"]:
+        problems.append(f"{where}: workers {s['workers']} + servers {s['num_servers']} "
+                        f"!= world_size {s['world_size']}")
+    for h in s["history"]:
+        for key in ("epoch", "wall_s", "train_loss", "test_accuracy"):
+            if key not in h:
+                problems.append(f"{where}: history entry lacks '{key}'")
+                break
+    if not 0.0 <= s["test_accuracy"] <= 1.0:
+        problems.append(f"{where}: test_accuracy {s['test_accuracy']} outside [0, 1]")
+    for key in ("samples_per_s", "wall_s"):
+        if not (s[key] >= 0 and math.isfinite(s[key])):
+            problems.append(f"{where}: {key} = {s[key]}")
+    return problems
+
+
+def check_record(rec, where="record"):
+    """Problems with one runs.jsonl record; an "ok" record must also carry a valid summary."""
+    problems = _check_fields(rec, RECORD_FIELDS, where)
+    if problems:
+        return problems
+    if rec["record_schema"] != RECORD_SCHEMA:
+        problems.append(f"{where}: record_schema {rec['record_schema']!r}")
+    if rec["status"] not in STATUSES:
+        problems.append(f"{where}: status {rec['status']!r} not in {STATUSES}")
+    if rec["status"] == "ok":
+        problems += check_summary(rec, where)
+        if rec.get("world_size") != rec["np"]:
+            problems.append(f"{where}: world_size {rec.get('world_size')} != np {rec['np']}")
+    elif rec["status"] in ("failed", "timeout") and "log_tail" not in rec:
+        problems.append(f"{where}: a {rec['status']} run should carry 'log_tail'")
+    return problems
+
+
+def check_bench_row(row, where="bench row"):
+    if "status" in row and "size" not in row:  # a bench pass that failed: recorded, not a row
+        return [] if row["status"] in STATUSES else [f"{where}: status {row['status']!r}"]
+    return _check_fields(row, BENCH_FIELDS, where)
+
+
+# ---- naming and theory ------------------------------------------------------------------------
+
+def backend_label(rec):
+    """The name a run's backend gets in plots: the sweep's variant when it has one."""
+    if rec.get("variant"):
+        return rec["variant"]
+    b = rec.get("backend", "?")
+    if b == "ps":
+        servers = rec.get("servers")
+        label = "ps colocated" if servers == "colocated" else f"ps S={servers}"
+        if rec.get("consistency", "bsp") != "bsp":
+            label += f" {rec['consistency']}"
+        return label
+    return b
+
+
+def is_colocated(rec):
+    return rec.get("backend") == "ps" and str(rec.get("servers")) == "colocated"
+
+
+def is_dedicated_ps(rec):
+    return rec.get("backend") == "ps" and not is_colocated(rec)
+
+
+def wire_bytes(rec):
+    """D: the bytes of one copy of the gradients on the wire (model bytes, halved by fp16/bf16)."""
+    d = float(rec["model"]["bytes"])
+    return d / 2 if rec.get("compress", "none") in ("fp16", "bf16") else d
+
+
+def theory_bytes(rec):
+    """Theoretical bytes per rank per step, each direction: {"worker": x, "server": y|None}.
+
+    Ring, MPI, NCCL and co-located PS: every rank sends and receives 2(N-1)/N * D.
+    Dedicated PS with W workers and S servers: a worker pushes D and pulls D; a server receives
+    W*D/S and sends W*D/S (balanced shards)."""
+    d = wire_bytes(rec)
+    w = rec["workers"]
+    if is_dedicated_ps(rec):
+        s = max(1, rec["num_servers"])
+        return {"worker": d, "server": w * d / s}
+    return {"worker": 2.0 * (w - 1) / w * d if w > 0 else 0.0, "server": None}
+
+
+def deviation_pct(measured, theory):
+    if theory is None or measured is None:
+        return None
+    if theory == 0:
+        return 0.0 if measured == 0 else float("inf")
+    return 100.0 * (measured - theory) / theory

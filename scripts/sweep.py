@@ -1,0 +1,367 @@
+"""The sweep driver behind scripts/sweep.sh (run that; see its header for usage).
+
+A sweep file (experiments/sweeps/<name>.ini) lists what to run:
+
+  [sweep]            description, timeout_s (per run), trace (yes/no), report (yes/no)
+  [train]            flags given to every `starring train` run: `key = value` -> `--key value`
+  [grid]             lists (space separated); every combination is one run of every variant.
+                     `workers` is the number of worker ranks; other keys are train flags.
+  [variant NAME]     one backend configuration = one line in the plots. Its keys are train flags;
+                     a key that is also a grid dimension replaces that dimension's list for this
+                     variant. `servers = half` means max(1, workers/2); `requires = gpu` skips
+                     the variant on machines without a GPU (recorded as "skipped").
+  [bench NAME]       one `starring bench --json` pass per value of `np`, with `args`.
+  [quick]            --quick overrides for keys of [sweep], [train] and [grid] (new keys become
+                     train flags); `variants = a b` / `benches = a b|none` keep only those.
+  [quick SECTION]    --quick overrides for keys of [SECTION] (e.g. [quick bench ring]).
+
+A value `-` leaves the flag out (e.g. `straggler = - 1:200` runs without and with a straggler).
+Launch: `scripts/mpirun.sh -np N build/bin/starring train ...` under `timeout`; ranks are
+W workers plus S dedicated servers for `backend = ps` with a numeric `servers`.
+Every run appends one record to OUT/runs.jsonl (status ok / failed / timeout / skipped, with the
+train summary merged in when there is one); bench rows go to OUT/bench.jsonl.
+"""
+import argparse
+import configparser
+import datetime
+import itertools
+import json
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import starring_results as sr  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
+OMIT = "-"
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def git_commit():
+    try:
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def have_gpu():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+        return out.returncode == 0 and "GPU" in out.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+# ---- reading a sweep file -------------------------------------------------------------------
+
+def load_sweep(path, quick):
+    cp = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None,
+                                   delimiters=("=",))
+    cp.optionxform = str  # keep flag names as written
+    if not cp.read(path):
+        sys.exit(f"sweep: cannot read sweep file {path}")
+    sec = {name: dict(cp[name]) for name in cp.sections()}
+    sweep = {"timeout_s": "600", "trace": "no", "report": "yes", "description": ""}
+    sweep.update(sec.get("sweep", {}))
+    train = dict(sec.get("train", {}))
+    grid = {k: v.split() for k, v in sec.get("grid", {}).items()}
+    variants = {n[len("variant "):].strip(): dict(v) for n, v in sec.items()
+                if n.startswith("variant ")}
+    benches = {n[len("bench "):].strip(): dict(v) for n, v in sec.items() if n.startswith("bench ")}
+    if quick:
+        for key, value in sec.get("quick", {}).items():
+            if key == "variants":
+                variants = {n: v for n, v in variants.items() if n in value.split()}
+            elif key == "benches":
+                benches = {n: v for n, v in benches.items() if n in value.split()}
+            elif key in sweep:
+                sweep[key] = value
+            elif key in grid:
+                grid[key] = value.split()
+            else:
+                train[key] = value
+        for name, over in sec.items():
+            if name.startswith("quick "):
+                target = name[len("quick "):].strip()
+                for table, prefix in ((variants, "variant "), (benches, "bench ")):
+                    if target.startswith(prefix) and target[len(prefix):] in table:
+                        table[target[len(prefix):]].update(over)
+    if not variants:
+        variants = {"default": {}}
+    return sweep, train, grid, variants, benches
+
+
+def expand_runs(train, grid, variants):
+    """One dict per run: variant, flags (ordered), workers."""
+    runs = []
+    for vname, vkeys in variants.items():
+        vgrid = dict(grid)
+        vflags = {}
+        for k, v in vkeys.items():
+            if k in vgrid or k == "workers":
+                vgrid[k] = v.split()
+            elif k != "requires":
+                vflags[k] = v
+        dims = list(vgrid.keys())
+        for combo in itertools.product(*(vgrid[d] for d in dims)):
+            point = dict(zip(dims, combo))
+            workers = int(point.pop("workers", "1"))
+            flags = dict(train)
+            flags.update(point)
+            flags.update(vflags)
+            if flags.get("servers") == "half":
+                flags["servers"] = str(max(1, workers // 2))
+            flags = {k: v for k, v in flags.items() if v != OMIT}
+            runs.append({"variant": vname, "flags": flags, "workers": workers,
+                         "point": point, "requires": vkeys.get("requires", "")})
+    return runs
+
+
+def roles_of(flags, workers):
+    """(np, num_servers, roles) from the flags: dedicated PS servers are extra ranks."""
+    servers = flags.get("servers", "")
+    if flags.get("backend") == "ps" and servers.isdigit():
+        s = int(servers)
+        return workers + s, s, {"worker": workers, "server": s}
+    if flags.get("backend") == "ps" and servers == "colocated":
+        return workers, workers, {"worker": workers, "server": 0, "colocated_server": workers}
+    return workers, 0, {"worker": workers, "server": 0}
+
+
+# ---- running ----------------------------------------------------------------------------------
+
+def tail(path, lines=25):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def launch(argv, log_path, timeout_s):
+    """Runs argv under `timeout`; returns (exit code, status, elapsed seconds)."""
+    cmd = ["timeout", "-k", "15", str(int(float(timeout_s))), MPIRUN] + argv
+    start = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write("$ " + shlex.join(cmd) + "\n")
+        log.flush()
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO).returncode
+    elapsed = time.monotonic() - start
+    status = "ok" if rc == 0 else ("timeout" if rc in (124, 137) else "failed")
+    return rc, status, elapsed, shlex.join(cmd)
+
+
+def flag_args(flags):
+    args = []
+    for k, v in flags.items():
+        args += [f"--{k}"] + ([v] if v != "" else [])
+    return args
+
+
+def run_train(run, idx, ctx):
+    run_id = f"{ctx['name']}-{idx:03d}-{run['variant']}-w{run['workers']}"
+    rdir = os.path.join(ctx["out"], "runs", run_id)
+    os.makedirs(rdir, exist_ok=True)
+    np_, nserv, roles = roles_of(run["flags"], run["workers"])
+    files = {"summary_file": os.path.join(rdir, "summary.json"),
+             "metrics_file": os.path.join(rdir, "metrics.jsonl"),
+             "log_file": os.path.join(rdir, "log.txt")}
+    rec = {"record_schema": sr.RECORD_SCHEMA, "sweep": ctx["name"], "run_id": run_id,
+           "variant": run["variant"], "config": run["flags"], "grid_point": run["point"],
+           "np": np_, "workers": run["workers"], "num_servers": nserv, "roles": roles,
+           "git": ctx["git"], "host": ctx["host"], "date": utc_now(), "cores": ctx["cores"],
+           "oversubscribed": np_ > ctx["cores"], "quick": ctx["quick"]}
+    rec.update({k: os.path.relpath(v, ctx["out"]) for k, v in files.items()})
+    if run["requires"] == "gpu" and not ctx["gpu"]:
+        rec.update(status="skipped", exit_code=0, elapsed_s=0.0, command="",
+                   reason="variant requires a GPU and none was found")
+        return rec
+    argv = ["-np", str(np_), ctx["bin"], "train"] + flag_args(run["flags"]) + [
+        "--summary-file", files["summary_file"], "--metrics-file", files["metrics_file"],
+        "--run-name", run_id]
+    if ctx["trace"]:
+        argv += ["--trace", os.path.join(rdir, "trace.%r.json")]
+        rec["trace_files"] = [os.path.relpath(os.path.join(rdir, f"trace.{r}.json"), ctx["out"])
+                              for r in range(np_)]
+    rc, status, elapsed, cmd = launch(argv, files["log_file"], ctx["timeout_s"])
+    rec.update(status=status, exit_code=rc, elapsed_s=round(elapsed, 3), command=cmd)
+    summary = None
+    if status == "ok":
+        try:
+            with open(files["summary_file"], encoding="utf-8") as f:
+                summary = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            rec.update(status="failed", reason=f"exit 0 but no readable summary: {e}")
+    if summary is not None:
+        for k, v in summary.items():
+            if k not in ("status", "exit_code", "elapsed_s", "command", "config", "variant"):
+                rec[k] = v
+    if rec["status"] != "ok":
+        rec["log_tail"] = tail(files["log_file"])
+    return rec
+
+
+def run_bench(name, np_, args, ctx):
+    bench_id = f"{ctx['name']}-bench-{name}-np{np_}"
+    log_path = os.path.join(ctx["out"], "runs", bench_id + ".log")
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    argv = ["-np", str(np_), ctx["bin"], "bench", "--json"] + shlex.split(args)
+    rc, status, elapsed, cmd = launch(argv, log_path, ctx["timeout_s"])
+    extra = {"sweep": ctx["name"], "bench_id": bench_id, "git": ctx["git"], "host": ctx["host"],
+             "date": utc_now(), "cores": ctx["cores"], "oversubscribed": np_ > ctx["cores"]}
+    rows = []
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(row, dict) and "bench" in row:
+                    row.update(extra)
+                    rows.append(row)
+    if status == "ok" and not rows:
+        status = "failed"
+    if status != "ok":
+        rows.append(dict(extra, status=status, exit_code=rc, np=np_, command=cmd,
+                         elapsed_s=round(elapsed, 3), log_tail=tail(log_path)))
+    for row in rows:
+        sr.append_jsonl(os.path.join(ctx["out"], "bench.jsonl"), row)
+    return status, len([r for r in rows if "size" in r]), elapsed
+
+
+def describe(rec):
+    if rec["status"] != "ok":
+        return f"{rec['status'].upper()} (exit {rec['exit_code']}) see {rec['log_file']}" \
+            if rec["status"] != "skipped" else f"skipped: {rec.get('reason', '')}"
+    return (f"ok {rec['elapsed_s']:.1f}s  {rec.get('samples_per_s', 0):,.0f} samples/s  "
+            f"acc {rec.get('test_accuracy', float('nan')):.4f}")
+
+
+def resolve_sweep(arg):
+    if os.path.exists(arg):
+        return os.path.abspath(arg), os.path.splitext(os.path.basename(arg))[0]
+    path = os.path.join(REPO, "experiments", "sweeps", arg + ".ini")
+    if not os.path.exists(path):
+        names = sorted(f[:-4] for f in os.listdir(os.path.join(REPO, "experiments", "sweeps"))
+                       if f.endswith(".ini"))
+        sys.exit(f"sweep: no sweep file '{arg}' (known: {', '.join(names)})")
+    return path, arg
+
+
+def default_out(name, quick):
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(REPO, "results")
+    out = os.path.join(base, f"{name}{'-quick' if quick else ''}-{stamp}")
+    return out, os.path.join(base, f"{name}{'-quick' if quick else ''}-latest")
+
+
+def run_report(out, ctx):
+    report = os.path.join(REPO, "scripts", "report.py")
+    print(f"[sweep] report: {report} {out}", flush=True)
+    rc = subprocess.run([sys.executable, report, out]).returncode
+    if rc != 0:
+        print(f"[sweep] report.py failed with exit code {rc}", file=sys.stderr)
+    return rc
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="scripts/sweep.sh",
+                                 description="Run a sweep of `starring train` configurations "
+                                 "and `starring bench` passes; append JSON records to a folder.")
+    ap.add_argument("sweep", help="a sweep file, or the name of one in experiments/sweeps/")
+    ap.add_argument("--out", help="results folder (records are appended; default: "
+                    "results/<name>-<UTC time>, with results/<name>-latest pointing at it)")
+    ap.add_argument("--quick", action="store_true", help="apply the sweep's [quick] overrides")
+    ap.add_argument("--bin", default=os.path.join(REPO, "build", "bin", "starring"),
+                    help="the starring executable (default: build/bin/starring)")
+    ap.add_argument("--timeout", type=float, help="per-run time bound in seconds "
+                    "(default: the sweep's timeout_s)")
+    ap.add_argument("--no-bench", action="store_true", help="skip the bench passes")
+    ap.add_argument("--no-report", action="store_true", help="do not run scripts/report.py")
+    ap.add_argument("--dry-run", action="store_true", help="print the runs, launch nothing")
+    a = ap.parse_args(argv)
+
+    path, name = resolve_sweep(a.sweep)
+    sweep, train, grid, variants, benches = load_sweep(path, a.quick)
+    runs = expand_runs(train, grid, variants)
+    if a.no_bench:
+        benches = {}
+    latest = None
+    if a.out:
+        out = os.path.abspath(a.out)
+    else:
+        out, latest = default_out(name, a.quick)
+    ctx = {"name": name, "out": out, "bin": os.path.abspath(a.bin), "quick": a.quick,
+           "timeout_s": a.timeout or float(sweep["timeout_s"]), "git": git_commit(),
+           "host": socket.gethostname(), "cores": cores(), "gpu": have_gpu(),
+           "trace": sweep["trace"].lower() in ("yes", "true", "on", "1")}
+    nbench = sum(len(b.get("np", "").split()) for b in benches.values())
+    print(f"[sweep] {name}{' (quick)' if a.quick else ''}: {len(runs)} train runs, {nbench} bench "
+          f"passes, at most {ctx['timeout_s']:.0f} s each -> {out}", flush=True)
+    if sweep["description"]:
+        print(f"[sweep] {sweep['description']}", flush=True)
+    if a.dry_run:
+        for r in runs:
+            np_, _, _ = roles_of(r["flags"], r["workers"])
+            print(f"  {r['variant']:>14} W={r['workers']} np={np_}: "
+                  f"{shlex.join(flag_args(r['flags']))}")
+        for bname, b in benches.items():
+            print(f"  bench {bname}: np {b.get('np', '')}: {b.get('args', '')}")
+        return 0
+    if not os.access(ctx["bin"], os.X_OK):
+        sys.exit(f"sweep: {ctx['bin']} is not an executable: build it first "
+                 "(cmake -S . -B build && cmake --build build --target starring)")
+    os.makedirs(out, exist_ok=True)
+    if latest:
+        if os.path.islink(latest):
+            os.remove(latest)
+        if not os.path.exists(latest):
+            os.symlink(os.path.basename(out), latest)
+    counts = {}
+    t0 = time.monotonic()
+    for i, run in enumerate(runs, 1):
+        np_, _, _ = roles_of(run["flags"], run["workers"])
+        print(f"[sweep] [{i}/{len(runs)}] {run['variant']} W={run['workers']} np={np_} "
+              f"{' '.join(f'{k}={v}' for k, v in run['point'].items())} ...", end=" ", flush=True)
+        rec = run_train(run, i, ctx)
+        sr.append_jsonl(os.path.join(out, "runs.jsonl"), rec)
+        counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+        print(describe(rec), flush=True)
+    for bname, b in benches.items():
+        for np_ in b.get("np", "2").split():
+            print(f"[sweep] bench {bname} np={np_} ...", end=" ", flush=True)
+            status, nrows, elapsed = run_bench(bname, int(np_), b.get("args", ""), ctx)
+            counts["bench " + status] = counts.get("bench " + status, 0) + 1
+            print(f"{status} {elapsed:.1f}s, {nrows} rows", flush=True)
+    print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
+          f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
+          flush=True)
+    rc = 0 if all(k in ("ok", "skipped", "bench ok") for k in counts) else 1
+    if sweep["report"].lower() in ("yes", "true", "on", "1") and not a.no_report:
+        rc = run_report(out, ctx) or rc
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

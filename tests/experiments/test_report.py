@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Tests of the report generator and the result-format checks, on the committed fixture
+(tests/experiments/fixtures/results, written by make_fixture.py). No `starring` binary needed.
+"""
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+FIXTURE = os.path.join(HERE, "fixtures", "results")
+REPORT = os.path.join(REPO, "scripts", "report.py")
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import starring_results as sr  # noqa: E402
+
+ALL_PLOTS = ["throughput.png", "efficiency.png", "breakdown.png", "bytes_per_rank.png",
+             "busbw.png", "convergence.png", "straggler.png", "staleness.png", "crossover.png",
+             "bucket.png"]
+
+
+def run_report(results, out):
+    return subprocess.run([sys.executable, REPORT, results, "--out", out], capture_output=True,
+                          text=True, timeout=300)
+
+
+class ReportOnFixture(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="starring_report_test_")
+        cls.out = os.path.join(cls.tmp, "report")
+        cls.proc = run_report(FIXTURE, cls.out)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_exits_zero_and_prints_the_table_and_path(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        self.assertIn("samples/s", self.proc.stdout)
+        self.assertIn(os.path.join(self.out, "report.html"), self.proc.stdout)
+        self.assertIn("FAILED: main-ps-1-w8", self.proc.stdout)
+        self.assertIn("TIMEOUT: main-ps-1-w16", self.proc.stdout)
+
+    def test_every_plot_exists_is_a_png_and_is_referenced(self):
+        with open(os.path.join(self.out, "report.html"), encoding="utf-8") as f:
+            page = f.read()
+        pngs = sorted(p for p in os.listdir(self.out) if p.endswith(".png"))
+        self.assertEqual(pngs, sorted(ALL_PLOTS))  # the fixture has data for every plot
+        for png in pngs:
+            path = os.path.join(self.out, png)
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", png)
+            self.assertGreater(os.path.getsize(path), 5000, png)
+            self.assertIn(f'alt="{png}"', page)
+            self.assertIn(f'href="{png}"', page)
+        # self-contained: every image is embedded, none is loaded from a file
+        self.assertEqual(len(re.findall(r'<img src="data:image/png;base64,', page)), len(pngs))
+        self.assertEqual(re.findall(r'<img src="(?!data:)', page), [])
+
+    def test_every_plot_has_a_caption_and_wall_clock_plots_warn_of_oversubscription(self):
+        with open(os.path.join(self.out, "report.html"), encoding="utf-8") as f:
+            page = f.read()
+        captions = re.findall(r"<figure id=\"(\w+)\">.*?<figcaption>(.*?)</figcaption>", page, re.S)
+        self.assertEqual(len(captions), len(ALL_PLOTS))
+        warned = {name for name, cap in captions if "time-share this machine" in cap}
+        for name in ("throughput", "efficiency", "breakdown", "convergence", "busbw"):
+            self.assertIn(name, warned)
+        self.assertNotIn("bytes_per_rank", warned)  # bytes do not depend on the cores
+
+    def test_summary_has_one_row_per_successful_run_and_lists_failures(self):
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        ok = [r for r in runs if r["status"] == "ok"]
+        with open(os.path.join(self.out, "summary.md"), encoding="utf-8") as f:
+            text = f.read()
+        table = [l for l in text.splitlines() if l.startswith("| ") and "samples/s" not in l]
+        self.assertEqual(len(table), len(ok))
+        self.assertIn("`main-ps-1-w8`: failed", text)
+        self.assertIn("`main-ps-1-w16`: timeout", text)
+        self.assertIn("`main-nccl-w2`: skipped", text)
+        # the fixture's bytes are the theory, so every deviation is 0%
+        self.assertEqual(re.findall(r"\(([-+][0-9.]+%)\)", text), [])
+
+
+class ReportWithPartialData(unittest.TestCase):
+    def test_bench_only_folder_skips_the_training_plots_and_says_so(self):
+        tmp = tempfile.mkdtemp(prefix="starring_report_test_")
+        try:
+            shutil.copy(os.path.join(FIXTURE, "bench.jsonl"), tmp)
+            proc = run_report(tmp, os.path.join(tmp, "report"))
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            out = os.path.join(tmp, "report")
+            self.assertEqual(sorted(p for p in os.listdir(out) if p.endswith(".png")),
+                             ["busbw.png"])
+            with open(os.path.join(out, "report.html"), encoding="utf-8") as f:
+                page = f.read()
+            self.assertIn("Plots not drawn", page)
+            self.assertIn("Throughput vs workers", page)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_a_folder_without_results_is_an_error(self):
+        tmp = tempfile.mkdtemp(prefix="starring_report_test_")
+        try:
+            proc = run_report(tmp, os.path.join(tmp, "report"))
+            self.assertNotEqual(proc.returncode, 0)
+            self.assertIn("neither runs.jsonl nor bench.jsonl", proc.stderr)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class RecordChecks(unittest.TestCase):
+    def setUp(self):
+        self.runs, bad = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        self.assertEqual(bad, [])
+        self.ok = next(r for r in self.runs if r["status"] == "ok" and r["backend"] == "ps")
+
+    def test_fixture_records_and_bench_rows_follow_the_schema(self):
+        for r in self.runs:
+            self.assertEqual(sr.check_record(r, r["run_id"]), [])
+        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        for b in bench:
+            self.assertEqual(sr.check_bench_row(b), [])
+
+    def test_checks_catch_broken_records(self):
+        cases = [("step_time", lambda r: r["step_time"].pop("comm_s"), "step_time lacks"),
+                 ("status", lambda r: r.update(status="weird"), "status 'weird'"),
+                 ("workers", lambda r: r.update(workers=True), "'workers' is bool"),
+                 ("ranks", lambda r: r["ranks"].pop(), "ranks listed"),
+                 ("accuracy", lambda r: r.update(test_accuracy=3.0), "outside [0, 1]"),
+                 ("schema", lambda r: r.update(schema="x"), "schema is 'x'"),
+                 ("np", lambda r: r.update(np=r["np"] + 1), "world_size"),
+                 ("model", lambda r: r.pop("model"), "missing 'model'")]
+        for name, breakit, expect in cases:
+            rec = copy.deepcopy(self.ok)
+            breakit(rec)
+            problems = sr.check_record(rec)
+            self.assertTrue(any(expect in p for p in problems), f"{name}: {problems}")
+        failed = next(r for r in self.runs if r["status"] == "failed")
+        rec = copy.deepcopy(failed)
+        rec.pop("log_tail")
+        self.assertTrue(sr.check_record(rec))
+
+    def test_theory_bytes(self):
+        ring = copy.deepcopy(self.ok)
+        ring.update(backend="ring", servers=None, workers=4, num_servers=0, compress="none")
+        d = ring["model"]["bytes"]
+        self.assertAlmostEqual(sr.theory_bytes(ring)["worker"], 1.5 * d)
+        ring["compress"] = "fp16"
+        self.assertAlmostEqual(sr.theory_bytes(ring)["worker"], 0.75 * d)
+        ps = copy.deepcopy(self.ok)
+        ps.update(backend="ps", servers="2", workers=4, num_servers=2, compress="none")
+        self.assertEqual(sr.theory_bytes(ps), {"worker": d, "server": 2.0 * d})
+        ps.update(servers="colocated", num_servers=0)
+        self.assertAlmostEqual(sr.theory_bytes(ps)["worker"], 1.5 * d)
+        self.assertIsNone(sr.theory_bytes(ps)["server"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

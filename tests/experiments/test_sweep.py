@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Tests of the sweep driver (scripts/sweep.sh) against the real `starring` executable:
+  test_sweep.py --bin build/bin/starring
+A tiny sweep (synthetic data, a 16-unit MLP, 4 steps, np 1 and 2, ring and PS) must write
+well-formed records (schema-checked), bench rows, a trace per rank, and the report; a run with a
+bad flag and a run past its time bound must be recorded as failed / timeout, not dropped; and the
+shipped sweep files must only use flags that `starring train/bench --help` knows.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SWEEP = os.path.join(REPO, "scripts", "sweep.sh")
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import starring_results as sr  # noqa: E402
+import sweep as driver  # noqa: E402
+
+BIN = None  # set from --bin
+
+TINY = """
+[sweep]
+description = tiny sweep for the driver test
+timeout_s = 120
+trace = yes
+report = yes
+
+[train]
+dataset = synthetic
+synthetic-train = 512
+synthetic-test = 128
+synthetic-dim = 32
+hidden = 16
+epochs = 1
+max-steps = 4
+batch = 16
+progress = off
+
+[grid]
+workers = 1 2
+
+[variant ring]
+backend = ring
+
+[variant ps-1]
+backend = ps
+servers = 1
+workers = 1
+
+[bench allreduce]
+np = 2
+args = --backends ring -b 1K -e 4K -f 2 -n 2 -w 1
+"""
+
+BROKEN = """
+[sweep]
+timeout_s = {timeout}
+report = no
+
+[train]
+dataset = synthetic
+synthetic-train = 512
+synthetic-test = 128
+hidden = 16
+batch = 16
+progress = off
+
+[grid]
+workers = 1
+
+[variant bad-flag]
+backend = ring
+no-such-flag = 1
+
+[variant too-long]
+backend = ring
+epochs = 100000
+"""
+
+
+def sweep(ini_text, tmp, *extra):
+    ini = os.path.join(tmp, "sweep.ini")
+    with open(ini, "w") as f:
+        f.write(ini_text)
+    out = os.path.join(tmp, "results")
+    proc = subprocess.run([SWEEP, ini, "--out", out, "--bin", BIN, *extra], capture_output=True,
+                          text=True, timeout=600)
+    return proc, out
+
+
+class TinySweep(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="starring_sweep_test_")
+        cls.proc, cls.out = sweep(TINY, cls.tmp)
+        cls.runs, cls.bad = sr.read_jsonl(os.path.join(cls.out, "runs.jsonl"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_every_run_is_ok_and_well_formed(self):
+        msg = self.proc.stdout + self.proc.stderr
+        self.assertEqual(self.bad, [])
+        self.assertEqual([(r["variant"], r["workers"], r["np"]) for r in self.runs],
+                         [("ring", 1, 1), ("ring", 2, 2), ("ps-1", 1, 2)], msg)
+        for r in self.runs:
+            self.assertEqual(r["status"], "ok", r.get("log_tail", "") + msg)
+            self.assertEqual(sr.check_record(r, r["run_id"]), [])
+            self.assertEqual(r["steps"], 4)
+            self.assertEqual(r["model"]["widths"], [32, 16, 10])
+            self.assertEqual(r["sweep"], "sweep")
+            self.assertEqual(r["config"]["backend"], r["backend"])
+            self.assertEqual(r["oversubscribed"], r["np"] > r["cores"])
+        ps = self.runs[2]
+        self.assertEqual((ps["num_servers"], ps["roles"]), (1, {"worker": 1, "server": 1}))
+        self.assertEqual(sorted(x["role"] for x in ps["ranks"]), ["server", "worker"])
+        self.assertGreater(ps["bytes_per_step"]["server_recv"], 0)
+        self.assertEqual(self.proc.returncode, 0, msg)
+
+    def test_metrics_file_has_one_line_per_step(self):
+        for r in self.runs:
+            lines, bad = sr.read_jsonl(os.path.join(self.out, r["metrics_file"]))
+            self.assertEqual(bad, [])
+            steps = [l for l in lines if "event" not in l]
+            self.assertEqual(len(steps), 4, r["run_id"])
+            for key in ("step", "time_s", "loss", "compute_s", "comm_s", "wait_s", "bytes_sent"):
+                self.assertIn(key, steps[0])
+
+    def test_trace_files_parse_and_hold_events_for_every_rank(self):
+        for r in self.runs:
+            self.assertEqual(len(r["trace_files"]), r["np"])
+            for rank, rel in enumerate(r["trace_files"]):
+                with open(os.path.join(self.out, rel)) as f:
+                    doc = json.load(f)
+                events = doc["traceEvents"]
+                spans = [e for e in events if e["ph"] == "X"]
+                self.assertTrue(spans, f"{rel}: no events")
+                self.assertEqual({e["pid"] for e in events}, {rank}, rel)
+                self.assertTrue(any(e["ph"] == "M" and e["name"] == "thread_name"
+                                    for e in events), rel)
+            # a worker rank traces its compute
+            with open(os.path.join(self.out, r["trace_files"][0])) as f:
+                names = {e["name"] for e in json.load(f)["traceEvents"]}
+            self.assertTrue({"forward", "backward"} <= names, names)
+
+    def test_bench_rows(self):
+        rows, bad = sr.read_jsonl(os.path.join(self.out, "bench.jsonl"))
+        self.assertEqual(bad, [])
+        data = [b for b in rows if "size" in b]
+        self.assertEqual(sorted(b["size"] for b in data), [1024, 2048, 4096])
+        for b in rows:
+            self.assertEqual(sr.check_bench_row(b), [])
+            self.assertEqual(b.get("wrong", 0), 0)
+            self.assertEqual(b["np"], 2)
+
+    def test_report_was_written(self):
+        self.assertTrue(os.path.getsize(os.path.join(self.out, "report", "report.html")) > 1000)
+        self.assertIn("report:", self.proc.stdout)
+        self.assertIn("ring", self.proc.stdout)
+
+
+class FailuresAreRecorded(unittest.TestCase):
+    def test_bad_flag_fails_and_overrun_times_out(self):
+        tmp = tempfile.mkdtemp(prefix="starring_sweep_test_")
+        try:
+            proc, out = sweep(BROKEN.format(timeout=4), tmp, "--no-bench")
+            runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
+            self.assertEqual([(r["variant"], r["status"]) for r in runs],
+                             [("bad-flag", "failed"), ("too-long", "timeout")],
+                             proc.stdout + proc.stderr)
+            for r in runs:
+                self.assertEqual(sr.check_record(r), [])
+            self.assertIn("no-such-flag", runs[0]["log_tail"])
+            self.assertEqual(runs[1]["exit_code"], 124)
+            self.assertNotEqual(proc.returncode, 0)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class ShippedSweeps(unittest.TestCase):
+    def help_flags(self, command):
+        proc = subprocess.run([BIN, command, "--help"], capture_output=True, text=True, timeout=60)
+        return set(re.findall(r"--([a-z0-9][a-z0-9-]*)", proc.stdout + proc.stderr)) | set(
+            re.findall(r"(?:^|\s)-([a-z]),? ", proc.stdout))
+
+    def test_sweep_files_use_only_known_flags(self):
+        train, bench = self.help_flags("train"), self.help_flags("bench")
+        self.assertIn("max-steps", train)
+        files = sorted(glob.glob(os.path.join(REPO, "experiments", "sweeps", "*.ini")))
+        self.assertTrue(any(f.endswith("main.ini") for f in files))
+        for path in files:
+            for quick in (False, True):
+                _, tr, grid, variants, benches = driver.load_sweep(path, quick)
+                for run in driver.expand_runs(tr, grid, variants):
+                    unknown = set(run["flags"]) - train
+                    self.assertEqual(unknown, set(), f"{path}: {run['variant']}")
+                for name, b in benches.items():
+                    for tok in b.get("args", "").split():
+                        if tok.startswith("--"):
+                            self.assertIn(tok[2:], bench, f"{path}: bench {name}")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    args, rest = ap.parse_known_args()
+    BIN = os.path.abspath(args.bin)
+    unittest.main(argv=[sys.argv[0], "-v"] + rest)
