@@ -235,5 +235,42 @@ TEST(Mlp, SgdLearnsSeparableProblem) {
   EXPECT_EQ(correct, n);
 }
 
+// One training step's loss, gradients and updated parameters agree between the CUDA device and
+// the CPU device (float tolerance: different GEMM summation orders). Skipped without a GPU.
+TEST(Mlp, CudaStepMatchesCpu) {
+  GpuInfo info = query_gpus();
+  if (!info.built || info.gpus.empty())
+    GTEST_SKIP() << "no usable GPU: " << (info.error.empty() ? "none found" : info.error);
+  auto cpu_dev = cpu();
+  auto gpu_dev = make_device("cuda", 1, 0);
+  ASSERT_TRUE(gpu_dev->is_gpu());
+  Batch b = make_batch(32, 50, 10, 2);
+  std::vector<float> grads[2], params[2];
+  double loss[2];
+  Device* devs[2] = {cpu_dev.get(), gpu_dev.get()};
+  for (int d = 0; d < 2; ++d) {
+    Mlp mlp(*devs[d], {50, 40, 30, 10}, 32, 9);
+    Runner run(*devs[d], mlp, b);
+    loss[d] = run.loss(1.0f / 32, true);
+    const std::size_t n = mlp.num_params();
+    float* s1 = devs[d]->alloc(n);
+    float* s2 = devs[d]->alloc(n);
+    OptimizerConfig cfg;
+    cfg.type = "adamw";
+    devs[d]->optimizer_step(cfg, mlp.params(), mlp.grads(), s1, s2, n, 1e-3f, 1);
+    grads[d] = host(*devs[d], mlp.grads(), n);
+    params[d] = host(*devs[d], mlp.params(), n);
+    devs[d]->free(s1);
+    devs[d]->free(s2);
+  }
+  EXPECT_NEAR(loss[1], loss[0], 1e-5 * loss[0]);
+  for (std::size_t i = 0; i < grads[0].size(); ++i) {
+    ASSERT_NEAR(grads[1][i], grads[0][i], 1e-5 + 1e-3 * std::fabs(grads[0][i])) << i;
+    // AdamW's first step moves each parameter by about lr * sign(g): a sign flip of a tiny
+    // gradient could differ by 2e-3, so compare where the gradient is clearly non-zero.
+    if (std::fabs(grads[0][i]) > 1e-4) ASSERT_NEAR(params[1][i], params[0][i], 2e-5) << i;
+  }
+}
+
 }  // namespace
 }  // namespace starring

@@ -1,0 +1,229 @@
+// CudaDevice: the model's math on one GPU. Matrix products go to cuBLAS, which is column-major:
+// a row-major C (m x n) is the column-major C^T, and C^T = op(B)^T op(A)^T, so a row-major
+// C = op(A) op(B) is cublasSgemm with the operands swapped (B first, n and m swapped) and the
+// same leading dimensions as in row-major. Everything else is the small kernels of kernels.cu.
+// All work is queued on one stream owned by the device; the results that return a number
+// (loss, correct count, sum of squares) wait for it.
+#include <numeric>
+#include <vector>
+
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/kernels.h"
+#include "common/device_factories.h"
+
+namespace starring {
+namespace {
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {
+    try {
+      CHECK_CUDA(cudaSetDevice(ordinal_));
+      cudaDeviceProp prop{};
+      CHECK_CUDA(cudaGetDeviceProperties(&prop, ordinal_));
+      name_ = detail::concat("cuda:", ordinal_, " (", prop.name, ")");
+      CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      CHECK_CUBLAS(cublasCreate(&blas_));
+      CHECK_CUBLAS(cublasSetStream(blas_, stream_));
+      CHECK_CUDA(cudaMalloc(&partial_, cuda::kSumSquaresBlocks * sizeof(double)));
+      CHECK_CUDA(cudaMalloc(&flag_, sizeof(int)));
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~CudaDevice() override { release(); }
+  std::string name() const override { return name_; }
+  bool is_gpu() const override { return true; }
+
+  float* alloc(std::size_t n) override { return static_cast<float*>(zeroed(n * sizeof(float))); }
+  void free(float* p) override { cudaFree(p); }
+  int* alloc_int(std::size_t n) override { return static_cast<int*>(zeroed(n * sizeof(int))); }
+  void free_int(int* p) override { cudaFree(p); }
+  void to_device(float* dst, const float* host, std::size_t n) override {
+    copy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice);
+  }
+  void to_host(float* host, const float* src, std::size_t n) override {
+    copy(host, src, n * sizeof(float), cudaMemcpyDeviceToHost);
+  }
+  void to_device_int(int* dst, const int* host, std::size_t n) override {
+    copy(dst, host, n * sizeof(int), cudaMemcpyHostToDevice);
+  }
+  void fill(float* p, float v, std::size_t n) override {
+    if (n) cuda::fill(p, v, n, stream_);
+    CHECK_CUDA(cudaGetLastError());
+  }
+  void synchronize() override { CHECK_CUDA(cudaStreamSynchronize(stream_)); }
+
+  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b,
+            float beta, float* c) override {
+    CHECK_CUBLAS(cublasSgemm(blas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             n, m, k, &alpha, b, tb ? k : n, a, ta ? m : k, &beta, c, n));
+  }
+  void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
+    cuda::bias_act(y, bias, rows, cols, relu, stream_);
+    CHECK_CUDA(cudaGetLastError());
+  }
+  void relu_backward(float* dy, const float* y, std::size_t n) override {
+    cuda::relu_backward(dy, y, n, stream_);
+    CHECK_CUDA(cudaGetLastError());
+  }
+  void bias_grad(float* db, const float* dy, int rows, int cols, bool accumulate) override {
+    cuda::bias_grad(db, dy, rows, cols, accumulate, stream_);
+    CHECK_CUDA(cudaGetLastError());
+  }
+  double softmax_xent(const float* logits, const int* labels, int rows, int cols, float* dlogits,
+                      float grad_scale) override;
+  int count_correct(const float* logits, const int* labels, int rows, int cols) override;
+  double sum_squares(const float* x, std::size_t n) override;
+  void axpy(float a, const float* x, float* y, std::size_t n) override {
+    if (n) cuda::axpy(a, x, y, n, stream_);
+    CHECK_CUDA(cudaGetLastError());
+  }
+  void scale(float* x, float a, std::size_t n) override {
+    if (n) cuda::scale(x, a, n, stream_);
+    CHECK_CUDA(cudaGetLastError());
+  }
+  void optimizer_step(const OptimizerConfig& cfg, float* params, const float* grads, float* s1,
+                      float* s2, std::size_t n, float lr, std::int64_t step) override {
+    OptimizerScalars k = optimizer_scalars(cfg, lr, step);
+    if (n) cuda::optimizer_update(k, params, grads, s1, s2, n, stream_);
+    CHECK_CUDA(cudaGetLastError());
+  }
+
+ private:
+  void release() {  // every handle may still be null
+    cudaFree(partial_);
+    cudaFree(flag_);
+    cudaFree(row_loss_);
+    cudaFree(hits_);
+    if (blas_) cublasDestroy(blas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  void* zeroed(std::size_t bytes) {
+    void* p = nullptr;
+    CHECK_CUDA(cudaMalloc(&p, bytes ? bytes : 1));
+    CHECK_CUDA(cudaMemsetAsync(p, 0, bytes ? bytes : 1, stream_));
+    CHECK_CUDA(cudaStreamSynchronize(stream_));  // zero before any other stream can use it
+    return p;
+  }
+  void copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    if (!bytes) return;
+    CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
+    CHECK_CUDA(cudaStreamSynchronize(stream_));  // host buffers may be reused on return
+  }
+  // Per-row scratch for the loss and the correct flags, grown (rarely) to the largest batch.
+  void ensure_rows(int rows) {
+    if (rows <= scratch_rows_) return;
+    cudaFree(row_loss_);
+    cudaFree(hits_);
+    row_loss_ = nullptr;
+    hits_ = nullptr;
+    CHECK_CUDA(cudaMalloc(&row_loss_, rows * sizeof(double)));
+    CHECK_CUDA(cudaMalloc(&hits_, rows * sizeof(int)));
+    scratch_rows_ = rows;
+    host_loss_.resize(rows);
+    host_hits_.resize(rows);
+  }
+
+  int ordinal_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  double* partial_ = nullptr;
+  int* flag_ = nullptr;
+  double* row_loss_ = nullptr;
+  int* hits_ = nullptr;
+  int scratch_rows_ = 0;
+  std::vector<double> host_loss_;
+  std::vector<int> host_hits_;
+};
+
+double CudaDevice::softmax_xent(const float* logits, const int* labels, int rows, int cols,
+                                float* dlogits, float grad_scale) {
+  ensure_rows(rows);
+  CHECK_CUDA(cudaMemsetAsync(flag_, 0, sizeof(int), stream_));
+  cuda::softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, row_loss_, flag_, stream_);
+  CHECK_CUDA(cudaGetLastError());
+  int bad = 0;
+  CHECK_CUDA(cudaMemcpyAsync(host_loss_.data(), row_loss_, rows * sizeof(double),
+                             cudaMemcpyDeviceToHost, stream_));
+  CHECK_CUDA(cudaMemcpyAsync(&bad, flag_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+  CHECK_CUDA(cudaStreamSynchronize(stream_));
+  STARRING_CHECK(!bad, "softmax_xent: a label is outside [0, ", cols, ")");
+  return std::accumulate(host_loss_.begin(), host_loss_.begin() + rows, 0.0);
+}
+
+int CudaDevice::count_correct(const float* logits, const int* labels, int rows, int cols) {
+  ensure_rows(rows);
+  cuda::count_correct(logits, labels, rows, cols, hits_, stream_);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaMemcpyAsync(host_hits_.data(), hits_, rows * sizeof(int), cudaMemcpyDeviceToHost,
+                             stream_));
+  CHECK_CUDA(cudaStreamSynchronize(stream_));
+  return std::accumulate(host_hits_.begin(), host_hits_.begin() + rows, 0);
+}
+
+double CudaDevice::sum_squares(const float* x, std::size_t n) {
+  double partial[cuda::kSumSquaresBlocks];
+  cuda::sum_squares(x, n, partial_, stream_);
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaMemcpyAsync(partial, partial_, sizeof(partial), cudaMemcpyDeviceToHost, stream_));
+  CHECK_CUDA(cudaStreamSynchronize(stream_));
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+}  // namespace
+
+std::unique_ptr<Device> try_make_cuda_device(int local_rank, std::string* why) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    if (why) *why = cuda_error_text(e);
+    cudaGetLastError();  // reset the runtime's last-error state
+    return nullptr;
+  }
+  if (count == 0) {
+    if (why) *why = "no CUDA device found";
+    return nullptr;
+  }
+  try {
+    return std::make_unique<CudaDevice>(local_rank % count);
+  } catch (const Error& err) {
+    if (why) *why = err.what();
+    return nullptr;
+  }
+}
+
+GpuInfo query_gpus() {
+  GpuInfo info;
+  info.built = true;
+  cudaDriverGetVersion(&info.driver_version);  // 0 when no driver is installed
+  cudaRuntimeGetVersion(&info.runtime_version);
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    info.error = cuda_error_text(e);
+    cudaGetLastError();
+    return info;
+  }
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
+    info.gpus.push_back({prop.name, prop.totalGlobalMem, prop.major, prop.minor});
+  }
+  if (info.gpus.empty()) {
+    info.error = "no CUDA device found";
+    return info;
+  }
+  cublasHandle_t h = nullptr;
+  if (cudaSetDevice(0) == cudaSuccess && cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
+    info.cublas = true;
+    cublasDestroy(h);
+  }
+  return info;
+}
+
+}  // namespace starring
