@@ -17,8 +17,7 @@ import starring_results as sr  # noqa: E402
 
 MB = 1e6
 DPI = 110
-COMPONENTS = (("compute_s", "compute", "#4C72B0"), ("comm_s", "communication", "#DD8452"),
-              ("wait_s", "wait", "#C44E52"))
+COLORS = {"compute_s": "#4C72B0", "comm_s": "#DD8452", "wait_s": "#C44E52"}
 
 
 @dataclass
@@ -174,19 +173,26 @@ def breakdown(runs, out_dir):
     if not runs:
         return Skipped("Step-time breakdown", "no run recorded a step-time breakdown")
     facets = _facets(runs)
-    fig, axes = plt.subplots(len(facets), 1, figsize=(max(7, 0.55 * len(runs) / len(facets) + 3),
-                                                       4.3 * len(facets)), squeeze=False)
+    widest = max(len(rs) for rs in facets.values())
+    fig, axes = plt.subplots(len(facets), 1, figsize=(max(7, 1.05 * widest + 2), 4.3 * len(facets)),
+                             squeeze=False)
     for ax, (model, rs) in zip(axes[:, 0], facets.items()):
         bars = sorted(rs, key=lambda r: (sr.backend_label(r), r["workers"]))
         x = list(range(len(bars)))
-        bottom = [0.0] * len(bars)
-        for key, label, color in COMPONENTS:
-            vals = [1e3 * r["step_time"].get(key, 0.0) for r in bars]
-            ax.bar(x, vals, bottom=bottom, color=color, label=label)
-            bottom = [b + v for b, v in zip(bottom, vals)]
-        other = [max(0.0, 1e3 * r["step_time"].get("total_s", 0.0) - b)
-                 for r, b in zip(bars, bottom)]
-        ax.bar(x, other, bottom=bottom, color="#BBBBBB", label="other (data, optimizer, ...)")
+        step = [r["step_time"] for r in bars]
+        compute = [1e3 * t.get("compute_s", 0.0) for t in step]
+        wait = [1e3 * t.get("wait_s", 0.0) for t in step]
+        other = [max(0.0, 1e3 * t.get("total_s", 0.0) - c - w)
+                 for t, c, w in zip(step, compute, wait)]
+        left = [i - 0.17 for i in x]
+        ax.bar(left, compute, 0.34, color=COLORS["compute_s"], label="compute (training thread)")
+        ax.bar(left, wait, 0.34, bottom=compute, color=COLORS["wait_s"],
+               label="wait (blocked on communication / peers)")
+        if any(o > 0.005 * (c + w) for o, c, w in zip(other, compute, wait)):
+            ax.bar(left, other, 0.34, bottom=[c + w for c, w in zip(compute, wait)],
+                   color="#BBBBBB", label="other")
+        ax.bar([i + 0.19 for i in x], [1e3 * t.get("comm_s", 0.0) for t in step], 0.2,
+               color=COLORS["comm_s"], label="communication (backend, may overlap compute)")
         ax.set_xticks(x)
         ax.set_xticklabels([f"{sr.backend_label(r)}\nW={r['workers']}" for r in bars], fontsize=8)
         ax.set_ylabel("time per step (ms, mean over workers)")
@@ -195,10 +201,13 @@ def breakdown(runs, out_dir):
         ax.legend(fontsize=8)
     name = _save(fig, out_dir, "breakdown.png")
     return Figure(name, "Step-time breakdown",
-                  "Mean wall-clock time of one training step, split into computation (forward, "
-                  "backward), communication (time the rank spends moving gradients and "
-                  "parameters) and waiting (blocked on peers or servers: stragglers, idle), per "
-                  "backend and worker count; grey is the rest of the step." + oversub_note(runs))
+                  "Mean wall-clock time of one training step per backend and worker count. The "
+                  "wide bar is the training thread's step: computing (forward, backward, "
+                  "optimizer where it runs on the worker) and waiting (blocked until gradients "
+                  "are reduced or parameters pulled: communication that was not hidden, and slow "
+                  "peers). The narrow bar is the time the backend spent communicating; when it is "
+                  "taller than the wait segment, that much communication overlapped computation."
+                  + oversub_note(runs))
 
 
 def bytes_per_rank(runs, out_dir):
@@ -344,10 +353,12 @@ def convergence(runs, metrics, out_dir):
                 k = max(1, len(steps) // 40)
                 axes[0][col].plot([m["time_s"] for m in steps],
                                   _smooth([m["loss"] for m in steps], k), color=color, label=label)
-            hist = r.get("history") or []
-            if hist:
-                axes[1][col].plot([h["wall_s"] for h in hist], [h["test_accuracy"] for h in hist],
-                                  "o-", color=color, label=label)
+            evals = [m for m in metrics.get(r["run_id"], []) if m.get("event") == "eval"]
+            pts = [(m["time_s"], m["test_accuracy"]) for m in evals] or [
+                (h["wall_s"], h["test_accuracy"]) for h in r.get("history") or []]
+            if pts:
+                axes[1][col].plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color,
+                                  label=label)
         axes[0][col].set_title(f"{w} worker{'s' if w > 1 else ''}")
         axes[0][col].set_ylabel("training loss (moving average)")
         axes[1][col].set_ylabel("test accuracy (fraction)")

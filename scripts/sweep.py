@@ -213,7 +213,9 @@ def run_train(run, idx, ctx):
             rec.update(status="failed", reason=f"exit 0 but no readable summary: {e}")
     if summary is not None:
         for k, v in summary.items():
-            if k not in ("status", "exit_code", "elapsed_s", "command", "config", "variant"):
+            # the driver's own fields win; "git" too: it says whether the tree was dirty
+            if k not in ("status", "exit_code", "elapsed_s", "command", "config", "variant",
+                         "git"):
                 rec[k] = v
     if rec["status"] != "ok":
         rec["log_tail"] = tail(files["log_file"])
