@@ -42,7 +42,8 @@ void check_choice(const char* option, const std::string& value,
   std::string all;
   for (const char* c : choices) {
     if (value == c) return;
-    all += (all.empty() ? "" : " | ") + std::string(c);
+    if (!all.empty()) all += " | ";
+    all += c;
   }
   throw ConfigError(detail::concat(option, ": '", value, "' is not one of ", all));
 }
@@ -215,7 +216,10 @@ std::vector<int> parse_int_list(const std::string& option, const std::string& te
 
 std::string join_ints(const std::vector<int>& v) {
   std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
   return s;
 }
 

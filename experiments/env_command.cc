@@ -1,7 +1,176 @@
-// STUB until implemented.
+// `starring env`: what a user checks before a run, printed by rank 0 -- the MPI library and the
+// thread level it provides, the ranks and the host each runs on (gathered over the world Comm,
+// so a silent rank fails with the usual timeout instead of hanging), the GPUs CUDA sees, NCCL,
+// OpenBLAS, and how this binary was built. It changes nothing and needs no data.
+#include <cblas.h>
+#include <mpi.h>
+#include <zlib.h>
+
+#include <boost/version.hpp>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "allreduce/nccl_info.h"
+#include "common/device.h"
 #include "common/error.h"
+#include "experiments/backend_registry.h"
 #include "experiments/commands.h"
 
 namespace starring {
-int run_env(Config&, std::shared_ptr<Comm>) { throw Error("'env' is not implemented yet"); }
+namespace {
+
+constexpr std::size_t kHostBytes = 256;
+constexpr int kEnvTag = tags::kTrainerBase + 90;
+
+void row(const char* key, const std::string& value) {
+  std::printf("  %-22s %s\n", key, value.c_str());
+}
+
+// "hostname\ncpus" for this rank.
+std::string this_host() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  return std::string(name, static_cast<std::size_t>(len)) + "\n" +
+         std::to_string(std::thread::hardware_concurrency());
+}
+
+// Every rank's host line, on rank 0 (empty elsewhere).
+std::vector<std::string> gather_hosts(Comm& world) {
+  std::string mine = this_host();
+  mine.resize(kHostBytes, '\0');
+  std::vector<std::string> all;
+  if (world.rank() != 0) {
+    world.send(mine.data(), kHostBytes, 0, kEnvTag, world.timeout());
+    return all;
+  }
+  all.push_back(mine.c_str());
+  std::string buf(kHostBytes, '\0');
+  for (int r = 1; r < world.size(); ++r) {
+    world.recv(buf.data(), kHostBytes, r, kEnvTag, world.timeout());
+    all.push_back(buf.c_str());
+  }
+  return all;
+}
+
+std::string thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+    default:
+      return "unknown (" + std::to_string(level) + ")";
+  }
+}
+
+// CUDA encodes versions as 1000 * major + 10 * minor.
+std::string cuda_version(int v) {
+  if (v <= 0) return "none";
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+void print_mpi(int size, const std::vector<std::string>& hosts) {
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0, major = 0, minor = 0, provided = 0;
+  MPI_Get_library_version(lib, &len);
+  MPI_Get_version(&major, &minor);
+  MPI_Query_thread(&provided);
+  std::string first_line(lib, static_cast<std::size_t>(len));
+  first_line = first_line.substr(0, first_line.find_first_of("\n,"));
+  std::printf("MPI\n");
+  row("library", first_line);
+  row("standard", std::to_string(major) + "." + std::to_string(minor));
+  row("thread level", thread_level_name(provided) +
+                          (provided < MPI_THREAD_MULTIPLE ? "  (starring needs MULTIPLE)" : ""));
+  row("world size", std::to_string(size));
+  std::map<std::string, std::vector<int>> by_host;  // "host (N cpus)" -> ranks
+  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+    auto nl = hosts[r].find('\n');
+    by_host[hosts[r].substr(0, nl) + " (" + hosts[r].substr(nl + 1) + " cpus)"].push_back(r);
+  }
+  for (const auto& [host, ranks] : by_host) {
+    std::string list;
+    for (int r : ranks) {
+      if (!list.empty()) list += ',';
+      list += std::to_string(r);
+    }
+    row(("host " + host).c_str(), "ranks " + list);
+  }
+}
+
+void print_gpus(const GpuInfo& g) {
+  std::printf("CUDA\n");
+  row("built", g.built ? "yes" : "no");
+  if (g.built) {
+    row("driver", cuda_version(g.driver_version));
+    row("runtime", cuda_version(g.runtime_version));
+  }
+  if (g.gpus.empty()) row("GPUs", "none usable" + (g.error.empty() ? "" : ": " + g.error));
+  for (std::size_t i = 0; i < g.gpus.size(); ++i) {
+    const auto& d = g.gpus[i];
+    char mem[64];
+    std::snprintf(mem, sizeof mem, "%.1f GiB", double(d.mem_bytes) / double(1ull << 30));
+    row(("GPU " + std::to_string(i)).c_str(), d.name + ", " + mem + ", compute capability " +
+                                                  std::to_string(d.cc_major) + "." +
+                                                  std::to_string(d.cc_minor));
+  }
+  row("cuBLAS", g.cublas ? "available" : "not available");
+  row("NCCL", nccl_version_string());
+  row("--device auto picks", g.gpus.empty() ? "cpu" : "cuda");
+}
+
+void print_blas_and_build(const Config& cfg, const GpuInfo& gpu) {
+  std::printf("OpenBLAS\n");
+  row("threads now", std::to_string(openblas_get_num_threads()) + "  (train sets --threads " +
+                         std::to_string(cfg.train.threads) + ")");
+  row("config", openblas_get_config());
+  row("core", openblas_get_corename());
+  std::printf("StarRing build\n");
+#ifdef NDEBUG
+  row("build type", "optimized (NDEBUG)");
+#else
+  row("build type", "debug (assertions on)");
+#endif
+#ifdef __clang__
+  row("compiler", std::string("clang ") + __clang_version__);
+#else
+  row("compiler", std::string("gcc ") + __VERSION__);
+#endif
+  row("C++", std::to_string(__cplusplus));
+  row("GPU code", std::string("CUDA ") + (gpu.built ? "yes" : "no") + ", NCCL " +
+                      (nccl_version_string() == "not built" ? "no" : "yes"));
+  row("Boost", std::to_string(BOOST_VERSION / 100000) + "." +
+                   std::to_string(BOOST_VERSION / 100 % 1000) + "." +
+                   std::to_string(BOOST_VERSION % 100));
+  row("zlib", zlibVersion());
+  std::string names;
+  for (const auto& n : BackendRegistry::instance().names()) {
+    if (!names.empty()) names += ' ';
+    names += n;
+  }
+  row("backends", names);
+}
+
+}  // namespace
+
+int run_env(Config& cfg, std::shared_ptr<Comm> world) {
+  world->set_timeout(Seconds(cfg.sync.timeout_s));
+  std::vector<std::string> hosts = gather_hosts(*world);
+  if (world->rank() != 0) return 0;
+  print_mpi(world->size(), hosts);
+  GpuInfo gpu = query_gpus();
+  print_gpus(gpu);
+  print_blas_and_build(cfg, gpu);
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace starring
