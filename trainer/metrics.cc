@@ -84,6 +84,7 @@ void Progress::update(std::int64_t step, int epoch, double loss, double samples_
 }
 
 void Progress::message(const std::string& line) {
+  if (!bar_ && !lines_) return;
   if (drawn_) std::fprintf(stderr, "\n");
   drawn_ = false;
   std::fprintf(stderr, "%s\n", line.c_str());

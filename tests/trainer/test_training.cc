@@ -1,6 +1,7 @@
 // End-to-end training on a small synthetic set with the local backend, and the learning-rate rule.
 #include <gtest/gtest.h>
 
+#include "common/error.h"
 #include "train_fixture.h"
 #include "trainer/trainer.h"
 
