@@ -100,7 +100,7 @@ TrainResult Trainer::run(const Dataset& train, const Dataset& test) {
 
   DistributedSampler sampler(train.n, rank, world, tc.batch, tc.seed);
   const std::int64_t steps_per_epoch = static_cast<std::int64_t>(sampler.batches_per_epoch()) / tc.accum;
-  STARRING_CONFIG_CHECK(steps_per_epoch > 0, "rank ", rank, ": batch ", tc.batch, " x accum ", tc.accum,
+  STARRING_CONFIG_CHECK(steps_per_epoch > 0, "batch ", tc.batch, " x accum ", tc.accum,
                         " is larger than this worker's shard (", train.n / world, " of ", train.n,
                         " samples over ", world, " workers)");
   std::int64_t total_steps = steps_per_epoch * tc.epochs;
