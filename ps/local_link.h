@@ -1,0 +1,48 @@
+// LocalLink: in co-located mode, the worker and the server shard living in the same process talk
+// through this in-memory queue instead of the Comm: no bytes cross a link, nothing is copied
+// for pushes (the server reads the worker's gradient buffer in place, which stays valid until
+// the worker's reply for that chunk arrives), and replies are one memcpy into the worker's
+// parameter buffer.
+#pragma once
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "ps/protocol.h"
+
+namespace starring::ps {
+
+struct LocalMsg {
+  PsHeader h;
+  const float* data = nullptr;  // kInitParams / kPush: h.count floats
+  std::string text;             // kInit / kAbort
+};
+
+class LocalLink {
+ public:
+  // worker -> server (thread-safe)
+  void post(LocalMsg m) {
+    std::lock_guard<std::mutex> lk(mu_);
+    q_.push_back(std::move(m));
+  }
+  // server thread
+  bool poll(LocalMsg& m) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (q_.empty()) return false;
+    m = std::move(q_.front());
+    q_.pop_front();
+    return true;
+  }
+
+  // server -> worker, set by the worker before the server thread starts.
+  float* worker_params = nullptr;
+  std::function<void(int chunk)> on_reply;  // chunk written to params
+  std::function<void(Op op, const std::string& text, bool timeout)> on_ctl;  // ack/bye/abort
+
+ private:
+  std::mutex mu_;
+  std::deque<LocalMsg> q_;
+};
+
+}  // namespace starring::ps

@@ -1,0 +1,81 @@
+// The parameter-server wire protocol.
+//
+// Worker -> server messages travel on one tag (kReqTag), each one buffer: a 32-byte PsHeader
+// followed by a payload (floats of one chunk, or text). The server posts a few receives from any
+// source on that tag and handles messages in arrival order (per worker, the MPI order).
+//   kInit        text: JSON PsInitSpec (every worker sends it; the server checks they agree)
+//   kInitParams  floats: initial parameters of one chunk (worker 0 only)
+//   kPush        floats: one chunk of gradient for `step`, with that step's learning rate
+//   kDone        clean shutdown: this worker has nothing more to push
+//   kAbort       text: this worker failed; the server stops and tells every worker why
+// Server -> worker:
+//   a reply to a push is the chunk's updated parameters, raw floats with no header, on tag
+//   kReplyTagBase + chunk id, received straight into the worker's parameter buffer;
+//   kAck (start accepted), kBye (text: the server's JSON statistics) and kAbort (text: why the
+//   server stopped) travel on kCtlTag with a header.
+// Keys are chunk ranges [begin, begin + count); no per-element keys are ever sent.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/comm.h"
+#include "common/optimizer.h"
+
+namespace starring::ps {
+
+inline constexpr int kReqTag = tags::kPsBase + 0;
+inline constexpr int kCtlTag = tags::kPsBase + 1;
+inline constexpr int kReplyTagBase = tags::kPsBase + 16;
+inline constexpr int kMaxChunks = tags::kBenchBase - kReplyTagBase;
+
+enum class Op : std::uint32_t { kInit = 1, kInitParams, kPush, kDone, kAbort, kAck, kBye };
+const char* op_name(Op op);
+
+struct PsHeader {
+  std::uint32_t magic = kMagic;
+  Op op = Op::kPush;
+  std::int32_t worker = 0;  // worker index (0..W-1) of the sender, or the server index
+  std::int32_t chunk = -1;
+  std::int64_t step = 0;
+  float lr = 0;
+  std::uint32_t count = 0;  // floats (chunks) or bytes (text) in the payload
+  static constexpr std::uint32_t kMagic = 0x53505352;  // "RSPS"
+};
+static_assert(sizeof(PsHeader) == 32, "PsHeader must stay 32 bytes (payload alignment)");
+
+// Capacity of one worker -> server message: header + max(chunk bytes, 1 MiB for text).
+std::size_t max_request_bytes(std::size_t chunk_bytes);
+inline constexpr std::size_t kMaxCtlBytes = 1 << 20;  // server -> worker control messages
+
+// A message buffer: header + payload.
+std::vector<char> make_message(const PsHeader& h, const void* payload, std::size_t payload_bytes);
+std::vector<char> make_text_message(PsHeader h, const std::string& text);
+const PsHeader& header_of(const char* buf, std::size_t bytes, const std::string& where);
+std::string text_of(const char* buf, std::size_t bytes);
+
+struct PsChunkRef {
+  int id = 0;
+  std::size_t begin = 0;
+  std::size_t count = 0;
+};
+
+// What a worker tells a server at start; every worker sends it and all must agree.
+struct PsInitSpec {
+  int num_workers = 0;
+  int server_index = 0;
+  std::size_t total = 0;  // floats in the flat buffer
+  std::size_t chunk_bytes = 0;
+  std::string consistency = "bsp";
+  int staleness = 0;
+  std::string update = "optimizer";  // "optimizer" | "sum" (push+pull bench: params = sum)
+  OptimizerConfig opt;
+  std::vector<PsChunkRef> chunks;  // the chunks this server owns
+
+  nlohmann::json to_json() const;
+  static PsInitSpec from_json(const nlohmann::json& j);
+};
+
+}  // namespace starring::ps

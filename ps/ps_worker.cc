@@ -1,0 +1,289 @@
+#include "ps/ps_worker.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace starring::ps {
+
+using Clock = std::chrono::steady_clock;
+
+PsWorkerOptions worker_options(const SyncConfig& sync, Trace* trace) {
+  PsWorkerOptions o;
+  o.timeout = Seconds(sync.timeout_s);
+  o.bucket_mb = sync.bucket_mb;
+  o.chunk_bytes = sync.ps_chunk_bytes;
+  o.partition = sync.ps_partition;
+  o.consistency = sync.consistency;
+  o.staleness = sync.staleness;
+  o.trace = trace;
+  return o;
+}
+
+PsWorker::PsWorker(std::shared_ptr<Comm> comm, PsGroup group, PsWorkerOptions opt)
+    : comm_(std::move(comm)), group_(std::move(group)), opt_(std::move(opt)) {
+  rank_ = comm_->rank();
+  index_ = group_.worker_index(rank_);
+  STARRING_CHECK(index_ >= 0, "rank ", rank_, " is not a parameter-server worker");
+  STARRING_CONFIG_CHECK(opt_.timeout.count() > 0, "--timeout must be positive");
+  where_ = "rank " + std::to_string(rank_) + " (worker " + std::to_string(index_) + ")";
+}
+
+PsWorker::~PsWorker() {
+  try {
+    shutdown();
+  } catch (...) {
+    // Destructors never throw; the error was reported by the call that saw it.
+  }
+}
+
+Seconds PsWorker::grace() const {
+  return std::clamp(opt_.timeout * 0.25, Seconds(0.2), Seconds(5.0));
+}
+
+int PsWorker::server_rank(int chunk) const {
+  return group_.server_ranks[static_cast<std::size_t>(plan_.chunks[chunk].server)];
+}
+
+bool PsWorker::local_chunk(int chunk) const { return link_ && server_rank(chunk) == rank_; }
+
+void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const OptimizerConfig& opt) {
+  STARRING_CHECK(!started_, where_, ": PsWorker::start called twice");
+  STARRING_CHECK(!buffers.on_device, "backend 'ps' works on host buffers");
+  started_ = true;
+  buf_ = buffers;
+  opt_cfg_ = opt;
+  const auto bucket_bytes = static_cast<std::size_t>(opt_.bucket_mb * 1024 * 1024);
+  plan_ = make_plan(layout, group_.num_servers(), slicer_by_name(opt_.partition), opt_.chunk_bytes,
+                    bucket_bytes);
+  for (int s = 0; s < group_.num_servers(); ++s)
+    STARRING_CONFIG_CHECK(!plan_.chunks_of_server[static_cast<std::size_t>(s)].empty(),
+                          "parameter server ", s, " would own no part of the model (",
+                          layout.num_tensors(), " tensors, ", layout.total(), " floats, ",
+                          group_.num_servers(), " servers, --ps-partition ", opt_.partition,
+                          "): use fewer servers");
+  STARRING_CONFIG_CHECK(plan_.chunks.size() <= static_cast<std::size_t>(kMaxChunks),
+                        "the model makes ", plan_.chunks.size(),
+                        " parameter-server chunks; raise --ps-chunk-bytes");
+  const std::size_t n = plan_.chunks.size();
+  requested_.assign(n, 0);
+  completed_.assign(n, 0);
+  flights_.resize(n);
+  ready_.assign(layout.num_tensors(), 0);
+  bucket_ready_.assign(plan_.tensors_of_bucket.size(), 0);
+  bye_text_.assign(static_cast<std::size_t>(group_.num_servers()), "");
+  last_counters_ = comm_->counters();
+  if (group_.colocated) start_local_server();
+  comm_thread_ = std::thread([this] { comm_main(); });
+  send_init(layout);
+  const int servers = group_.num_servers();
+  wait_for([&] { return acks_ == servers; }, "the servers' start acknowledgements", false);
+}
+
+void PsWorker::start_local_server() {
+  link_ = std::make_unique<LocalLink>();
+  link_->worker_params = buf_.params;
+  link_->on_reply = [this](int chunk) { on_reply(chunk); };
+  link_->on_ctl = [this](Op op, const std::string& text, bool timeout) {
+    on_ctl(op, text, timeout, group_.server_index(rank_));
+  };
+  ServerOptions so;
+  so.timeout = opt_.timeout;
+  so.chunk_bytes = opt_.chunk_bytes;
+  so.fault = opt_.fault;
+  so.trace = opt_.trace;
+  server_thread_ = std::thread([this, so] {
+    try {
+      ServerLoop loop(comm_, group_, so, link_.get());
+      local_server_stats_ = loop.run();
+    } catch (...) {
+      server_error_ = std::current_exception();
+    }
+  });
+}
+
+void PsWorker::send_init(const ParamLayout& layout) {
+  std::vector<std::unique_ptr<Request>> reqs;
+  std::vector<std::vector<char>> msgs;
+  msgs.reserve(plan_.chunks.size() + static_cast<std::size_t>(group_.num_servers()));
+  const std::size_t cap = max_request_bytes(opt_.chunk_bytes);
+  for (int s = 0; s < group_.num_servers(); ++s) {
+    PsInitSpec spec;
+    spec.num_workers = group_.num_workers();
+    spec.server_index = s;
+    spec.total = layout.total();
+    spec.chunk_bytes = opt_.chunk_bytes;
+    spec.consistency = opt_.consistency;
+    spec.staleness = opt_.staleness;
+    spec.update = opt_.update;
+    spec.opt = opt_cfg_;
+    for (int c : plan_.chunks_of_server[static_cast<std::size_t>(s)])
+      spec.chunks.push_back({c, plan_.chunks[c].begin, plan_.chunks[c].count});
+    PsHeader h;
+    h.op = Op::kInit;
+    h.worker = index_;
+    const std::string text = spec.to_json().dump();
+    STARRING_CONFIG_CHECK(sizeof(PsHeader) + text.size() <= cap, "the parameter-server start ",
+                          "message is too large (", text.size(), " bytes): raise --ps-chunk-bytes");
+    const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
+    const bool local = link_ && dst == rank_;
+    if (local) {
+      link_->post({h, nullptr, text});
+    } else {
+      msgs.push_back(make_text_message(h, text));
+      reqs.push_back(comm_->isend(msgs.back().data(), msgs.back().size(), dst, kReqTag));
+    }
+    if (index_ != 0) continue;
+    for (int c : plan_.chunks_of_server[static_cast<std::size_t>(s)]) {
+      const auto& ch = plan_.chunks[c];
+      h.op = Op::kInitParams;
+      h.chunk = c;
+      h.count = static_cast<std::uint32_t>(ch.count);
+      if (local) {
+        link_->post({h, buf_.params + ch.begin, {}});
+      } else {
+        msgs.push_back(make_message(h, buf_.params + ch.begin, ch.count * sizeof(float)));
+        reqs.push_back(comm_->isend(msgs.back().data(), msgs.back().size(), dst, kReqTag));
+      }
+    }
+  }
+  for (auto& r : reqs) r->wait(opt_.timeout);
+}
+
+void PsWorker::rethrow_if_failed() {
+  if (error_) std::rethrow_exception(error_);
+}
+
+// Waits (under mu_) until ready() holds or the comm thread reports an error. The comm thread
+// enforces the real deadlines; this one is a safety net in case it is itself stuck.
+void PsWorker::wait_for(const std::function<bool()>& ready, const char* what, bool count_wait) {
+  const auto t0 = Clock::now();
+  std::unique_lock<std::mutex> lk(mu_);
+  rethrow_if_failed();
+  if (ready()) return;
+  const auto limit = opt_.timeout * 2 + grace() * 2;
+  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(limit);
+  while (!ready()) {
+    rethrow_if_failed();
+    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && !ready()) {
+      rethrow_if_failed();
+      throw TimeoutError(
+          detail::concat(where_, ": timeout after ", limit.count(), " s waiting for ", what));
+    }
+  }
+  if (count_wait) wait_s_ += Seconds(Clock::now() - t0).count();
+}
+
+void PsWorker::wait_chunks(const std::vector<int>& chunks, const char* what) {
+  wait_for(
+      [&] {
+        for (int c : chunks)
+          if (completed_[c] != requested_[c]) return false;
+        return true;
+      },
+      what, true);
+}
+
+void PsWorker::begin_step(std::int64_t step, float lr) {
+  STARRING_CHECK(started_ && !shut_, where_, ": begin_step outside start()..shutdown()");
+  step_ = step;
+  lr_ = lr;
+  std::lock_guard<std::mutex> lk(mu_);
+  rethrow_if_failed();
+}
+
+void PsWorker::tensor_ready(std::size_t i) {
+  STARRING_CHECK(i < ready_.size() && !ready_[i], where_, ": tensor_ready(", i, ") ",
+                 i < ready_.size() ? "called twice in one step" : "out of range");
+  ready_[i] = 1;
+  const auto b = static_cast<std::size_t>(plan_.bucket_of_tensor[i]);
+  if (++bucket_ready_[b] < static_cast<int>(plan_.tensors_of_bucket[b].size())) return;
+  bucket_ready_[b] = 0;
+  for (int t : plan_.tensors_of_bucket[b]) ready_[static_cast<std::size_t>(t)] = 0;
+  // The previous round of these chunks must have landed before they are pushed again.
+  wait_chunks(plan_.chunks_of_bucket[b], "the previous step's parameters");
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (int c : plan_.chunks_of_bucket[b]) ++requested_[c];
+    jobs_.push_back({static_cast<int>(b), step_, lr_});
+  }
+  cv_.notify_all();
+}
+
+void PsWorker::wait_params(std::size_t i) {
+  STARRING_CHECK(i < plan_.chunks_of_tensor.size(), where_, ": wait_params(", i, ") out of range");
+  wait_chunks(plan_.chunks_of_tensor[i], "updated parameters from the servers");
+}
+
+void PsWorker::flush() {
+  if (!started_) return;
+  std::vector<int> all(plan_.chunks.size());
+  for (std::size_t c = 0; c < all.size(); ++c) all[c] = static_cast<int>(c);
+  wait_chunks(all, "all outstanding parameters");
+}
+
+SyncStepStats PsWorker::take_stats() {
+  SyncStepStats s;
+  const CommCounters now = comm_->counters();
+  s.bytes_sent = now.bytes_sent - last_counters_.bytes_sent;
+  s.bytes_recv = now.bytes_recv - last_counters_.bytes_recv;
+  last_counters_ = now;
+  std::lock_guard<std::mutex> lk(mu_);
+  s.wait_s = wait_s_;
+  s.comm_s = comm_s_;
+  s.extra["push_s"] = push_s_;
+  s.extra["pull_s"] = pull_s_;
+  s.extra["stage_s"] = stage_s_;
+  s.extra["ps_rounds"] = static_cast<double>(steps_done_);
+  wait_s_ = comm_s_ = push_s_ = pull_s_ = stage_s_ = 0;
+  steps_done_ = 0;
+  return s;
+}
+
+void PsWorker::shutdown() {
+  if (shut_ || !started_) {
+    shut_ = true;
+    return;
+  }
+  shut_ = true;
+  std::exception_ptr err;
+  try {
+    flush();
+    PsHeader h;
+    h.op = Op::kDone;
+    h.worker = index_;
+    for (int s = 0; s < group_.num_servers(); ++s) {
+      const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
+      if (link_ && dst == rank_)
+        link_->post({h, nullptr, {}});
+      else
+        comm_->send(&h, sizeof(h), dst, kReqTag, opt_.timeout);
+    }
+    const int servers = group_.num_servers();
+    wait_for([&] { return byes_ == servers; }, "the servers' goodbye", false);
+  } catch (...) {
+    err = std::current_exception();
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!error_) error_ = err;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (comm_thread_.joinable()) comm_thread_.join();
+  if (server_thread_.joinable()) server_thread_.join();
+  if (err) std::rethrow_exception(err);
+  if (server_error_) std::rethrow_exception(server_error_);
+}
+
+nlohmann::json PsWorker::server_stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& t : bye_text_)
+    out.push_back(t.empty() ? nlohmann::json() : nlohmann::json::parse(t));
+  return out;
+}
+
+}  // namespace starring::ps

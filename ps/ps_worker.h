@@ -1,0 +1,157 @@
+// PsWorker: the worker side of the parameter-server backend (a GradientSync).
+//
+// Each step the trainer hands over buckets of gradient (tensor_ready completes a bucket, in
+// backward order); a communication thread cuts each bucket into its chunks (ps/partition.h),
+// pushes every chunk to the server that owns it, and receives that server's reply - the
+// chunk's updated parameters - straight into the parameter buffer. wait_params(i) returns once
+// every chunk of tensor i has its reply, so pushes overlap the rest of backward and pulls overlap
+// the next forward. The learning rate of step t travels with its pushes.
+// The thread exists because Open MPI moves a large message only inside MPI calls: it keeps
+// polling while the trainer computes. Contract with the trainer: after tensor_ready(i) the
+// backend may overwrite tensor i's parameters at any time until wait_params(i) returns.
+//
+// Co-located mode: this process also runs a server shard on a thread (ServerLoop), reached
+// through a LocalLink; its chunks never cross the Comm.
+//
+// Faults: every reply has a deadline (timeout plus a short grace, so that a server's report of a
+// silent worker arrives first); on expiry, or when a server reports a failure, every call
+// throws, and the servers are told (kAbort) so that the whole job stops with an error naming the
+// rank that failed.
+//
+//   PsWorker ps(world, make_ps_group("2", world->size()), opts);
+//   ps.start(layout, {params, grads}, opt_cfg);
+//   ps.begin_step(1, lr); ...; ps.tensor_ready(i); ...; ps.wait_params(i); ...; ps.shutdown();
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "common/comm.h"
+#include "common/gradient_sync.h"
+#include "common/trace.h"
+#include "ps/local_link.h"
+#include "ps/partition.h"
+#include "ps/ps_group.h"
+#include "ps/server_loop.h"
+
+namespace starring::ps {
+
+struct PsWorkerOptions {
+  Seconds timeout{60.0};
+  double bucket_mb = 25.0;
+  std::size_t chunk_bytes = 4 << 20;
+  std::string partition = "range";
+  std::string consistency = "bsp";
+  int staleness = 2;
+  std::string update = "optimizer";  // "sum": the push+pull bench (parameters = sum of pushes)
+  std::string fault;                 // passed to the co-located server
+  Trace* trace = nullptr;
+};
+PsWorkerOptions worker_options(const SyncConfig& sync, Trace* trace);
+
+class PsWorker : public GradientSync {
+ public:
+  PsWorker(std::shared_ptr<Comm> comm, PsGroup group, PsWorkerOptions opt);
+  ~PsWorker() override;
+
+  void start(const ParamLayout& layout, SyncBuffers buffers, const OptimizerConfig& opt) override;
+  void begin_step(std::int64_t step, float lr) override;
+  void tensor_ready(std::size_t backward_index) override;
+  void wait_params(std::size_t backward_index) override;
+  void flush() override;
+  SyncStepStats take_stats() override;
+  void shutdown() override;
+  std::string name() const override { return "ps"; }
+
+  const PsPlan& plan() const { return plan_; }
+  // After shutdown(): every server's statistics from its goodbye message, by server index.
+  nlohmann::json server_stats() const;
+
+ private:
+  struct Job {
+    int bucket = 0;
+    std::int64_t step = 0;
+    float lr = 0;
+  };
+  struct Flight {  // comm-thread state of one chunk
+    std::vector<char> staging;
+    std::unique_ptr<Request> send, recv;
+    std::chrono::steady_clock::time_point since;
+    double trace_t0 = 0;
+    std::int64_t step = 0;
+    std::int64_t issued = 0;  // pushes issued (read under mu_ against completed_)
+  };
+
+  // worker_comm.cc: the communication thread
+  void comm_main();
+  void comm_loop();
+  bool issue(const Job& job);
+  bool poll_flights();
+  bool poll_ctl();
+  void on_ctl(Op op, const std::string& text, bool timeout, int server);
+  void on_reply(int chunk);
+  void check_deadlines();
+  void fail(std::exception_ptr e);
+  void send_abort(const std::string& why, bool timeout);
+
+  // ps_worker.cc helpers
+  void send_init(const ParamLayout& layout);
+  void wait_for(const std::function<bool()>& ready, const char* what, bool count_wait);
+  void wait_chunks(const std::vector<int>& chunks, const char* what);
+  void rethrow_if_failed();
+  int server_rank(int chunk) const;
+  bool local_chunk(int chunk) const;
+  void start_local_server();
+  Seconds grace() const;
+
+  std::shared_ptr<Comm> comm_;
+  PsGroup group_;
+  PsWorkerOptions opt_;
+  int rank_ = 0, index_ = 0;
+  std::string where_;
+  PsPlan plan_;
+  SyncBuffers buf_;
+  OptimizerConfig opt_cfg_;
+  bool started_ = false, shut_ = false;
+  std::int64_t step_ = 0;
+  float lr_ = 0;
+  std::vector<char> ready_;        // per tensor, this step
+  std::vector<int> bucket_ready_;  // tensors ready per bucket
+
+  // shared with the comm thread (and the co-located server thread), under mu_
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::vector<std::int64_t> requested_, completed_;
+  int acks_ = 0, byes_ = 0;
+  std::vector<std::string> bye_text_;
+  double wait_s_ = 0, push_s_ = 0, pull_s_ = 0, comm_s_ = 0, stage_s_ = 0;
+  std::uint64_t steps_done_ = 0;
+  CommCounters last_counters_;
+
+  // comm thread only
+  std::vector<Flight> flights_;
+  std::vector<int> active_;  // chunks with a request in flight
+  std::vector<char> ctl_buf_, abort_msg_;
+  std::unique_ptr<Request> ctl_req_;
+  std::chrono::steady_clock::time_point last_check_;
+  std::chrono::steady_clock::time_point win_start_, win_sent_;  // the current step's window
+  std::size_t win_sends_ = 0, win_replies_ = 0;
+  std::int64_t win_step_ = -1;
+  std::thread comm_thread_;
+
+  // co-located server
+  std::unique_ptr<LocalLink> link_;
+  std::thread server_thread_;
+  std::exception_ptr server_error_;
+  nlohmann::json local_server_stats_;
+};
+
+}  // namespace starring::ps

@@ -1,0 +1,342 @@
+#include "ps/server_loop.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "common/error.h"
+#include "ps/backoff.h"
+
+namespace starring::ps {
+
+using Clock = std::chrono::steady_clock;
+
+static double since_s(Clock::time_point t) { return Seconds(Clock::now() - t).count(); }
+
+ServerLoop::ServerLoop(std::shared_ptr<Comm> comm, PsGroup group, ServerOptions opt,
+                       LocalLink* local)
+    : comm_(std::move(comm)), group_(std::move(group)), opt_(std::move(opt)), local_(local) {
+  rank_ = comm_->rank();
+  index_ = group_.server_index(rank_);
+  workers_ = group_.num_workers();
+  STARRING_CHECK(index_ >= 0, "rank ", rank_, " is not a parameter server");
+  where_ = "server rank " + std::to_string(rank_);
+  done_.assign(static_cast<std::size_t>(workers_), 0);
+  if (!opt_.fault.empty()) {
+    char kind[16] = {0};
+    long long r = -1, s = -1;
+    if (std::sscanf(opt_.fault.c_str(), "%15[a-z]:%lld:%lld", kind, &r, &s) == 3) {
+      fault_kind_ = kind;
+      fault_rank_ = static_cast<int>(r);
+      fault_step_ = s;
+    }
+  }
+}
+
+ServerLoop::~ServerLoop() = default;
+
+std::string ServerLoop::who(int worker) const {
+  return "worker rank " + std::to_string(group_.worker_ranks.at(static_cast<std::size_t>(worker)));
+}
+
+nlohmann::json ServerLoop::run() {
+  started_ = last_check_ = Clock::now();
+  last_heard_.assign(static_cast<std::size_t>(workers_), started_);
+  const std::size_t cap = max_request_bytes(opt_.chunk_bytes);
+  slots_.resize(static_cast<std::size_t>(std::max(2, opt_.recv_slots)));
+  for (auto& s : slots_) {
+    s.buf.resize(cap);
+    s.req = comm_->irecv(s.buf.data(), cap, kAnySource, kReqTag);
+  }
+  if (opt_.trace) opt_.trace->set_thread_name("server");
+  try {
+    loop();
+  } catch (const std::exception& e) {
+    const bool timeout = dynamic_cast<const TimeoutError*>(&e) != nullptr;
+    abort_all(e.what(), timeout);
+    for (auto& s : slots_) s.req.reset();  // cancels the posted receives
+    throw;
+  }
+  for (auto& s : slots_) s.req.reset();
+  wall_s_ = since_s(started_);
+  return stats();
+}
+
+void ServerLoop::loop() {
+  Backoff backoff;
+  while (!finished_) {
+    bool progress = false;
+    Slot& s = slots_[head_];
+    if (s.req->test()) {
+      RecvStatus st = s.req->status();
+      handle(s.buf.data(), st.bytes, st.source);
+      s.req = comm_->irecv(s.buf.data(), s.buf.size(), kAnySource, kReqTag);
+      head_ = (head_ + 1) % slots_.size();
+      progress = true;
+    }
+    LocalMsg m;
+    if (local_ && !finished_ && local_->poll(m)) {
+      handle_local(m);
+      progress = true;
+    }
+    progress |= complete_sends();
+    if (Clock::now() - last_check_ > std::chrono::milliseconds(10)) check_liveness();
+    if (progress)
+      backoff.reset();
+    else
+      backoff.idle();
+  }
+  finish();
+}
+
+void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
+  const PsHeader& h = header_of(buf, bytes, where_);
+  const int w = group_.worker_index(source_rank);
+  STARRING_CHECK(w >= 0 && w == h.worker, where_, ": ", op_name(h.op), " message from rank ",
+                 source_rank, ", which is not worker ", h.worker);
+  bytes_in_ += bytes;
+  ++msgs_in_;
+  const bool floats = h.op == Op::kPush || h.op == Op::kInitParams;
+  const std::size_t payload = bytes - sizeof(PsHeader);
+  STARRING_CHECK(!floats || payload == std::size_t{h.count} * sizeof(float), where_, ": ",
+                 op_name(h.op), " from ", who(w), " carries ", payload, " bytes, header says ",
+                 h.count, " floats");
+  if (h.op == Op::kPush) push_bytes_in_ += payload;
+  on_message(h, floats ? reinterpret_cast<const float*>(buf + sizeof(PsHeader)) : nullptr,
+             floats ? std::string() : text_of(buf, bytes), w);
+}
+
+void ServerLoop::handle_local(const LocalMsg& m) {
+  const int w = group_.worker_index(rank_);
+  if (m.h.op == Op::kPush) local_push_bytes_ += std::size_t{m.h.count} * sizeof(float);
+  on_message(m.h, m.data, m.text, w);
+}
+
+void ServerLoop::on_message(const PsHeader& h, const float* data, const std::string& text, int w) {
+  last_heard_[static_cast<std::size_t>(w)] = Clock::now();
+  switch (h.op) {
+    case Op::kInit:
+      on_init(w, text);
+      break;
+    case Op::kInitParams:
+      STARRING_CHECK(core_ && w == 0, where_, ": unexpected initial parameters from ", who(w));
+      core_->set_params(h.chunk, data, h.count);
+      maybe_ack();
+      break;
+    case Op::kPush:
+      on_push(h, data, w);
+      break;
+    case Op::kDone:
+      STARRING_CHECK(!done_[static_cast<std::size_t>(w)], where_, ": ", who(w), " said done twice");
+      done_[static_cast<std::size_t>(w)] = 1;
+      finished_ = ++done_count_ == workers_;
+      break;
+    case Op::kAbort:
+      done_[static_cast<std::size_t>(w)] = 1;  // it is gone: do not send it anything more
+      if (h.step == 1) throw TimeoutError(where_ + ": stopping, " + who(w) + " failed: " + text);
+      throw Error(where_ + ": stopping, " + who(w) + " failed: " + text);
+    default:
+      throw Error(where_ + ": unexpected " + op_name(h.op) + " message from " + who(w));
+  }
+}
+
+void ServerLoop::on_init(int w, const std::string& text) {
+  PsInitSpec spec = PsInitSpec::from_json(nlohmann::json::parse(text));
+  STARRING_CHECK(spec.num_workers == workers_ && spec.server_index == index_, where_,
+                 ": start message from ", who(w), " is for server ", spec.server_index, " of a job",
+                 " with ", spec.num_workers, " workers; this is server ", index_, " with ",
+                 workers_, " workers (the ranks disagree on --servers)");
+  STARRING_CHECK(spec.chunk_bytes <= opt_.chunk_bytes, where_, ": ", who(w), " uses chunks of ",
+                 spec.chunk_bytes, " bytes, this server was set up for ", opt_.chunk_bytes);
+  if (init_text_.empty()) {
+    init_text_ = text;
+    core_ = std::make_unique<ShardServer>(spec);
+  } else {
+    STARRING_CHECK(text == init_text_, where_, ": workers disagree on the model or the parameter",
+                   "-server options: ", who(0), " sent ", init_text_.substr(0, 300), "; ", who(w),
+                   " sent ", text.substr(0, 300));
+  }
+  ++inits_;
+  maybe_ack();
+}
+
+void ServerLoop::maybe_ack() {
+  if (acked_ || inits_ < workers_ || !core_ || !core_->all_params_set()) return;
+  acked_ = true;
+  for (int w = 0; w < workers_; ++w) send_ctl(w, Op::kAck, "", false);
+}
+
+void ServerLoop::on_push(const PsHeader& h, const float* data, int w) {
+  STARRING_CHECK(acked_, where_, ": push from ", who(w), " before the start handshake finished");
+  maybe_fault(h.step);
+  const double t0 = opt_.trace ? opt_.trace->now_us() : 0;
+  const auto start = Clock::now();
+  replies_.clear();
+  core_->push(w, h.chunk, h.step, h.lr, data, h.count, replies_);
+  send_replies(replies_);
+  busy_s_ += since_s(start);
+  if (opt_.trace && opt_.trace->enabled())
+    opt_.trace->complete(
+        "push", "server", t0, opt_.trace->now_us() - t0,
+        {{"chunk", h.chunk}, {"worker", w}, {"step", static_cast<double>(h.step)}});
+}
+
+void ServerLoop::send_replies(std::vector<PsReply>& replies) {
+  for (const PsReply& r : replies) {
+    if (done_[static_cast<std::size_t>(r.worker)]) continue;
+    const std::size_t bytes = r.count * sizeof(float);
+    if (is_local(r.worker)) {
+      std::memcpy(local_->worker_params + (r.data - core_->params()), r.data, bytes);
+      local_->on_reply(r.chunk);
+      continue;
+    }
+    std::shared_ptr<const void> keep;
+    const float* src = r.data;
+    if (!r.stable) {  // the values may change before the send completes: send a snapshot
+      auto copy = std::make_shared<std::vector<float>>(r.data, r.data + r.count);
+      src = copy->data();
+      keep = copy;
+    }
+    PendingSend p;
+    p.req = comm_->isend(src, bytes, group_.worker_ranks[static_cast<std::size_t>(r.worker)],
+                         kReplyTagBase + r.chunk);
+    p.keep = std::move(keep);
+    p.worker = r.worker;
+    p.what = "the reply for chunk " + std::to_string(r.chunk);
+    p.since = Clock::now();
+    sends_.push_back(std::move(p));
+    bytes_out_ += bytes;
+    reply_bytes_out_ += bytes;
+    ++msgs_out_;
+  }
+}
+
+void ServerLoop::send_ctl(int w, Op op, const std::string& text, bool timeout) {
+  if (is_local(w)) {
+    local_->on_ctl(op, text, timeout);
+    return;
+  }
+  PsHeader h;
+  h.op = op;
+  h.worker = index_;
+  h.step = timeout ? 1 : 0;
+  auto msg = std::make_shared<std::vector<char>>(make_text_message(h, text));
+  PendingSend p;
+  p.req = comm_->isend(msg->data(), msg->size(), group_.worker_ranks[static_cast<std::size_t>(w)],
+                       kCtlTag);
+  p.worker = w;
+  p.what = std::string("the ") + op_name(op) + " message";
+  p.since = Clock::now();
+  bytes_out_ += msg->size();
+  ++msgs_out_;
+  p.keep = std::move(msg);
+  sends_.push_back(std::move(p));
+}
+
+bool ServerLoop::complete_sends() {
+  bool any = false;
+  for (std::size_t i = 0; i < sends_.size();) {
+    if (sends_[i].req->test()) {
+      sends_[i] = std::move(sends_.back());
+      sends_.pop_back();
+      any = true;
+    } else {
+      ++i;
+    }
+  }
+  return any;
+}
+
+void ServerLoop::check_liveness() {
+  const auto now = last_check_ = Clock::now();
+  for (const auto& p : sends_)
+    if (now - p.since > opt_.timeout)
+      throw TimeoutError(where_ + ": timeout after " + std::to_string(opt_.timeout.count()) +
+                         " s: " + who(p.worker) + " did not take " + p.what);
+  int silent = -1;
+  for (int w = 0; w < workers_; ++w) {
+    const auto wi = static_cast<std::size_t>(w);
+    if (done_[wi] || (core_ && core_->awaiting(w) > 0)) continue;
+    bool sending = false;
+    for (const auto& p : sends_) sending |= p.worker == w;
+    if (sending || now - last_heard_[wi] <= opt_.timeout) continue;
+    if (silent < 0 || last_heard_[wi] < last_heard_[static_cast<std::size_t>(silent)]) silent = w;
+  }
+  if (silent >= 0)
+    throw TimeoutError(where_ + ": timeout after " + std::to_string(opt_.timeout.count()) +
+                       " s: " + who(silent) + " (worker " + std::to_string(silent) +
+                       ") sent nothing while this server waited for it" +
+                       (acked_ ? "" : " to start"));
+}
+
+void ServerLoop::maybe_fault(std::int64_t step) {
+  if (fault_rank_ != rank_ || step < fault_step_) return;
+  if (fault_kind_ == "kill") std::raise(SIGKILL);
+  std::fprintf(stderr, "[starring] %s: --fault hang: going silent at step %lld\n", where_.c_str(),
+               static_cast<long long>(step));
+  std::this_thread::sleep_for(opt_.timeout * 3 + Seconds(1));
+  for (auto& w : done_) w = 1;  // the workers have given up on us: tell nobody anything
+  throw Error(where_ + ": --fault " + opt_.fault + " injected");
+}
+
+void ServerLoop::abort_all(const std::string& why, bool timeout) {
+  for (int w = 0; w < workers_; ++w)
+    if (!done_[static_cast<std::size_t>(w)]) send_ctl(w, Op::kAbort, why, timeout);
+  // Best effort: give the messages a moment to leave, never wait on a dead peer for long.
+  const auto deadline =
+      Clock::now() +
+      std::min<Clock::duration>(std::chrono::duration_cast<Clock::duration>(opt_.timeout),
+                                std::chrono::seconds(1));
+  Backoff backoff;
+  while (!sends_.empty() && Clock::now() < deadline) {
+    complete_sends();
+    backoff.idle();
+  }
+  sends_.clear();
+}
+
+void ServerLoop::finish() {
+  wall_s_ = since_s(started_);
+  const std::string text = stats().dump();
+  for (int w = 0; w < workers_; ++w) send_ctl(w, Op::kBye, text, false);
+  Backoff backoff;
+  while (!sends_.empty()) {
+    complete_sends();
+    if (!sends_.empty()) {
+      check_liveness();
+      backoff.idle();
+    }
+  }
+}
+
+nlohmann::json ServerLoop::stats() const {
+  nlohmann::json hist = nlohmann::json::object();
+  std::int64_t rounds = 0;
+  if (core_) {
+    for (auto [k, v] : core_->staleness_hist()) hist[std::to_string(k)] = v;
+    rounds = core_->rounds();
+  }
+  return {{"rank", rank_},
+          {"server", index_},
+          {"colocated", group_.colocated},
+          {"floats", core_ ? core_->floats() : 0},
+          {"chunks", core_ ? core_->spec().chunks.size() : 0},
+          {"bytes_in", bytes_in_},
+          {"bytes_out", bytes_out_},
+          {"bytes_recv", bytes_in_},
+          {"bytes_sent", bytes_out_},
+          {"push_bytes_in", push_bytes_in_},
+          {"reply_bytes_out", reply_bytes_out_},
+          {"local_push_bytes", local_push_bytes_},
+          {"msgs_in", msgs_in_},
+          {"msgs_out", msgs_out_},
+          {"busy_s", busy_s_},
+          {"wall_s", wall_s_},
+          {"pushes", core_ ? core_->pushes() : 0},
+          {"updates", core_ ? core_->updates() : 0},
+          {"rounds", rounds},
+          {"staleness_hist", hist}};
+}
+
+}  // namespace starring::ps

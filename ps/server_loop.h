@@ -1,0 +1,105 @@
+// ServerLoop: one parameter-server shard's event loop over a Comm (a dedicated server rank's
+// serve(), or the server thread of a co-located worker).
+//
+// It keeps a few receives posted from any worker on the request tag and handles messages in
+// arrival order; pushes go to a ShardServer, whose due replies are sent back without blocking
+// (and, in co-located mode, to this process's own worker through the LocalLink).
+// Start: every worker sends kInit (all must agree), worker 0 the initial parameters; once all
+// have arrived the server sends kAck to every worker. Clean shutdown: after kDone from every
+// worker the server sends each a kBye carrying its statistics and returns them.
+// Faults: a worker that has nothing pending at this server and sends nothing for the timeout,
+// or does not take a reply within it, is named in a TimeoutError; a kAbort from a worker stops
+// the server too. Before throwing, the server sends kAbort with the reason to every worker, so
+// every rank ends with an error that names the rank that died or went silent.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/comm.h"
+#include "common/trace.h"
+#include "ps/local_link.h"
+#include "ps/ps_group.h"
+#include "ps/shard_server.h"
+
+namespace starring::ps {
+
+struct ServerOptions {
+  Seconds timeout{60.0};
+  std::size_t chunk_bytes = 4 << 20;  // sizes the receive buffers (must match the workers')
+  int recv_slots = 4;                 // receives kept posted
+  std::string fault;                  // "hang:RANK:STEP" / "kill:RANK:STEP" (RANK: comm rank)
+  Trace* trace = nullptr;
+};
+
+class ServerLoop {
+ public:
+  ServerLoop(std::shared_ptr<Comm> comm, PsGroup group, ServerOptions opt,
+             LocalLink* local = nullptr);
+  ~ServerLoop();
+
+  // Serves until every worker has said done; returns this server's statistics (JSON object:
+  // rank, server, bytes_in, bytes_out, push_bytes_in, reply_bytes_out, busy_s, wall_s, pushes,
+  // updates, rounds, staleness_hist, ...). Throws TimeoutError / Error after telling the workers.
+  nlohmann::json run();
+
+ private:
+  struct Slot {
+    std::vector<char> buf;
+    std::unique_ptr<Request> req;
+  };
+  struct PendingSend {
+    std::unique_ptr<Request> req;
+    std::shared_ptr<const void> keep;  // owns the bytes until the send completes
+    int worker = 0;
+    std::string what;
+    std::chrono::steady_clock::time_point since;
+  };
+
+  void loop();
+  void handle(const char* buf, std::size_t bytes, int source_rank);
+  void handle_local(const LocalMsg& m);
+  void on_message(const PsHeader& h, const float* data, const std::string& text, int worker);
+  void on_init(int worker, const std::string& text);
+  void on_push(const PsHeader& h, const float* data, int worker);
+  void maybe_ack();
+  void send_replies(std::vector<PsReply>& replies);
+  void send_ctl(int worker, Op op, const std::string& text, bool timeout);
+  bool complete_sends();
+  void check_liveness();
+  void maybe_fault(std::int64_t step);
+  void abort_all(const std::string& why, bool timeout);
+  void finish();
+  nlohmann::json stats() const;
+  std::string who(int worker) const;  // "worker rank 3"
+  bool is_local(int worker) const { return local_ && group_.worker_ranks[worker] == rank_; }
+
+  std::shared_ptr<Comm> comm_;
+  PsGroup group_;
+  ServerOptions opt_;
+  LocalLink* local_;
+  int rank_, index_, workers_;
+  std::string where_;
+  std::vector<Slot> slots_;
+  std::size_t head_ = 0;
+  std::vector<PendingSend> sends_;
+  std::unique_ptr<ShardServer> core_;
+  std::string init_text_;
+  int inits_ = 0, done_count_ = 0;
+  bool acked_ = false, finished_ = false;
+  std::vector<char> done_;
+  std::vector<std::chrono::steady_clock::time_point> last_heard_;
+  std::chrono::steady_clock::time_point started_, last_check_;
+  std::vector<PsReply> replies_;  // scratch
+  // statistics
+  double busy_s_ = 0, wall_s_ = 0;
+  std::uint64_t bytes_in_ = 0, bytes_out_ = 0, push_bytes_in_ = 0, reply_bytes_out_ = 0;
+  std::uint64_t local_push_bytes_ = 0, msgs_in_ = 0, msgs_out_ = 0;
+  int fault_rank_ = -1;
+  std::int64_t fault_step_ = -1;
+  std::string fault_kind_;
+};
+
+}  // namespace starring::ps

@@ -1,0 +1,173 @@
+#include "ps/shard_server.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace starring::ps {
+
+ShardServer::ShardServer(const PsInitSpec& spec) : spec_(spec), workers_(spec.num_workers) {
+  STARRING_CHECK(workers_ >= 1, "parameter server: needs at least one worker, got ", workers_);
+  const auto& mode = spec.consistency;
+  STARRING_CONFIG_CHECK(mode == "bsp" || mode == "asp" || mode == "ssp",
+                        "--consistency must be bsp, asp or ssp, got '", mode, "'");
+  STARRING_CONFIG_CHECK(spec.staleness >= 0, "--staleness must be >= 0, got ", spec.staleness);
+  STARRING_CHECK(spec.update == "optimizer" || (spec.update == "sum" && mode == "bsp"),
+                 "parameter server: update '", spec.update, "' is not supported under ", mode);
+  bsp_ = mode == "bsp";
+  ssp_ = mode == "ssp";
+  sum_only_ = spec.update == "sum";
+  // new float[n] leaves the memory untouched: the OS only backs the pages of this shard.
+  params_.reset(new float[spec.total]);
+  acc_.reset(new float[spec.total]);
+  awaiting_.assign(static_cast<std::size_t>(workers_), 0);
+  const auto w = static_cast<std::size_t>(workers_);
+  for (const auto& ref : spec.chunks) {
+    STARRING_CHECK(ref.begin + ref.count <= spec.total && ref.count > 0 && !index_.count(ref.id),
+                   "parameter server: bad chunk ", ref.id, " [", ref.begin, ", +", ref.count, ")");
+    Chunk c;
+    c.id = ref.id;
+    c.begin = ref.begin;
+    c.count = ref.count;
+    if (!sum_only_) c.opt = std::make_unique<Optimizer>(spec.opt, ref.begin, ref.begin + ref.count);
+    c.got.assign(w, 0);
+    c.clock.assign(w, 0);
+    c.release.assign(w, -1);
+    index_[ref.id] = chunks_.size();
+    chunks_.push_back(std::move(c));
+  }
+}
+
+std::size_t ShardServer::chunk_count(int chunk) const {
+  auto it = index_.find(chunk);
+  return it == index_.end() ? 0 : chunks_[it->second].count;
+}
+
+ShardServer::Chunk& ShardServer::chunk_of(int chunk, int worker) {
+  auto it = index_.find(chunk);
+  STARRING_CHECK(it != index_.end(), "parameter server ", spec_.server_index, ": worker ", worker,
+                 " sent chunk ", chunk, ", which this server does not own");
+  STARRING_CHECK(worker >= 0 && worker < workers_, "parameter server ", spec_.server_index,
+                 ": message from unknown worker ", worker);
+  return chunks_[it->second];
+}
+
+void ShardServer::set_params(int chunk, const float* data, std::size_t count) {
+  Chunk& c = chunk_of(chunk, 0);
+  STARRING_CHECK(count == c.count, "parameter server: initial parameters of chunk ", chunk,
+                 " have ", count, " floats, expected ", c.count);
+  std::memcpy(params_.get() + c.begin, data, count * sizeof(float));
+  ++params_set_;
+}
+
+void ShardServer::push(int worker, int chunk, std::int64_t step, float lr, const float* grad,
+                       std::size_t count, std::vector<PsReply>& out) {
+  Chunk& c = chunk_of(chunk, worker);
+  STARRING_CHECK(count == c.count, "parameter server ", spec_.server_index, ": push of chunk ",
+                 chunk, " from worker ", worker, " has ", count, " floats, expected ", c.count);
+  const auto w = static_cast<std::size_t>(worker);
+  const std::int64_t slowest = *std::min_element(c.clock.begin(), c.clock.end());
+  ++hist_[c.clock[w] - slowest];
+  ++pushes_;
+  ++c.clock[w];
+  if (bsp_)
+    push_bsp(c, worker, step, lr, grad, out);
+  else
+    push_async(c, worker, step, lr, grad, out);
+}
+
+void ShardServer::push_bsp(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
+                           std::vector<PsReply>& out) {
+  const auto w = static_cast<std::size_t>(worker);
+  float* acc = acc_.get() + c.begin;
+  if (c.arrived == 0) {
+    c.bsp_step = step;
+    c.lr = lr;
+    std::memcpy(acc, grad, c.count * sizeof(float));
+  } else {
+    STARRING_CHECK(step == c.bsp_step && !c.got[w], "parameter server ", spec_.server_index,
+                   ": worker ", worker, " pushed chunk ", c.id, " for step ", step,
+                   c.got[w] ? " twice" : "", " while step ", c.bsp_step, " is being aggregated");
+    for (std::size_t i = 0; i < c.count; ++i) acc[i] += grad[i];
+  }
+  c.got[w] = 1;
+  ++awaiting_[w];
+  if (++c.arrived < workers_) return;
+
+  if (sum_only_) {
+    std::memcpy(params_.get() + c.begin, acc, c.count * sizeof(float));
+  } else {
+    const float inv = 1.0f / static_cast<float>(workers_);
+    for (std::size_t i = 0; i < c.count; ++i) acc[i] *= inv;
+    c.opt->apply(params_.get(), acc_.get(), c.begin, c.begin + c.count, c.lr, c.bsp_step);
+  }
+  ++updates_;
+  c.arrived = 0;
+  for (int v = 0; v < workers_; ++v) {
+    c.got[static_cast<std::size_t>(v)] = 0;
+    --awaiting_[static_cast<std::size_t>(v)];
+    out.push_back(reply(c, v));
+  }
+}
+
+void ShardServer::push_async(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
+                             std::vector<PsReply>& out) {
+  const auto w = static_cast<std::size_t>(worker);
+  STARRING_CHECK(c.release[w] < 0, "parameter server ", spec_.server_index, ": worker ", worker,
+                 " pushed chunk ", c.id, " again before its previous reply");
+  float* acc = acc_.get() + c.begin;
+  const float inv = 1.0f / static_cast<float>(workers_);
+  for (std::size_t i = 0; i < c.count; ++i) acc[i] = grad[i] * inv;
+  c.opt->apply(params_.get(), acc_.get(), c.begin, c.begin + c.count, lr, step);
+  ++updates_;
+  if (ssp_) {
+    // The reply lets the worker compute its next push, number clock + 1, which may be at most
+    // `staleness` ahead of the slowest: release once min clock >= clock - staleness.
+    c.release[w] = std::max<std::int64_t>(0, c.clock[w] - spec_.staleness);
+    ++awaiting_[w];
+    release_ssp(c, out);
+  } else {
+    out.push_back(reply(c, worker));
+  }
+}
+
+void ShardServer::release_ssp(Chunk& c, std::vector<PsReply>& out) {
+  const std::int64_t slowest = *std::min_element(c.clock.begin(), c.clock.end());
+  for (int v = 0; v < workers_; ++v) {
+    auto& r = c.release[static_cast<std::size_t>(v)];
+    if (r >= 0 && slowest >= r) {
+      r = -1;
+      --awaiting_[static_cast<std::size_t>(v)];
+      out.push_back(reply(c, v));
+    }
+  }
+}
+
+PsReply ShardServer::reply(const Chunk& c, int worker) const {
+  return {worker, c.id, params_.get() + c.begin, c.count, bsp_};
+}
+
+std::int64_t ShardServer::rounds() const {
+  std::int64_t r = -1;
+  for (const auto& c : chunks_) {
+    const std::int64_t m = *std::min_element(c.clock.begin(), c.clock.end());
+    r = r < 0 ? m : std::min(r, m);
+  }
+  return std::max<std::int64_t>(r, 0);
+}
+
+std::size_t ShardServer::floats() const {
+  std::size_t n = 0;
+  for (const auto& c : chunks_) n += c.count;
+  return n;
+}
+
+std::vector<std::int64_t> ShardServer::worker_pushes() const {
+  std::vector<std::int64_t> n(static_cast<std::size_t>(workers_), 0);
+  for (const auto& c : chunks_)
+    for (std::size_t w = 0; w < n.size(); ++w) n[w] += c.clock[w];
+  return n;
+}
+
+}  // namespace starring::ps

@@ -1,0 +1,102 @@
+// ShardServer: the state of one parameter-server shard and its consistency rules, with no
+// transport (ServerLoop feeds it messages and sends what it returns), single-threaded.
+//
+// It owns the master copy of its chunks' parameters and one shared Optimizer per chunk (the same
+// code a ring worker applies to the whole buffer; per-slice application is bit-for-bit the same).
+// Every push carries a chunk of a worker's gradient, its step and that step's learning rate.
+//   bsp: pushes of a chunk are summed in an accumulator; when all W workers have pushed step t,
+//        the sum is scaled by 1/W, the optimizer is applied once, and all W workers get the new
+//        parameters: every worker sees exactly step t's parameters.
+//   asp: each push is scaled by 1/W and applied on arrival; the pusher gets the current values.
+//   ssp: applied on arrival as asp, but the reply to a worker that has pushed a chunk n times is
+//        withheld until the slowest worker has pushed it at least n - s times, so no worker
+//        starts a step more than s clocks ahead of the slowest.
+// A worker's clock (per chunk) is the number of pushes received from it. At every push the
+// server records how many clocks the pusher is ahead of the slowest worker (the staleness
+// histogram: always 0 under bsp, at most s under ssp, unbounded under asp).
+// update "sum" (for the push+pull bench) replaces the parameters by the plain sum (bsp only).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/optimizer.h"
+#include "ps/protocol.h"
+
+namespace starring::ps {
+
+// A reply that became due: `count` floats at `data` (the server's current parameters of
+// `chunk`). `stable`: the values cannot change until this worker pushes the chunk again (bsp),
+// so they may be sent without a copy.
+struct PsReply {
+  int worker = 0;
+  int chunk = 0;
+  const float* data = nullptr;
+  std::size_t count = 0;
+  bool stable = false;
+};
+
+class ShardServer {
+ public:
+  explicit ShardServer(const PsInitSpec& spec);
+
+  const PsInitSpec& spec() const { return spec_; }
+  bool owns(int chunk) const { return index_.count(chunk) != 0; }
+  std::size_t chunk_count(int chunk) const;
+  void set_params(int chunk, const float* data, std::size_t count);
+  bool all_params_set() const { return params_set_ == chunks_.size(); }
+
+  // Handles one push from `worker`; appends the replies that became due to `out`.
+  void push(int worker, int chunk, std::int64_t step, float lr, const float* grad,
+            std::size_t count, std::vector<PsReply>& out);
+
+  // Replies this server currently withholds from `worker` (the worker is waiting on us).
+  int awaiting(int worker) const { return awaiting_.at(static_cast<std::size_t>(worker)); }
+  // The staleness histogram: clocks ahead of the slowest worker -> number of pushes.
+  const std::map<std::int64_t, std::uint64_t>& staleness_hist() const { return hist_; }
+  std::uint64_t pushes() const { return pushes_; }
+  std::uint64_t updates() const { return updates_; }  // optimizer applications (chunk-steps)
+  // Steps every worker has pushed for every chunk (complete rounds).
+  std::int64_t rounds() const;
+  std::size_t floats() const;  // floats owned
+  // Per worker: pushes received, summed over chunks (for reports).
+  std::vector<std::int64_t> worker_pushes() const;
+  const float* params() const { return params_.get(); }
+
+ private:
+  struct Chunk {
+    int id = 0;
+    std::size_t begin = 0, count = 0;
+    std::unique_ptr<Optimizer> opt;
+    std::int64_t bsp_step = 0;  // step being aggregated (bsp), valid when arrived > 0
+    float lr = 0;
+    int arrived = 0;
+    std::vector<char> got;              // bsp: worker pushed the current step
+    std::vector<std::int64_t> clock;    // pushes received per worker
+    std::vector<std::int64_t> release;  // ssp: withheld reply, released at min clock >= value
+  };
+  Chunk& chunk_of(int chunk, int worker);
+  void push_bsp(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
+                std::vector<PsReply>& out);
+  void push_async(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
+                  std::vector<PsReply>& out);
+  void release_ssp(Chunk& c, std::vector<PsReply>& out);
+  PsReply reply(const Chunk& c, int worker) const;
+
+  PsInitSpec spec_;
+  int workers_ = 0;
+  bool bsp_ = true, ssp_ = false, sum_only_ = false;
+  std::unique_ptr<float[]> params_, acc_;  // full-length, only this shard's pages are touched
+  std::vector<Chunk> chunks_;
+  std::unordered_map<int, std::size_t> index_;
+  std::size_t params_set_ = 0;
+  std::vector<int> awaiting_;
+  std::map<std::int64_t, std::uint64_t> hist_;
+  std::uint64_t pushes_ = 0, updates_ = 0;
+};
+
+}  // namespace starring::ps

@@ -1,0 +1,269 @@
+// The PsWorker's communication thread: issues the pushes of each ready bucket, polls the
+// outstanding sends and replies (which is what lets Open MPI move them while the trainer
+// computes), receives the servers' control messages, and enforces the reply deadlines.
+#include <cstring>
+
+#include "common/error.h"
+#include "ps/backoff.h"
+#include "ps/ps_worker.h"
+
+namespace starring::ps {
+
+using Clock = std::chrono::steady_clock;
+
+static double seconds(Clock::duration d) { return Seconds(d).count(); }
+
+void PsWorker::comm_main() {
+  if (opt_.trace) opt_.trace->set_thread_name("comm");
+  try {
+    comm_loop();
+  } catch (...) {
+    fail(std::current_exception());
+  }
+  std::exception_ptr e;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    e = error_;
+  }
+  if (e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const TimeoutError& t) {
+      send_abort(t.what(), true);
+    } catch (const std::exception& x) {
+      send_abort(x.what(), false);
+    }
+  }
+  for (auto& f : flights_) f.recv.reset();  // cancels receives into the parameter buffer
+  ctl_req_.reset();
+}
+
+void PsWorker::comm_loop() {
+  ctl_buf_.resize(kMaxCtlBytes);
+  ctl_req_ = comm_->irecv(ctl_buf_.data(), ctl_buf_.size(), kAnySource, kCtlTag);
+  last_check_ = Clock::now();
+  Backoff backoff;
+  while (true) {
+    std::deque<Job> jobs;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      if (error_) return;
+      if (jobs_.empty() && active_.empty() && !stop_)
+        cv_.wait_for(lk, std::chrono::milliseconds(1));  // nothing in flight: sleep
+      if (stop_ && jobs_.empty() && active_.empty()) return;
+      jobs.swap(jobs_);
+    }
+    bool progress = false;
+    for (const Job& j : jobs) progress |= issue(j);
+    progress |= poll_flights();
+    progress |= poll_ctl();
+    if (Clock::now() - last_check_ > std::chrono::milliseconds(10)) check_deadlines();
+    if (progress)
+      backoff.reset();
+    else if (!active_.empty())
+      backoff.idle();
+  }
+}
+
+bool PsWorker::issue(const Job& job) {
+  const auto now = Clock::now();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (job.step != win_step_) {  // the first bucket of a new step opens its window
+      win_step_ = job.step;
+      win_start_ = now;
+      win_sends_ = win_replies_ = 0;
+    }
+  }
+  std::size_t sent_now = 0;
+  for (int c : plan_.chunks_of_bucket[static_cast<std::size_t>(job.bucket)]) {
+    const ChunkSpec& ch = plan_.chunks[static_cast<std::size_t>(c)];
+    Flight& f = flights_[static_cast<std::size_t>(c)];
+    f.since = Clock::now();
+    f.step = job.step;
+    f.trace_t0 = opt_.trace ? opt_.trace->now_us() : 0;
+    ++f.issued;
+    PsHeader h;
+    h.op = Op::kPush;
+    h.worker = index_;
+    h.chunk = c;
+    h.step = job.step;
+    h.lr = job.lr;
+    h.count = static_cast<std::uint32_t>(ch.count);
+    if (local_chunk(c)) {
+      link_->post({h, buf_.grads + ch.begin, {}});
+      ++sent_now;
+      continue;
+    }
+    const int dst = server_rank(c);
+    const std::size_t bytes = ch.count * sizeof(float);
+    f.recv = comm_->irecv(buf_.params + ch.begin, bytes, dst, kReplyTagBase + c);
+    const auto t0 = Clock::now();
+    f.staging.resize(sizeof(PsHeader) + bytes);
+    std::memcpy(f.staging.data(), &h, sizeof(h));
+    std::memcpy(f.staging.data() + sizeof(h), buf_.grads + ch.begin, bytes);
+    const double staged = seconds(Clock::now() - t0);
+    f.send = comm_->isend(f.staging.data(), f.staging.size(), dst, kReqTag);
+    active_.push_back(c);
+    std::lock_guard<std::mutex> lk(mu_);
+    stage_s_ += staged;
+  }
+  if (sent_now) {
+    std::lock_guard<std::mutex> lk(mu_);
+    win_sends_ += sent_now;
+    if (win_sends_ == plan_.chunks.size()) {
+      win_sent_ = Clock::now();
+      push_s_ += seconds(win_sent_ - win_start_);
+    }
+  }
+  return true;
+}
+
+bool PsWorker::poll_flights() {
+  bool progress = false;
+  for (std::size_t k = 0; k < active_.size();) {
+    const int c = active_[k];
+    Flight& f = flights_[static_cast<std::size_t>(c)];
+    if (f.send && f.send->test()) {
+      f.send.reset();
+      progress = true;
+      std::lock_guard<std::mutex> lk(mu_);
+      if (++win_sends_ == plan_.chunks.size()) {
+        win_sent_ = Clock::now();
+        push_s_ += seconds(win_sent_ - win_start_);
+      }
+    }
+    if (f.recv && f.recv->test()) {
+      const std::size_t got = f.recv->status().bytes;
+      const std::size_t want = plan_.chunks[static_cast<std::size_t>(c)].count * sizeof(float);
+      STARRING_CHECK(got == want, where_, ": reply for chunk ", c, " from server rank ",
+                     server_rank(c), " has ", got, " bytes, expected ", want);
+      f.recv.reset();
+      progress = true;
+      on_reply(c);
+    }
+    if (!f.send && !f.recv) {
+      active_[k] = active_.back();
+      active_.pop_back();
+    } else {
+      ++k;
+    }
+  }
+  return progress;
+}
+
+// A chunk's updated parameters have landed (comm thread, or the co-located server thread).
+void PsWorker::on_reply(int c) {
+  const Flight& f = flights_[static_cast<std::size_t>(c)];
+  if (opt_.trace && opt_.trace->enabled())
+    opt_.trace->complete("push_pull", "comm", f.trace_t0, opt_.trace->now_us() - f.trace_t0,
+                         {{"chunk", c},
+                          {"server", plan_.chunks[static_cast<std::size_t>(c)].server},
+                          {"step", static_cast<double>(f.step)}});
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++completed_[static_cast<std::size_t>(c)];
+    if (++win_replies_ == plan_.chunks.size()) {
+      const auto now = Clock::now();
+      comm_s_ += seconds(now - win_start_);
+      pull_s_ += seconds(now - win_sent_);
+      ++steps_done_;
+    }
+  }
+  cv_.notify_all();
+}
+
+bool PsWorker::poll_ctl() {
+  if (!ctl_req_->test()) return false;
+  const RecvStatus st = ctl_req_->status();
+  const PsHeader& h = header_of(ctl_buf_.data(), st.bytes, where_);
+  const std::string text = text_of(ctl_buf_.data(), st.bytes);
+  const int server = group_.server_index(st.source);
+  STARRING_CHECK(server >= 0, where_, ": control message from rank ", st.source,
+                 ", which is not a server");
+  on_ctl(h.op, text, h.step == 1, server);
+  ctl_req_ = comm_->irecv(ctl_buf_.data(), ctl_buf_.size(), kAnySource, kCtlTag);
+  return true;
+}
+
+void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (op == Op::kAck) {
+      ++acks_;
+    } else if (op == Op::kBye) {
+      ++byes_;
+      bye_text_.at(static_cast<std::size_t>(server)) = text;
+    } else if (op == Op::kAbort) {
+      if (!error_) {
+        const std::string msg =
+            where_ + ": stopped by parameter server " + std::to_string(server) + ": " + text;
+        error_ = timeout ? std::make_exception_ptr(TimeoutError(msg))
+                         : std::make_exception_ptr(Error(msg));
+      }
+    } else {
+      if (!error_)
+        error_ = std::make_exception_ptr(
+            Error(where_ + ": unexpected " + op_name(op) + " message from a server"));
+    }
+  }
+  cv_.notify_all();
+}
+
+void PsWorker::check_deadlines() {
+  const auto now = last_check_ = Clock::now();
+  const auto limit = opt_.timeout + grace();
+  std::string msg;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (std::size_t c = 0; c < flights_.size() && msg.empty(); ++c) {
+      const Flight& f = flights_[c];
+      if (f.issued > completed_[c] && now - f.since > limit) {
+        const int ci = static_cast<int>(c);
+        msg = detail::concat(where_, ": timeout after ", opt_.timeout.count(),
+                             " s waiting for server rank ", server_rank(ci),
+                             local_chunk(ci) ? " (the shard served by this process)" : "",
+                             ": no reply to the push of chunk ", c, " (step ", f.step, ")");
+      }
+    }
+  }
+  if (!msg.empty()) throw TimeoutError(msg);
+}
+
+void PsWorker::fail(std::exception_ptr e) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!error_) error_ = e;
+  }
+  cv_.notify_all();
+}
+
+// Tells every server this worker has failed (best effort, never blocks for long).
+void PsWorker::send_abort(const std::string& why, bool timeout) {
+  PsHeader h;
+  h.op = Op::kAbort;
+  h.worker = index_;
+  h.step = timeout ? 1 : 0;
+  abort_msg_ = make_text_message(h, why);  // a member: outlives a send left in flight
+  const auto& msg = abort_msg_;
+  std::vector<std::unique_ptr<Request>> reqs;
+  for (int s = 0; s < group_.num_servers(); ++s) {
+    const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
+    try {
+      if (link_ && dst == rank_)
+        link_->post({h, nullptr, why});
+      else
+        reqs.push_back(comm_->isend(msg.data(), msg.size(), dst, kReqTag));
+    } catch (const std::exception&) {
+    }
+  }
+  const auto wait = std::min(opt_.timeout, Seconds(1.0));
+  for (auto& r : reqs) {
+    try {
+      r->wait(wait);
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+}  // namespace starring::ps

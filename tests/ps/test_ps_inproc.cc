@@ -1,0 +1,184 @@
+// The parameter server with ranks as threads (InProcWorld):
+//  - bsp equals the single-process reference bit for bit, for W in {1,2,4} x S in {1,2,3} and
+//    co-located, with sgd and adamw (gradients are exact dyadic values, see ps_test_util.h);
+//  - ssp: with one worker slowed down, the servers' record shows no push more than s clocks
+//    ahead of the slowest worker (and asp, the same run unbounded, does exceed s);
+//  - a silent worker and a silent server each end every rank with an error naming them.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "common/error.h"
+#include "ps_test_util.h"
+
+namespace starring::ps {
+namespace {
+
+using namespace starring::ps::testing;
+using Clock = std::chrono::steady_clock;
+
+struct RunResult {
+  std::vector<std::vector<float>> params;  // by worker index
+  std::vector<nlohmann::json> server_stats;
+  std::vector<std::string> errors;       // by rank
+  std::vector<Clock::time_point> ended;  // by rank
+};
+
+// Runs W workers (train_worker) and the servers of `servers` ("S" or "colocated").
+RunResult run_ps(int workers, const std::string& servers, int steps, const OptimizerConfig& oc,
+                 const PsWorkerOptions& opt,
+                 const std::function<void(int worker, int step)>& hook = {}) {
+  const int n = servers == "colocated" ? workers : workers + std::stoi(servers);
+  const PsGroup group = make_ps_group(servers, n);
+  RunResult res;
+  res.params.resize(static_cast<std::size_t>(workers));
+  res.server_stats.resize(static_cast<std::size_t>(group.num_servers()));
+  res.errors = run_world(
+      n,
+      [&](std::shared_ptr<Comm> comm) {
+        const int r = comm->rank();
+        if (group.is_dedicated_server(r)) {
+          ServerLoop loop(comm, group, server_options(opt));
+          res.server_stats[static_cast<std::size_t>(group.server_index(r))] = loop.run();
+          return;
+        }
+        const int w = group.worker_index(r);
+        PsWorker ps(comm, group, opt);
+        auto before = [&](int t) {
+          if (hook) hook(w, t);
+        };
+        res.params[static_cast<std::size_t>(w)] = train_worker(ps, w, steps, oc, before);
+        if (group.colocated) res.server_stats[static_cast<std::size_t>(w)] = ps.server_stats()[w];
+      },
+      &res.ended);
+  return res;
+}
+
+void expect_no_errors(const RunResult& r) {
+  for (std::size_t k = 0; k < r.errors.size(); ++k) EXPECT_EQ(r.errors[k], "") << "rank " << k;
+}
+
+class PsBspEquivalence
+    : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
+
+TEST_P(PsBspEquivalence, EqualsSingleProcessReference) {
+  const auto& [workers, servers, opt_type] = GetParam();
+  const int steps = 4;
+  const OptimizerConfig oc = test_opt(opt_type);
+  RunResult r = run_ps(workers, servers, steps, oc, test_options("bsp"));
+  expect_no_errors(r);
+  const auto ref = reference(test_layout(), workers, steps, oc);
+  for (int w = 0; w < workers; ++w) {
+    const auto& p = r.params[static_cast<std::size_t>(w)];
+    ASSERT_EQ(p.size(), ref.size());
+    long wrong = 0;
+    for (std::size_t i = 0; i < p.size(); ++i) wrong += p[i] != ref[i];
+    EXPECT_EQ(wrong, 0) << "worker " << w << ": first value " << p[0] << " vs " << ref[0];
+  }
+  // bsp never lets a worker ahead: the staleness record is all zeros.
+  for (const auto& s : r.server_stats) {
+    ASSERT_TRUE(s.is_object());
+    EXPECT_EQ(s["staleness_hist"].size(), 1u) << s.dump();
+    EXPECT_EQ(s["rounds"].get<int>(), steps);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorkersByServers, PsBspEquivalence,
+                         ::testing::Combine(::testing::Values(1, 2, 4),
+                                            ::testing::Values("1", "2", "3", "colocated"),
+                                            ::testing::Values("sgd", "adamw")),
+                         [](const auto& info) {
+                           return "W" + std::to_string(std::get<0>(info.param)) + "_S" +
+                                  std::get<1>(info.param) + "_" + std::get<2>(info.param);
+                         });
+
+TEST(PsInproc, TensorPartitionAlsoEqualsReference) {
+  auto opt = test_options("bsp");
+  opt.partition = "tensor";
+  const OptimizerConfig oc = test_opt("sgd");
+  RunResult r = run_ps(2, "2", 3, oc, opt);
+  expect_no_errors(r);
+  const auto ref = reference(test_layout(), 2, 3, oc);
+  EXPECT_EQ(r.params[0], ref);
+  EXPECT_EQ(r.params[1], ref);
+}
+
+// Largest staleness recorded by any server.
+std::int64_t max_staleness(const RunResult& r) {
+  std::int64_t m = -1;
+  for (const auto& s : r.server_stats)
+    for (const auto& [k, v] : s["staleness_hist"].items())
+      if (v.get<std::uint64_t>() > 0) m = std::max<std::int64_t>(m, std::stol(k));
+  return m;
+}
+
+TEST(PsInproc, SspBoundsHowFarAheadOfTheSlowestAWorkerRuns) {
+  const int s = 1, steps = 10;
+  auto slow = [](int w, int) {
+    if (w == 2) std::this_thread::sleep_for(std::chrono::milliseconds(15));
+  };
+  auto opt = test_options("ssp");
+  opt.staleness = s;
+  RunResult r = run_ps(3, "1", steps, test_opt("sgd"), opt, slow);
+  expect_no_errors(r);
+  EXPECT_EQ(max_staleness(r), s) << r.server_stats[0].dump();  // reached, never exceeded
+
+  // The same run without the bound: the fast workers do run further ahead.
+  RunResult a = run_ps(3, "1", steps, test_opt("sgd"), test_options("asp"), slow);
+  expect_no_errors(a);
+  EXPECT_GT(max_staleness(a), s) << a.server_stats[0].dump();
+
+  // Co-located servers keep the same bound.
+  RunResult c = run_ps(3, "colocated", steps, test_opt("sgd"), opt, slow);
+  expect_no_errors(c);
+  EXPECT_LE(max_staleness(c), s);
+}
+
+TEST(PsInproc, AspWithOneWorkerEqualsReference) {
+  const OptimizerConfig oc = test_opt("sgd");
+  RunResult r = run_ps(1, "2", 3, oc, test_options("asp"));
+  expect_no_errors(r);
+  EXPECT_EQ(r.params[0], reference(test_layout(), 1, 3, oc));
+}
+
+bool names(const std::string& err, const std::string& who) {
+  return err.find(who) != std::string::npos;
+}
+
+TEST(PsInproc, SilentWorkerIsNamedByEveryRankWithinTheTimeout) {
+  auto opt = test_options("bsp");
+  opt.timeout = Seconds(1.0);
+  Clock::time_point silent_at;
+  // Ranks: workers 0, 1; server 2. Worker 1 goes silent before step 3 for 4 timeouts.
+  auto hook = [&](int w, int t) {
+    if (w == 1 && t == 3) {
+      silent_at = Clock::now();
+      std::this_thread::sleep_for(std::chrono::seconds(4));
+    }
+  };
+  RunResult r = run_ps(2, "1", 6, test_opt("sgd"), opt, hook);
+  for (int k : {0, 2}) {
+    EXPECT_TRUE(names(r.errors[k], "worker rank 1")) << "rank " << k << ": " << r.errors[k];
+    EXPECT_TRUE(names(r.errors[k], "timeout")) << "rank " << k << ": " << r.errors[k];
+    // Detected within the timeout (plus the worker's grace and scheduling slack), long before
+    // the silent worker wakes up.
+    EXPECT_LT(Seconds(r.ended[k] - silent_at).count(), 2.5) << "rank " << k;
+  }
+}
+
+TEST(PsInproc, SilentServerIsNamedByEveryRankWithinTheTimeout) {
+  auto opt = test_options("bsp");
+  opt.timeout = Seconds(1.0);
+  opt.fault = "hang:3:3";  // ranks: workers 0, 1; servers 2, 3. Server rank 3 hangs at step 3.
+  const auto t0 = Clock::now();
+  RunResult r = run_ps(2, "2", 6, test_opt("sgd"), opt);
+  for (int k : {0, 1, 2}) {
+    EXPECT_TRUE(names(r.errors[k], "server rank 3")) << "rank " << k << ": " << r.errors[k];
+    EXPECT_TRUE(names(r.errors[k], "timeout")) << "rank " << k << ": " << r.errors[k];
+    // The hang lasts 3 timeouts + 1 s; every other rank must have given up well before.
+    EXPECT_LT(Seconds(r.ended[k] - t0).count(), 2.5) << "rank " << k;
+  }
+}
+
+}  // namespace
+}  // namespace starring::ps
