@@ -259,6 +259,23 @@ def bytes_per_rank(runs, out_dir):
         ax.grid(alpha=0.3)
     name = _save(fig, out_dir, "bytes_per_rank.png")
     ds = sorted({sr.wire_bytes(r) for r in runs})
+    worst = []
+    for r in runs:
+        th = sr.theory_bytes(r)
+        by = r["bytes_per_step"]
+        for what, meas, theory in (("worker sent", by["worker_sent"], th["worker"]),
+                                   ("worker received", by["worker_recv"], th["worker"]),
+                                   ("server received", by["server_recv"], th["server"]),
+                                   ("server sent", by["server_sent"], th["server"])):
+            dev = sr.deviation_pct(meas, theory)
+            if dev is not None and theory:
+                worst.append((abs(dev), dev, what, r))
+    worst.sort(key=lambda w: -w[0])
+    dev_note = ""
+    if worst:
+        _, dev, what, r = worst[0]
+        dev_note = (f" Largest deviation from theory: {dev:+.1f}% ({what}, "
+                    f"{sr.backend_label(r)} W={r['workers']}).")
     return Figure(name, "Bytes per rank per step vs theory",
                   "Bytes each rank sent and received per optimizer step, measured by the "
                   "backends, divided by D = the gradient bytes on the wire (model parameters x 4 "
@@ -267,7 +284,7 @@ def bytes_per_rank(runs, out_dir):
                   "MPI and co-located PS move 2(N-1)/N x D per rank; with dedicated servers a "
                   "worker pushes D and pulls D, and each of S servers receives and sends W x D/S. "
                   "The mpi backend cannot see inside MPI_Allreduce: its bytes are what the "
-                  "backend reports for it. Independent of the number of cores.")
+                  "backend reports for it. Independent of the number of cores." + dev_note)
 
 
 def _dedupe_legend(ax):

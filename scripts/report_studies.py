@@ -59,7 +59,7 @@ def straggler(runs, out_dir):
 
 
 def staleness(runs, out_dir):
-    runs = [r for r in runs if r.get("staleness_hist")]
+    runs = [r for r in runs if r.get("staleness_hist") and r.get("consistency") in ("ssp", "asp")]
     if not runs:
         return Skipped("Observed staleness", "no PS run under ssp/asp recorded a staleness histogram")
     fig, ax = plt.subplots(figsize=(7, 4.2))

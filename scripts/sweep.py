@@ -272,10 +272,14 @@ def resolve_sweep(arg):
 
 
 def default_out(name, quick):
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(REPO, "results")
-    out = os.path.join(base, f"{name}{'-quick' if quick else ''}-{stamp}")
-    return out, os.path.join(base, f"{name}{'-quick' if quick else ''}-latest")
+    """results/<name>[-quick]; a previous folder there is kept, renamed with its time stamp."""
+    out = os.path.join(REPO, "results", name + ("-quick" if quick else ""))
+    if os.path.exists(out):
+        stamp = datetime.datetime.fromtimestamp(os.path.getmtime(out), datetime.timezone.utc)
+        old = f"{out}.{stamp:%Y%m%d-%H%M%S}"
+        os.rename(out, old)
+        print(f"[sweep] previous results moved to {old}", flush=True)
+    return out
 
 
 def run_report(out, ctx):
@@ -292,8 +296,9 @@ def main(argv=None):
                                  description="Run a sweep of `starring train` configurations "
                                  "and `starring bench` passes; append JSON records to a folder.")
     ap.add_argument("sweep", help="a sweep file, or the name of one in experiments/sweeps/")
-    ap.add_argument("--out", help="results folder (records are appended; default: "
-                    "results/<name>-<UTC time>, with results/<name>-latest pointing at it)")
+    ap.add_argument("--out", help="results folder; records are appended to what it holds "
+                    "(default: a fresh results/<name>, or results/<name>-quick with --quick; a "
+                    "previous one is renamed <folder>.<time>)")
     ap.add_argument("--quick", action="store_true", help="apply the sweep's [quick] overrides")
     ap.add_argument("--bin", default=os.path.join(REPO, "build", "bin", "starring"),
                     help="the starring executable (default: build/bin/starring)")
@@ -309,11 +314,8 @@ def main(argv=None):
     runs = expand_runs(train, grid, variants)
     if a.no_bench:
         benches = {}
-    latest = None
-    if a.out:
-        out = os.path.abspath(a.out)
-    else:
-        out, latest = default_out(name, a.quick)
+    out = os.path.abspath(a.out) if a.out else os.path.join(
+        REPO, "results", name + ("-quick" if a.quick else ""))
     ctx = {"name": name, "out": out, "bin": os.path.abspath(a.bin), "quick": a.quick,
            "timeout_s": a.timeout or float(sweep["timeout_s"]), "git": git_commit(),
            "host": socket.gethostname(), "cores": cores(), "gpu": have_gpu(),
@@ -334,12 +336,9 @@ def main(argv=None):
     if not os.access(ctx["bin"], os.X_OK):
         sys.exit(f"sweep: {ctx['bin']} is not an executable: build it first "
                  "(cmake -S . -B build && cmake --build build --target starring)")
+    if not a.out:
+        default_out(name, a.quick)
     os.makedirs(out, exist_ok=True)
-    if latest:
-        if os.path.islink(latest):
-            os.remove(latest)
-        if not os.path.exists(latest):
-            os.symlink(os.path.basename(out), latest)
     counts = {}
     t0 = time.monotonic()
     for i, run in enumerate(runs, 1):
