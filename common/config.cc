@@ -252,9 +252,14 @@ bool parse_config(const std::string& command, int argc, const char* const* argv,
       return false;
     }
     if (vm.count("config")) {
-      ini = parse_ini(vm["config"].as<std::string>(), all);
+      const std::string path = vm["config"].as<std::string>();
+      ini = parse_ini(path, all);
       have_ini = true;
-      po::store(ini, vm);
+      try {
+        po::store(ini, vm);
+      } catch (const po::error& e) {
+        throw ConfigError(detail::concat(path, ": ", e.what()));
+      }
     }
     po::notify(vm);
   } catch (const po::error& e) {

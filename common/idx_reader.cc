@@ -79,6 +79,9 @@ std::string locate(const std::string& dir, const std::string& base) {
 IdxFile read_idx_file(const std::string& path, int expected_rank) {
   if (!std::filesystem::exists(path))
     throw ConfigError(detail::concat("cannot open '", path, "': no such file", missing_hint()));
+  if (std::filesystem::is_directory(path))
+    throw ConfigError(
+        detail::concat("cannot read '", path, "': it is a directory, not an IDX file"));
   errno = 0;
   GzPtr f(gzopen(path.c_str(), "rb"));
   if (!f)

@@ -116,6 +116,7 @@ TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
   std::string bad_value = write("v.ini", "batch = many\n");
   msg = error_of("train", {"--config", bad_value});
   EXPECT_NE(msg.find("batch"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("v.ini"), std::string::npos) << msg;
 
   std::string no_eq = write("e.ini", "batch 8\n");
   EXPECT_NE(error_of("train", {"--config", no_eq}).find("e.ini:1"), std::string::npos);

@@ -162,6 +162,7 @@ TEST_F(IdxTest, CorruptDimensions) {
 }
 
 TEST_F(IdxTest, MissingFileSuggestsSetup) {
+  EXPECT_NE(error_of(dir_.string(), 1).find("directory"), std::string::npos);
   std::string path = (dir_ / "nope.gz").string();
   std::string msg = error_of(path, 3);
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
