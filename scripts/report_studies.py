@@ -20,42 +20,53 @@ def straggler(runs, out_dir):
         return Skipped("Straggler", "no run with --straggler")
     base = {_key(r, "straggler"): r for r in runs if not r.get("straggler")}
     pairs = [(base.get(_key(r, "straggler")), r) for r in slow]
-    pairs.sort(key=lambda p: sr.backend_label(p[1]))
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
     x = list(range(len(pairs)))
     width = 0.38
-    for ax, key, ylabel, scale in ((axes[0], "samples_per_s", "throughput (samples/s)", 1.0),
-                                   (axes[1], "test_accuracy", "test accuracy (%)", 100.0)):
-        without = [scale * p[0][key] if p[0] else 0 for p in pairs]
-        with_ = [scale * p[1][key] for p in pairs]
+    def value(r, key):
+        if r is None:
+            return 0.0
+        if key == "rate":
+            return sum(sr.worker_rates(r)) or r["samples_per_s"]
+        return 100.0 * r["test_accuracy"]
+
+    for ax, key, ylabel in ((axes[0], "rate", "aggregate worker rate (samples/s)"),
+                            (axes[1], "acc", "test accuracy (%)")):
+        without = [value(p[0], key) for p in pairs]
+        with_ = [value(p[1], key) for p in pairs]
         ax.bar([i - width / 2 for i in x], without, width, color="#4C72B0", label="no straggler")
         ax.bar([i + width / 2 for i in x], with_, width, color="#C44E52",
                label="with straggler")
         for i, (a, b) in enumerate(zip(without, with_)):
             if a > 0:
-                ax.annotate(f"{100 * (b - a) / a:+.0f}%" if key == "samples_per_s"
-                            else f"{b - a:+.1f} pt", (i + width / 2, b), ha="center",
-                            va="bottom", fontsize=8)
+                ax.annotate(f"{100 * (b - a) / a:+.0f}%" if key == "rate" else f"{b - a:+.1f} pt",
+                            (i + width / 2, b), ha="center", va="bottom", fontsize=8)
         ax.set_xticks(x)
         ax.set_xticklabels([f"{sr.backend_label(p[1])}\nW={p[1]['workers']}" for p in pairs],
                            fontsize=8)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
-        if key == "test_accuracy":
+        if key == "acc":
             lo = min([v for v in without + with_ if v > 0] or [0])
-            ax.set_ylim(max(0, lo - 10), min(100, max(without + with_) + 3))
+            ax.set_ylim(max(0, lo - 10), min(101, max(without + with_) + 4))
+        else:
+            ax.set_ylim(0, 1.1 * max(without + with_))
     axes[0].set_title("throughput kept")
     axes[1].set_title("accuracy cost")
     name = _save(fig, out_dir, "straggler.png")
     what = sorted({r["straggler"] for r in slow})
     return Figure(name, "Straggler: throughput kept and accuracy cost",
                   f"One worker slowed down (--straggler {', '.join(what)}: RANK:milliseconds of "
-                  "sleep per step). Left: throughput of all workers without (blue) and with (red) "
-                  "the straggler, with the change in percent; synchronous backends (ring, PS "
-                  "BSP) wait for the slow worker every step, PS SSP/ASP let the others run "
-                  "ahead. Right: test accuracy at the end of the same training budget, with the "
-                  "change in percentage points." + oversub_note([p[1] for p in pairs]))
+                  "sleep per step). Left: the samples per second the workers sustain together (the "
+                  "sum over workers of each one's steps x batch / its own training-loop time) "
+                  "without (blue) and with (red) the straggler, with the change in percent. "
+                  "Synchronous backends (ring, PS BSP) wait for the slow worker every step. Under "
+                  "SSP the others may run at most --staleness steps ahead, so a straggler that is "
+                  "slow on every step still bounds them (SSP absorbs transient delays, not a "
+                  "persistent one); under ASP nobody waits. Right: test accuracy after the same "
+                  "number of steps per worker, with the change in percentage points: the cost of "
+                  "training on stale parameters." + oversub_note([p[1] for p in pairs]))
 
 
 def staleness(runs, out_dir):

@@ -195,3 +195,21 @@ def deviation_pct(measured, theory):
     if theory == 0:
         return 0.0 if measured == 0 else float("inf")
     return 100.0 * (measured - theory) / theory
+
+
+def worker_rates(rec):
+    """Samples/s each worker sustained over its own training loop: batch x accum x its steps /
+    (its compute + wait time), from the per-rank entries (totals over the run). With a straggler
+    under ASP/SSP the fast workers keep their own rate while rank 0's wall clock (samples_per_s)
+    says little about the others; the sum of these rates is the aggregate the cluster sustains.
+    Returns [] when the ranks lack what is needed."""
+    rates = []
+    per_step = rec.get("batch", 0) * rec.get("accum", 1)
+    for r in rec.get("ranks", []):
+        if r.get("role") != "worker":
+            continue
+        t = r.get("compute_s", 0.0) + r.get("wait_s", 0.0)
+        if "steps" not in r or t <= 0:
+            return []
+        rates.append(per_step * r["steps"] / t)
+    return rates
