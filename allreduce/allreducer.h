@@ -1,0 +1,54 @@
+// Allreducer: one all-reduce engine behind one small interface, so the trainer backend
+// (BucketSync), the bench adapters and the tests are written once for every engine:
+//   ring - RingAllreduce over any Comm (allreduce/ring_allreduce.h), host memory;
+//   mpi  - Open MPI's own all-reduce on the MpiComm's communicator (the vendor baseline);
+//   nccl - ncclAllReduce on device memory (allreduce/nccl/, a stand-in without NCCL).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "allreduce/ring_allreduce.h"
+#include "common/comm.h"
+
+namespace starring {
+
+class Device;
+
+class Allreducer {
+ public:
+  virtual ~Allreducer() = default;
+  virtual std::string name() const = 0;
+  // out[i] = scale * (sum over ranks of in[i]), i < count, on every rank; in == out allowed.
+  // Pointers are host memory, or device memory when on_device().
+  virtual void run(const float* in, float* out, std::size_t count, float scale) = 0;
+  virtual bool on_device() const { return false; }
+  // Bytes moved so far by this rank when the transport counts them (the Comm's counters);
+  // nullopt for opaque transports (MPI collectives, NCCL).
+  virtual std::optional<CommCounters> counters() const { return std::nullopt; }
+  // Bytes this rank sends per run on `count` floats: measured-equivalent for the ring,
+  // the ring's 2(N-1)/N * count * 4 as a reference for opaque engines.
+  virtual std::uint64_t wire_bytes(std::size_t count) const = 0;
+};
+
+// The ring over `comm` (which must outlive the allreducer).
+std::unique_ptr<Allreducer> make_ring_allreducer(std::shared_ptr<Comm> comm, RingOptions opt);
+
+// How the mpi engine calls Open MPI.
+enum class MpiMode {
+  kBlocking,    // MPI_Allreduce: the vendor's tuned collective; a silent peer blocks forever
+  kNonBlocking  // MPI_Iallreduce + MPI_Test polling: honours the timeout
+};
+// Throws ConfigError when `comm` is not an MpiComm (in-process tests, sub-communicators).
+std::unique_ptr<Allreducer> make_mpi_allreducer(std::shared_ptr<Comm> comm, MpiMode mode,
+                                                Seconds timeout);
+
+// ncclAllReduce on device buffers of `device` (a GPU Device). The unique id is sent from rank 0
+// to every rank over `comm`. force_ring sets NCCL_ALGO=Ring before the communicator is created.
+// Without NCCL in the build, throws ConfigError("... built without NCCL").
+std::unique_ptr<Allreducer> make_nccl_allreducer(std::shared_ptr<Comm> comm, Device* device,
+                                                 bool force_ring, Seconds timeout);
+
+}  // namespace starring

@@ -1,0 +1,249 @@
+#include "allreduce/bucket_sync.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/comm_util.h"
+#include "common/device.h"
+#include "common/error.h"
+
+namespace starring {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+std::vector<Bucket> make_buckets(const ParamLayout& layout, double cap_bytes) {
+  std::vector<Bucket> out;
+  const std::size_t nt = layout.num_tensors();
+  std::size_t i = 0;
+  while (i < nt) {
+    Bucket b;
+    b.first_tensor = i;
+    std::size_t lo = layout.tensor(i).offset, hi = lo + layout.tensor(i).size, sum = 0;
+    for (; i < nt; ++i) {
+      const TensorSpec& t = layout.tensor(i);
+      if (i > b.first_tensor && (sum + t.size) * sizeof(float) > cap_bytes) break;
+      lo = std::min(lo, t.offset);
+      hi = std::max(hi, t.offset + t.size);
+      sum += t.size;
+    }
+    b.end_tensor = i;
+    b.lo = lo;
+    b.hi = hi;
+    STARRING_CHECK(hi - lo == sum, "bucket of tensors ", b.first_tensor, "..", b.end_tensor - 1,
+                   " is not contiguous in the flat buffer (tensors must be laid out in backward "
+                   "order)");
+    out.push_back(b);
+  }
+  return out;
+}
+
+BucketSync::BucketSync(std::string name, std::shared_ptr<Comm> workers,
+                       std::unique_ptr<Allreducer> engine, const SyncConfig& cfg, Trace* trace)
+    : name_(std::move(name)),
+      workers_(std::move(workers)),
+      engine_(std::move(engine)),
+      cfg_(cfg),
+      trace_(trace),
+      inv_workers_(1.0f / static_cast<float>(workers_->size())) {
+  STARRING_CONFIG_CHECK(cfg_.bucket_mb > 0, "--bucket-mb must be positive, got ", cfg_.bucket_mb);
+}
+
+BucketSync::~BucketSync() {
+  shutdown();
+  if (buf_.device) {
+    if (dev_s1_) buf_.device->free(dev_s1_);
+    if (dev_s2_) buf_.device->free(dev_s2_);
+  }
+}
+
+void BucketSync::start(const ParamLayout& layout, SyncBuffers buffers, const OptimizerConfig& opt) {
+  STARRING_CHECK(buffers.on_device == engine_->on_device(), workers_->where(), ": backend '", name_,
+                 "' needs ", engine_->on_device() ? "device" : "host", " buffers");
+  layout_ = layout;
+  buf_ = buffers;
+  opt_cfg_ = opt;
+  buckets_ = make_buckets(layout, cfg_.bucket_mb * 1024.0 * 1024.0);
+  bucket_of_.assign(layout.num_tensors(), 0);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    for (std::size_t t = buckets_[b].first_tensor; t < buckets_[b].end_tensor; ++t)
+      bucket_of_[t] = b;
+    if (!buf_.on_device) opts_.emplace_back(opt, buckets_[b].lo, buckets_[b].hi);
+  }
+  if (buf_.on_device) {
+    dev_s1_ = buf_.device->alloc(layout.total());
+    dev_s2_ = buf_.device->alloc(layout.total());
+  }
+  const std::size_t nb = buckets_.size();
+  ready_.assign(nb, 0);
+  last_job_.assign(nb, Job{0, 0, 0});
+  submitted_.assign(nb, -1);
+  done_.assign(nb, -1);
+  applied_.assign(nb, -1);
+  if (auto c = engine_->counters()) last_counters_ = *c;
+  thread_ = std::thread([this] { comm_loop(); });
+}
+
+void BucketSync::begin_step(std::int64_t step, float lr) {
+  std::lock_guard<std::mutex> lk(mu_);
+  step_ = step;
+  lr_ = lr;
+}
+
+void BucketSync::submit(std::size_t b) {
+  Job job{b, step_, lr_};
+  last_job_[b] = job;
+  submitted_[b] = step_;
+  queue_.push_back(job);
+  cv_.notify_all();
+}
+
+void BucketSync::submit_pending() {
+  for (std::size_t b : pending_) submit(b);
+  pending_.clear();
+}
+
+void BucketSync::tensor_ready(std::size_t i) {
+  const std::size_t b = bucket_of_.at(i);
+  const Bucket& bk = buckets_[b];
+  std::unique_lock<std::mutex> lk(mu_);
+  if (++ready_[b] < bk.end_tensor - bk.first_tensor) return;
+  ready_[b] = 0;
+  // Device buffers: the gradients were produced by queued kernels; NCCL runs on another stream.
+  if (buf_.on_device) buf_.device->synchronize();
+  if (cfg_.overlap) {
+    submit(b);
+  } else {
+    pending_.push_back(b);
+    if (pending_.size() == buckets_.size()) submit_pending();
+  }
+}
+
+void BucketSync::wait_bucket(std::size_t b) {
+  const auto t0 = Clock::now();
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!pending_.empty()) submit_pending();
+  const auto timeout = std::chrono::duration<double>(cfg_.timeout_s);
+  std::int64_t seen = -2;
+  auto last_progress = Clock::now();
+  while (done_[b] < submitted_[b] && !error_) {
+    // The deadline restarts whenever any bucket finishes: the queue ahead may be long.
+    std::int64_t total = 0;
+    for (auto d : done_) total += d;
+    if (total != seen) {
+      seen = total;
+      last_progress = Clock::now();
+    }
+    auto deadline = last_progress + std::chrono::duration_cast<Clock::duration>(timeout);
+    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && done_[b] < submitted_[b] &&
+        !error_ && Clock::now() >= deadline) {
+      throw TimeoutError(timeout_message(*workers_, Seconds(cfg_.timeout_s),
+                                         "waiting for gradient bucket " + std::to_string(b) +
+                                             " (step " + std::to_string(submitted_[b]) +
+                                             ") of backend '" + name_ + "'"));
+    }
+  }
+  if (error_) std::rethrow_exception(error_);
+  lk.unlock();
+  if (buf_.on_device) apply_on_device(b);
+  std::lock_guard<std::mutex> lk2(mu_);
+  wait_s_ += since(t0);
+}
+
+void BucketSync::apply_on_device(std::size_t b) {
+  const Job job = last_job_[b];
+  if (applied_[b] >= job.step || submitted_[b] < 0) return;
+  const Bucket& bk = buckets_[b];
+  const std::size_t n = bk.hi - bk.lo;
+  buf_.device->scale(buf_.grads + bk.lo, inv_workers_, n);
+  buf_.device->optimizer_step(opt_cfg_, buf_.params + bk.lo, buf_.grads + bk.lo, dev_s1_ + bk.lo,
+                              dev_s2_ + bk.lo, n, job.lr, job.step);
+  applied_[b] = job.step;
+}
+
+void BucketSync::wait_params(std::size_t i) { wait_bucket(bucket_of_.at(i)); }
+
+void BucketSync::flush() {
+  for (std::size_t b = 0; b < buckets_.size(); ++b) wait_bucket(b);
+}
+
+void BucketSync::run_job(const Job& job) {
+  const Bucket& bk = buckets_[job.bucket];
+  const std::size_t n = bk.hi - bk.lo;
+  const double t0 = trace_ ? trace_->now_us() : 0;
+  const auto c0 = Clock::now();
+  float* g = buf_.grads + bk.lo;
+  if (buf_.on_device) {
+    engine_->run(g, g, n, 1.0f);  // scaled with the optimizer step on the trainer thread
+  } else {
+    engine_->run(g, g, n, inv_workers_);
+    opts_[job.bucket].apply(buf_.params, buf_.grads, bk.lo, bk.hi, job.lr, job.step);
+  }
+  const double dt = since(c0);
+  if (trace_)
+    trace_->complete("allreduce bucket " + std::to_string(job.bucket), "comm", t0, dt * 1e6,
+                     {{"bytes", static_cast<double>(n * sizeof(float))},
+                      {"step", static_cast<double>(job.step)}});
+  std::lock_guard<std::mutex> lk(mu_);
+  comm_s_ += dt;
+  if (!engine_->counters()) opaque_bytes_ += engine_->wire_bytes(n);
+  done_[job.bucket] = job.step;
+  cv_.notify_all();
+}
+
+void BucketSync::comm_loop() {
+  if (trace_) trace_->set_thread_name("comm");
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      // Idle wait for work (not a wait on a peer): woken by submit() or shutdown().
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (stop_ && queue_.empty()) return;
+      job = queue_.front();
+      queue_.pop_front();
+    }
+    try {
+      run_job(job);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu_);
+      error_ = std::current_exception();
+      queue_.clear();
+      cv_.notify_all();
+      return;
+    }
+  }
+}
+
+SyncStepStats BucketSync::take_stats() {
+  SyncStepStats st;
+  std::lock_guard<std::mutex> lk(mu_);
+  st.comm_s = comm_s_;
+  st.wait_s = wait_s_;
+  comm_s_ = wait_s_ = 0;
+  if (auto c = engine_->counters()) {
+    st.bytes_sent = c->bytes_sent - last_counters_.bytes_sent;
+    st.bytes_recv = c->bytes_recv - last_counters_.bytes_recv;
+    last_counters_ = *c;
+  } else {
+    st.bytes_sent = st.bytes_recv = opaque_bytes_;
+    st.extra["bytes_are_reference"] = 1;
+    opaque_bytes_ = 0;
+  }
+  return st;
+}
+
+void BucketSync::shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace starring

@@ -1,0 +1,52 @@
+// ProgressWaiter: the idle policy of a polling loop that drives non-blocking requests (the ring's
+// event loop, the bucket communication thread). While requests are making progress the loop
+// spins (Open MPI only moves data inside MPI calls, so testing is what makes progress); after a
+// short while without progress it yields the core (ranks may outnumber cores), then sleeps with
+// a growing back-off. When no progress happened for `timeout` it throws TimeoutError with
+// `what()` describing the operation that is stuck.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "common/comm.h"
+#include "common/comm_util.h"
+#include "common/error.h"
+
+namespace starring {
+
+class ProgressWaiter {
+ public:
+  using Clock = std::chrono::steady_clock;
+  ProgressWaiter(const Comm& comm, Seconds timeout) : comm_(comm), timeout_(timeout) {
+    progressed();
+  }
+  void progressed() {
+    last_ = Clock::now();
+    idle_iters_ = 0;
+    sleep_us_ = 2;
+  }
+  // Called once per loop iteration in which nothing completed.
+  void idle(const std::function<std::string()>& what) {
+    ++idle_iters_;
+    if (idle_iters_ < 64) return;  // spin (each iteration already tested the requests)
+    const auto waited = Clock::now() - last_;
+    if (waited > timeout_) throw TimeoutError(timeout_message(comm_, timeout_, what()));
+    if (waited < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+      sleep_us_ = std::min(sleep_us_ * 2, 500);
+    }
+  }
+
+ private:
+  const Comm& comm_;
+  std::chrono::duration<double> timeout_;
+  Clock::time_point last_;
+  long idle_iters_ = 0;
+  int sleep_us_ = 2;
+};
+
+}  // namespace starring

@@ -1,0 +1,78 @@
+// Ring all-reduce on host memory over a Comm.
+//
+// The buffer of `count` floats is cut into N chunks (N = ranks; chunk boundaries rounded down to
+// 16 floats so the reduction loops stay aligned; any chunk may be empty). Every chunk is cut
+// into segments of `segment_bytes` (of float data). The algorithm runs 2(N-1) steps:
+//
+//   reduce-scatter, t = 0..N-2: rank r receives from r-1 the partial sum of chunk (r-t-1) and
+//     adds its own input: out = in + received. After step N-2 rank r holds chunk (r+1) summed
+//     over all ranks (scaled by `scale` in that last addition, so averaging costs no pass).
+//   all-gather, t = N-1..2N-3: rank r receives the finished chunk (r-t-1) straight into `out`.
+//
+// Every received segment is forwarded to r+1 (as step t+1) as soon as it has been reduced, so
+// steps are pipelined segment by segment: a segment flows around the ring while the next one is
+// still arriving, and sending, receiving and reducing overlap. Up to `window` receives are
+// pre-posted; reduce-scatter receives land in a small reused scratch (cache-resident), and the
+// reduction reads the scratch and the input and writes the output once - the input is never
+// copied to the output first. Each rank sends and receives 2(N-1)/N of the buffer.
+//
+// With a half-precision wire (fp16/bf16) segments are narrowed before sending, widened and
+// accumulated in float32 on arrival; the owner of a finished chunk keeps the narrowed value too,
+// so every rank ends with bit-identical results.
+//
+// All messages of one run use one tag; messages between two ranks are matched in order (Comm's
+// non-overtaking rule), and both sides walk the same (step, segment) sequence. A wait that makes
+// no progress within the timeout throws TimeoutError naming this rank, the peer and the step.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "allreduce/wire_codec.h"
+#include "common/comm.h"
+
+namespace starring {
+
+struct RingOptions {
+  std::size_t segment_bytes = 1 << 20;  // float bytes per pipelined segment
+  WireType wire = WireType::kFloat32;
+  int window = 4;             // receives kept posted ahead
+  int tag = tags::kRingBase;  // one tag per concurrent all-reduce on a Comm
+  Seconds timeout{60.0};      // max time without progress
+};
+
+class RingAllreduce {
+ public:
+  RingAllreduce(Comm& comm, RingOptions opt);
+
+  // out[i] = scale * sum over ranks of in[i] for i < count, on every rank. in == out is allowed
+  // (in place); otherwise the buffers must not overlap. count may be 0.
+  void run(const float* in, float* out, std::size_t count, float scale = 1.0f);
+
+  // Wire bytes this rank sends (= receives) in one run on `count` floats.
+  std::uint64_t wire_bytes_per_run(std::size_t count) const;
+  const RingOptions& options() const { return opt_; }
+
+ private:
+  struct Item {  // one received segment
+    int step;
+    std::size_t lo, hi;  // element range in the buffer
+  };
+  std::size_t chunk_begin(int c, std::size_t count) const;
+  void build_items(std::size_t count);
+  void post_initial_sends(const float* in, std::size_t count);
+  void process(std::size_t k, const float* in, float* out, float scale);
+  void reap_sends(bool all);
+
+  Comm& comm_;
+  RingOptions opt_;
+  int n_, rank_, next_, prev_;
+  std::size_t seg_elems_;
+  std::vector<Item> items_;
+  std::vector<unsigned char> scratch_;  // window x segment, wire type
+  std::vector<unsigned char> stage0_;   // half wire: the encoded chunk sent at step 0
+  std::vector<std::unique_ptr<Request>> sends_;
+  std::vector<std::unique_ptr<Request>> slot_sends_;  // half wire: send pending from a slot
+};
+
+}  // namespace starring

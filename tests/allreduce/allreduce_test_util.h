@@ -1,0 +1,82 @@
+// Helpers shared by the all-reduce tests: run a body on every rank in-process or under MPI, and
+// the closed-form data.
+#pragma once
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "common/inproc_comm.h"
+#include "common/mpi_comm.h"
+#include "experiments/bench_harness.h"
+
+namespace starring::test {
+
+inline int mpi_world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// In-process cases run in the plain test only; MPI cases only under mpirun (np >= 2).
+#define INPROC_ONLY()                         \
+  if (::starring::test::mpi_world_size() > 1) \
+  GTEST_SKIP() << "in-process cases run in the plain test"
+#define MPI_ONLY() \
+  if (::starring::test::mpi_world_size() < 2) GTEST_SKIP() << "needs mpirun -np >= 2"
+
+// Runs fn(comm_ptr) on n in-process ranks; rethrows the first failure.
+inline void inproc(int n, const std::function<void(std::shared_ptr<Comm>)>& fn,
+                   Seconds timeout = Seconds(30)) {
+  InProcWorld world(n);
+  std::vector<std::thread> ts;
+  std::mutex mu;
+  std::exception_ptr first;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      auto c = world.comm(r);
+      c->set_timeout(timeout);
+      try {
+        fn(c);
+      } catch (const std::exception& e) {
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          if (!first) first = std::current_exception();
+        }
+        world.abort(e.what());
+      }
+    });
+  for (auto& t : ts) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+inline std::shared_ptr<Comm> mpi_world(Seconds timeout = Seconds(30)) {
+  auto c = std::make_shared<MpiComm>(MPI_COMM_WORLD);
+  c->set_timeout(timeout);
+  return c;
+}
+
+inline std::vector<float> closed_form_input(int rank, std::size_t count) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = input_value(rank, i);
+  return v;
+}
+
+// Number of elements of out that differ from expected_sum(n, i) * scale.
+inline long count_wrong(const float* out, std::size_t count, int n, float scale) {
+  long wrong = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    if (out[i] != expected_sum(n, i) * scale) ++wrong;
+  return wrong;
+}
+
+inline std::vector<std::size_t> test_counts(int n) {
+  return {
+      0,      1, 7, static_cast<std::size_t>(n > 1 ? n - 1 : 0), static_cast<std::size_t>(n + 1),
+      1000003};
+}
+
+}  // namespace starring::test

@@ -1,0 +1,232 @@
+// Ring all-reduce and the mpi/nccl engines against the closed form, in-process (ranks 1,2,3,4,8)
+// and under mpirun (the np of the job); wire compression; silent peers.
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "allreduce/allreducer.h"
+#include "allreduce/ring_allreduce.h"
+#include "allreduce/wire_codec.h"
+#include "common/error.h"
+#include "tests/allreduce/allreduce_test_util.h"
+
+namespace starring {
+namespace {
+
+using namespace starring::test;
+using Clock = std::chrono::steady_clock;
+
+// Every count x in-place/out-of-place x sum/average on one rank of `comm`.
+void check_engine(Allreducer& eng, Comm& comm) {
+  const int n = comm.size(), r = comm.rank();
+  for (std::size_t count : test_counts(n)) {
+    auto in = closed_form_input(r, count);
+    for (float scale : {1.0f, 1.0f / n}) {
+      std::vector<float> out(count, -1.0f);
+      eng.run(in.data(), out.data(), count, scale);
+      EXPECT_EQ(count_wrong(out.data(), count, n, scale), 0)
+          << eng.name() << " out-of-place, ranks " << n << " count " << count << " rank " << r;
+      std::vector<float> inplace = in;
+      eng.run(inplace.data(), inplace.data(), count, scale);
+      EXPECT_EQ(count_wrong(inplace.data(), count, n, scale), 0)
+          << eng.name() << " in-place, ranks " << n << " count " << count << " rank " << r;
+    }
+  }
+}
+
+RingOptions small_segments() {
+  RingOptions o;
+  o.segment_bytes = 4096;  // many segments per chunk, counts not divisible by the segment
+  o.window = 2;
+  return o;
+}
+
+TEST(RingInProc, ClosedFormAllRanksAndCounts) {
+  INPROC_ONLY();
+  for (int n : {1, 2, 3, 4, 8}) {
+    for (RingOptions opt : {RingOptions{}, small_segments()}) {
+      inproc(n, [&](std::shared_ptr<Comm> c) {
+        auto eng = make_ring_allreducer(c, opt);
+        check_engine(*eng, *c);
+      });
+    }
+  }
+}
+
+TEST(RingInProc, SendsTwoNMinusOneOverNOfTheBuffer) {
+  INPROC_ONLY();
+  for (int n : {2, 3, 4, 8}) {
+    inproc(n, [&](std::shared_ptr<Comm> c) {
+      const std::size_t count = 16 * 1024 * static_cast<std::size_t>(n);  // exact chunks
+      RingAllreduce ring(*c, small_segments());
+      auto in = closed_form_input(c->rank(), count);
+      std::vector<float> out(count);
+      CommCounters before = c->counters();
+      ring.run(in.data(), out.data(), count);
+      CommCounters after = c->counters();
+      const std::uint64_t expect = 2ull * (n - 1) * count * 4 / n;
+      EXPECT_EQ(after.bytes_sent - before.bytes_sent, expect);
+      EXPECT_EQ(after.bytes_recv - before.bytes_recv, expect);
+      EXPECT_EQ(ring.wire_bytes_per_run(count), expect);
+    });
+  }
+}
+
+// Half-precision wire: within the rounding of one narrowing per hop, bit-identical on every
+// rank, and half the bytes.
+TEST(RingInProc, CompressedWireWithinToleranceAndIdenticalOnAllRanks) {
+  INPROC_ONLY();
+  for (WireType w : {WireType::kFloat16, WireType::kBFloat16}) {
+    for (int n : {2, 3, 4, 8}) {
+      const std::size_t count = 100003;
+      std::vector<std::vector<float>> results(n);
+      std::vector<std::uint64_t> sent(n);
+      inproc(n, [&](std::shared_ptr<Comm> c) {
+        RingOptions o = small_segments();
+        o.wire = w;
+        RingAllreduce ring(*c, o);
+        std::vector<float> in(count), out(count);
+        for (std::size_t i = 0; i < count; ++i)
+          in[i] = std::sin(0.001f * static_cast<float>(i) + c->rank());
+        auto before = c->counters().bytes_sent;
+        ring.run(in.data(), out.data(), count, 1.0f / n);
+        sent[c->rank()] = c->counters().bytes_sent - before;
+        EXPECT_EQ(sent[c->rank()], ring.wire_bytes_per_run(count));
+        RingAllreduce f32(*c, small_segments());
+        EXPECT_EQ(2 * sent[c->rank()], f32.wire_bytes_per_run(count)) << "half the bytes";
+        results[c->rank()] = out;
+      });
+      // Relative precision of the wire format; each of the 2(N-1) hops narrows once.
+      const double eps = w == WireType::kFloat16 ? 1.0 / 2048 : 1.0 / 256;
+      double max_err = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        double exact = 0;
+        for (int r = 0; r < n; ++r) exact += std::sin(0.001f * static_cast<float>(i) + r);
+        exact /= n;
+        max_err = std::max(max_err, std::abs(results[0][i] - exact));
+        for (int r = 1; r < n; ++r) ASSERT_EQ(results[r][i], results[0][i]) << "rank " << r;
+      }
+      EXPECT_LE(max_err, n * eps) << wire_type_name(w) << " ranks " << n;
+      EXPECT_GT(max_err, 0.0) << "compression changed nothing: is the wire really narrowed?";
+    }
+  }
+}
+
+TEST(WireCodec, RoundTripAndRounding) {
+  std::vector<float> x{0.0f, 1.0f, -2.5f, 65504.0f, 1e-3f, 3.14159265f, 1e6f};
+  std::vector<std::uint16_t> h(x.size());
+  std::vector<float> back(x.size());
+  encode(WireType::kFloat16, x.data(), h.data(), x.size());
+  decode(WireType::kFloat16, h.data(), back.data(), x.size());
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_NEAR(back[i], x[i], std::abs(x[i]) / 2048 + 1e-7);
+  EXPECT_TRUE(std::isinf(back[6]));  // beyond fp16's range
+  encode(WireType::kBFloat16, x.data(), h.data(), x.size());
+  decode(WireType::kBFloat16, h.data(), back.data(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(back[i], x[i], std::abs(x[i]) / 256);
+  EXPECT_EQ(back[1], 1.0f);
+  EXPECT_THROW(parse_wire_type("fp8"), ConfigError);
+}
+
+// A silent peer: the others fail with TimeoutError naming themselves and the peer, in time.
+void expect_timeout(Comm& c, Allreducer& eng, int silent, double timeout_s) {
+  if (c.rank() == silent) return;
+  auto in = closed_form_input(c.rank(), 64 * c.size());
+  std::vector<float> out(in.size());
+  auto t0 = Clock::now();
+  try {
+    eng.run(in.data(), out.data(), in.size(), 1.0f);
+    ADD_FAILURE() << "all-reduce with a silent peer returned";
+  } catch (const TimeoutError& e) {
+    double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(c.where() + ": timeout after"), std::string::npos) << msg;
+    if (eng.name() == "ring" && c.rank() == (silent + 1) % c.size())
+      EXPECT_NE(msg.find("from rank " + std::to_string(silent)), std::string::npos) << msg;
+    EXPECT_LT(waited, timeout_s * (c.size() + 1) + 5) << "timeout fired far too late";
+  }
+}
+
+TEST(RingInProc, SilentPeerTimesOut) {
+  INPROC_ONLY();
+  for (int n : {2, 3, 4}) {
+    inproc(n, [&](std::shared_ptr<Comm> c) {
+      RingOptions o;
+      o.timeout = Seconds(0.3);
+      auto eng = make_ring_allreducer(c, o);
+      expect_timeout(*c, *eng, n - 1, 0.3);
+    });
+  }
+}
+
+TEST(MpiEngine, RejectsNonMpiComm) {
+  INPROC_ONLY();
+  inproc(2, [](std::shared_ptr<Comm> c) {
+    EXPECT_THROW(make_mpi_allreducer(c, MpiMode::kBlocking, Seconds(1)), ConfigError);
+  });
+}
+
+TEST(RingMpi, ClosedForm) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  for (RingOptions opt : {RingOptions{}, small_segments()}) {
+    auto eng = make_ring_allreducer(world, opt);
+    check_engine(*eng, *world);
+  }
+}
+
+TEST(MpiEngine, ClosedFormBlockingAndNonBlocking) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  for (MpiMode m : {MpiMode::kBlocking, MpiMode::kNonBlocking}) {
+    auto eng = make_mpi_allreducer(world, m, Seconds(30));
+    check_engine(*eng, *world);
+  }
+}
+
+// ring == mpi on data that is not exactly representable sums: equal within float reassociation.
+TEST(RingMpi, RingEqualsMpiAllreduce) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  auto ring = make_ring_allreducer(world, small_segments());
+  auto mpi = make_mpi_allreducer(world, MpiMode::kBlocking, Seconds(30));
+  const std::size_t count = 300007;
+  std::vector<float> in(count), a(count), b(count);
+  for (std::size_t i = 0; i < count; ++i) in[i] = std::sin(0.37f * i + world->rank());
+  ring->run(in.data(), a.data(), count, 1.0f / world->size());
+  mpi->run(in.data(), b.data(), count, 1.0f / world->size());
+  for (std::size_t i = 0; i < count; ++i) ASSERT_NEAR(a[i], b[i], 4e-7f) << i;
+}
+
+TEST(NcclEngine, ClosedFormOrSkip) {
+  // Device memory needs a GPU Device; without one (or without NCCL) the engine refuses clearly.
+  auto world = mpi_world_size() > 1 ? mpi_world() : nullptr;
+  if (!world) {
+    InProcWorld w(1);
+    try {
+      make_nccl_allreducer(w.comm(0), nullptr, false, Seconds(5));
+      FAIL() << "nccl engine without a GPU device";
+    } catch (const ConfigError& e) {
+      GTEST_SKIP() << e.what();
+    }
+  }
+  try {
+    make_nccl_allreducer(world, nullptr, false, Seconds(5));
+  } catch (const ConfigError& e) {
+    GTEST_SKIP() << e.what();
+  }
+}
+
+// Keep these last: the abandoned messages use their own tag and never disturb earlier cases.
+TEST(RingMpi, SilentPeerTimesOut) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  RingOptions o;
+  o.timeout = Seconds(0.5);
+  o.tag = tags::kRingBase + 4242;
+  auto eng = make_ring_allreducer(world, o);
+  expect_timeout(*world, *eng, world->size() - 1, 0.5);
+  world->barrier(Seconds(30));
+}
+
+}  // namespace
+}  // namespace starring
