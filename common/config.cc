@@ -51,7 +51,8 @@ po::typed_value<std::string>* text(std::string* s, const std::string& shown) {
 struct Groups {
   po::options_description general{"General"}, data{"Data"}, model{"Model"}, train{"Training"},
       runtime{"Runtime"}, output{"Output"}, sync{"Gradient sync"},
-      ps{"Parameter server (--backend ps)"}, bench{"Benchmark"};
+      ps{"Parameter server (--backend ps)"}, timing{"Benchmark timing"},
+      sizes{"Benchmark message sizes"};
 
   Groups(Config& c, Staged& s) {
     general.add_options()("help,h", "show this help and exit")(
@@ -124,14 +125,14 @@ struct Groups {
         "staleness", val(&y.staleness), "ssp: max clocks ahead of the slowest worker");
   }
   void add_bench(BenchConfig& b, Staged& s) {
-    bench.add_options()("min-bytes,b", text(&s.min_bytes, format_bytes(b.min_bytes)),
+    timing.add_options()("iters,n", val(&b.iters), "timed iterations")(
+        "warmup,w", val(&b.warmup), "untimed warm-up iterations")(
+        "json", flag(&b.json), "also print each result as a JSON line");
+    sizes.add_options()("min-bytes,b", text(&s.min_bytes, format_bytes(b.min_bytes)),
                         "smallest message (K/M/G suffixes)")(
         "max-bytes,e", text(&s.max_bytes, format_bytes(b.max_bytes)), "largest message")(
         "factor,f", val(&b.factor), "size multiplier between rows")(
-        "iters,n", val(&b.iters), "timed iterations per size")("warmup,w", val(&b.warmup),
-                                                               "untimed iterations per size")(
         "check,c", val(&b.check), "check results against the closed form (0: off)")(
-        "json", flag(&b.json), "also print each row as a JSON line")(
         "backends", text(&s.backends, ""),
         "comma list of backends side by side (default: --backend)")(
         "memcpy-baseline", flag(&b.memcpy_baseline), "measure memcpy bandwidth for reference");
@@ -143,9 +144,9 @@ struct Groups {
     if (command == "train") {
       out.add(data).add(model).add(train).add(runtime).add(output).add(sync).add(ps);
     } else if (command == "bench") {
-      out.add(runtime).add(output).add(sync).add(ps).add(bench);
+      out.add(runtime).add(output).add(sync).add(ps).add(timing).add(sizes);
     } else if (command == "bench-model" || command == "bench_model") {
-      out.add(data).add(model).add(train).add(runtime).add(output);
+      out.add(model).add(train).add(runtime).add(output).add(timing);
     } else if (command == "env") {
       out.add(runtime);
     } else {
@@ -154,7 +155,8 @@ struct Groups {
   }
   void all(po::options_description& out, bool with_general) const {
     if (with_general) out.add(general);
-    out.add(data).add(model).add(train).add(runtime).add(output).add(sync).add(ps).add(bench);
+    out.add(data).add(model).add(train).add(runtime).add(output).add(sync).add(ps).add(timing).add(
+        sizes);
   }
 };
 

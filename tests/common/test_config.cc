@@ -144,6 +144,8 @@ TEST(Config, UnknownFlagAndStrayArgument) {
   EXPECT_NE(error_of("env", {"--batch", "3"}).find("--batch"), std::string::npos);
   EXPECT_NE(error_of("bench", {"--epochs", "3"}).find("--epochs"), std::string::npos);
   EXPECT_EQ(error_of("bench", {"-b", "1K", "-e", "4K"}), "");
+  EXPECT_EQ(error_of("bench-model", {"-n", "3", "--json", "--hidden", "64", "--batch", "8"}), "");
+  EXPECT_NE(error_of("bench-model", {"-b", "1K"}).find("-b"), std::string::npos);
 }
 
 TEST(Config, BadValuesNameTheOption) {
