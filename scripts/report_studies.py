@@ -3,6 +3,7 @@ and bucket size. Same conventions as report_plots.py (Figure or Skipped, Agg bac
 from collections import defaultdict
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 
 import starring_results as sr
 from report_plots import Figure, Skipped, _save, color_of, oversub_note
@@ -109,14 +110,14 @@ def crossover(runs, out_dir):
     for (label, batch, w), pts in sorted(series.items()):
         pts.sort(key=lambda r: r["model"]["params"])
         params = [r["model"]["params"] for r in pts]
-        frac = [100 * (r["step_time"]["comm_s"] + r["step_time"]["wait_s"])
-                / max(r["step_time"]["total_s"], 1e-12) for r in pts]
+        frac = [100 * r["step_time"]["comm_s"]
+                / max(r["step_time"]["comm_s"] + r["step_time"]["compute_s"], 1e-12) for r in pts]
         name = f"{label} W={w} batch {batch}"
         axes[0].plot(params, frac, "o" + styles[batch], color=color_of(label), label=name)
         axes[1].plot(params, [r["samples_per_s"] for r in pts], "o" + styles[batch],
                      color=color_of(label), label=name)
     axes[0].axhline(50, color="k", linestyle=":", linewidth=1, label="crossover (50%)")
-    axes[0].set_ylabel("communication + wait (% of step time)")
+    axes[0].set_ylabel("communication / (communication + compute) (%)")
     axes[0].set_ylim(0, 100)
     axes[1].set_ylabel("throughput (samples/s)")
     axes[1].set_yscale("log")
@@ -128,10 +129,15 @@ def crossover(runs, out_dir):
     name = _save(fig, out_dir, "crossover.png")
     return Figure(name, "Compute/communication crossover",
                   "The MLP's hidden width swept from small to very wide at a fixed number of "
-                  "workers. Left: the share of each step spent communicating or waiting; a "
-                  "backend is communication-bound above the dotted 50% line. Computation grows "
-                  "with parameters x batch and communication with parameters alone, so a larger "
-                  "batch (dashed) moves the crossover to wider models. Right: throughput."
+                  "workers. Left: communication time as a share of communication plus computation "
+                  "time per step; above the dotted 50% line a backend spends longer moving "
+                  "gradients than computing them, so no overlap can hide it: communication-bound. "
+                  "For an MLP both the FLOPs (about 6 x parameters x batch) and the bytes (4 x "
+                  "parameters per copy) grow with the width, so for wide models the ratio is set "
+                  "by the batch size (a larger batch, dashed, means more compute per byte) and by "
+                  "the link's bandwidth against the cores' FLOP rate; for narrow models fixed "
+                  "per-message latency dominates and communication dominates the step. Right: "
+                  "throughput."
                   + oversub_note(runs))
 
 
@@ -152,6 +158,7 @@ def bucket(runs, out_dir):
                     "o-" if overlap else "s--", color=color_of(label),
                     label=f"{label}, overlap {'on' if overlap else 'off'}")
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
         ax.set_xlabel("bucket size (MiB, log scale)")
         ax.set_ylabel("time per step (ms)")
         ax.set_title(f"{w} workers")
