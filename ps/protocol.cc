@@ -23,6 +23,8 @@ const char* op_name(Op op) {
       return "ack";
     case Op::kBye:
       return "bye";
+    case Op::kHeartbeat:
+      return "heartbeat";
   }
   return "unknown";
 }

@@ -6,6 +6,9 @@
 //   kInit        text: JSON PsInitSpec (every worker sends it; the server checks they agree)
 //   kInitParams  floats: initial parameters of one chunk (worker 0 only)
 //   kPush        floats: one chunk of gradient for `step`, with that step's learning rate
+//   kHeartbeat   this worker is alive and blocked waiting on some server (sent every
+//                timeout/4 while it has replies outstanding, so that a worker stalled by ANOTHER
+//                server is not mistaken for a silent one)
 //   kDone        clean shutdown: this worker has nothing more to push
 //   kAbort       text: this worker failed; the server stops and tells every worker why
 // Server -> worker:
@@ -31,7 +34,16 @@ inline constexpr int kCtlTag = tags::kPsBase + 1;
 inline constexpr int kReplyTagBase = tags::kPsBase + 16;
 inline constexpr int kMaxChunks = tags::kBenchBase - kReplyTagBase;
 
-enum class Op : std::uint32_t { kInit = 1, kInitParams, kPush, kDone, kAbort, kAck, kBye };
+enum class Op : std::uint32_t {
+  kInit = 1,
+  kInitParams,
+  kPush,
+  kDone,
+  kAbort,
+  kAck,
+  kBye,
+  kHeartbeat
+};
 const char* op_name(Op op);
 
 struct PsHeader {

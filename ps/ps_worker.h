@@ -96,6 +96,7 @@ class PsWorker : public GradientSync {
   void on_ctl(Op op, const std::string& text, bool timeout, int server);
   void on_reply(int chunk);
   void check_deadlines();
+  void heartbeat();
   void fail(std::exception_ptr e);
   void send_abort(const std::string& why, bool timeout);
 
@@ -141,7 +142,9 @@ class PsWorker : public GradientSync {
   std::vector<int> active_;  // chunks with a request in flight
   std::vector<char> ctl_buf_, abort_msg_;
   std::unique_ptr<Request> ctl_req_;
-  std::chrono::steady_clock::time_point last_check_;
+  std::chrono::steady_clock::time_point last_check_, last_heartbeat_;
+  PsHeader heartbeat_msg_;
+  std::vector<std::unique_ptr<Request>> heartbeats_;
   std::chrono::steady_clock::time_point win_start_, win_sent_;  // the current step's window
   std::size_t win_sends_ = 0, win_replies_ = 0;
   std::int64_t win_step_ = -1;

@@ -127,6 +127,8 @@ void ServerLoop::on_message(const PsHeader& h, const float* data, const std::str
     case Op::kPush:
       on_push(h, data, w);
       break;
+    case Op::kHeartbeat:
+      break;
     case Op::kDone:
       STARRING_CHECK(!done_[static_cast<std::size_t>(w)], where_, ": ", who(w), " said done twice");
       done_[static_cast<std::size_t>(w)] = 1;

@@ -41,7 +41,7 @@ void PsWorker::comm_main() {
 void PsWorker::comm_loop() {
   ctl_buf_.resize(kMaxCtlBytes);
   ctl_req_ = comm_->irecv(ctl_buf_.data(), ctl_buf_.size(), kAnySource, kCtlTag);
-  last_check_ = Clock::now();
+  last_check_ = last_heartbeat_ = Clock::now();
   Backoff backoff;
   while (true) {
     std::deque<Job> jobs;
@@ -214,11 +214,14 @@ void PsWorker::check_deadlines() {
   const auto now = last_check_ = Clock::now();
   const auto limit = opt_.timeout + grace();
   std::string msg;
+  bool waiting = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     for (std::size_t c = 0; c < flights_.size() && msg.empty(); ++c) {
       const Flight& f = flights_[c];
-      if (f.issued > completed_[c] && now - f.since > limit) {
+      if (f.issued <= completed_[c]) continue;
+      waiting = true;
+      if (now - f.since > limit) {
         const int ci = static_cast<int>(c);
         msg = detail::concat(where_, ": timeout after ", opt_.timeout.count(),
                              " s waiting for server rank ", server_rank(ci),
@@ -228,6 +231,28 @@ void PsWorker::check_deadlines() {
     }
   }
   if (!msg.empty()) throw TimeoutError(msg);
+  if (waiting && now - last_heartbeat_ > opt_.timeout / 4) heartbeat();
+}
+
+// Tells every server that this worker is alive and waiting (see Op::kHeartbeat).
+void PsWorker::heartbeat() {
+  last_heartbeat_ = Clock::now();
+  for (std::size_t k = 0; k < heartbeats_.size();)
+    if (heartbeats_[k]->test()) {
+      heartbeats_[k] = std::move(heartbeats_.back());
+      heartbeats_.pop_back();
+    } else {
+      ++k;
+    }
+  heartbeat_msg_.op = Op::kHeartbeat;
+  heartbeat_msg_.worker = index_;
+  for (int s = 0; s < group_.num_servers(); ++s) {
+    const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
+    if (link_ && dst == rank_)
+      link_->post({heartbeat_msg_, nullptr, {}});
+    else
+      heartbeats_.push_back(comm_->isend(&heartbeat_msg_, sizeof(PsHeader), dst, kReqTag));
+  }
 }
 
 void PsWorker::fail(std::exception_ptr e) {
