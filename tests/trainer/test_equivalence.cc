@@ -2,7 +2,8 @@
 // same parameters after K steps as one worker training on the whole global batch, whichever
 // backend synchronizes them (ring, and the parameter server with 1, 2 or 3 servers or co-located,
 // under BSP). Tolerance: float reassociation only (a sum of W partial gradients instead of one
-// sum), measured at about 1e-7 after K steps; we allow 2e-5 absolute on parameters of size ~0.1.
+// sum): measured max |difference| <= 9e-8 after K = 10 steps (ring, ps with 1/2/3 servers,
+// co-located); we allow 1e-6 absolute on parameters of size ~0.1.
 #include <gtest/gtest.h>
 
 #include "train_fixture.h"
@@ -11,7 +12,7 @@ namespace starring {
 namespace {
 
 constexpr int kSteps = 10;
-constexpr double kTol = 2e-5;
+constexpr double kTol = 1e-6;
 
 std::vector<float> reference(int workers) {
   Config cfg = testing::small_config();
@@ -54,7 +55,10 @@ TEST_P(Equivalence, SameParametersAsOneWorkerOnTheGlobalBatch) {
     if (o.role != "worker") continue;
     ++workers_seen;
     EXPECT_EQ(o.result.steps, kSteps);
-    EXPECT_LT(testing::max_abs_diff(o.result.params, ref), kTol);
+    const double diff = testing::max_abs_diff(o.result.params, ref);
+    EXPECT_LT(diff, kTol);
+    RecordProperty("max_abs_diff", std::to_string(diff));
+    if (&o == &outs.front()) std::printf("max |param - reference| = %.3g\n", diff);
   }
   EXPECT_EQ(workers_seen, c.workers);
 }
@@ -68,15 +72,20 @@ INSTANTIATE_TEST_SUITE_P(
     case_name);
 
 TEST(Equivalence, OverlapOnAndOffGiveTheSameParameters) {
+  // Same buckets, synchronized during backward or after it: the same arithmetic, bit for bit.
   Config cfg = testing::small_config();
   cfg.train.max_steps = kSteps;
   cfg.sync.backend = "ring";
   cfg.sync.bucket_mb = 0.001;
   auto on = testing::train_inproc(cfg, 3)[0].result.params;
   cfg.sync.overlap = false;
-  cfg.sync.bucket_mb = 25;
   auto off = testing::train_inproc(cfg, 3)[0].result.params;
-  EXPECT_EQ(testing::max_abs_diff(on, off), 0.0) << "bucketing must not change the arithmetic";
+  EXPECT_EQ(testing::max_abs_diff(on, off), 0.0);
+  // One bucket for the whole model instead of many: the ring's chunk boundaries move, so the
+  // order in which the three workers' values are added changes (float reassociation only).
+  cfg.sync.bucket_mb = 25;
+  auto one_bucket = testing::train_inproc(cfg, 3)[0].result.params;
+  EXPECT_LT(testing::max_abs_diff(on, one_bucket), 1e-6);
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ void expect_equivalent(const std::string& backend, const std::string& servers) {
   }
   std::string role;
   auto params = run_on_world(cfg, &role);
-  if (role == "worker") EXPECT_LT(testing::max_abs_diff(params, reference(workers)), 2e-5);
+  if (role == "worker") EXPECT_LT(testing::max_abs_diff(params, reference(workers)), 1e-6);
 }
 
 TEST(EquivalenceMpi, Ring) { expect_equivalent("ring", ""); }
