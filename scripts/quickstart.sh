@@ -10,6 +10,9 @@ if [ "${1:-}" = "--out" ] && [ -n "${2:-}" ]; then out=$2; fi
 start=$(date +%s)
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
-rm -rf "$out"
+if [ -e "$out" ]; then  # keep an earlier run's results instead of mixing or deleting them
+  prev="$out.$(date -r "$out" +%Y%m%d-%H%M%S)"
+  mv "$out" "$prev" && echo "[quickstart] earlier results moved to $prev"
+fi
 "$root/scripts/sweep.sh" main --out "$out"
 echo "[quickstart] done in $(( $(date +%s) - start )) s; open $out/report/report.html"
