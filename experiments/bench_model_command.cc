@@ -16,16 +16,18 @@
 //   optimizer(ms)     the optimizer step alone on the flat buffer (part of the step time)
 // Timing: cfg.bench.warmup untimed calls, then rounds of cfg.bench.iters calls (a tenth of that
 // for models over 5M parameters) of the step, the bare GEMMs and the optimizer in turn, until at
-// least 3 rounds and 1 s have passed; the median round of each is reported.
+// least 5 rounds and 2 s have passed; the median round of each is reported.
 #include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/device.h"
@@ -58,7 +60,7 @@ std::vector<Timing> time_rounds(Device& dev, int warmup, int iters,
   dev.synchronize();
   std::vector<std::vector<double>> rounds(fns.size());
   double total = 0;
-  while (rounds[0].size() < 3 || total < 1.0) {
+  while (rounds[0].size() < 5 || total < 2.0) {
     for (std::size_t f = 0; f < fns.size(); ++f) {
       auto t0 = Clock::now();
       for (int i = 0; i < iters; ++i) fns[f]();
@@ -162,6 +164,14 @@ struct DeviceBatch {
   }
 };
 
+// The 1-minute load average (Linux), so a reader can tell a quiet machine from a busy one.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one;
+  if (!(in >> one)) return "n/a";
+  return one;
+}
+
 nlohmann::json bench_one(Device& dev, const Config& cfg, const ModelSpec& spec) {
   const int batch = cfg.train.batch;
   Mlp mlp(dev, spec.widths, batch, cfg.train.seed);
@@ -200,6 +210,8 @@ nlohmann::json bench_one(Device& dev, const Config& cfg, const ModelSpec& spec) 
   row["batch"] = batch;
   row["device"] = dev.name();
   row["threads"] = cfg.train.threads;
+  row["blas_core"] = openblas_get_corename();
+  row["load_average"] = load_average();
   row["optimizer"] = cfg.train.opt.type;
   row["steps_timed"] = t_step.steps;
   row["step_ms"] = t_step.median_s * 1e3;
@@ -229,6 +241,8 @@ void print_table_header(const Device& dev, const Config& cfg) {
   std::printf("# bench-model: device %s, OpenBLAS threads %d (%s), batch %d, optimizer %s\n",
               dev.name().c_str(), cfg.train.threads, openblas_get_corename(), cfg.train.batch,
               cfg.train.opt.type.c_str());
+  std::printf("# load average %s on %u cores at start\n", load_average().c_str(),
+              std::thread::hardware_concurrency());
   std::printf("# %-8s %10s %10s %9s %11s %11s %11s %9s %7s %8s\n", "model", "params", "samples/s",
               "step(ms)", "model-GF/s", "step-GF/s", "sgemm-GF/s", "sgemm(ms)", "ratio", "opt(ms)");
 }

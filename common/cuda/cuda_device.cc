@@ -3,7 +3,8 @@
 // C = op(A) op(B) is cublasSgemm with the operands swapped (B first, n and m swapped) and the
 // same leading dimensions as in row-major. Everything else is the small kernels of kernels.cu.
 // All work is queued on one stream owned by the device; the results that return a number
-// (loss, correct count, sum of squares) wait for it.
+// (loss, correct count, sum of squares) wait for it. Any thread may call in: each entry point
+// makes this device's GPU current first.
 #include <numeric>
 #include <vector>
 
@@ -50,25 +51,33 @@ class CudaDevice final : public Device {
     copy(dst, host, n * sizeof(int), cudaMemcpyHostToDevice);
   }
   void fill(float* p, float v, std::size_t n) override {
+    use();
     if (n) cuda::fill(p, v, n, stream_);
     CHECK_CUDA(cudaGetLastError());
   }
-  void synchronize() override { CHECK_CUDA(cudaStreamSynchronize(stream_)); }
+  void synchronize() override {
+    use();
+    CHECK_CUDA(cudaStreamSynchronize(stream_));
+  }
 
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b,
             float beta, float* c) override {
+    use();
     CHECK_CUBLAS(cublasSgemm(blas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                              n, m, k, &alpha, b, tb ? k : n, a, ta ? m : k, &beta, c, n));
   }
   void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
+    use();
     cuda::bias_act(y, bias, rows, cols, relu, stream_);
     CHECK_CUDA(cudaGetLastError());
   }
   void relu_backward(float* dy, const float* y, std::size_t n) override {
+    use();
     cuda::relu_backward(dy, y, n, stream_);
     CHECK_CUDA(cudaGetLastError());
   }
   void bias_grad(float* db, const float* dy, int rows, int cols, bool accumulate) override {
+    use();
     cuda::bias_grad(db, dy, rows, cols, accumulate, stream_);
     CHECK_CUDA(cudaGetLastError());
   }
@@ -77,21 +86,27 @@ class CudaDevice final : public Device {
   int count_correct(const float* logits, const int* labels, int rows, int cols) override;
   double sum_squares(const float* x, std::size_t n) override;
   void axpy(float a, const float* x, float* y, std::size_t n) override {
+    use();
     if (n) cuda::axpy(a, x, y, n, stream_);
     CHECK_CUDA(cudaGetLastError());
   }
   void scale(float* x, float a, std::size_t n) override {
+    use();
     if (n) cuda::scale(x, a, n, stream_);
     CHECK_CUDA(cudaGetLastError());
   }
   void optimizer_step(const OptimizerConfig& cfg, float* params, const float* grads, float* s1,
                       float* s2, std::size_t n, float lr, std::int64_t step) override {
+    use();
     OptimizerScalars k = optimizer_scalars(cfg, lr, step);
     if (n) cuda::optimizer_update(k, params, grads, s1, s2, n, stream_);
     CHECK_CUDA(cudaGetLastError());
   }
 
  private:
+  // The calling thread may not have made this GPU current (a backend's communication thread):
+  // every entry point does so first. Cheap when it already is.
+  void use() { CHECK_CUDA(cudaSetDevice(ordinal_)); }
   void release() {  // every handle may still be null
     cudaFree(partial_);
     cudaFree(flag_);
@@ -101,6 +116,7 @@ class CudaDevice final : public Device {
     if (stream_) cudaStreamDestroy(stream_);
   }
   void* zeroed(std::size_t bytes) {
+    use();
     void* p = nullptr;
     CHECK_CUDA(cudaMalloc(&p, bytes ? bytes : 1));
     CHECK_CUDA(cudaMemsetAsync(p, 0, bytes ? bytes : 1, stream_));
@@ -108,12 +124,14 @@ class CudaDevice final : public Device {
     return p;
   }
   void copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    use();
     if (!bytes) return;
     CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
     CHECK_CUDA(cudaStreamSynchronize(stream_));  // host buffers may be reused on return
   }
   // Per-row scratch for the loss and the correct flags, grown (rarely) to the largest batch.
   void ensure_rows(int rows) {
+    use();
     if (rows <= scratch_rows_) return;
     cudaFree(row_loss_);
     cudaFree(hits_);
@@ -141,6 +159,7 @@ class CudaDevice final : public Device {
 
 double CudaDevice::softmax_xent(const float* logits, const int* labels, int rows, int cols,
                                 float* dlogits, float grad_scale) {
+  use();
   ensure_rows(rows);
   CHECK_CUDA(cudaMemsetAsync(flag_, 0, sizeof(int), stream_));
   cuda::softmax_xent(logits, labels, rows, cols, dlogits, grad_scale, row_loss_, flag_, stream_);
@@ -155,6 +174,7 @@ double CudaDevice::softmax_xent(const float* logits, const int* labels, int rows
 }
 
 int CudaDevice::count_correct(const float* logits, const int* labels, int rows, int cols) {
+  use();
   ensure_rows(rows);
   cuda::count_correct(logits, labels, rows, cols, hits_, stream_);
   CHECK_CUDA(cudaGetLastError());
@@ -165,6 +185,7 @@ int CudaDevice::count_correct(const float* logits, const int* labels, int rows, 
 }
 
 double CudaDevice::sum_squares(const float* x, std::size_t n) {
+  use();
   double partial[cuda::kSumSquaresBlocks];
   cuda::sum_squares(x, n, partial_, stream_);
   CHECK_CUDA(cudaGetLastError());
