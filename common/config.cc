@@ -11,14 +11,14 @@
 //    by `starring <command> --help`); an INI file may hold any known option, so one experiment
 //    file can serve `train` and `bench` alike.
 //  - `--hidden` sets the preset to "custom"; `--preset` and `--hidden` from the same source
-//    conflict unless the preset is "custom"; otherwise the one from the higher source wins.
+//    conflict unless the preset is "custom"; otherwise the one from the higher source wins
+//    (`--preset custom` keeps the widths given anywhere, default 256,128).
 // Values are checked in finalize_config (common/config_check.cc); every problem throws one
 // ConfigError line naming the option.
 #include "common/config.h"
 
 #include <boost/program_options.hpp>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 
 #include "common/config_detail.h"
@@ -214,8 +214,12 @@ void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::pars
     throw ConfigError(detail::concat("--hidden and --preset ", cfg.model.preset,
                                      " both given: --hidden means --preset custom"));
   auto given = [&](const char* name) { return source_of(name, cmd, ini) > 0; };
-  if (hidden_src > 0) cfg.model.hidden = parse_int_list("--hidden", s.hidden);
-  if (hidden_src > preset_src) cfg.model.preset = "custom";
+  if (hidden_src > 0 && hidden_src >= preset_src) {
+    cfg.model.hidden = parse_int_list("--hidden", s.hidden);
+    if (hidden_src > preset_src) cfg.model.preset = "custom";
+  } else if (preset_src > 0 && cfg.model.preset != "custom") {
+    cfg.model.hidden = preset_hidden(cfg.model.preset);  // a higher source chose a preset
+  }
   if (given("overlap")) cfg.sync.overlap = parse_on_off("--overlap", s.overlap);
   if (given("segment-bytes"))
     cfg.sync.segment_bytes = parse_bytes("--segment-bytes", s.segment_bytes);
@@ -228,7 +232,8 @@ void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::pars
 
 }  // namespace
 
-bool parse_config(const std::string& command, int argc, const char* const* argv, Config& cfg) {
+bool parse_config(const std::string& command, int argc, const char* const* argv, Config& cfg,
+                  std::ostream* help_out) {
   cfg.command = command;
   Staged staged;
   Groups groups(cfg, staged);
@@ -250,7 +255,7 @@ bool parse_config(const std::string& command, int argc, const char* const* argv,
                                        "' (options start with --; see --help)"));
     po::store(cmd, vm);
     if (vm.count("help")) {
-      std::cout << visible << std::endl;
+      if (help_out) *help_out << visible << std::endl;
       return false;
     }
     if (vm.count("config")) {

@@ -4,6 +4,7 @@
 // of the project that reads them.
 #pragma once
 #include <cstdint>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -91,12 +92,16 @@ struct Config {
   BenchConfig bench;
 };
 
-// Parses `argv` for sub-command `command`. Throws ConfigError with one clear line for unknown
-// flags, bad values, unreadable INI files. Returns false (after printing help) for --help.
-bool parse_config(const std::string& command, int argc, const char* const* argv, Config& cfg);
+// Parses `argv` for sub-command `command`; argv[0] is skipped (main passes argv + 1, so it is
+// the command name). Throws ConfigError with one clear line for unknown flags, bad values,
+// unreadable INI files. Returns false for --help, after printing the help to `help_out` (pass
+// nullptr on ranks other than 0 so that a multi-rank job prints it once). Calls finalize_config.
+bool parse_config(const std::string& command, int argc, const char* const* argv, Config& cfg,
+                  std::ostream* help_out = &std::cout);
 
-// Resolves the model preset into hidden widths and validates everything that can be validated
-// without data; throws ConfigError.
+// Resolves the model preset into hidden widths ("wide" -> 4096,4096; "custom" keeps `hidden`;
+// "default" -> 256,128, or becomes "custom" when code changed `hidden` from 256,128) and
+// validates everything that can be validated without data; throws ConfigError. Idempotent.
 void finalize_config(Config& cfg);
 
 }  // namespace starring

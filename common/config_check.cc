@@ -68,14 +68,12 @@ void check_colon_spec(const char* option, const std::string& spec, std::size_t p
   if (!ok) throw ConfigError(detail::concat(option, ": expected ", form, " (got '", spec, "')"));
 }
 
+// "default" also yields to widths set in code: a Config whose hidden widths were changed from the
+// default ones (without touching the preset) is a custom model, not a default one.
 void resolve_preset(ModelConfig& m) {
-  if (m.preset == "default") {
-    m.hidden = {256, 128};
-  } else if (m.preset == "wide") {
-    m.hidden = {4096, 4096};  // 784*4096 + 4096*4096 + 4096*10 + biases: about 20.0M parameters
-  } else {
-    check_choice("--preset", m.preset, {"default", "wide", "custom"});
-  }
+  check_choice("--preset", m.preset, {"default", "wide", "custom"});
+  if (m.preset == "default" && m.hidden != preset_hidden("default")) m.preset = "custom";
+  if (m.preset != "custom") m.hidden = preset_hidden(m.preset);
 }
 
 void check_model(const Config& c) {
@@ -155,6 +153,12 @@ void check_bench(const BenchConfig& b) {
 }
 
 }  // namespace
+
+std::vector<int> preset_hidden(const std::string& preset) {
+  if (preset == "default") return {256, 128};
+  if (preset == "wide") return {4096, 4096};  // 784*4096 + 4096*4096 + 4096*10 + biases: ~20.0M
+  return {};
+}
 
 std::size_t parse_bytes(const std::string& option, const std::string& text) {
   std::string t = lower(strip(text));

@@ -18,6 +18,8 @@ std::vector<int> parse_int_list(const std::string& option, const std::string& te
 std::string join_ints(const std::vector<int>& v);
 // "ring,mpi" -> {"ring", "mpi"}; surrounding spaces trimmed, empty entries an error.
 std::vector<std::string> split_list(const std::string& option, const std::string& text);
+// Hidden widths of a model preset: "default" {256, 128}, "wide" {4096, 4096}; {} otherwise.
+std::vector<int> preset_hidden(const std::string& preset);
 // "on"/"off" (also true/false, yes/no, 1/0).
 bool parse_on_off(const std::string& option, const std::string& text);
 

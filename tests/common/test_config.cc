@@ -224,6 +224,16 @@ TEST(Config, Presets) {
   finalize_config(c);
   EXPECT_EQ(c.model.hidden, (std::vector<int>{33, 22}));
 
+  // Widths set in code on a default Config make it custom; the wide preset always applies.
+  Config code;
+  code.model.hidden = {16};
+  finalize_config(code);
+  EXPECT_EQ(code.model.preset, "custom");
+  EXPECT_EQ(code.model.hidden, std::vector<int>{16});
+  code.model.preset = "wide";
+  finalize_config(code);
+  EXPECT_EQ(code.model.hidden, (std::vector<int>{4096, 4096}));
+
   // The wide preset is about 20M parameters on Fashion-MNIST (784 in, 10 out).
   const auto& h = parse_train({"--preset", "wide"}).model.hidden;
   double params = 784.0 * h[0] + h[0] + double(h[0]) * h[1] + h[1] + h[1] * 10.0 + 10;
