@@ -1,7 +1,19 @@
-// STUB until implemented.
+// `starring bench`: the nccl-tests-style harness (experiments/bench_harness.h) over the
+// backends named in --backends (default: --backend). Exit code 1 when any value was wrong.
+#include "common/device.h"
 #include "common/error.h"
+#include "experiments/bench_harness.h"
 #include "experiments/commands.h"
 
 namespace starring {
-int run_bench(Config&, std::shared_ptr<Comm>) { throw Error("'bench' is not implemented yet"); }
+
+int run_bench(Config& cfg, std::shared_ptr<Comm> world) {
+  world->set_timeout(Seconds(cfg.sync.timeout_s));
+  auto device = make_device(cfg.train.device, cfg.train.threads, world->rank());
+  auto rows = run_bench_harness(cfg, world, device.get());
+  long wrong = 0;
+  for (const auto& r : rows) wrong += r.wrong;
+  return wrong ? 1 : 0;
+}
+
 }  // namespace starring

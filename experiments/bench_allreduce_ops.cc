@@ -1,0 +1,84 @@
+// Bench adapters of the all-reduce engines: ring (the project's, over a Comm), mpi (a plain
+// MPI_Allreduce call, the vendor baseline), nccl (device buffers). Each is a sum over all ranks
+// of the world; busbw = algbw * 2(N-1)/N as in nccl-tests.
+#include <vector>
+
+#include "allreduce/private_comm.h"
+#include "common/device.h"
+#include "common/error.h"
+#include "experiments/bench_harness.h"
+#include "experiments/register_ring.h"
+
+namespace starring {
+namespace {
+
+class AllreduceBenchOp : public BenchOp {
+ public:
+  AllreduceBenchOp(const std::string& engine, const BenchOpContext& ctx)
+      : comm_(private_comm(ctx.world)), device_(ctx.device) {
+    engine_ = make_allreducer(engine, comm_, ctx.cfg.sync, ctx.device, MpiMode::kBlocking);
+  }
+  ~AllreduceBenchOp() override { release(); }
+
+  int worker_index() const override { return comm_->rank(); }
+  int workers() const override { return comm_->size(); }
+  double bus_factor() const override {
+    const double n = comm_->size();
+    return 2.0 * (n - 1) / n;
+  }
+
+  void prepare(const float* input, std::size_t count) override {
+    count_ = count;
+    if (engine_->on_device()) {
+      release();
+      d_in_ = device_->alloc(std::max<std::size_t>(count, 1));
+      d_out_ = device_->alloc(std::max<std::size_t>(count, 1));
+      device_->to_device(d_in_, input, count);
+      device_->synchronize();
+      in_ = d_in_;
+      out_ = d_out_;
+    } else {
+      host_out_.assign(count, 0.0f);
+      in_ = input;
+      out_ = host_out_.data();
+    }
+  }
+  void run() override { engine_->run(in_, out_, count_, 1.0f); }
+  void result(float* out) override {
+    if (engine_->on_device()) {
+      device_->to_host(out, d_out_, count_);
+    } else {
+      std::copy(host_out_.begin(), host_out_.end(), out);
+    }
+  }
+  std::optional<CommCounters> counters() const override { return engine_->counters(); }
+
+ private:
+  void release() {
+    if (d_in_) device_->free(d_in_);
+    if (d_out_) device_->free(d_out_);
+    d_in_ = d_out_ = nullptr;
+  }
+  std::shared_ptr<Comm> comm_;
+  Device* device_;
+  std::unique_ptr<Allreducer> engine_;
+  std::size_t count_ = 0;
+  const float* in_ = nullptr;
+  float* out_ = nullptr;
+  std::vector<float> host_out_;
+  float* d_in_ = nullptr;
+  float* d_out_ = nullptr;
+};
+
+const BenchOpRegistrar kRing("ring", [](const BenchOpContext& c) {
+  return std::make_unique<AllreduceBenchOp>("ring", c);
+});
+const BenchOpRegistrar kMpi("mpi", [](const BenchOpContext& c) {
+  return std::make_unique<AllreduceBenchOp>("mpi", c);
+});
+const BenchOpRegistrar kNccl("nccl", [](const BenchOpContext& c) {
+  return std::make_unique<AllreduceBenchOp>("nccl", c);
+});
+
+}  // namespace
+}  // namespace starring

@@ -1,0 +1,251 @@
+// The bench driver (see bench_harness.h for what it measures and how).
+#include "experiments/bench_harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "common/error.h"
+
+namespace starring {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::vector<std::pair<std::string, BenchOpFactory>>& table() {
+  static std::vector<std::pair<std::string, BenchOpFactory>> t;
+  return t;
+}
+
+// Every rank contributes `values`; rank 0 gets all ranks' vectors (others get an empty result).
+std::vector<std::vector<double>> gather(Comm& world, const std::vector<double>& values, int tag) {
+  const Seconds timeout = world.timeout();
+  std::vector<std::vector<double>> all;
+  if (world.rank() != 0) {
+    world.send(values.data(), values.size() * sizeof(double), 0, tag, timeout);
+    return all;
+  }
+  all.push_back(values);
+  for (int r = 1; r < world.size(); ++r) {
+    std::vector<double> v(values.size());
+    world.recv(v.data(), v.size() * sizeof(double), r, tag, timeout);
+    all.push_back(std::move(v));
+  }
+  return all;
+}
+
+struct Measured {
+  double time_s = 0;
+  long wrong = 0;
+  double sent = 0, recv = 0;  // per rank per iteration
+  bool bytes_measured = true;
+};
+
+// One size on one op: warm-up, timed loop, check; every rank takes part.
+Measured measure(BenchOp& op, Comm& world, const BenchConfig& bc, std::size_t count,
+                 const std::vector<float>& input, std::vector<float>& out) {
+  const bool worker = op.is_worker();
+  op.prepare(worker ? input.data() : nullptr, count);
+  for (int i = 0; i < bc.warmup; ++i) op.run();
+  world.barrier(world.timeout());
+  auto c0 = op.counters();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < bc.iters; ++i) op.run();
+  Measured m;
+  m.time_s = since(t0) / std::max(bc.iters, 1);
+  auto c1 = op.counters();
+  if (c0 && c1) {
+    m.sent = static_cast<double>(c1->bytes_sent - c0->bytes_sent) / std::max(bc.iters, 1);
+    m.recv = static_cast<double>(c1->bytes_recv - c0->bytes_recv) / std::max(bc.iters, 1);
+  } else {
+    m.bytes_measured = false;
+  }
+  if (worker && bc.check) {
+    op.result(out.data());
+    for (std::size_t i = 0; i < count; ++i)
+      if (out[i] != expected_sum(op.workers(), i)) ++m.wrong;
+  }
+  return m;
+}
+
+void print_header(int np) {
+  std::printf("#\n# starring bench: all-reduce / push-pull of float32, sum over workers, np %d\n",
+              np);
+  std::printf("#  %-10s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", "backend", "size", "count",
+              "type", "time(us)", "algbw", "busbw", "#wrong", "%memcpy", "vs base");
+  std::printf("#  %-10s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", "", "(B)", "(elements)", "", "",
+              "(GB/s)", "(GB/s)", "", "", "");
+}
+
+}  // namespace
+
+void register_bench_op(const std::string& name, BenchOpFactory f) {
+  for (auto& [n, _] : table()) STARRING_CHECK(n != name, "bench op registered twice: ", name);
+  table().emplace_back(name, std::move(f));
+}
+
+std::unique_ptr<BenchOp> make_bench_op(const std::string& name, const BenchOpContext& ctx) {
+  for (auto& [n, f] : table())
+    if (n == name) return f(ctx);
+  std::string known;
+  for (const auto& n : bench_op_names()) known += (known.empty() ? "" : ", ") + n;
+  throw ConfigError("unknown bench backend '" + name + "' (known: " + known + ")");
+}
+
+std::vector<std::string> bench_op_names() {
+  std::vector<std::string> out;
+  for (auto& [n, _] : table()) out.push_back(n);
+  return out;
+}
+
+nlohmann::json to_json(const BenchRow& r) {
+  nlohmann::json j{{"bench", r.kind},
+                   {"backend", r.backend},
+                   {"np", r.np},
+                   {"workers", r.workers},
+                   {"servers", r.servers},
+                   {"size", r.bytes},
+                   {"count", r.count},
+                   {"type", "float"},
+                   {"time_us", r.time_us},
+                   {"algbw_GBps", r.algbw_GBps},
+                   {"busbw_GBps", r.busbw_GBps},
+                   {"wrong", r.wrong},
+                   {"memcpy_GBps", r.memcpy_GBps},
+                   {"bytes_sent_per_rank", r.bytes_sent_per_rank},
+                   {"bytes_recv_per_rank", r.bytes_recv_per_rank},
+                   {"bytes_measured", r.bytes_measured}};
+  for (auto& [k, v] : r.extra.items()) j[k] = v;
+  return j;
+}
+
+double measure_memcpy_GBps(std::size_t bytes) {
+  bytes = std::max<std::size_t>(bytes, 1 << 20);
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  std::memcpy(b.data(), a.data(), bytes);  // touch both
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    std::memcpy(rep % 2 ? a.data() : b.data(), rep % 2 ? b.data() : a.data(), bytes);
+    best = std::max(best, static_cast<double>(bytes) / since(t0) / 1e9);
+  }
+  return best;
+}
+
+std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm> world,
+                                        Device* device) {
+  const BenchConfig& bc = cfg.bench;
+  STARRING_CONFIG_CHECK(bc.factor >= 2, "-f/--factor must be >= 2, got ", bc.factor);
+  STARRING_CONFIG_CHECK(bc.min_bytes >= 4 && bc.min_bytes <= bc.max_bytes,
+                        "-b/-e: need 4 <= min bytes <= max bytes, got ", bc.min_bytes, " and ",
+                        bc.max_bytes);
+  STARRING_CONFIG_CHECK(bc.iters >= 1 && bc.warmup >= 0, "-n must be >= 1 and -w >= 0");
+  std::vector<std::string> names = bc.backends;
+  if (names.empty()) names.push_back(cfg.sync.backend == "local" ? "ring" : cfg.sync.backend);
+  const bool leader = world->rank() == 0;
+
+  BenchOpContext ctx{cfg, world, device};
+  std::vector<std::unique_ptr<BenchOp>> ops;
+  for (const auto& n : names) ops.push_back(make_bench_op(n, ctx));
+  std::size_t base = 0;  // the baseline column: "mpi" when present, else the first backend
+  for (std::size_t b = 0; b < names.size(); ++b)
+    if (names[b] == "mpi") base = b;
+
+  // memcpy bandwidth of this machine, measured by rank 0 while the others wait at a barrier.
+  double memcpy_GBps = 0;
+  if (bc.memcpy_baseline && leader) memcpy_GBps = measure_memcpy_GBps(bc.max_bytes);
+  world->barrier(Seconds(std::max(world->timeout().count(), 120.0)));
+  if (leader) {
+    print_header(world->size());
+    if (bc.memcpy_baseline)
+      std::printf("#  memcpy bandwidth of this machine (one process, %zu B): %.2f GB/s\n",
+                  std::max<std::size_t>(bc.max_bytes, 1 << 20), memcpy_GBps);
+  }
+
+  std::vector<BenchRow> rows;
+  std::map<std::string, std::pair<double, long>> footer;  // busbw sum, wrong
+  std::map<std::string, int> footer_n;
+  int tag = tags::kBenchBase;
+  for (std::size_t bytes = bc.min_bytes; bytes <= bc.max_bytes; bytes *= bc.factor) {
+    const std::size_t count = bytes / sizeof(float);
+    std::vector<double> base_busbw(1, 0);
+    std::vector<BenchRow> size_rows;
+    for (std::size_t b = 0; b < ops.size(); ++b) {
+      BenchOp& op = *ops[b];
+      std::vector<float> input(op.is_worker() ? count : 0), out(op.is_worker() ? count : 0);
+      for (std::size_t i = 0; i < input.size(); ++i) input[i] = input_value(op.worker_index(), i);
+      Measured m = measure(op, *world, bc, count, input, out);
+      nlohmann::json extra = op.extra_fields(count, bc.iters);
+      const double w = op.is_worker() ? 1 : 0;
+      auto all = gather(
+          *world, {m.time_s * w, static_cast<double>(m.wrong), m.sent * w, m.recv * w, w}, ++tag);
+      if (!leader) continue;
+      BenchRow row;
+      row.backend = names[b];
+      row.kind = op.kind();
+      row.np = world->size();
+      row.workers = op.workers();
+      row.servers = op.servers();
+      row.bytes = count * sizeof(float);
+      row.count = count;
+      double nw = 0;
+      for (auto& v : all) {
+        row.time_us = std::max(row.time_us, v[0] * 1e6);  // the slowest worker
+        row.wrong += static_cast<long>(v[1]);
+        row.bytes_sent_per_rank += v[2];
+        row.bytes_recv_per_rank += v[3];
+        nw += v[4];
+      }
+      row.bytes_sent_per_rank /= std::max(nw, 1.0);
+      row.bytes_recv_per_rank /= std::max(nw, 1.0);
+      row.bytes_measured = m.bytes_measured;
+      row.algbw_GBps = row.time_us > 0 ? row.bytes / (row.time_us * 1e-6) / 1e9 : 0;
+      row.busbw_GBps = row.algbw_GBps * op.bus_factor();
+      row.memcpy_GBps = memcpy_GBps;
+      row.extra = extra;
+      size_rows.push_back(row);
+    }
+    if (!leader) continue;
+    const double base_bw = size_rows[base].busbw_GBps;
+    for (std::size_t b = 0; b < size_rows.size(); ++b) {
+      const BenchRow& r = size_rows[b];
+      char vs[16] = "";
+      if (b != base && base_bw > 0) std::snprintf(vs, sizeof vs, "%.2fx", r.busbw_GBps / base_bw);
+      char pct[16] = "";
+      if (memcpy_GBps > 0) std::snprintf(pct, sizeof pct, "%.2f", r.busbw_GBps / memcpy_GBps);
+      std::printf("   %-10s %12zu %12zu %6s %11.1f %9.2f %9.2f %7ld %8s %8s\n", r.backend.c_str(),
+                  r.bytes, r.count, "float", r.time_us, r.algbw_GBps, r.busbw_GBps, r.wrong, pct,
+                  vs);
+      if (bc.json) std::printf("%s\n", to_json(r).dump().c_str());
+      footer[r.backend].first += r.busbw_GBps;
+      footer[r.backend].second += r.wrong;
+      footer_n[r.backend]++;
+    }
+    std::fflush(stdout);
+    for (auto& r : size_rows) rows.push_back(r);
+    if (bytes > bc.max_bytes / bc.factor) break;  // no overflow past max
+  }
+  if (leader) {
+    for (const auto& n : names) {
+      std::printf("#  %-10s Out of bounds values : %ld %s\n", n.c_str(), footer[n].second,
+                  footer[n].second ? "FAILED" : "OK");
+      std::printf("#  %-10s Avg bus bandwidth    : %.3f GB/s\n", n.c_str(),
+                  footer[n].first / std::max(footer_n[n], 1));
+    }
+    std::printf(
+        "#  busbw = algbw * 2(N-1)/N for all-reduce; %%memcpy = busbw / memcpy bandwidth; "
+        "vs base = busbw / busbw of %s\n#\n",
+        names[base].c_str());
+    std::fflush(stdout);
+  }
+  return rows;
+}
+
+}  // namespace starring
