@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <string>
 
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
 
   Config cfg;
   try {
-    if (!starring::parse_config(argv[1], argc - 1, argv + 1, cfg)) {  // --help
+    if (!starring::parse_config(argv[1], argc - 1, argv + 1, cfg,
+                                rank == 0 ? &std::cout : nullptr)) {  // --help
       MPI_Finalize();
       return 0;
     }
