@@ -263,6 +263,12 @@ TrainResult Trainer::run(const Dataset& train, const Dataset& test) {
     }
   }
   env_.sync.flush();
+  {  // traffic that completed after the last step's take_stats (its sync finished in flush)
+    SyncStepStats st = env_.sync.take_stats();
+    res.comm_s += st.comm_s;
+    res.bytes_sent += st.bytes_sent;
+    res.bytes_recv += st.bytes_recv;
+  }
   staging.all_params_up();
   res.params.resize(layout.total());
   env_.device.to_host(res.params.data(), model.params(), layout.total());
