@@ -21,6 +21,12 @@ inline int mpi_world_size() {
   return n;
 }
 
+inline int mpi_world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
 // In-process cases run in the plain test only; MPI cases only under mpirun (np >= 2).
 #define INPROC_ONLY()                         \
   if (::starring::test::mpi_world_size() > 1) \

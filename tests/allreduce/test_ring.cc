@@ -7,6 +7,7 @@
 #include "allreduce/allreducer.h"
 #include "allreduce/ring_allreduce.h"
 #include "allreduce/wire_codec.h"
+#include "common/device.h"
 #include "common/error.h"
 #include "tests/allreduce/allreduce_test_util.h"
 
@@ -197,23 +198,44 @@ TEST(RingMpi, RingEqualsMpiAllreduce) {
   for (std::size_t i = 0; i < count; ++i) ASSERT_NEAR(a[i], b[i], 4e-7f) << i;
 }
 
-TEST(NcclEngine, ClosedFormOrSkip) {
-  // Device memory needs a GPU Device; without one (or without NCCL) the engine refuses clearly.
-  auto world = mpi_world_size() > 1 ? mpi_world() : nullptr;
-  if (!world) {
-    InProcWorld w(1);
-    try {
-      make_nccl_allreducer(w.comm(0), nullptr, false, Seconds(5));
-      FAIL() << "nccl engine without a GPU device";
-    } catch (const ConfigError& e) {
-      GTEST_SKIP() << e.what();
-    }
-  }
+// nccl on device buffers: runs where a GPU per rank and NCCL exist, skips (saying why) elsewhere.
+TEST(NcclEngine, ClosedFormOnDevice) {
+  const int n = mpi_world_size();
+  auto dev = make_device("auto", 1, test::mpi_world_rank());
+  if (!dev->is_gpu()) GTEST_SKIP() << "no usable GPU";
+  if (static_cast<int>(query_gpus().gpus.size()) < n) GTEST_SKIP() << "fewer GPUs than ranks";
+  InProcWorld solo(1);
+  std::shared_ptr<Comm> comm = n > 1 ? std::shared_ptr<Comm>(mpi_world()) : solo.comm(0);
+  std::unique_ptr<Allreducer> eng;
   try {
-    make_nccl_allreducer(world, nullptr, false, Seconds(5));
+    eng = make_nccl_allreducer(comm, dev.get(), false, Seconds(60));
   } catch (const ConfigError& e) {
     GTEST_SKIP() << e.what();
   }
+  for (std::size_t count : test_counts(n)) {
+    auto in = closed_form_input(comm->rank(), count);
+    std::vector<float> out(count, -1.0f);
+    float* d_in = dev->alloc(count + 1);
+    float* d_out = dev->alloc(count + 1);
+    dev->to_device(d_in, in.data(), count);
+    for (float scale : {1.0f, 1.0f / n}) {
+      eng->run(d_in, d_out, count, scale);
+      dev->to_host(out.data(), d_out, count);
+      EXPECT_EQ(count_wrong(out.data(), count, n, scale), 0) << "count " << count;
+    }
+    eng->run(d_in, d_in, count, 1.0f);  // in place
+    dev->to_host(out.data(), d_in, count);
+    EXPECT_EQ(count_wrong(out.data(), count, n, 1.0f), 0) << "in place, count " << count;
+    dev->free(d_in);
+    dev->free(d_out);
+  }
+}
+
+TEST(NcclEngine, RefusesWithoutGpuDevice) {
+  INPROC_ONLY();
+  InProcWorld w(1);
+  auto cpu = make_device("cpu", 1, 0);
+  EXPECT_THROW(make_nccl_allreducer(w.comm(0), cpu.get(), false, Seconds(5)), ConfigError);
 }
 
 // Keep these last: the abandoned messages use their own tag and never disturb earlier cases.
