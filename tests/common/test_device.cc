@@ -207,6 +207,8 @@ TEST(MakeDevice, CpuAndFallback) {
   auto d = make_device("cuda", 1, 0);
   ASSERT_TRUE(d != nullptr);
   EXPECT_EQ(d->is_gpu(), info.built && !info.gpus.empty());
+  EXPECT_EQ(make_device("auto", 1, 0)->is_gpu(), d->is_gpu());
+  EXPECT_THROW(make_device("cpu", 0, 0), Error);  // OpenBLAS needs at least one thread
   if (!info.built) EXPECT_FALSE(info.error.empty());
 }
 
