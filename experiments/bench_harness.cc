@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "experiments/bench_on_ranks.h"
 
 namespace starring {
 
@@ -92,8 +93,9 @@ void register_bench_op(const std::string& name, BenchOpFactory f) {
 }
 
 std::unique_ptr<BenchOp> make_bench_op(const std::string& name, const BenchOpContext& ctx) {
+  const auto [base, ranks] = split_ranks_suffix(name);  // "ring@4": ranks 0..3 (bench_on_ranks.h)
   for (auto& [n, f] : table())
-    if (n == name) return f(ctx);
+    if (n == base) return ranks ? make_bench_op_on_ranks(f, ranks, ctx) : f(ctx);
   std::string known;
   for (const auto& n : bench_op_names()) known += (known.empty() ? "" : ", ") + n;
   throw ConfigError("unknown bench backend '" + name + "' (known: " + known + ")");

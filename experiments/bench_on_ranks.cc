@@ -1,0 +1,54 @@
+#include "experiments/bench_on_ranks.h"
+
+#include "common/error.h"
+#include "common/sub_comm.h"
+
+namespace starring {
+namespace {
+
+// A rank outside the op's sub-world: takes part in nothing. (Only rank 0's op describes the
+// row, and rank 0 is always a member.)
+class SitOutBenchOp : public BenchOp {
+ public:
+  bool is_worker() const override { return false; }
+  int worker_index() const override { return 0; }
+  int workers() const override { return 0; }
+  double bus_factor() const override { return 0; }
+  void prepare(const float*, std::size_t) override {}
+  void run() override {}
+  void result(float*) override {}
+  std::optional<CommCounters> counters() const override { return CommCounters{}; }
+};
+
+}  // namespace
+
+std::pair<std::string, int> split_ranks_suffix(const std::string& name) {
+  const auto at = name.rfind('@');
+  if (at == std::string::npos) return {name, 0};
+  int n = 0;
+  try {
+    std::size_t used = 0;
+    n = std::stoi(name.substr(at + 1), &used);
+    if (used != name.size() - at - 1) n = 0;
+  } catch (const std::exception&) {
+    n = 0;
+  }
+  STARRING_CONFIG_CHECK(n >= 1, "bench backend '", name,
+                        "': the suffix @N needs a rank count >= 1");
+  return {name.substr(0, at), n};
+}
+
+std::unique_ptr<BenchOp> make_bench_op_on_ranks(const BenchOpFactory& factory, int n,
+                                                const BenchOpContext& ctx) {
+  const int size = ctx.world->size();
+  STARRING_CONFIG_CHECK(n <= size, "bench backend on ", n, " ranks, but only ", size,
+                        " were started");
+  if (n == size) return factory(ctx);
+  if (ctx.world->rank() >= n) return std::make_unique<SitOutBenchOp>();
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r) members.push_back(r);
+  BenchOpContext sub{ctx.cfg, std::make_shared<SubComm>(ctx.world, members), ctx.device};
+  return factory(sub);
+}
+
+}  // namespace starring

@@ -1,0 +1,168 @@
+// `starring bench` adapter for the parameter server: one iteration is a push of the worker's
+// buffer and a pull of the sum over workers (the servers' update rule is "sum": parameters :=
+// sum of the pushes, so the result checks exactly against expected_sum), through the same
+// PsWorker/ServerLoop code that training uses.
+//
+//   ps            servers from --servers: S dedicated ranks (the last S; W = np - S workers), or
+//                 "colocated" (every rank a worker and a shard);
+//   ps-colocated  co-located shards on every rank of its world, whatever --servers says.
+// With a suffix @N (experiments/bench_on_ranks.h) an op runs on the first N ranks only, so one
+// run compares them at the same number of workers:
+//   scripts/mpirun.sh -np 5 starring bench --servers 1 --backends ps,ps-colocated@4,ring@4
+//
+// busbw for PS: bytes through the busiest link (one direction) per second. With dedicated
+// servers a server's link carries W*D/S each way and a worker's D, so busbw = algbw *
+// max(1, W/S); co-located, every rank sends 2(W-1)/W * D, so busbw = algbw * 2(W-1)/W - the same
+// definition as the ring's, and the columns compare directly. Each size also prints, per server,
+// the bytes in and out per iteration against the theory (W*D/S each way; co-located 2(W-1)/W*D
+// per rank in total).
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "common/error.h"
+#include "experiments/bench_harness.h"
+#include "ps/ps_worker.h"
+
+namespace starring {
+namespace {
+
+class PsBenchOp : public BenchOp {
+ public:
+  PsBenchOp(const BenchOpContext& ctx, bool colocated)
+      : cfg_(ctx.cfg),
+        group_(
+            ps::make_ps_group(colocated ? "colocated" : ctx.cfg.sync.servers, ctx.world->size())),
+        comm_(ctx.world),
+        rank_(ctx.world->rank()) {}
+  ~PsBenchOp() override {
+    try {
+      finish();
+    } catch (...) {
+    }
+    if (rank_ == 0 && sizes_ > 0)  // after the harness's footer
+      std::printf(
+          "#  %s busbw = bytes through the busiest link (one direction) per second = "
+          "algbw * %s = algbw * %.3f\n#\n",
+          group_.colocated ? "ps-colocated" : "ps", group_.colocated ? "2(W-1)/W" : "max(1, W/S)",
+          bus_factor());
+  }
+
+  std::string kind() const override { return "pushpull"; }
+  bool is_worker() const override { return group_.worker_index(rank_) >= 0; }
+  int worker_index() const override { return std::max(0, group_.worker_index(rank_)); }
+  int workers() const override { return group_.num_workers(); }
+  nlohmann::json servers() const override {
+    if (group_.colocated) return "colocated";
+    return group_.num_servers();
+  }
+  double bus_factor() const override {
+    const double w = workers(), s = group_.num_servers();
+    return group_.colocated ? 2.0 * (w - 1) / w : std::max(1.0, w / s);
+  }
+
+  void prepare(const float* input, std::size_t count) override {
+    finish();
+    count_ = count;
+    iters_ = 0;
+    if (group_.is_dedicated_server(rank_)) {
+      ps::ServerOptions so;
+      so.timeout = Seconds(cfg_.sync.timeout_s);
+      so.chunk_bytes = cfg_.sync.ps_chunk_bytes;
+      server_ = std::thread([this, so] {
+        try {
+          server_stats_ = ps::ServerLoop(comm_, group_, so).run();
+        } catch (...) {
+          server_error_ = std::current_exception();
+        }
+      });
+      return;
+    }
+    layout_ = ParamLayout();
+    layout_.add("buffer", {static_cast<int>(count)});
+    params_.assign(count, 0.0f);
+    auto opt = ps::worker_options(cfg_.sync, nullptr);
+    opt.update = "sum";
+    opt.consistency = "bsp";
+    worker_ = std::make_unique<ps::PsWorker>(comm_, group_, opt);
+    worker_->start(layout_, {params_.data(), const_cast<float*>(input), false, nullptr},
+                   OptimizerConfig{});
+  }
+
+  void run() override {
+    if (!worker_) return;
+    ++iters_;
+    worker_->begin_step(iters_, 0.0f);
+    worker_->tensor_ready(0);
+    worker_->wait_params(0);
+  }
+
+  void result(float* out) override { std::memcpy(out, params_.data(), count_ * sizeof(float)); }
+
+  std::optional<CommCounters> counters() const override { return comm_->counters(); }
+
+  // Ends this size's session (workers say done, servers return their totals) and reports each
+  // server's bytes per iteration.
+  nlohmann::json extra_fields(std::size_t count, int) override {
+    const bool had_worker = worker_ != nullptr;
+    finish();
+    const nlohmann::json servers = had_worker ? last_servers_ : nlohmann::json::array();
+    nlohmann::json in = nlohmann::json::array(), out = nlohmann::json::array(),
+                   busy = nlohmann::json::array();
+    for (const auto& s : servers) {
+      const double rounds = std::max(1.0, s.value("rounds", 1.0));
+      in.push_back(s.value("push_bytes_in", 0.0) / rounds);
+      out.push_back(s.value("reply_bytes_out", 0.0) / rounds);
+      busy.push_back(s.value("busy_s", 0.0) / std::max(1e-9, s.value("wall_s", 1.0)));
+    }
+    if (rank_ == 0) print_servers(count, in, out);
+    ++sizes_;
+    return {{"server_bytes_in", in}, {"server_bytes_out", out}, {"server_busy_frac", busy}};
+  }
+
+ private:
+  void finish() {
+    if (worker_) {
+      worker_->shutdown();
+      last_servers_ = worker_->server_stats();
+      worker_.reset();
+    }
+    if (server_.joinable()) server_.join();
+    if (server_error_) std::rethrow_exception(std::exchange(server_error_, nullptr));
+  }
+
+  void print_servers(std::size_t count, const nlohmann::json& in, const nlohmann::json& out) {
+    const double d = static_cast<double>(count * sizeof(float)), w = workers();
+    const double theory =
+        group_.colocated ? (w - 1) / w * d : w * d / std::max(1, group_.num_servers());
+    std::printf("#  ps (%s) %zu B: bytes per iteration, theory %.0f each way per server:",
+                group_.colocated ? "co-located" : "dedicated", count * sizeof(float), theory);
+    for (std::size_t s = 0; s < in.size(); ++s)
+      std::printf("  server %zu in %.0f out %.0f", s, in[s].get<double>(), out[s].get<double>());
+    std::printf("\n");
+  }
+
+  const Config& cfg_;
+  ps::PsGroup group_;
+  std::shared_ptr<Comm> comm_;
+  int rank_ = 0;
+  std::size_t count_ = 0;
+  std::int64_t iters_ = 0;
+  int sizes_ = 0;
+  ParamLayout layout_;
+  std::vector<float> params_;
+  std::unique_ptr<ps::PsWorker> worker_;
+  std::thread server_;
+  nlohmann::json server_stats_, last_servers_ = nlohmann::json::array();
+  std::exception_ptr server_error_;
+};
+
+const BenchOpRegistrar kPsBench("ps", [](const BenchOpContext& ctx) {
+  return std::make_unique<PsBenchOp>(ctx, false);
+});
+const BenchOpRegistrar kPsColocatedBench("ps-colocated", [](const BenchOpContext& ctx) {
+  return std::make_unique<PsBenchOp>(ctx, true);
+});
+
+}  // namespace
+}  // namespace starring
