@@ -1,8 +1,10 @@
 // Mlp: a multi-layer perceptron (Linear -> ReLU -> ... -> Linear) with softmax cross-entropy,
 // computed on a Device. Parameters and gradients each live in ONE flat device buffer described by
 // layout() (tensors in backward order: last layer's bias, last layer's weight, ..., fc1.weight),
-// so a backend synchronizes a single buffer. Initialisation is deterministic from the seed
-// (He-uniform weights, zero biases), identical on every rank.
+// so a backend synchronizes a single buffer. The offsets follow that order too (fc_L.bias at
+// offset 0, fc1.weight last), so consecutive tensors of the layout are one contiguous range.
+// Weights are [out, in] row-major as in PyTorch. Initialisation is deterministic from the seed
+// (He-uniform weights from mt19937_64, zero biases), identical on every rank and platform.
 //
 // The trainer drives it layer by layer so that it can hand each layer's gradients to the
 // GradientSync as soon as they exist and wait for each layer's parameters just before use:
@@ -42,9 +44,11 @@ class Mlp {
   // valid until backward_layer(0) has run.
   void set_input(const float* x, int n);
   void forward_layer(int l);
-  // Mean loss over n rows; sets d(logits) scaled by grad_scale (1/n for a mean loss).
+  // Mean loss over n rows (labels: device memory, n ints); sets d(logits) scaled by grad_scale
+  // (1/n for a mean loss; 0 when only the loss is wanted).
   double loss_and_grad(const int* labels, int n, float grad_scale);
-  // Writes (accumulate=false) or adds (true) layer l's parameter gradients.
+  // Writes (accumulate=false) or adds (true) layer l's parameter gradients. Call for l = L-1
+  // down to 0 after loss_and_grad (layer l consumes the input gradient layer l+1 produced).
   void backward_layer(int l, bool accumulate);
   int count_correct(const int* labels, int n);
   void zero_grads();
