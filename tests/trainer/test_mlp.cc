@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "common/device.h"
@@ -67,17 +66,13 @@ TEST(Mlp, InitIsDeterministicAndHeUniform) {
     }
     if (!bias) EXPECT_LT(std::fabs(sum / t.size), 0.15 * bound) << t.name;  // mean near 0
   }
-  // Pinned values: fc1.weight[0][0] from the first mt19937_64 output for seed 7, mapped by the
-  // top 24 bits. Any change to the generator, the mapping or the fill order changes this.
-  std::uint64_t first = 0;
-  {
-    std::mt19937_64 g(7);
-    first = g();
-  }
-  const double bound = std::sqrt(6.0 / 20);
-  float want =
-      static_cast<float>((2.0 * (static_cast<double>(first >> 40) * 0x1p-24) - 1.0) * bound);
-  EXPECT_EQ(pa[a.layout().tensor(3).offset], want);
+  // Pinned values: fc1.weight[0][0] and [0][1] for seed 7 (the first two mt19937_64 outputs,
+  // top 24 bits mapped to U(-b, b), b = sqrt(6/20)), computed once and written as exact hex
+  // floats. Any change to the generator, the mapping or the fill order changes them.
+  const std::size_t w1 = a.layout().tensor(3).offset;
+  ASSERT_EQ(a.layout().tensor(3).name, "fc1.weight");
+  EXPECT_EQ(pa[w1], 0x1.1d5a64p-2f);      // 0.278665125
+  EXPECT_EQ(pa[w1 + 1], 0x1.f7ff4ap-2f);  // 0.492184788
 }
 
 // Builds a closed-form batch: inputs x[r][j] and labels r % classes.
