@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <mutex>
 
 #include "common/error.h"
@@ -141,18 +140,84 @@ double measure_memcpy_GBps(std::size_t bytes) {
   return best;
 }
 
-std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm> world,
-                                        Device* device) {
-  const BenchConfig& bc = cfg.bench;
+namespace {
+
+void validate(const BenchConfig& bc) {
   STARRING_CONFIG_CHECK(bc.factor >= 2, "-f/--factor must be >= 2, got ", bc.factor);
   STARRING_CONFIG_CHECK(bc.min_bytes >= 4 && bc.min_bytes <= bc.max_bytes,
                         "-b/-e: need 4 <= min bytes <= max bytes, got ", bc.min_bytes, " and ",
                         bc.max_bytes);
   STARRING_CONFIG_CHECK(bc.iters >= 1 && bc.warmup >= 0, "-n must be >= 1 and -w >= 0");
+}
+
+// Rank 0: one row from every rank's {time, wrong, sent, recv, is_worker}.
+BenchRow make_row(const BenchOp& op, const std::string& name, int np, std::size_t count,
+                  const std::vector<std::vector<double>>& all, bool bytes_measured) {
+  BenchRow row;
+  row.backend = name;
+  row.kind = op.kind();
+  row.np = np;
+  row.workers = op.workers();
+  row.servers = op.servers();
+  row.bytes = count * sizeof(float);
+  row.count = count;
+  double nw = 0;
+  for (const auto& v : all) {
+    row.time_us = std::max(row.time_us, v[0] * 1e6);  // the slowest worker
+    row.wrong += static_cast<long>(v[1]);
+    row.bytes_sent_per_rank += v[2];
+    row.bytes_recv_per_rank += v[3];
+    nw += v[4];
+  }
+  row.bytes_sent_per_rank /= std::max(nw, 1.0);
+  row.bytes_recv_per_rank /= std::max(nw, 1.0);
+  row.bytes_measured = bytes_measured;
+  row.algbw_GBps = row.time_us > 0 ? row.bytes / (row.time_us * 1e-6) / 1e9 : 0;
+  row.busbw_GBps = row.algbw_GBps * op.bus_factor();
+  return row;
+}
+
+void print_row(const BenchRow& r, double base_busbw, bool is_base, bool json) {
+  char vs[16] = "", pct[16] = "";
+  if (!is_base && base_busbw > 0) std::snprintf(vs, sizeof vs, "%.2fx", r.busbw_GBps / base_busbw);
+  if (r.memcpy_GBps > 0) std::snprintf(pct, sizeof pct, "%.2f", r.busbw_GBps / r.memcpy_GBps);
+  std::printf("   %-10s %12zu %12zu %6s %11.1f %9.2f %9.2f %7ld %8s %8s\n", r.backend.c_str(),
+              r.bytes, r.count, "float", r.time_us, r.algbw_GBps, r.busbw_GBps, r.wrong, pct, vs);
+  if (json) std::printf("%s\n", to_json(r).dump().c_str());
+}
+
+void print_footer(const std::vector<std::string>& names, const std::vector<BenchRow>& rows,
+                  const std::string& base) {
+  for (const auto& n : names) {
+    double busbw = 0;
+    long wrong = 0;
+    int k = 0;
+    for (const auto& r : rows) {
+      if (r.backend != n) continue;
+      busbw += r.busbw_GBps;
+      wrong += r.wrong;
+      ++k;
+    }
+    std::printf("#  %-10s Out of bounds values : %ld %s\n", n.c_str(), wrong,
+                wrong ? "FAILED" : "OK");
+    std::printf("#  %-10s Avg bus bandwidth    : %.3f GB/s\n", n.c_str(), busbw / std::max(k, 1));
+  }
+  std::printf(
+      "#  busbw = algbw * bus factor (all-reduce: 2(N-1)/N); %%memcpy = busbw / memcpy "
+      "bandwidth; vs base = busbw / busbw of %s\n#\n",
+      base.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm> world,
+                                        Device* device) {
+  const BenchConfig& bc = cfg.bench;
+  validate(bc);
   std::vector<std::string> names = bc.backends;
   if (names.empty()) names.push_back(cfg.sync.backend == "local" ? "ring" : cfg.sync.backend);
   const bool leader = world->rank() == 0;
-
   BenchOpContext ctx{cfg, world, device};
   std::vector<std::unique_ptr<BenchOp>> ops;
   for (const auto& n : names) ops.push_back(make_bench_op(n, ctx));
@@ -170,18 +235,14 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
       std::printf("#  memcpy bandwidth of this machine (one process, %zu B): %.2f GB/s\n",
                   std::max<std::size_t>(bc.max_bytes, 1 << 20), memcpy_GBps);
   }
-
   std::vector<BenchRow> rows;
-  std::map<std::string, std::pair<double, long>> footer;  // busbw sum, wrong
-  std::map<std::string, int> footer_n;
   int tag = tags::kBenchBase;
   for (std::size_t bytes = bc.min_bytes; bytes <= bc.max_bytes; bytes *= bc.factor) {
     const std::size_t count = bytes / sizeof(float);
-    std::vector<double> base_busbw(1, 0);
     std::vector<BenchRow> size_rows;
-    for (std::size_t b = 0; b < ops.size(); ++b) {
+    for (std::size_t b = 0; b < ops.size(); ++b) {  // backends side by side at each size
       BenchOp& op = *ops[b];
-      std::vector<float> input(op.is_worker() ? count : 0), out(op.is_worker() ? count : 0);
+      std::vector<float> input(op.is_worker() ? count : 0), out(input.size());
       for (std::size_t i = 0; i < input.size(); ++i) input[i] = input_value(op.worker_index(), i);
       Measured m = measure(op, *world, bc, count, input, out);
       nlohmann::json extra = op.extra_fields(count, bc.iters);
@@ -189,64 +250,19 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
       auto all = gather(
           *world, {m.time_s * w, static_cast<double>(m.wrong), m.sent * w, m.recv * w, w}, ++tag);
       if (!leader) continue;
-      BenchRow row;
-      row.backend = names[b];
-      row.kind = op.kind();
-      row.np = world->size();
-      row.workers = op.workers();
-      row.servers = op.servers();
-      row.bytes = count * sizeof(float);
-      row.count = count;
-      double nw = 0;
-      for (auto& v : all) {
-        row.time_us = std::max(row.time_us, v[0] * 1e6);  // the slowest worker
-        row.wrong += static_cast<long>(v[1]);
-        row.bytes_sent_per_rank += v[2];
-        row.bytes_recv_per_rank += v[3];
-        nw += v[4];
-      }
-      row.bytes_sent_per_rank /= std::max(nw, 1.0);
-      row.bytes_recv_per_rank /= std::max(nw, 1.0);
-      row.bytes_measured = m.bytes_measured;
-      row.algbw_GBps = row.time_us > 0 ? row.bytes / (row.time_us * 1e-6) / 1e9 : 0;
-      row.busbw_GBps = row.algbw_GBps * op.bus_factor();
-      row.memcpy_GBps = memcpy_GBps;
-      row.extra = extra;
-      size_rows.push_back(row);
+      size_rows.push_back(make_row(op, names[b], world->size(), count, all, m.bytes_measured));
+      size_rows.back().memcpy_GBps = memcpy_GBps;
+      size_rows.back().extra = extra;
     }
-    if (!leader) continue;
-    const double base_bw = size_rows[base].busbw_GBps;
-    for (std::size_t b = 0; b < size_rows.size(); ++b) {
-      const BenchRow& r = size_rows[b];
-      char vs[16] = "";
-      if (b != base && base_bw > 0) std::snprintf(vs, sizeof vs, "%.2fx", r.busbw_GBps / base_bw);
-      char pct[16] = "";
-      if (memcpy_GBps > 0) std::snprintf(pct, sizeof pct, "%.2f", r.busbw_GBps / memcpy_GBps);
-      std::printf("   %-10s %12zu %12zu %6s %11.1f %9.2f %9.2f %7ld %8s %8s\n", r.backend.c_str(),
-                  r.bytes, r.count, "float", r.time_us, r.algbw_GBps, r.busbw_GBps, r.wrong, pct,
-                  vs);
-      if (bc.json) std::printf("%s\n", to_json(r).dump().c_str());
-      footer[r.backend].first += r.busbw_GBps;
-      footer[r.backend].second += r.wrong;
-      footer_n[r.backend]++;
+    if (leader) {
+      for (std::size_t b = 0; b < size_rows.size(); ++b)
+        print_row(size_rows[b], size_rows[base].busbw_GBps, b == base, bc.json);
+      std::fflush(stdout);
+      rows.insert(rows.end(), size_rows.begin(), size_rows.end());
     }
-    std::fflush(stdout);
-    for (auto& r : size_rows) rows.push_back(r);
-    if (bytes > bc.max_bytes / bc.factor) break;  // no overflow past max
+    if (bytes > bc.max_bytes / bc.factor) break;  // the next size would pass -e (or overflow)
   }
-  if (leader) {
-    for (const auto& n : names) {
-      std::printf("#  %-10s Out of bounds values : %ld %s\n", n.c_str(), footer[n].second,
-                  footer[n].second ? "FAILED" : "OK");
-      std::printf("#  %-10s Avg bus bandwidth    : %.3f GB/s\n", n.c_str(),
-                  footer[n].first / std::max(footer_n[n], 1));
-    }
-    std::printf(
-        "#  busbw = algbw * 2(N-1)/N for all-reduce; %%memcpy = busbw / memcpy bandwidth; "
-        "vs base = busbw / busbw of %s\n#\n",
-        names[base].c_str());
-    std::fflush(stdout);
-  }
+  if (leader) print_footer(names, rows, names[base]);
   return rows;
 }
 
