@@ -177,19 +177,26 @@ void BucketSync::run_job(const Job& job) {
   const double t0 = trace_ ? trace_->now_us() : 0;
   const auto c0 = Clock::now();
   float* g = buf_.grads + bk.lo;
-  if (buf_.on_device) {
-    engine_->run(g, g, n, 1.0f);  // scaled with the optimizer step on the trainer thread
-  } else {
-    engine_->run(g, g, n, inv_workers_);
+  // Device buffers are scaled with the optimizer step on the trainer thread.
+  engine_->run(g, g, n, buf_.on_device ? 1.0f : inv_workers_);
+  const double comm = since(c0);
+  double opt = 0;
+  if (!buf_.on_device) {
+    const auto o0 = Clock::now();
     opts_[job.bucket].apply(buf_.params, buf_.grads, bk.lo, bk.hi, job.lr, job.step);
+    opt = since(o0);
   }
-  const double dt = since(c0);
-  if (trace_)
-    trace_->complete("allreduce bucket " + std::to_string(job.bucket), "comm", t0, dt * 1e6,
+  if (trace_) {
+    trace_->complete("allreduce bucket " + std::to_string(job.bucket), "comm", t0, comm * 1e6,
                      {{"bytes", static_cast<double>(n * sizeof(float))},
                       {"step", static_cast<double>(job.step)}});
+    if (!buf_.on_device)
+      trace_->complete("optimizer bucket " + std::to_string(job.bucket), "comm", t0 + comm * 1e6,
+                       opt * 1e6);
+  }
   std::lock_guard<std::mutex> lk(mu_);
-  comm_s_ += dt;
+  comm_s_ += comm;
+  optimizer_s_ += opt;
   if (!engine_->counters()) opaque_bytes_ += engine_->wire_bytes(n);
   done_[job.bucket] = job.step;
   cv_.notify_all();
@@ -224,7 +231,8 @@ SyncStepStats BucketSync::take_stats() {
   std::lock_guard<std::mutex> lk(mu_);
   st.comm_s = comm_s_;
   st.wait_s = wait_s_;
-  comm_s_ = wait_s_ = 0;
+  st.extra["optimizer_s"] = optimizer_s_;  // host: applied on the communication thread
+  comm_s_ = wait_s_ = optimizer_s_ = 0;
   if (auto c = engine_->counters()) {
     st.bytes_sent = c->bytes_sent - last_counters_.bytes_sent;
     st.bytes_recv = c->bytes_recv - last_counters_.bytes_recv;

@@ -105,6 +105,7 @@ class BucketSync : public GradientSync {
   std::thread thread_;
 
   double comm_s_ = 0, wait_s_ = 0;  // since the last take_stats (under mu_)
+  double optimizer_s_ = 0;          // host: optimizer time on the communication thread
   std::uint64_t opaque_bytes_ = 0;  // engines without counters: reference bytes
   CommCounters last_counters_;
 };
