@@ -27,6 +27,9 @@ PsWorker::PsWorker(std::shared_ptr<Comm> comm, PsGroup group, PsWorkerOptions op
   index_ = group_.worker_index(rank_);
   STARRING_CHECK(index_ >= 0, "rank ", rank_, " is not a parameter-server worker");
   STARRING_CONFIG_CHECK(opt_.timeout.count() > 0, "--timeout must be positive");
+  STARRING_CONFIG_CHECK(opt_.chunk_bytes >= sizeof(float) && opt_.chunk_bytes <= (1u << 30),
+                        "--ps-chunk-bytes must be between 4 bytes and 1 GiB, got ",
+                        opt_.chunk_bytes);
   where_ = "rank " + std::to_string(rank_) + " (worker " + std::to_string(index_) + ")";
 }
 

@@ -67,6 +67,14 @@ void ShardServer::push(int worker, int chunk, std::int64_t step, float lr, const
   STARRING_CHECK(count == c.count, "parameter server ", spec_.server_index, ": push of chunk ",
                  chunk, " from worker ", worker, " has ", count, " floats, expected ", c.count);
   const auto w = static_cast<std::size_t>(worker);
+  if (bsp_)  // (checked before any state changes)
+    STARRING_CHECK(c.arrived == 0 || (step == c.bsp_step && !c.got[w]), "parameter server ",
+                   spec_.server_index, ": worker ", worker, " pushed chunk ", c.id, " for step ",
+                   step, c.got[w] ? " twice" : "", " while step ", c.bsp_step,
+                   " is being aggregated");
+  else
+    STARRING_CHECK(c.release[w] < 0, "parameter server ", spec_.server_index, ": worker ", worker,
+                   " pushed chunk ", c.id, " again before its previous reply");
   const std::int64_t slowest = *std::min_element(c.clock.begin(), c.clock.end());
   ++hist_[c.clock[w] - slowest];
   ++pushes_;
@@ -86,9 +94,6 @@ void ShardServer::push_bsp(Chunk& c, int worker, std::int64_t step, float lr, co
     c.lr = lr;
     std::memcpy(acc, grad, c.count * sizeof(float));
   } else {
-    STARRING_CHECK(step == c.bsp_step && !c.got[w], "parameter server ", spec_.server_index,
-                   ": worker ", worker, " pushed chunk ", c.id, " for step ", step,
-                   c.got[w] ? " twice" : "", " while step ", c.bsp_step, " is being aggregated");
     for (std::size_t i = 0; i < c.count; ++i) acc[i] += grad[i];
   }
   c.got[w] = 1;
@@ -114,8 +119,6 @@ void ShardServer::push_bsp(Chunk& c, int worker, std::int64_t step, float lr, co
 void ShardServer::push_async(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
                              std::vector<PsReply>& out) {
   const auto w = static_cast<std::size_t>(worker);
-  STARRING_CHECK(c.release[w] < 0, "parameter server ", spec_.server_index, ": worker ", worker,
-                 " pushed chunk ", c.id, " again before its previous reply");
   float* acc = acc_.get() + c.begin;
   const float inv = 1.0f / static_cast<float>(workers_);
   for (std::size_t i = 0; i < c.count; ++i) acc[i] = grad[i] * inv;

@@ -166,6 +166,23 @@ TEST(PsInproc, SilentWorkerIsNamedByEveryRankWithinTheTimeout) {
   }
 }
 
+TEST(PsInproc, SilentColocatedWorkerIsNamedByTheOthers) {
+  auto opt = test_options("bsp");
+  opt.timeout = Seconds(1.0);
+  Clock::time_point silent_at;
+  auto hook = [&](int w, int t) {
+    if (w == 2 && t == 3) {
+      silent_at = Clock::now();
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+    }
+  };
+  RunResult r = run_ps(3, "colocated", 6, test_opt("sgd"), opt, hook);
+  for (int k : {0, 1}) {
+    EXPECT_TRUE(names(r.errors[k], "worker rank 2")) << "rank " << k << ": " << r.errors[k];
+    EXPECT_LT(Seconds(r.ended[k] - silent_at).count(), 2.5) << "rank " << k;
+  }
+}
+
 TEST(PsInproc, SilentServerIsNamedByEveryRankWithinTheTimeout) {
   auto opt = test_options("bsp");
   opt.timeout = Seconds(1.0);

@@ -1,0 +1,103 @@
+// ShardServer's consistency rules, driven by hand (no transport, no threads): which pushes get
+// replies when, what the parameters are, and what the staleness record says.
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "ps/shard_server.h"
+
+namespace starring::ps {
+namespace {
+
+// Two chunks of 3 floats in a buffer of 8 (floats 6, 7 belong to another server).
+PsInitSpec spec(int workers, const std::string& consistency, int staleness = 0) {
+  PsInitSpec s;
+  s.num_workers = workers;
+  s.total = 8;
+  s.chunk_bytes = 12;
+  s.consistency = consistency;
+  s.staleness = staleness;
+  s.opt.type = "sgd";
+  s.opt.momentum = 0;
+  s.chunks = {{0, 0, 3}, {1, 3, 3}};
+  return s;
+}
+
+std::vector<int> workers_of(const std::vector<PsReply>& r) {
+  std::vector<int> w;
+  for (const auto& x : r) w.push_back(x.worker);
+  return w;
+}
+
+TEST(ShardServer, BspRepliesToEveryWorkerOnceAllHavePushed) {
+  ShardServer s(spec(2, "bsp"));
+  const float zero[3] = {0, 0, 0}, g0[3] = {1, 2, 3}, g1[3] = {3, 2, 1};
+  s.set_params(0, zero, 3);
+  s.set_params(1, zero, 3);
+  ASSERT_TRUE(s.all_params_set());
+  std::vector<PsReply> out;
+  s.push(0, 0, 1, 0.5f, g0, 3, out);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(s.awaiting(0), 1);
+  EXPECT_THROW(s.push(0, 0, 1, 0.5f, g0, 3, out), Error);  // same step twice
+  s.push(1, 0, 1, 0.5f, g1, 3, out);
+  EXPECT_EQ(workers_of(out), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(out[0].stable);
+  // p = 0 - 0.5 * (g0 + g1) / 2 = -1 everywhere.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(out[0].data[i], -1.0f);
+  EXPECT_EQ(s.awaiting(0), 0);
+  EXPECT_EQ(s.updates(), 1u);
+  EXPECT_EQ(s.staleness_hist().size(), 1u);                // all pushes at staleness 0
+  EXPECT_THROW(s.push(0, 5, 1, 0.5f, g0, 3, out), Error);  // a chunk this server lacks
+}
+
+TEST(ShardServer, SspWithholdsRepliesBeyondTheBound) {
+  ShardServer s(spec(2, "ssp", 1));
+  const float z[3] = {0, 0, 0}, g[3] = {1, 1, 1};
+  s.set_params(0, z, 3);
+  s.set_params(1, z, 3);
+  std::vector<PsReply> out;
+  s.push(0, 0, 1, 0.1f, g, 3, out);  // worker 0 at clock 1, slowest 0: may run 1 ahead
+  EXPECT_EQ(workers_of(out), (std::vector<int>{0}));
+  EXPECT_FALSE(out[0].stable);
+  out.clear();
+  s.push(0, 0, 2, 0.1f, g, 3, out);  // clock 2 would let it start 2 ahead: withheld
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(s.awaiting(0), 1);
+  s.push(1, 0, 1, 0.1f, g, 3, out);  // the slowest moves: both replies go out
+  EXPECT_EQ(workers_of(out), (std::vector<int>{0, 1}));
+  EXPECT_EQ(s.awaiting(0), 0);
+  // Clocks ahead of the slowest at each push: 0 and 1 (worker 0), 0 (worker 1).
+  const std::map<std::int64_t, std::uint64_t> expect{{0, 2}, {1, 1}};
+  EXPECT_EQ(s.staleness_hist(), expect);
+  // Every push was applied on arrival, scaled by 1/W: 3 pushes of 1 * 0.1 / 2.
+  EXPECT_FLOAT_EQ(out[0].data[0], -0.15f);
+}
+
+TEST(ShardServer, AspRepliesAtOnceAndRecordsUnboundedStaleness) {
+  ShardServer s(spec(2, "asp"));
+  const float z[3] = {0, 0, 0}, g[3] = {1, 1, 1};
+  s.set_params(0, z, 3);
+  s.set_params(1, z, 3);
+  std::vector<PsReply> out;
+  for (int t = 1; t <= 5; ++t) s.push(0, 1, t, 0.1f, g, 3, out);
+  EXPECT_EQ(out.size(), 5u);
+  EXPECT_EQ(s.staleness_hist().rbegin()->first, 4);  // worker 0 ran 4 pushes ahead of worker 1
+}
+
+TEST(ShardServer, SumUpdateForTheBench) {
+  auto sp = spec(3, "bsp");
+  sp.update = "sum";
+  ShardServer s(sp);
+  const float z[3] = {0, 0, 0}, g[3] = {1, 2, 4};
+  s.set_params(0, z, 3);
+  s.set_params(1, z, 3);
+  std::vector<PsReply> out;
+  for (int w = 0; w < 3; ++w) s.push(w, 1, 1, 0, g, 3, out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].data[2], 12.0f);
+  sp.consistency = "asp";
+  EXPECT_THROW(ShardServer{sp}, Error);
+}
+
+}  // namespace
+}  // namespace starring::ps
