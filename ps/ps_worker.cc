@@ -17,6 +17,7 @@ PsWorkerOptions worker_options(const SyncConfig& sync, Trace* trace) {
   o.partition = sync.ps_partition;
   o.consistency = sync.consistency;
   o.staleness = sync.staleness;
+  o.overlap = sync.overlap;
   o.trace = trace;
   return o;
 }
@@ -75,6 +76,8 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
   flights_.resize(n);
   ready_.assign(layout.num_tensors(), 0);
   bucket_ready_.assign(plan_.tensors_of_bucket.size(), 0);
+  all_chunks_.resize(n);
+  for (std::size_t c = 0; c < n; ++c) all_chunks_[c] = static_cast<int>(c);
   bye_text_.assign(static_cast<std::size_t>(group_.num_servers()), "");
   last_counters_ = comm_->counters();
   if (group_.colocated) start_local_server();
@@ -204,26 +207,29 @@ void PsWorker::tensor_ready(std::size_t i) {
   if (++bucket_ready_[b] < static_cast<int>(plan_.tensors_of_bucket[b].size())) return;
   bucket_ready_[b] = 0;
   for (int t : plan_.tensors_of_bucket[b]) ready_[static_cast<std::size_t>(t)] = 0;
-  // The previous round of these chunks must have landed before they are pushed again.
-  wait_chunks(plan_.chunks_of_bucket[b], "the previous step's parameters");
-  {
+  held_.push_back(static_cast<int>(b));
+  if (!opt_.overlap && held_.size() < plan_.tensors_of_bucket.size()) return;
+  for (int hb : held_) {
+    const auto& chunks = plan_.chunks_of_bucket[static_cast<std::size_t>(hb)];
+    // The previous round of these chunks must have landed before they are pushed again.
+    wait_chunks(chunks, "the previous step's parameters");
     std::lock_guard<std::mutex> lk(mu_);
-    for (int c : plan_.chunks_of_bucket[b]) ++requested_[c];
-    jobs_.push_back({static_cast<int>(b), step_, lr_});
+    for (int c : chunks) ++requested_[c];
+    jobs_.push_back({hb, step_, lr_});
   }
+  held_.clear();
   cv_.notify_all();
 }
 
 void PsWorker::wait_params(std::size_t i) {
   STARRING_CHECK(i < plan_.chunks_of_tensor.size(), where_, ": wait_params(", i, ") out of range");
-  wait_chunks(plan_.chunks_of_tensor[i], "updated parameters from the servers");
+  wait_chunks(opt_.overlap ? plan_.chunks_of_tensor[i] : all_chunks_,
+              "updated parameters from the servers");
 }
 
 void PsWorker::flush() {
   if (!started_) return;
-  std::vector<int> all(plan_.chunks.size());
-  for (std::size_t c = 0; c < all.size(); ++c) all[c] = static_cast<int>(c);
-  wait_chunks(all, "all outstanding parameters");
+  wait_chunks(all_chunks_, "all outstanding parameters");
 }
 
 SyncStepStats PsWorker::take_stats() {

@@ -6,6 +6,8 @@
 // chunk's updated parameters - straight into the parameter buffer. wait_params(i) returns once
 // every chunk of tensor i has its reply, so pushes overlap the rest of backward and pulls overlap
 // the next forward. The learning rate of step t travels with its pushes.
+// With overlap off (--overlap off, the plain variant for comparison) nothing is pushed until the
+// last tensor of the step is ready, and wait_params waits for every chunk.
 // The thread exists because Open MPI moves a large message only inside MPI calls: it keeps
 // polling while the trainer computes. Contract with the trainer: after tensor_ready(i) the
 // backend may overwrite tensor i's parameters at any time until wait_params(i) returns.
@@ -48,6 +50,7 @@ struct PsWorkerOptions {
   std::string partition = "range";
   std::string consistency = "bsp";
   int staleness = 2;
+  bool overlap = true;
   std::string update = "optimizer";  // "sum": the push+pull bench (parameters = sum of pushes)
   std::string fault;                 // passed to the co-located server
   Trace* trace = nullptr;
@@ -123,6 +126,8 @@ class PsWorker : public GradientSync {
   float lr_ = 0;
   std::vector<char> ready_;        // per tensor, this step
   std::vector<int> bucket_ready_;  // tensors ready per bucket
+  std::vector<int> held_;  // overlap off: complete buckets not pushed yet
+  std::vector<int> all_chunks_;
 
   // shared with the comm thread (and the co-located server thread), under mu_
   mutable std::mutex mu_;

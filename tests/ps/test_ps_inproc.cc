@@ -92,15 +92,18 @@ INSTANTIATE_TEST_SUITE_P(WorkersByServers, PsBspEquivalence,
                                   std::get<1>(info.param) + "_" + std::get<2>(info.param);
                          });
 
-TEST(PsInproc, TensorPartitionAlsoEqualsReference) {
-  auto opt = test_options("bsp");
-  opt.partition = "tensor";
+TEST(PsInproc, TensorPartitionAndOverlapOffAlsoEqualReference) {
   const OptimizerConfig oc = test_opt("sgd");
-  RunResult r = run_ps(2, "2", 3, oc, opt);
-  expect_no_errors(r);
   const auto ref = reference(test_layout(), 2, 3, oc);
-  EXPECT_EQ(r.params[0], ref);
-  EXPECT_EQ(r.params[1], ref);
+  for (int variant = 0; variant < 2; ++variant) {
+    auto opt = test_options("bsp");
+    if (variant == 0) opt.partition = "tensor";
+    if (variant == 1) opt.overlap = false;
+    RunResult r = run_ps(2, "2", 3, oc, opt);
+    expect_no_errors(r);
+    EXPECT_EQ(r.params[0], ref) << "variant " << variant;
+    EXPECT_EQ(r.params[1], ref) << "variant " << variant;
+  }
 }
 
 // Largest staleness recorded by any server.
