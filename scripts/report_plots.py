@@ -307,8 +307,7 @@ def busbw(bench, out_dir):
         for b in rows:
             if b["bench"] != kind:
                 continue
-            srv = b.get("servers")
-            key = f"{b['backend']} np={b['np']}" + (f" S={srv}" if srv not in (None, 0) else "")
+            key = _bench_label(b)
             series[key].append(b)
             if b.get("memcpy_GBps"):
                 memcpy.append(b["memcpy_GBps"])
@@ -317,8 +316,13 @@ def busbw(bench, out_dir):
             ax.plot([b["size"] for b in pts], [b["busbw_GBps"] for b in pts], "o-",
                     markersize=3, label=key)
         if memcpy:
-            ax.axhline(sum(memcpy) / len(memcpy), color="k", linestyle=":",
-                       label=f"memcpy {sum(memcpy) / len(memcpy):.1f} GB/s")
+            mean = sum(memcpy) / len(memcpy)
+            top = max(b["busbw_GBps"] for pts in series.values() for b in pts)
+            if mean <= 2.5 * top:
+                ax.axhline(mean, color="k", linestyle=":", label=f"memcpy {mean:.1f} GB/s")
+            else:  # a line far above the data would flatten it: name it instead
+                ax.plot([], [], " ", label=f"memcpy {mean:.1f} GB/s (off the scale)")
+        ax.set_ylim(bottom=0)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_size_label))
         ax.set_xlabel("message size (bytes, log scale)")
@@ -331,10 +335,22 @@ def busbw(bench, out_dir):
                   "From `starring bench`: for all-reduce, busbw = algbw x 2(n-1)/n with algbw = "
                   "message bytes / time, the rate comparable across rank counts (nccl-tests' "
                   "definition); for parameter-server push+pull, busbw is the rate through the "
-                  "busiest link (the servers'). The dotted line is this machine's memcpy "
-                  "bandwidth measured in the same run." + oversub_note(
+                  "busiest link (the servers'). For scale, the legend gives this machine's memcpy "
+                  "bandwidth measured in the same run (a dotted line when it fits the axis). "
+                  "\"(of np=N)\": the operation ran on W of the job's N ranks, beside a "
+                  "parameter-server run with the other ranks as servers." + oversub_note(
                       [dict(np=b["np"], cores=b.get("cores", 0),
                             oversubscribed=b.get("oversubscribed", False)) for b in rows]))
+
+
+def _bench_label(b):
+    """"ring W=4", "ps W=4 S=1", "ps-colocated W=4"; "(of np=5)" when the op ran on a subset
+    of a larger job (the bench's NAME@N form)."""
+    name, _, sub = b["backend"].partition("@")
+    label = f"{name} W={b.get('workers', b['np'])}"
+    if isinstance(b.get("servers"), int) and b["servers"] > 0:
+        label += f" S={b['servers']}"
+    return label + (f" (of np={b['np']})" if sub else "")
 
 
 def _size_label(x, _pos=None):
