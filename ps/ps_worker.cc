@@ -32,6 +32,8 @@ PsWorker::PsWorker(std::shared_ptr<Comm> comm, PsGroup group, PsWorkerOptions op
                         "--ps-chunk-bytes must be between 4 bytes and 1 GiB, got ",
                         opt_.chunk_bytes);
   where_ = "rank " + std::to_string(rank_) + " (worker " + std::to_string(index_) + ")";
+  heartbeat_msg_.op = Op::kHeartbeat;  // never changes: sends of it may overlap
+  heartbeat_msg_.worker = index_;
 }
 
 PsWorker::~PsWorker() {

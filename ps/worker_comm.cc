@@ -244,8 +244,6 @@ void PsWorker::heartbeat() {
     } else {
       ++k;
     }
-  heartbeat_msg_.op = Op::kHeartbeat;
-  heartbeat_msg_.worker = index_;
   for (int s = 0; s < group_.num_servers(); ++s) {
     const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
     if (link_ && dst == rank_)
