@@ -16,7 +16,8 @@ A sweep file (experiments/sweeps/<name>.ini) lists what to run:
   [quick SECTION]    --quick overrides for keys of [SECTION] (e.g. [quick bench ring]).
 
 A value `-` leaves the flag out (e.g. `straggler = - 1:200` runs without and with a straggler).
-Launch: `scripts/mpirun.sh -np N build/bin/starring train ...` under `timeout`; ranks are
+Launch: `scripts/mpirun.sh -np N build/bin/starring train ...` under `timeout` (--launcher
+changes the first part, e.g. 'srun -n {np} --mpi=pmix' under Slurm); ranks are
 W workers plus S dedicated servers for `backend = ps` with a numeric `servers`.
 Every run appends one record to OUT/runs.jsonl (status ok / failed / timeout / skipped, with the
 train summary merged in when there is one); bench rows go to OUT/bench.jsonl.
@@ -37,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
+LAUNCHER = os.path.join(REPO, "scripts", "mpirun.sh") + " -np {np}"
 OMIT = "-"
 
 
@@ -157,9 +158,10 @@ def tail(path, lines=25):
         return ""
 
 
-def launch(argv, log_path, timeout_s):
-    """Runs argv under `timeout`; returns (exit code, status, elapsed seconds)."""
-    cmd = ["timeout", "-k", "15", str(int(float(timeout_s))), MPIRUN] + argv
+def launch(np_, argv, log_path, ctx):
+    """Runs `launcher argv` under `timeout`; returns (exit code, status, elapsed s, command)."""
+    launcher = shlex.split(ctx["launcher"].format(np=np_))
+    cmd = ["timeout", "-k", "15", str(int(float(ctx["timeout_s"])))] + launcher + argv
     start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + shlex.join(cmd) + "\n")
@@ -195,14 +197,14 @@ def run_train(run, idx, ctx):
         rec.update(status="skipped", exit_code=0, elapsed_s=0.0, command="",
                    reason="variant requires a GPU and none was found")
         return rec
-    argv = ["-np", str(np_), ctx["bin"], "train"] + flag_args(run["flags"]) + [
+    argv = [ctx["bin"], "train"] + flag_args(run["flags"]) + [
         "--summary-file", files["summary_file"], "--metrics-file", files["metrics_file"],
         "--run-name", run_id]
     if ctx["trace"]:
         argv += ["--trace", os.path.join(rdir, "trace.%r.json")]
         rec["trace_files"] = [os.path.relpath(os.path.join(rdir, f"trace.{r}.json"), ctx["out"])
                               for r in range(np_)]
-    rc, status, elapsed, cmd = launch(argv, files["log_file"], ctx["timeout_s"])
+    rc, status, elapsed, cmd = launch(np_, argv, files["log_file"], ctx)
     rec.update(status=status, exit_code=rc, elapsed_s=round(elapsed, 3), command=cmd)
     summary = None
     if status == "ok":
@@ -226,8 +228,8 @@ def run_bench(name, np_, args, ctx):
     bench_id = f"{ctx['name']}-bench-{name}-np{np_}"
     log_path = os.path.join(ctx["out"], "runs", bench_id + ".log")
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    argv = ["-np", str(np_), ctx["bin"], "bench", "--json"] + shlex.split(args)
-    rc, status, elapsed, cmd = launch(argv, log_path, ctx["timeout_s"])
+    argv = [ctx["bin"], "bench", "--json"] + shlex.split(args)
+    rc, status, elapsed, cmd = launch(np_, argv, log_path, ctx)
     extra = {"sweep": ctx["name"], "bench_id": bench_id, "git": ctx["git"], "host": ctx["host"],
              "date": utc_now(), "cores": ctx["cores"], "oversubscribed": np_ > ctx["cores"]}
     rows = []
@@ -304,6 +306,9 @@ def main(argv=None):
                     help="the starring executable (default: build/bin/starring)")
     ap.add_argument("--timeout", type=float, help="per-run time bound in seconds "
                     "(default: the sweep's timeout_s)")
+    ap.add_argument("--launcher", default=LAUNCHER,
+                    help="how to start N ranks, with {np} for N (default: scripts/mpirun.sh -np "
+                    "{np}; under Slurm e.g. 'srun -n {np} --mpi=pmix')")
     ap.add_argument("--no-bench", action="store_true", help="skip the bench passes")
     ap.add_argument("--no-report", action="store_true", help="do not run scripts/report.py")
     ap.add_argument("--dry-run", action="store_true", help="print the runs, launch nothing")
@@ -317,6 +322,7 @@ def main(argv=None):
     out = os.path.abspath(a.out) if a.out else os.path.join(
         REPO, "results", name + ("-quick" if a.quick else ""))
     ctx = {"name": name, "out": out, "bin": os.path.abspath(a.bin), "quick": a.quick,
+           "launcher": a.launcher,
            "timeout_s": a.timeout or float(sweep["timeout_s"]), "git": git_commit(),
            "host": socket.gethostname(), "cores": cores(), "gpu": have_gpu(),
            "trace": sweep["trace"].lower() in ("yes", "true", "on", "1")}
