@@ -299,6 +299,10 @@ void ServerLoop::abort_all(const std::string& why, bool timeout) {
 }
 
 void ServerLoop::finish() {
+  // Every worker has sent its last message (kDone), so nothing of this session can still arrive:
+  // cancel the posted receives BEFORE the goodbye, since a worker that has its goodbye may start
+  // a new session on the same Comm whose first messages must not land in these slots.
+  for (auto& s : slots_) s.req.reset();
   wall_s_ = since_s(started_);
   const std::string text = stats().dump();
   for (int w = 0; w < workers_; ++w) send_ctl(w, Op::kBye, text, false);
