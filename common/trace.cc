@@ -1,8 +1,10 @@
 // Trace: records complete ("X") and counter ("C") events in memory under one mutex and writes
 // them at close() as a Chrome trace-event JSON object {"traceEvents": [...]}. Metadata events
 // ("M") name the process ("rank N") and every thread that recorded something, so Perfetto shows
-// one track per thread. The file is written to a temporary name next to the target and renamed,
-// so a reader never sees half a file.
+// one track per thread. Timestamps are written on the host's monotonic clock (steady_clock, the
+// same for every process of a host), so the files of all ranks of one host line up when merged
+// (scripts/merge_traces.py). The file is written to a temporary name next to the target and
+// renamed, so a reader never sees half a file.
 #include "common/trace.h"
 
 #include <unistd.h>
@@ -106,9 +108,11 @@ void Trace::close() {
         named != thread_names_.end() ? named->second : "thread " + std::to_string(tid);
     events.push_back(metadata("thread_name", rank_, tid, name));
   }
+  const double origin_us =
+      std::chrono::duration<double, std::micro>(t0_.time_since_epoch()).count();
   for (const Event& e : events_) {
-    nlohmann::json j = {{"name", e.name}, {"cat", e.cat}, {"ph", std::string(1, e.ph)},
-                        {"ts", e.ts},     {"pid", rank_}, {"tid", e.tid}};
+    nlohmann::json j = {{"name", e.name},         {"cat", e.cat}, {"ph", std::string(1, e.ph)},
+                        {"ts", origin_us + e.ts}, {"pid", rank_}, {"tid", e.tid}};
     if (e.ph == 'X') j["dur"] = e.dur;
     if (!e.args.empty()) j["args"] = e.args;
     events.push_back(std::move(j));

@@ -1,7 +1,8 @@
 // Trace: Chrome trace-event timeline for one rank (open in Perfetto or chrome://tracing).
 // Thread-safe; a disabled Trace costs one branch per event. Events are "complete" events
-// (ph:"X") with microsecond timestamps from one steady clock shared by all threads of the rank;
-// pid = rank, tid = a small id per named thread ("compute", "comm", "server").
+// (ph:"X") with microsecond timestamps from one steady clock shared by all threads of the rank
+// (now_us() counts from the Trace's creation; the file holds the host's monotonic time, so the
+// ranks of one host line up); pid = rank, tid = a small id per named thread ("compute", "comm").
 //
 //   Trace trace(rank);  trace.open("trace.%r.json");     // "%r" -> rank
 //   { TraceScope s(&trace, "backward", "compute"); ... }

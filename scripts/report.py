@@ -166,6 +166,14 @@ def write_html(out, results, runs, bench, figures, rows, problems):
                         f'<img src="data:image/png;base64,{data}" alt="{e(f.file)}">'
                         f"<figcaption>{e(f.caption)} <a href=\"{e(f.file)}\">{e(f.file)}</a>"
                         "</figcaption></figure>")
+    traced = [r for r in runs if r.get("trace_merged")]
+    if traced:
+        body.append("<h2>Timelines</h2><p>Chrome trace-event files, one process per rank "
+                    "(forward, backward, each bucket's communication, waits, server work): open "
+                    "one in <a href='https://ui.perfetto.dev'>ui.perfetto.dev</a> or "
+                    "chrome://tracing to see overlap and stalls.</p><ul>" + "".join(
+                        f"<li><a href=\"{e(os.path.relpath(os.path.join(results, r['trace_merged']), out))}\">"
+                        f"{e(r['run_id'])}</a> ({r['np']} ranks)</li>" for r in traced) + "</ul>")
     skipped = [f for f in figures if isinstance(f, rp.Skipped)]
     if skipped:
         body.append("<h2>Plots not drawn</h2><ul class='skip'>" + "".join(

@@ -213,3 +213,22 @@ def worker_rates(rec):
             return []
         rates.append(per_step * r["steps"] / t)
     return rates
+
+
+def merge_traces(paths, out):
+    """Merges per-rank Chrome trace files (pid = rank; timestamps on the host's monotonic clock)
+    into one file that Perfetto / chrome://tracing shows with one process per rank. Missing or
+    unreadable inputs are skipped; returns the list of files merged."""
+    events, merged = [], []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                events += json.load(f)["traceEvents"]
+            merged.append(path)
+        except (OSError, ValueError, KeyError):
+            continue
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+    os.replace(tmp, out)
+    return merged

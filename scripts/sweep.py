@@ -206,6 +206,10 @@ def run_train(run, idx, ctx):
                               for r in range(np_)]
     rc, status, elapsed, cmd = launch(np_, argv, files["log_file"], ctx)
     rec.update(status=status, exit_code=rc, elapsed_s=round(elapsed, 3), command=cmd)
+    if ctx["trace"]:  # one file with every rank, to open in Perfetto
+        merged = os.path.join(rdir, "trace.json")
+        if sr.merge_traces([os.path.join(ctx["out"], t) for t in rec["trace_files"]], merged):
+            rec["trace_merged"] = os.path.relpath(merged, ctx["out"])
     summary = None
     if status == "ok":
         try:

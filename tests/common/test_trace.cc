@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -96,14 +97,17 @@ TEST(Trace, ArgsAndUnnamedThreadsAreRecorded) {
   Trace trace(0);
   trace.open((dir / "t.json").string());
   trace.complete("apply", "server", 10.0, 5.0, {{"shard", 2.0}});
+  trace.complete("reply", "server", 25.0, 1.0);
   trace.close();
   const nlohmann::json doc = read_json(dir / "t.json");
   bool found = false, named = false;
+  double apply_ts = -1, reply_ts = -1;
   for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"] == "reply") reply_ts = e["ts"].get<double>();
     if (e["ph"] == "X" && e["name"] == "apply") {
       found = true;
+      apply_ts = e["ts"].get<double>();
       EXPECT_EQ(e["cat"], "server");
-      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 10.0);
       EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 5.0);
       EXPECT_DOUBLE_EQ(e["args"]["shard"].get<double>(), 2.0);
     }
@@ -111,6 +115,32 @@ TEST(Trace, ArgsAndUnnamedThreadsAreRecorded) {
   }
   EXPECT_TRUE(found);
   EXPECT_TRUE(named);  // a thread without set_thread_name still gets a track name
+  EXPECT_NEAR(reply_ts - apply_ts, 15.0, 1e-3);  // one origin for every event of the rank
+  fs::remove_all(dir);
+}
+
+// The files of ranks created at different moments share the host's monotonic clock, so a later
+// event has a later timestamp whichever rank recorded it (what lets merged traces line up).
+TEST(Trace, RanksShareTheHostClock) {
+  const fs::path dir = temp_dir();
+  Trace early(0);
+  early.open((dir / "t.%r.json").string());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Trace late(1);
+  late.open((dir / "t.%r.json").string());
+  early.complete("first", "compute", early.now_us(), 1.0);
+  late.complete("second", "compute", late.now_us(), 1.0);
+  early.close();
+  late.close();
+  auto ts_of = [&](const char* file, const char* name) {
+    const nlohmann::json doc = read_json(dir / file);
+    for (const auto& e : doc["traceEvents"])
+      if (e["name"] == name) return e["ts"].get<double>();
+    return -1.0;
+  };
+  const double first = ts_of("t.0.json", "first"), second = ts_of("t.1.json", "second");
+  EXPECT_GT(first, 0.0);
+  EXPECT_GE(second, first);
   fs::remove_all(dir);
 }
 

@@ -147,6 +147,9 @@ class TinySweep(unittest.TestCase):
                 self.assertEqual({e["pid"] for e in events}, {rank}, rel)
                 self.assertTrue(any(e["ph"] == "M" and e["name"] == "thread_name"
                                     for e in events), rel)
+            with open(os.path.join(self.out, r["trace_merged"])) as f:
+                merged = json.load(f)["traceEvents"]
+            self.assertEqual({e["pid"] for e in merged if e["ph"] == "X"}, set(range(r["np"])))
             # a worker rank traces its compute
             with open(os.path.join(self.out, r["trace_files"][0])) as f:
                 names = {e["name"] for e in json.load(f)["traceEvents"]}

@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""Merges the per-rank timelines of one run (`starring train --trace trace.%r.json`) into one
+Chrome trace-event file, one process per rank, to open in https://ui.perfetto.dev or
+chrome://tracing:
+  scripts/merge_traces.py merged.json trace.*.json
+Ranks of one host share its monotonic clock, so their events line up; ranks on different hosts
+are only as aligned as the hosts' clocks. The sweep driver does this for every traced run
+(runs/<id>/trace.json)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import starring_results as sr  # noqa: E402
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    merged = sr.merge_traces(sys.argv[2:], sys.argv[1])
+    print(f"merged {len(merged)} of {len(sys.argv) - 2} files into {sys.argv[1]}")
+    sys.exit(0 if len(merged) == len(sys.argv) - 2 else 1)
