@@ -38,8 +38,7 @@ __global__ void bias_grad_k(float* db, const float* dy, int rows, int cols, bool
 }
 
 __global__ void softmax_xent_k(const float* logits, const int* labels, int rows, int cols,
-                               float* dlogits, float grad_scale, double* row_loss,
-                               int* bad_label) {
+                               float* dlogits, float grad_scale, double* row_loss, int* bad_label) {
   int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   const float* x = logits + static_cast<std::size_t>(r) * cols;
