@@ -177,7 +177,10 @@ def breakdown(runs, out_dir):
     fig, axes = plt.subplots(len(facets), 1, figsize=(max(7, 1.05 * widest + 2), 4.3 * len(facets)),
                              squeeze=False)
     for ax, (model, rs) in zip(axes[:, 0], facets.items()):
-        bars = sorted(rs, key=lambda r: (sr.backend_label(r), r["workers"]))
+        order = {}
+        for r in rs:  # backends in the order the sweep ran them
+            order.setdefault(sr.backend_label(r), len(order))
+        bars = sorted(rs, key=lambda r: (order[sr.backend_label(r)], r["workers"]))
         x = list(range(len(bars)))
         step = [r["step_time"] for r in bars]
         compute = [1e3 * t.get("compute_s", 0.0) for t in step]
