@@ -20,7 +20,6 @@ RingAllreduce::RingAllreduce(Comm& comm, RingOptions opt)
   STARRING_CHECK(opt_.window >= 1, comm.where(), ": ring window must be >= 1");
   seg_elems_ = opt_.segment_bytes / sizeof(float) / 16 * 16;
   scratch_.resize(static_cast<std::size_t>(opt_.window) * seg_elems_ * wire_bytes(opt_.wire));
-  slot_sends_.resize(opt_.window);
 }
 
 std::size_t RingAllreduce::chunk_begin(int c, std::size_t count) const {
@@ -53,42 +52,83 @@ std::uint64_t RingAllreduce::wire_bytes_per_run(std::size_t count) const {
 void RingAllreduce::post_initial_sends(const float* in, std::size_t count) {
   const std::size_t lo0 = chunk_begin(rank_, count), end = chunk_begin(rank_ + 1, count);
   const std::size_t wb = wire_bytes(opt_.wire);
-  const void* base = in + lo0;
+  const char* base = reinterpret_cast<const char*>(in);
   if (opt_.wire != WireType::kFloat32) {
-    stage0_.resize(std::max(stage0_.size(), (end - lo0) * wb));
-    encode(opt_.wire, in + lo0, stage0_.data(), end - lo0);
-    base = stage0_.data();
+    encode(opt_.wire, in + lo0, stage_.data() + lo0 * wb, end - lo0);
+    base = reinterpret_cast<const char*>(stage_.data());
   }
   for (std::size_t lo = lo0; lo < end; lo += seg_elems_) {
     std::size_t n = std::min(end, lo + seg_elems_) - lo;
-    sends_.push_back(
-        comm_.isend(static_cast<const char*>(base) + (lo - lo0) * wb, n * wb, next_, opt_.tag));
+    sends_.push_back(comm_.isend(base + lo * wb, n * wb, next_, opt_.tag));
+  }
+}
+
+// Drives the transport while this rank computes: Open MPI moves data (and answers rendezvous
+// handshakes) only inside MPI calls, so a long reduction without one stalls the neighbours.
+void RingAllreduce::poke() {
+  for (std::size_t k = head_ + 1; k < posted_; ++k)
+    if (!recvs_[k]->test()) return;  // one MPI_Test on a pending request progresses everything
+  if (!sends_.empty()) sends_.back()->test();
+}
+
+template <typename F>
+void RingAllreduce::in_pieces(std::size_t n, F&& f) {
+  constexpr std::size_t kPiece = 32 * 1024;  // floats between progress calls (128 KiB)
+  for (std::size_t a = 0; a < n; a += kPiece) {
+    if (a) poke();
+    f(a, std::min(n, a + kPiece));
   }
 }
 
 void RingAllreduce::process(std::size_t k, const float* in, float* out, float scale) {
   const Item& it = items_[k];
-  const std::size_t n = it.hi - it.lo;
-  const bool reduce = it.step <= n_ - 2;       // reduce-scatter step
-  const bool last_reduce = it.step == n_ - 2;  // the chunk is complete after this
+  const std::size_t n = it.hi - it.lo, wb = wire_bytes(opt_.wire);
   const bool forward = it.step + 1 <= 2 * n_ - 3;
-  const std::size_t slot = k % opt_.window;
-  void* scratch = scratch_.data() + slot * seg_elems_ * wire_bytes(opt_.wire);
+  const bool reduce = it.step <= n_ - 2;
+  const float s = it.step == n_ - 2 ? scale : 1.0f;  // the chunk is complete after this step
+  const auto* slot = scratch_.data() + (k % opt_.window) * seg_elems_ * wb;
+  const float* src = in + it.lo;
+  float* dst = out + it.lo;
   if (opt_.wire == WireType::kFloat32) {
+    // Reduce from the slot straight into the output, then pass the output segment on while it
+    // is still in cache; all-gather segments were received into the output directly.
     if (reduce)
-      reduce_wire(opt_.wire, in + it.lo, scratch, out + it.lo, n, last_reduce ? scale : 1);
-    if (forward) sends_.push_back(comm_.isend(out + it.lo, n * 4, next_, opt_.tag));
+      in_pieces(n, [&](std::size_t a, std::size_t b) {
+        reduce_wire(opt_.wire, src + a, slot + a * wb, dst + a, b - a, s);
+      });
+    if (forward) sends_.push_back(comm_.isend(dst, n * wb, next_, opt_.tag));
     return;
   }
-  // Half wire: the slot that received the segment also carries it onward.
-  if (reduce) {
-    reduce_wire(opt_.wire, in + it.lo, scratch, out + it.lo, n, last_reduce ? scale : 1);
-    encode(opt_.wire, out + it.lo, scratch, n);
-    if (last_reduce) decode(opt_.wire, scratch, out + it.lo, n);  // owner keeps what others get
+  // Half wire: segments travel in stage_ (each element has its own place, so no buffer is
+  // reused while a send from it may still be pending).
+  auto* stage = stage_.data() + it.lo * wb;
+  if (reduce && it.step < n_ - 2) {
+    in_pieces(n, [&](std::size_t a, std::size_t b) {
+      reduce_wire(opt_.wire, src + a, slot + a * wb, dst + a, b - a, 1.0f);
+      encode(opt_.wire, dst + a, stage + a * wb, b - a);
+    });
+  } else if (reduce) {
+    in_pieces(n, [&](std::size_t a, std::size_t b) {
+      reduce_wire(opt_.wire, src + a, slot + a * wb, dst + a, b - a, s);
+      encode(opt_.wire, dst + a, stage + a * wb, b - a);
+      decode(opt_.wire, stage + a * wb, dst + a, b - a);  // keep exactly what the others get
+    });
   } else {
-    decode(opt_.wire, scratch, out + it.lo, n);
+    decode(opt_.wire, stage, dst, n);  // all-gather: received into stage_, passed on unchanged
   }
-  if (forward) slot_sends_[slot] = comm_.isend(scratch, n * 2, next_, opt_.tag);
+  if (forward) sends_.push_back(comm_.isend(stage, n * wb, next_, opt_.tag));
+}
+
+void RingAllreduce::post_receives(float* out) {
+  const std::size_t wb = wire_bytes(opt_.wire), window = opt_.window;
+  for (; posted_ < items_.size() && posted_ < head_ + window; ++posted_) {
+    const Item& it = items_[posted_];
+    void* dst = scratch_.data() + (posted_ % window) * seg_elems_ * wb;  // reduce-scatter
+    if (it.step > n_ - 2)
+      dst = opt_.wire == WireType::kFloat32 ? static_cast<void*>(out + it.lo)
+                                            : static_cast<void*>(stage_.data() + it.lo * wb);
+    recvs_[posted_] = comm_.irecv(dst, (it.hi - it.lo) * wb, prev_, opt_.tag);
+  }
 }
 
 void RingAllreduce::run(const float* in, float* out, std::size_t count, float scale) {
@@ -97,47 +137,34 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
     return;
   }
   build_items(count);
-  const bool half = opt_.wire != WireType::kFloat32;
-  const std::size_t wb = wire_bytes(opt_.wire), window = opt_.window;
-  std::vector<std::unique_ptr<Request>> recvs(items_.size());
+  const std::size_t wb = wire_bytes(opt_.wire);
+  if (opt_.wire != WireType::kFloat32 && stage_.size() < count * wb) stage_.resize(count * wb);
+  recvs_.clear();
+  recvs_.resize(items_.size());
+  head_ = posted_ = 0;
   post_initial_sends(in, count);
   ProgressWaiter waiter(comm_, opt_.timeout);
-  std::size_t head = 0, posted = 0;
-  while (head < items_.size()) {
-    while (posted < items_.size() && posted < head + window) {
-      std::size_t slot = posted % window;
-      if (half && slot_sends_[slot]) {
-        if (!slot_sends_[slot]->test()) break;
-        slot_sends_[slot].reset();
-      }
-      const Item& it = items_[posted];
-      void* dst = (!half && it.step > n_ - 2)
-                      ? static_cast<void*>(out + it.lo)
-                      : static_cast<void*>(scratch_.data() + slot * seg_elems_ * wb);
-      recvs[posted] = comm_.irecv(dst, (it.hi - it.lo) * wb, prev_, opt_.tag);
-      ++posted;
-    }
-    if (head < posted && recvs[head]->test()) {
-      RecvStatus st = recvs[head]->status();
-      STARRING_CHECK(st.bytes == (items_[head].hi - items_[head].lo) * wb, comm_.where(),
-                     ": ring step ", items_[head].step, " got ", st.bytes, " bytes from rank ",
-                     prev_, ", expected ", (items_[head].hi - items_[head].lo) * wb);
-      recvs[head].reset();
-      process(head, in, out, scale);
-      ++head;
+  while (head_ < items_.size()) {
+    post_receives(out);
+    if (head_ < posted_ && recvs_[head_]->test()) {
+      const Item& it = items_[head_];
+      RecvStatus st = recvs_[head_]->status();
+      STARRING_CHECK(st.bytes == (it.hi - it.lo) * wb, comm_.where(), ": ring step ", it.step,
+                     " got ", st.bytes, " bytes from rank ", prev_, ", expected ",
+                     (it.hi - it.lo) * wb);
+      recvs_[head_].reset();
+      process(head_, in, out, scale);
+      ++head_;
       waiter.progressed();
       continue;
     }
     waiter.idle([&] {
-      return "ring all-reduce step " + std::to_string(items_[head].step) + ", " +
+      return "ring all-reduce step " + std::to_string(items_[head_].step) + ", " +
              describe_op(false, prev_, opt_.tag);
     });
   }
   for (auto& s : sends_) s->wait(opt_.timeout);
-  for (auto& s : slot_sends_)
-    if (s) s->wait(opt_.timeout);
   sends_.clear();
-  for (auto& s : slot_sends_) s.reset();
 }
 
 }  // namespace starring

@@ -11,14 +11,19 @@
 //
 // Every received segment is forwarded to r+1 (as step t+1) as soon as it has been reduced, so
 // steps are pipelined segment by segment: a segment flows around the ring while the next one is
-// still arriving, and sending, receiving and reducing overlap. Up to `window` receives are
-// pre-posted; reduce-scatter receives land in a small reused scratch (cache-resident), and the
-// reduction reads the scratch and the input and writes the output once - the input is never
-// copied to the output first. Each rank sends and receives 2(N-1)/N of the buffer.
+// still arriving, and sending, receiving and reducing overlap (long reductions are cut into
+// pieces with a progress call in between, since MPI moves data only inside MPI calls). Up to
+// `window` receives are pre-posted; reduce-scatter segments land in a small reused scratch
+// (cache-resident) and are reduced from there straight into the output (out = in + scratch:
+// the input is never copied to the output first), then sent on from the output while still in
+// cache. All-gather segments are received straight into the output and forwarded from there.
+// A send never reads from a reused buffer: a slot is only received into, so no rank ever waits
+// for its successor before it can post a receive (which could deadlock around the ring). Each
+// rank sends and receives 2(N-1)/N of the buffer.
 //
-// With a half-precision wire (fp16/bf16) segments are narrowed before sending, widened and
-// accumulated in float32 on arrival; the owner of a finished chunk keeps the narrowed value too,
-// so every rank ends with bit-identical results.
+// With a half-precision wire (fp16/bf16) segments are narrowed before sending (into a staging
+// buffer of count halves), widened and accumulated in float32 on arrival; the owner of a
+// finished chunk keeps the narrowed value too, so every rank ends with bit-identical results.
 //
 // All messages of one run use one tag; messages between two ranks are matched in order (Comm's
 // non-overtaking rule), and both sides walk the same (step, segment) sequence. A wait that makes
@@ -61,18 +66,22 @@ class RingAllreduce {
   std::size_t chunk_begin(int c, std::size_t count) const;
   void build_items(std::size_t count);
   void post_initial_sends(const float* in, std::size_t count);
+  void post_receives(float* out);
   void process(std::size_t k, const float* in, float* out, float scale);
-  void reap_sends(bool all);
+  void poke();
+  template <typename F>
+  void in_pieces(std::size_t n, F&& f);
 
   Comm& comm_;
   RingOptions opt_;
   int n_, rank_, next_, prev_;
   std::size_t seg_elems_;
   std::vector<Item> items_;
-  std::vector<unsigned char> scratch_;  // window x segment, wire type
-  std::vector<unsigned char> stage0_;   // half wire: the encoded chunk sent at step 0
+  std::vector<unsigned char> scratch_;  // window x segment (wire type): reduce-scatter receives
+  std::vector<unsigned char> stage_;    // half wire: count elements, what is sent and gathered
+  std::vector<std::unique_ptr<Request>> recvs_;  // per item; [head_, posted_) pending
+  std::size_t head_ = 0, posted_ = 0;
   std::vector<std::unique_ptr<Request>> sends_;
-  std::vector<std::unique_ptr<Request>> slot_sends_;  // half wire: send pending from a slot
 };
 
 }  // namespace starring

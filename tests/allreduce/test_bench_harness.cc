@@ -56,8 +56,8 @@ TEST(BenchHarness, RingRowsAreCorrectAndCountBytes) {
         EXPECT_EQ(r.count * 4, r.bytes);
         nlohmann::json j = to_json(r);
         for (const char* k : {"bench", "backend", "np", "workers", "servers", "size", "count",
-                              "type", "time_us", "algbw_GBps", "busbw_GBps", "wrong",
-                              "memcpy_GBps", "bytes_sent_per_rank", "bytes_recv_per_rank"})
+                              "type", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "memcpy_GBps",
+                              "bytes_sent_per_rank", "bytes_recv_per_rank"})
           EXPECT_TRUE(j.contains(k)) << k;
         if (r.backend == "ring") {
           EXPECT_EQ(r.wrong, 0);

@@ -175,6 +175,27 @@ TEST(RingMpi, ClosedForm) {
   }
 }
 
+// Half wire under MPI (rendezvous sends, not the in-process eager ones): the closed-form sums
+// are small integers, exact in fp16 and bf16.
+TEST(RingMpi, CompressedWireClosedForm) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  const int n = world->size();
+  for (WireType w : {WireType::kFloat16, WireType::kBFloat16}) {
+    RingOptions o = small_segments();
+    o.wire = w;
+    RingAllreduce ring(*world, o);
+    for (std::size_t count : test_counts(n)) {
+      auto in = closed_form_input(world->rank(), count);
+      std::vector<float> out(count, -1.0f);
+      ring.run(in.data(), out.data(), count, 1.0f);
+      EXPECT_EQ(count_wrong(out.data(), count, n, 1.0f), 0) << wire_type_name(w) << " " << count;
+      ring.run(in.data(), in.data(), count, 1.0f);
+      EXPECT_EQ(count_wrong(in.data(), count, n, 1.0f), 0) << "in place " << count;
+    }
+  }
+}
+
 TEST(MpiEngine, ClosedFormBlockingAndNonBlocking) {
   MPI_ONLY();
   auto world = mpi_world();
