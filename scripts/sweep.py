@@ -138,13 +138,14 @@ def expand_runs(train, grid, variants):
 
 
 def roles_of(flags, workers):
-    """(np, num_servers, roles) from the flags: dedicated PS servers are extra ranks."""
-    servers = flags.get("servers", "")
+    """(np, dedicated server ranks, roles) from the flags: with `backend = ps` and a numeric
+    `servers` (the trainer's default is 1) the servers are extra ranks beside the workers."""
+    servers = flags.get("servers", "1")
     if flags.get("backend") == "ps" and servers.isdigit():
         s = int(servers)
         return workers + s, s, {"worker": workers, "server": s}
     if flags.get("backend") == "ps" and servers == "colocated":
-        return workers, workers, {"worker": workers, "server": 0, "colocated_server": workers}
+        return workers, 0, {"worker": workers, "server": 0, "colocated_server": workers}
     return workers, 0, {"worker": workers, "server": 0}
 
 
