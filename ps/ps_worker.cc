@@ -45,7 +45,7 @@ PsWorker::~PsWorker() {
 }
 
 Seconds PsWorker::grace() const {
-  return std::clamp(opt_.timeout * 0.25, Seconds(0.2), Seconds(5.0));
+  return std::clamp(opt_.timeout * 0.5, Seconds(0.5), Seconds(10.0));
 }
 
 int PsWorker::server_rank(int chunk) const {

@@ -15,10 +15,10 @@
 // Co-located mode: this process also runs a server shard on a thread (ServerLoop), reached
 // through a LocalLink; its chunks never cross the Comm.
 //
-// Faults: every reply has a deadline (timeout plus a short grace, so that a server's report of a
-// silent worker arrives first); on expiry, or when a server reports a failure, every call
-// throws, and the servers are told (kAbort) so that the whole job stops with an error naming the
-// rank that failed.
+// Faults: every reply has a deadline, the timeout plus a grace of timeout/2 within [0.5 s, 10 s]
+// (so that a server's report naming a silent worker arrives first); on expiry, or when a server
+// reports a failure, every call throws, and the servers are told (kAbort) so that the whole job
+// stops with an error naming the rank that failed.
 //
 //   PsWorker ps(world, make_ps_group("2", world->size()), opts);
 //   ps.start(layout, {params, grads}, opt_cfg);
@@ -126,7 +126,7 @@ class PsWorker : public GradientSync {
   float lr_ = 0;
   std::vector<char> ready_;        // per tensor, this step
   std::vector<int> bucket_ready_;  // tensors ready per bucket
-  std::vector<int> held_;  // overlap off: complete buckets not pushed yet
+  std::vector<int> held_;          // overlap off: complete buckets not pushed yet
   std::vector<int> all_chunks_;
 
   // shared with the comm thread (and the co-located server thread), under mu_

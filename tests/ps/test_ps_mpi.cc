@@ -1,5 +1,6 @@
 // The parameter server over MPI (run as `mpirun -np 3` and `-np 4`): dedicated servers and
-// co-located shards, bsp equal to the single-process reference bit for bit, and ssp's bound.
+// co-located shards, bsp equal to the single-process reference bit for bit, ssp's bound, and
+// (np 3: 2 workers + 1 server) a silent worker and a silent server named by the other ranks.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -23,6 +24,10 @@ std::vector<float> run_rank(const std::string& servers, const PsWorkerOptions& o
                             const OptimizerConfig& oc, int steps, nlohmann::json& stats,
                             const std::function<void(int, int)>& hook = {}) {
   auto comm = std::make_shared<MpiComm>(MPI_COMM_WORLD);
+  // Kept alive (never freed) so that MPI cannot reuse its context for a later test: a failed
+  // run leaves best-effort abort messages unreceived, which must not reach the next test.
+  static auto* keep = new std::vector<std::shared_ptr<MpiComm>>();
+  keep->push_back(comm);
   comm->set_timeout(opt.timeout);
   const PsGroup group = make_ps_group(servers, comm->size());
   if (group.is_dedicated_server(comm->rank())) {
@@ -81,6 +86,41 @@ TEST(PsMpi, SspKeepsTheBound) {
   });
   for (const auto& s : stats)
     for (const auto& [k, v] : s["staleness_hist"].items()) EXPECT_LE(std::stol(k), 1) << s.dump();
+}
+
+// Runs one rank of a 2-worker + 1-server job with timeout 1 s and returns its error text.
+std::string faulty_rank(const std::string& fault, const std::function<void(int, int)>& hook) {
+  auto opt = test_options("bsp");
+  opt.timeout = Seconds(1.0);
+  opt.fault = fault;
+  nlohmann::json stats;
+  try {
+    run_rank("1", opt, test_opt("sgd"), 6, stats, hook);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PsMpi, SilentWorkerIsNamedByTheOthers) {
+  if (world_size() != 3) GTEST_SKIP() << "runs under mpirun -np 3";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string err = faulty_rank("", [](int w, int t) {
+    if (w == 1 && t == 3) std::this_thread::sleep_for(std::chrono::seconds(3));
+  });
+  if (rank != 1) EXPECT_NE(err.find("worker rank 1"), std::string::npos) << err;
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(PsMpi, SilentServerIsNamedByTheWorkers) {
+  if (world_size() != 3) GTEST_SKIP() << "runs under mpirun -np 3";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string err = faulty_rank("hang:2:3", {});
+  if (rank != 2) EXPECT_NE(err.find("server rank 2"), std::string::npos) << err;
+  if (rank == 2) EXPECT_NE(err.find("--fault"), std::string::npos) << err;
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 }  // namespace
