@@ -150,10 +150,17 @@ class TinySweep(unittest.TestCase):
             with open(os.path.join(self.out, r["trace_merged"])) as f:
                 merged = json.load(f)["traceEvents"]
             self.assertEqual({e["pid"] for e in merged if e["ph"] == "X"}, set(range(r["np"])))
-            # a worker rank traces its compute
-            with open(os.path.join(self.out, r["trace_files"][0])) as f:
-                names = {e["name"] for e in json.load(f)["traceEvents"]}
-            self.assertTrue({"forward", "backward"} <= names, names)
+            # workers trace forward/backward and the backend's communication; servers their work
+            for rank, rel in enumerate(r["trace_files"]):
+                with open(os.path.join(self.out, rel)) as f:
+                    spans = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
+                names, cats = {e["name"] for e in spans}, {e["cat"] for e in spans}
+                if r["ranks"][rank]["role"] == "worker":
+                    self.assertTrue({"forward", "backward"} <= names, (rel, names))
+                    if r["np"] > 1:
+                        self.assertIn("comm", cats, rel)
+                else:
+                    self.assertIn("server", cats, rel)
 
     def test_bench_rows(self):
         rows, bad = sr.read_jsonl(os.path.join(self.out, "bench.jsonl"))
