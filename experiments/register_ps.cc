@@ -1,9 +1,11 @@
 // The `ps` backend: sharded parameter servers (ps/). Roles come from --servers:
 //   S          -> the last S ranks serve (Backend::serve), the first W = N - S train;
 //   colocated  -> every rank trains and serves one shard from a thread of its own process.
-// Backend::stats: on a dedicated server, its totals after serve() returns (bytes_sent,
-// bytes_recv, busy_s, staleness_hist, ...); on a worker, after sync->shutdown(), every server's
-// totals (as sent with its goodbye) and the staleness histogram merged over servers.
+// Backend::stats, read after training: every host of a shard reports that shard's staleness
+// histogram once (so summing over ranks counts each push once) -
+//   dedicated server: its totals (bytes_sent, bytes_recv, busy_s, staleness_hist, ...);
+//   co-located worker: its own shard's busy_s, staleness_hist and totals ("shard");
+//   worker 0 also: "servers", every server's totals as sent with its goodbye.
 #include <memory>
 
 #include "common/error.h"
@@ -14,17 +16,6 @@
 
 namespace starring {
 namespace {
-
-nlohmann::json merged_hist(const nlohmann::json& servers) {
-  std::map<long, std::uint64_t> h;
-  for (const auto& s : servers)
-    if (s.is_object() && s.contains("staleness_hist"))
-      for (const auto& [k, v] : s["staleness_hist"].items())
-        h[std::stol(k)] += v.get<std::uint64_t>();
-  nlohmann::json out = nlohmann::json::object();
-  for (auto [k, v] : h) out[std::to_string(k)] = v;
-  return out;
-}
 
 Backend make_ps_backend(const BackendContext& ctx) {
   const SyncConfig& sc = ctx.cfg.sync;
@@ -55,9 +46,17 @@ Backend make_ps_backend(const BackendContext& ctx) {
   opts.fault = ctx.cfg.train.fault;
   auto worker = std::make_unique<ps::PsWorker>(ctx.world, group, opts);
   ps::PsWorker* w = worker.get();
-  b.stats = [w] {
-    nlohmann::json servers = w->server_stats();
-    return nlohmann::json{{"servers", servers}, {"staleness_hist", merged_hist(servers)}};
+  const bool colocated = group.colocated, first = b.worker_index == 0;
+  b.stats = [w, colocated, first] {
+    nlohmann::json out = nlohmann::json::object();
+    if (first) out["servers"] = w->server_stats();
+    if (colocated) {
+      const nlohmann::json shard = w->local_server_stats();
+      out["shard"] = shard;
+      out["busy_s"] = shard.value("busy_s", 0.0);
+      out["staleness_hist"] = shard.value("staleness_hist", nlohmann::json::object());
+    }
+    return out;
   };
   b.sync = std::move(worker);
   return b;

@@ -74,6 +74,8 @@ class PsWorker : public GradientSync {
   const PsPlan& plan() const { return plan_; }
   // After shutdown(): every server's statistics from its goodbye message, by server index.
   nlohmann::json server_stats() const;
+  // After shutdown(), co-located mode: this process's own shard's statistics (else {}).
+  nlohmann::json local_server_stats() const { return local_server_stats_; }
 
  private:
   struct Job {
@@ -159,7 +161,7 @@ class PsWorker : public GradientSync {
   std::unique_ptr<LocalLink> link_;
   std::thread server_thread_;
   std::exception_ptr server_error_;
-  nlohmann::json local_server_stats_;
+  nlohmann::json local_server_stats_ = nlohmann::json::object();
 };
 
 }  // namespace starring::ps
