@@ -69,8 +69,13 @@ def table_rows(runs):
     rows = []
     several = len({r.get("sweep") for r in runs if r.get("status") == "ok"}) > 1
     ok = [r for r in runs if r.get("status") == "ok"]
-    ok.sort(key=lambda r: (r.get("sweep", ""), r["model"]["params"], sr.backend_label(r),
-                           r["workers"], _extra(r)))
+    order = {}
+    for r in ok:  # sweeps and backends in the order they ran
+        order.setdefault(r.get("sweep", ""), len(order))
+        order.setdefault((r.get("sweep", ""), sr.backend_label(r)), len(order))
+    ok.sort(key=lambda r: (order[r.get("sweep", "")], r["model"]["params"],
+                           order[(r.get("sweep", ""), sr.backend_label(r))], r["workers"],
+                           _extra(r)))
     for r in ok:
         st, by = r["step_time"], r["bytes_per_step"]
         th = sr.theory_bytes(r)
