@@ -314,10 +314,14 @@ def busbw(bench, out_dir):
             series[key].append(b)
             if b.get("memcpy_GBps"):
                 memcpy.append(b["memcpy_GBps"])
-        for key, pts in sorted(series.items()):
+        styles = {}
+        for key, pts in sorted(series.items(), key=lambda kv: (kv[1][0].get("workers", 0), kv[0])):
             pts.sort(key=lambda b: b["size"])
-            ax.plot([b["size"] for b in pts], [b["busbw_GBps"] for b in pts], "o-",
-                    markersize=3, label=key)
+            workers = pts[0].get("workers", pts[0]["np"])
+            style = styles.setdefault(workers, ["-", "--", ":", "-."][len(styles) % 4])
+            ax.plot([b["size"] for b in pts], [b["busbw_GBps"] for b in pts], style,
+                    marker="s" if "(of np" in key else "o", markersize=3,
+                    color=color_of(pts[0]["backend"].partition("@")[0]), label=key)
         if memcpy:
             mean = sum(memcpy) / len(memcpy)
             top = max(b["busbw_GBps"] for pts in series.values() for b in pts)
@@ -340,8 +344,9 @@ def busbw(bench, out_dir):
                   "definition); for parameter-server push+pull, busbw is the rate through the "
                   "busiest link (the servers'). For scale, the legend gives this machine's memcpy "
                   "bandwidth measured in the same run (a dotted line when it fits the axis). "
-                  "\"(of np=N)\": the operation ran on W of the job's N ranks, beside a "
-                  "parameter-server run with the other ranks as servers." + oversub_note(
+                  "Color: backend; line style: number of workers. \"(of np=N)\": the operation "
+                  "ran on W of the job's N ranks, beside a parameter-server run with the other "
+                  "ranks as servers." + oversub_note(
                       [dict(np=b["np"], cores=b.get("cores", 0),
                             oversubscribed=b.get("oversubscribed", False)) for b in rows]))
 
