@@ -7,9 +7,8 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/dataset.h"
 #include "common/device.h"
@@ -62,8 +61,8 @@ std::vector<nlohmann::json> gather_to_root(Comm& world, const nlohmann::json& mi
   return all;
 }
 
-nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int world_size,
-                             int workers, const std::vector<nlohmann::json>& ranks) {
+nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int world_size, int workers,
+                             const std::vector<nlohmann::json>& ranks) {
   const double steps = std::max<double>(res.steps, 1);
   nlohmann::json j;
   j["schema"] = "starring.run.v1";
@@ -86,7 +85,8 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["cores"] = cores;
   j["oversubscribed"] = static_cast<unsigned>(world_size) > cores;
   j["dataset"] = cfg.data.dataset;
-  j["model"] = {{"widths", res.widths}, {"params", res.num_params},
+  j["model"] = {{"widths", res.widths},
+                {"params", res.num_params},
                 {"bytes", res.num_params * sizeof(float)}};
   j["batch"] = cfg.train.batch;
   j["accum"] = cfg.train.accum;
@@ -119,7 +119,8 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
                     {"compute_s", tsum[0] / nw / steps},
                     {"comm_s", tsum[1] / nw / steps},
                     {"wait_s", tsum[2] / nw / steps}};
-  j["bytes_per_step"] = {{"worker_sent", sums[0] / nw}, {"worker_recv", sums[1] / nw},
+  j["bytes_per_step"] = {{"worker_sent", sums[0] / nw},
+                         {"worker_recv", sums[1] / nw},
                          {"server_sent", ns ? sums[2] / ns : 0.0},
                          {"server_recv", ns ? sums[3] / ns : 0.0}};
   j["ranks"] = ranks;
@@ -128,8 +129,11 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["final_train_loss"] = res.final_train_loss;
   nlohmann::json h = nlohmann::json::array();
   for (auto& e : res.history)
-    h.push_back({{"epoch", e.epoch}, {"wall_s", e.wall_s}, {"train_loss", e.train_loss},
-                 {"test_accuracy", e.test_accuracy}, {"test_loss", e.test_loss}});
+    h.push_back({{"epoch", e.epoch},
+                 {"wall_s", e.wall_s},
+                 {"train_loss", e.train_loss},
+                 {"test_accuracy", e.test_accuracy},
+                 {"test_loss", e.test_loss}});
   j["history"] = h;
   j["staleness_hist"] = hist;
   return j;
@@ -169,10 +173,10 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   // Totals of this rank; servers learn the step count from worker 0 via the summary below.
   const CommCounters c = world->counters();
   const nlohmann::json& extra = out.backend_stats;
-  mine["bytes_sent"] = extra.value("bytes_sent", static_cast<double>(
-                                                     out.role == "server" ? c.bytes_sent : res.bytes_sent));
-  mine["bytes_recv"] = extra.value("bytes_recv", static_cast<double>(
-                                                     out.role == "server" ? c.bytes_recv : res.bytes_recv));
+  mine["bytes_sent"] = extra.value(
+      "bytes_sent", static_cast<double>(out.role == "server" ? c.bytes_sent : res.bytes_sent));
+  mine["bytes_recv"] = extra.value(
+      "bytes_recv", static_cast<double>(out.role == "server" ? c.bytes_recv : res.bytes_recv));
   mine["compute_s"] = res.compute_s;
   mine["comm_s"] = res.comm_s;
   mine["wait_s"] = res.wait_s;
@@ -189,8 +193,7 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
     for (auto& r : ranks) {
       r["bytes_sent_per_step"] = r["bytes_sent"].get<double>() / steps;
       r["bytes_recv_per_step"] = r["bytes_recv"].get<double>() / steps;
-      for (const char* k : {"compute_s", "comm_s", "wait_s"})
-        r[k] = r[k].get<double>();
+      for (const char* k : {"compute_s", "comm_s", "wait_s"}) r[k] = r[k].get<double>();
     }
     auto summary = build_summary(cfg, res, world->size(), out.num_workers, ranks);
     print_summary(summary);

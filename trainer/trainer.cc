@@ -44,14 +44,17 @@ class Staging {
     model.device().to_host(params_.data(), model.params(), params_.size());
   }
   SyncBuffers buffers() {
-    if (!needed_) return {model_.params(), model_.grads(), model_.device().is_gpu(), &model_.device()};
+    if (!needed_)
+      return {model_.params(), model_.grads(), model_.device().is_gpu(), &model_.device()};
     return {params_.data(), grads_.data(), false, &model_.device()};
   }
   void grads_down(const TensorSpec& t) {
-    if (needed_) model_.device().to_host(grads_.data() + t.offset, model_.grads() + t.offset, t.size);
+    if (needed_)
+      model_.device().to_host(grads_.data() + t.offset, model_.grads() + t.offset, t.size);
   }
   void params_up(const TensorSpec& t) {
-    if (needed_) model_.device().to_device(model_.params() + t.offset, params_.data() + t.offset, t.size);
+    if (needed_)
+      model_.device().to_device(model_.params() + t.offset, params_.data() + t.offset, t.size);
   }
   void all_params_up() {
     if (needed_) model_.device().to_device(model_.params(), params_.data(), params_.size());
@@ -84,202 +87,278 @@ float Trainer::learning_rate(const TrainConfig& t, std::int64_t step, std::int64
 
 Trainer::Trainer(const Config& cfg, TrainerEnv env) : cfg_(cfg), env_(env) {}
 
-TrainResult Trainer::run(const Dataset& train, const Dataset& test) {
-  const TrainConfig& tc = cfg_.train;
-  const int rank = env_.workers.rank(), world = env_.workers.size();
-  const bool leader = rank == 0;
-  Trace* trace = env_.trace;
-  if (trace) trace->set_thread_name("compute");
+namespace {
 
-  std::vector<int> widths{train.dim};
-  widths.insert(widths.end(), cfg_.model.hidden.begin(), cfg_.model.hidden.end());
-  widths.push_back(train.classes);
-  const int eval_batch = std::max(tc.batch, 256);
-  Mlp model(env_.device, widths, eval_batch, tc.seed);  // same seed everywhere: same init
-  const ParamLayout& layout = model.layout();
+// The state of one training run on one worker; Trainer::run builds it and calls run().
+class TrainLoop {
+ public:
+  TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, const Dataset& test);
+  ~TrainLoop();
+  TrainResult run();
 
-  DistributedSampler sampler(train.n, rank, world, tc.batch, tc.seed);
-  const std::int64_t steps_per_epoch = static_cast<std::int64_t>(sampler.batches_per_epoch()) / tc.accum;
-  STARRING_CONFIG_CHECK(steps_per_epoch > 0, "batch ", tc.batch, " x accum ", tc.accum,
-                        " is larger than this worker's shard (", train.n / world, " of ", train.n,
-                        " samples over ", world, " workers)");
-  std::int64_t total_steps = steps_per_epoch * tc.epochs;
-  if (tc.max_steps >= 0) total_steps = std::min(total_steps, tc.max_steps);
-  const int epochs = static_cast<int>((total_steps + steps_per_epoch - 1) / steps_per_epoch);
+ private:
+  void step_once(std::int64_t s, int epoch);
+  double micro_batch(std::int64_t s, int m, double* wait_s, double* grad_sq);
+  void inject_fault() const;
+  void record_step(int epoch, float lr, double loss, double step_s, double wait_s, double grad_sq);
+  void evaluate(int epoch);
+  void add_sync_stats(const SyncStepStats& st);
+  double samples_per_step() const { return static_cast<double>(tc_.batch) * tc_.accum * world_; }
 
-  Staging staging(model, env_.device.is_gpu() && !env_.sync.accepts_device_buffers());
-  env_.sync.start(layout, staging.buffers(), tc.opt);
+  const Config& cfg_;
+  const TrainConfig& tc_;
+  TrainerEnv env_;
+  const Dataset& train_;
+  const Dataset& test_;
+  const int rank_, world_;
+  Trace* trace_;
+  Mlp model_;
+  DistributedSampler sampler_;
+  std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
+  int epochs_ = 0;
+  Staging staging_;
+  std::pair<int, long> straggler_, fault_;
+  std::string fault_kind_;
+  std::vector<std::vector<std::size_t>> layer_t_;  // backward-order tensors of each layer, sorted
+  std::vector<float> xb_;
+  std::vector<int> yb_;
+  float* dx_ = nullptr;
+  int* dy_ = nullptr;
+  MetricsWriter metrics_;
+  Progress progress_;
+  Evaluator evaluator_;
+  TrainResult res_;
+  std::int64_t step_ = 0;
+  double loss_acc_ = 0, epoch_loss_ = 0, eval_s_ = 0;
+  int loss_n_ = 0, epoch_batches_ = 0;
+  Clock::time_point t_start_;
+};
 
-  auto [straggler_rank, straggler_ms] = parse_rank_spec(tc.straggler, "straggler");
-  std::string fault_kind;
-  std::pair<int, long> fault{-1, 0};
-  if (!tc.fault.empty()) {
-    auto c = tc.fault.find(':');
-    fault_kind = tc.fault.substr(0, c);
-    STARRING_CONFIG_CHECK(c != std::string::npos && (fault_kind == "kill" || fault_kind == "hang"),
-                          "--fault expects kill:RANK:STEP or hang:RANK:STEP, got '", tc.fault, "'");
-    fault = parse_rank_spec(tc.fault.substr(c + 1), "fault");
+std::vector<int> model_widths(const Config& cfg, const Dataset& train) {
+  std::vector<int> w{train.dim};
+  w.insert(w.end(), cfg.model.hidden.begin(), cfg.model.hidden.end());
+  w.push_back(train.classes);
+  return w;
+}
+
+int eval_batch(const TrainConfig& tc) { return std::max(tc.batch, 256); }
+
+TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, const Dataset& test)
+    : cfg_(cfg),
+      tc_(cfg.train),
+      env_(env),
+      train_(train),
+      test_(test),
+      rank_(env.workers.rank()),
+      world_(env.workers.size()),
+      trace_(env.trace),
+      model_(env.device, model_widths(cfg, train), eval_batch(cfg.train), cfg.train.seed),
+      sampler_(train.n, rank_, world_, cfg.train.batch, cfg.train.seed),
+      staging_(model_, env.device.is_gpu() && !env.sync.accepts_device_buffers()),
+      straggler_(parse_rank_spec(cfg.train.straggler, "straggler")),
+      fault_{-1, 0},
+      metrics_(rank_ == 0 ? cfg.out.metrics_file : ""),
+      progress_(cfg.out.progress, 0, cfg.out.log_every, false),
+      evaluator_(model_, env.workers, eval_batch(cfg.train)) {
+  steps_per_epoch_ = static_cast<std::int64_t>(sampler_.batches_per_epoch()) / tc_.accum;
+  STARRING_CONFIG_CHECK(steps_per_epoch_ > 0, "batch ", tc_.batch, " x accum ", tc_.accum,
+                        " is larger than this worker's shard (", train.n / world_, " of ", train.n,
+                        " samples over ", world_, " workers)");
+  total_steps_ = steps_per_epoch_ * tc_.epochs;
+  if (tc_.max_steps >= 0) total_steps_ = std::min(total_steps_, tc_.max_steps);
+  epochs_ = static_cast<int>((total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
+  progress_ = Progress(cfg.out.progress, total_steps_, cfg.out.log_every, rank_ == 0);
+  if (!tc_.fault.empty()) {
+    auto c = tc_.fault.find(':');
+    fault_kind_ = tc_.fault.substr(0, c);
+    STARRING_CONFIG_CHECK(
+        c != std::string::npos && (fault_kind_ == "kill" || fault_kind_ == "hang"),
+        "--fault expects kill:RANK:STEP or hang:RANK:STEP, got '", tc_.fault, "'");
+    fault_ = parse_rank_spec(tc_.fault.substr(c + 1), "fault");
   }
-
-  // Per-layer tensor lists, and the buffers for one micro-batch.
-  const int L = model.num_layers();
-  std::vector<std::vector<std::size_t>> layer_t(L);
-  for (int l = 0; l < L; ++l) {
-    layer_t[l] = model.layer_tensors(l);
-    std::sort(layer_t[l].begin(), layer_t[l].end());
+  for (int l = 0; l < model_.num_layers(); ++l) {
+    layer_t_.push_back(model_.layer_tensors(l));
+    std::sort(layer_t_.back().begin(), layer_t_.back().end());
   }
-  std::vector<float> xb(static_cast<std::size_t>(tc.batch) * train.dim);
-  std::vector<int> yb(tc.batch);
-  float* dx = env_.device.alloc(xb.size());
-  int* dy = env_.device.alloc_int(yb.size());
+  xb_.resize(static_cast<std::size_t>(tc_.batch) * train.dim);
+  yb_.resize(tc_.batch);
+  dx_ = env_.device.alloc(xb_.size());
+  dy_ = env_.device.alloc_int(yb_.size());
+  res_.widths = model_.widths();
+  res_.num_params = model_.num_params();
+}
 
-  MetricsWriter metrics(leader ? cfg_.out.metrics_file : "");
-  Progress progress(cfg_.out.progress, total_steps, cfg_.out.log_every, leader);
-  Evaluator evaluator(model, env_.workers, eval_batch);
+TrainLoop::~TrainLoop() {
+  env_.device.free(dx_);
+  env_.device.free_int(dy_);
+}
 
-  TrainResult res;
-  res.widths = widths;
-  res.num_params = layout.total();
-  std::int64_t step = 0;
-  double loss_acc = 0;
-  int loss_n = 0;
-  const auto t_start = Clock::now();
-  double eval_s = 0;
-
-  for (int epoch = 0; epoch < epochs && step < total_steps; ++epoch) {
-    sampler.set_epoch(epoch);
-    double epoch_loss = 0;
-    int epoch_batches = 0;
-    for (std::int64_t s = 0; s < steps_per_epoch && step < total_steps; ++s) {
-      ++step;
-      const auto t_step = Clock::now();
-      double wait_s = 0;
-      const float lr = learning_rate(tc, step, total_steps, world);
-      env_.sync.begin_step(step, lr);
-      if (fault.first == rank && step == fault.second) {
-        if (fault_kind == "kill") std::raise(SIGKILL);
-        std::fprintf(stderr, "[starring] rank %d: --fault hang: going silent at step %lld\n", rank,
-                     static_cast<long long>(step));
-        std::this_thread::sleep_for(std::chrono::hours(24));
-      }
-      double step_loss = 0;
-      for (int m = 0; m < tc.accum; ++m) {
-        auto idx = sampler.batch(static_cast<std::size_t>(s) * tc.accum + m);
-        for (std::size_t i = 0; i < idx.size(); ++i) {
-          std::copy_n(train.x.data() + idx[i] * train.dim, train.dim, xb.data() + i * train.dim);
-          yb[i] = train.y[idx[i]];
-        }
-        env_.device.to_device(dx, xb.data(), xb.size());
-        env_.device.to_device_int(dy, yb.data(), yb.size());
-        model.set_input(dx, tc.batch);
-        {
-          TraceScope ts(trace, "forward", "compute");
-          for (int l = 0; l < L; ++l) {
-            if (m == 0) {
-              const auto t_wait = Clock::now();
-              TraceScope tw(trace, "wait_params", "wait");
-              for (auto t : layer_t[l]) {
-                env_.sync.wait_params(t);
-                staging.params_up(layout.tensor(t));
-              }
-              wait_s += seconds_since(t_wait);
-            }
-            model.forward_layer(l);
-          }
-        }
-        step_loss += model.loss_and_grad(dy, tc.batch, 1.0f / (tc.batch * tc.accum)) / tc.accum;
-        TraceScope tb(trace, "backward", "compute");
-        for (int l = L - 1; l >= 0; --l) {
-          model.backward_layer(l, m > 0);
-          if (m + 1 == tc.accum) {
-            for (auto t : layer_t[l]) {
-              staging.grads_down(layout.tensor(t));
-              env_.sync.tensor_ready(t);
-            }
-          }
-        }
-      }
-      double grad_norm = 0;
-      if (metrics.enabled()) grad_norm = std::sqrt(env_.device.sum_squares(model.grads(), layout.total()));
-      if (straggler_rank == rank && straggler_ms > 0) {
-        TraceScope tsl(trace, "straggler_sleep", "compute");
-        std::this_thread::sleep_for(std::chrono::milliseconds(straggler_ms));
-      }
-      const double step_s = seconds_since(t_step);
-      SyncStepStats st = env_.sync.take_stats();
-      res.compute_s += step_s - wait_s;
-      res.wait_s += wait_s;
-      res.comm_s += st.comm_s;
-      res.bytes_sent += st.bytes_sent;
-      res.bytes_recv += st.bytes_recv;
-      for (auto& [k, v] : st.extra) res.extra[k] += v;
-      epoch_loss += step_loss;
-      ++epoch_batches;
-      loss_acc += step_loss;
-      ++loss_n;
-      const double sps = static_cast<double>(tc.batch) * tc.accum * world / step_s;
-      if (metrics.enabled()) {
-        nlohmann::json j{{"step", step}, {"epoch", epoch + 1}, {"time_s", seconds_since(t_start)},
-                         {"loss", step_loss}, {"grad_norm", grad_norm}, {"lr", lr},
-                         {"samples_per_s", sps}, {"compute_s", step_s - wait_s},
-                         {"comm_s", st.comm_s}, {"wait_s", wait_s},
-                         {"bytes_sent", st.bytes_sent}, {"bytes_recv", st.bytes_recv}};
-        for (auto& [k, v] : st.extra) j[k] = v;
-        metrics.write(j);
-      }
-      if (leader) {
-        double elapsed = seconds_since(t_start) - eval_s;
-        progress.update(step, epoch + 1, loss_acc / std::max(loss_n, 1),
-                        step * static_cast<double>(tc.batch) * tc.accum * world / elapsed);
-        if (step % std::max(cfg_.out.log_every, 1) == 0) loss_acc = loss_n = 0;
-      }
-    }
-    res.final_train_loss = epoch_loss / std::max(epoch_batches, 1);
-    const bool last = epoch + 1 == epochs || step >= total_steps;
-    if (tc.eval_each_epoch || last) {
-      const auto t_eval = Clock::now();
-      TraceScope te(trace, "evaluate", "eval");
-      {
-        const auto t_wait = Clock::now();
-        env_.sync.flush();
-        res.wait_s += seconds_since(t_wait);
-      }
-      staging.all_params_up();
-      EvalResult ev = evaluator.run(test);
-      eval_s += seconds_since(t_eval);
-      EpochRecord rec{epoch + 1, seconds_since(t_start) - eval_s, res.final_train_loss, ev.accuracy,
-                      ev.loss};
-      res.history.push_back(rec);
-      res.test_accuracy = ev.accuracy;
-      res.test_loss = ev.loss;
-      if (leader) {
-        char line[160];
-        std::snprintf(line, sizeof line, "epoch %d: train loss %.4f  test accuracy %.4f  test loss %.4f",
-                      epoch + 1, rec.train_loss, ev.accuracy, ev.loss);
-        progress.message(line);
-        metrics.write({{"event", "eval"}, {"epoch", epoch + 1}, {"test_accuracy", ev.accuracy},
-                       {"test_loss", ev.loss}, {"time_s", rec.wall_s}});
-      }
-    }
+TrainResult TrainLoop::run() {
+  if (trace_) trace_->set_thread_name("compute");
+  env_.sync.start(model_.layout(), staging_.buffers(), tc_.opt);
+  t_start_ = Clock::now();
+  for (int epoch = 0; epoch < epochs_ && step_ < total_steps_; ++epoch) {
+    sampler_.set_epoch(epoch);
+    epoch_loss_ = 0;
+    epoch_batches_ = 0;
+    for (std::int64_t s = 0; s < steps_per_epoch_ && step_ < total_steps_; ++s) step_once(s, epoch);
+    res_.final_train_loss = epoch_loss_ / std::max(epoch_batches_, 1);
+    if (tc_.eval_each_epoch || epoch + 1 == epochs_ || step_ >= total_steps_) evaluate(epoch);
   }
   env_.sync.flush();
-  {  // traffic that completed after the last step's take_stats (its sync finished in flush)
-    SyncStepStats st = env_.sync.take_stats();
-    res.comm_s += st.comm_s;
-    res.bytes_sent += st.bytes_sent;
-    res.bytes_recv += st.bytes_recv;
+  add_sync_stats(env_.sync.take_stats());  // traffic that completed in the final flush
+  staging_.all_params_up();
+  res_.params.resize(model_.num_params());
+  env_.device.to_host(res_.params.data(), model_.params(), res_.params.size());
+  progress_.done();
+  res_.steps = step_;
+  res_.wall_s = seconds_since(t_start_) - eval_s_;
+  res_.samples_per_s = step_ * samples_per_step() / std::max(res_.wall_s, 1e-9);
+  metrics_.finish();
+  return res_;
+}
+
+void TrainLoop::inject_fault() const {
+  if (fault_.first != rank_ || step_ != fault_.second) return;
+  if (fault_kind_ == "kill") std::raise(SIGKILL);
+  std::fprintf(stderr, "[starring] rank %d: --fault hang: going silent at step %lld\n", rank_,
+               static_cast<long long>(step_));
+  std::this_thread::sleep_for(std::chrono::hours(24));
+}
+
+void TrainLoop::step_once(std::int64_t s, int epoch) {
+  ++step_;
+  const auto t_step = Clock::now();
+  const float lr = Trainer::learning_rate(tc_, step_, total_steps_, world_);
+  env_.sync.begin_step(step_, lr);
+  inject_fault();
+  double loss = 0, wait_s = 0, grad_sq = 0;
+  for (int m = 0; m < tc_.accum; ++m) loss += micro_batch(s, m, &wait_s, &grad_sq) / tc_.accum;
+  if (straggler_.first == rank_ && straggler_.second > 0) {
+    TraceScope ts(trace_, "straggler_sleep", "compute");
+    std::this_thread::sleep_for(std::chrono::milliseconds(straggler_.second));
   }
-  staging.all_params_up();
-  res.params.resize(layout.total());
-  env_.device.to_host(res.params.data(), model.params(), layout.total());
-  progress.done();
-  res.steps = step;
-  res.wall_s = seconds_since(t_start) - eval_s;
-  res.samples_per_s = step * static_cast<double>(tc.batch) * tc.accum * world / std::max(res.wall_s, 1e-9);
-  env_.device.free(dx);
-  env_.device.free_int(dy);
-  metrics.finish();
-  return res;
+  record_step(epoch, lr, loss, seconds_since(t_step), wait_s, grad_sq);
+}
+
+// One micro-batch: forward (waiting for each layer's parameters on the first micro-batch),
+// loss, backward (handing each layer's gradients to the sync on the last micro-batch).
+double TrainLoop::micro_batch(std::int64_t s, int m, double* wait_s, double* grad_sq) {
+  const ParamLayout& layout = model_.layout();
+  auto idx = sampler_.batch(static_cast<std::size_t>(s) * tc_.accum + m);
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    std::copy_n(train_.x.data() + idx[i] * train_.dim, train_.dim, xb_.data() + i * train_.dim);
+    yb_[i] = train_.y[idx[i]];
+  }
+  env_.device.to_device(dx_, xb_.data(), xb_.size());
+  env_.device.to_device_int(dy_, yb_.data(), yb_.size());
+  model_.set_input(dx_, tc_.batch);
+  const int L = model_.num_layers();
+  {
+    TraceScope tf(trace_, "forward", "compute");
+    for (int l = 0; l < L; ++l) {
+      if (m == 0) {
+        const auto t_wait = Clock::now();
+        TraceScope tw(trace_, "wait_params", "wait");
+        for (auto t : layer_t_[l]) {
+          env_.sync.wait_params(t);
+          staging_.params_up(layout.tensor(t));
+        }
+        *wait_s += seconds_since(t_wait);
+      }
+      model_.forward_layer(l);
+    }
+  }
+  const double loss = model_.loss_and_grad(dy_, tc_.batch, 1.0f / (tc_.batch * tc_.accum));
+  TraceScope tb(trace_, "backward", "compute");
+  const bool last = m + 1 == tc_.accum;
+  for (int l = L - 1; l >= 0; --l) {
+    model_.backward_layer(l, m > 0);
+    if (!last) continue;
+    for (auto t : layer_t_[l]) {
+      const TensorSpec& spec = layout.tensor(t);
+      // The local gradient norm is read before the backend may reduce the buffer in place.
+      if (metrics_.enabled())
+        *grad_sq += env_.device.sum_squares(model_.grads() + spec.offset, spec.size);
+      staging_.grads_down(spec);
+      env_.sync.tensor_ready(t);
+    }
+  }
+  return loss;
+}
+
+void TrainLoop::add_sync_stats(const SyncStepStats& st) {
+  res_.comm_s += st.comm_s;
+  res_.bytes_sent += st.bytes_sent;
+  res_.bytes_recv += st.bytes_recv;
+  for (auto& [k, v] : st.extra) res_.extra[k] += v;
+}
+
+void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, double wait_s,
+                            double grad_sq) {
+  SyncStepStats st = env_.sync.take_stats();
+  add_sync_stats(st);
+  res_.compute_s += step_s - wait_s;
+  res_.wait_s += wait_s;
+  epoch_loss_ += loss;
+  ++epoch_batches_;
+  loss_acc_ += loss;
+  ++loss_n_;
+  if (metrics_.enabled()) {
+    nlohmann::json j{{"step", step_},
+                     {"epoch", epoch + 1},
+                     {"time_s", seconds_since(t_start_)},
+                     {"loss", loss},
+                     {"grad_norm", std::sqrt(grad_sq)},
+                     {"lr", lr},
+                     {"samples_per_s", samples_per_step() / step_s},
+                     {"compute_s", step_s - wait_s},
+                     {"comm_s", st.comm_s},
+                     {"wait_s", wait_s},
+                     {"bytes_sent", st.bytes_sent},
+                     {"bytes_recv", st.bytes_recv}};
+    for (auto& [k, v] : st.extra) j[k] = v;
+    metrics_.write(j);
+  }
+  if (rank_ == 0) {
+    const double elapsed = seconds_since(t_start_) - eval_s_;
+    progress_.update(step_, epoch + 1, loss_acc_ / std::max(loss_n_, 1),
+                     step_ * samples_per_step() / elapsed);
+    if (step_ % std::max(cfg_.out.log_every, 1) == 0) loss_acc_ = loss_n_ = 0;
+  }
+}
+
+void TrainLoop::evaluate(int epoch) {
+  const auto t_eval = Clock::now();
+  TraceScope te(trace_, "evaluate", "eval");
+  const auto t_wait = Clock::now();
+  env_.sync.flush();
+  res_.wait_s += seconds_since(t_wait);
+  staging_.all_params_up();
+  EvalResult ev = evaluator_.run(test_);
+  eval_s_ += seconds_since(t_eval);
+  EpochRecord rec{epoch + 1, seconds_since(t_start_) - eval_s_, res_.final_train_loss, ev.accuracy,
+                  ev.loss};
+  res_.history.push_back(rec);
+  res_.test_accuracy = ev.accuracy;
+  res_.test_loss = ev.loss;
+  if (rank_ != 0) return;
+  char line[160];
+  std::snprintf(line, sizeof line, "epoch %d: train loss %.4f  test accuracy %.4f  test loss %.4f",
+                epoch + 1, rec.train_loss, ev.accuracy, ev.loss);
+  progress_.message(line);
+  metrics_.write({{"event", "eval"},
+                  {"epoch", epoch + 1},
+                  {"test_accuracy", ev.accuracy},
+                  {"test_loss", ev.loss},
+                  {"time_s", rec.wall_s}});
+}
+
+}  // namespace
+
+TrainResult Trainer::run(const Dataset& train, const Dataset& test) {
+  TrainLoop loop(cfg_, env_, train, test);
+  return loop.run();
 }
 
 }  // namespace starring
