@@ -94,10 +94,9 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["lr"] = cfg.train.lr;
   j["epochs"] = res.history.empty() ? 0 : res.history.back().epoch;
   j["steps"] = res.steps;
-  j["wall_s"] = res.wall_s;
-  j["samples_per_s"] = res.samples_per_s;
   double sums[4] = {0, 0, 0, 0};  // worker sent, recv, server sent, recv
-  double tsum[3] = {0, 0, 0};
+  double tsum[4] = {0, 0, 0, 0};  // compute, comm, wait, wall per step (summed over workers)
+  double max_wall = 0, samples = 0;
   int nw = 0, ns = 0;
   nlohmann::json hist = nlohmann::json::object();
   for (auto& r : ranks) {
@@ -109,13 +108,21 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
       tsum[0] += r["compute_s"].get<double>();
       tsum[1] += r["comm_s"].get<double>();
       tsum[2] += r["wait_s"].get<double>();
+      const double wall = r.value("wall_s", 0.0), rsteps = std::max(r.value("steps", 0.0), 1.0);
+      tsum[3] += wall / rsteps;
+      max_wall = std::max(max_wall, wall);
+      samples += r.value("samples", 0.0);
     }
     if (r.contains("staleness_hist"))
       for (auto& [k, v] : r["staleness_hist"].items())
         hist[k] = hist.value(k, 0.0) + v.get<double>();
   }
   nw = std::max(nw, 1);
-  j["step_time"] = {{"total_s", res.wall_s / steps},
+  // Throughput of the job: every sample every worker trained, over the slowest worker's training
+  // time (under asp/ssp workers finish at different times; under bsp these all agree).
+  j["wall_s"] = max_wall;
+  j["samples_per_s"] = max_wall > 0 ? samples / max_wall : 0.0;
+  j["step_time"] = {{"total_s", tsum[3] / nw},
                     {"compute_s", tsum[0] / nw / steps},
                     {"comm_s", tsum[1] / nw / steps},
                     {"wait_s", tsum[2] / nw / steps}};
@@ -182,6 +189,8 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   mine["wait_s"] = res.wait_s;
   mine["busy_s"] = extra.value("busy_s", 0.0);
   mine["steps"] = res.steps;
+  mine["wall_s"] = res.wall_s;
+  mine["samples"] = static_cast<double>(res.steps) * cfg.train.batch * cfg.train.accum;
   for (auto& [k, v] : res.extra) mine["extra"][k] = v;
   if (extra.contains("staleness_hist")) mine["staleness_hist"] = extra["staleness_hist"];
   if (!extra.empty()) mine["backend_stats"] = extra;
