@@ -16,32 +16,6 @@ double since(Clock::time_point t) {
 }
 }  // namespace
 
-std::vector<Bucket> make_buckets(const ParamLayout& layout, double cap_bytes) {
-  std::vector<Bucket> out;
-  const std::size_t nt = layout.num_tensors();
-  std::size_t i = 0;
-  while (i < nt) {
-    Bucket b;
-    b.first_tensor = i;
-    std::size_t lo = layout.tensor(i).offset, hi = lo + layout.tensor(i).size, sum = 0;
-    for (; i < nt; ++i) {
-      const TensorSpec& t = layout.tensor(i);
-      if (i > b.first_tensor && (sum + t.size) * sizeof(float) > cap_bytes) break;
-      lo = std::min(lo, t.offset);
-      hi = std::max(hi, t.offset + t.size);
-      sum += t.size;
-    }
-    b.end_tensor = i;
-    b.lo = lo;
-    b.hi = hi;
-    STARRING_CHECK(hi - lo == sum, "bucket of tensors ", b.first_tensor, "..", b.end_tensor - 1,
-                   " is not contiguous in the flat buffer (tensors must be laid out in backward "
-                   "order)");
-    out.push_back(b);
-  }
-  return out;
-}
-
 BucketSync::BucketSync(std::string name, std::shared_ptr<Comm> workers,
                        std::unique_ptr<Allreducer> engine, const SyncConfig& cfg, Trace* trace)
     : name_(std::move(name)),
@@ -68,11 +42,12 @@ void BucketSync::start(const ParamLayout& layout, SyncBuffers buffers, const Opt
   buf_ = buffers;
   opt_cfg_ = opt;
   buckets_ = make_buckets(layout, cfg_.bucket_mb * 1024.0 * 1024.0);
-  bucket_of_.assign(layout.num_tensors(), 0);
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    for (std::size_t t = buckets_[b].first_tensor; t < buckets_[b].end_tensor; ++t)
-      bucket_of_[t] = b;
-    if (!buf_.on_device) opts_.emplace_back(opt, buckets_[b].lo, buckets_[b].hi);
+  bucket_of_ = bucket_of_tensor(buckets_, layout.num_tensors());
+  for (const Bucket& b : buckets_) {
+    STARRING_CHECK(b.contiguous(), "bucket of tensors ", b.first_tensor, "..", b.end_tensor - 1,
+                   " is not contiguous in the flat buffer (tensors must be laid out in backward "
+                   "order)");
+    if (!buf_.on_device) opts_.emplace_back(opt, b.lo, b.hi);
   }
   if (buf_.on_device) {
     dev_s1_ = buf_.device->alloc(layout.total());

@@ -24,21 +24,13 @@
 #include <vector>
 
 #include "allreduce/allreducer.h"
+#include "common/bucketing.h"
 #include "common/comm.h"
 #include "common/config.h"
 #include "common/gradient_sync.h"
 #include "common/trace.h"
 
 namespace starring {
-
-struct Bucket {
-  std::size_t first_tensor = 0, end_tensor = 0;  // [first, end) in backward order
-  std::size_t lo = 0, hi = 0;                    // element range of the flat buffer
-};
-
-// Groups the layout's tensors into buckets of at most cap_bytes (a tensor larger than the cap
-// gets a bucket of its own). Throws if a bucket would not be contiguous in memory.
-std::vector<Bucket> make_buckets(const ParamLayout& layout, double cap_bytes);
 
 class BucketSync : public GradientSync {
  public:

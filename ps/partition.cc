@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/bucketing.h"
 #include "common/error.h"
 
 namespace starring {
@@ -45,18 +46,15 @@ std::size_t PsPlan::server_floats(int server) const {
 
 namespace {
 
-// Groups tensors (backward order) into buckets of about bucket_bytes; never splits a tensor.
+// Buckets as every backend forms them (common/bucketing.h), as lists of tensor indices.
 void make_buckets(const ParamLayout& layout, std::size_t bucket_bytes, PsPlan& plan) {
   plan.bucket_of_tensor.assign(layout.num_tensors(), 0);
-  std::size_t bytes = 0;
-  for (std::size_t i = 0; i < layout.num_tensors(); ++i) {
-    if (plan.tensors_of_bucket.empty() || bytes >= bucket_bytes) {
-      plan.tensors_of_bucket.emplace_back();
-      bytes = 0;
+  for (const Bucket& b : starring::make_buckets(layout, static_cast<double>(bucket_bytes))) {
+    plan.tensors_of_bucket.emplace_back();
+    for (std::size_t i = b.first_tensor; i < b.end_tensor; ++i) {
+      plan.tensors_of_bucket.back().push_back(static_cast<int>(i));
+      plan.bucket_of_tensor[i] = static_cast<int>(plan.tensors_of_bucket.size() - 1);
     }
-    plan.tensors_of_bucket.back().push_back(static_cast<int>(i));
-    plan.bucket_of_tensor[i] = static_cast<int>(plan.tensors_of_bucket.size() - 1);
-    bytes += layout.tensor(i).size * sizeof(float);
   }
 }
 
