@@ -1,5 +1,7 @@
 #include "allreduce/allreducer.h"
 
+#include "allreduce/shm_ring.h"
+
 namespace starring {
 
 namespace {
@@ -7,12 +9,28 @@ namespace {
 class RingAllreducer : public Allreducer {
  public:
   RingAllreducer(std::shared_ptr<Comm> comm, RingOptions opt)
-      : comm_(std::move(comm)), ring_(*comm_, opt) {}
+      : comm_(std::move(comm)), ring_(*comm_, opt) {
+    if (opt.shared_memory) shm_ = ShmRing::create(*comm_, opt);
+  }
   std::string name() const override { return "ring"; }
   void run(const float* in, float* out, std::size_t count, float scale) override {
-    ring_.run(in, out, count, scale);
+    if (shm_) {
+      shm_->run(in, out, count, scale);
+    } else {
+      ring_.run(in, out, count, scale);
+    }
   }
-  std::optional<CommCounters> counters() const override { return comm_->counters(); }
+  std::optional<CommCounters> counters() const override {
+    CommCounters c = comm_->counters();
+    if (shm_) {
+      CommCounters s = shm_->counters();
+      c.bytes_sent += s.bytes_sent;
+      c.bytes_recv += s.bytes_recv;
+      c.msgs_sent += s.msgs_sent;
+      c.msgs_recv += s.msgs_recv;
+    }
+    return c;
+  }
   std::uint64_t wire_bytes(std::size_t count) const override {
     return ring_.wire_bytes_per_run(count);
   }
@@ -20,6 +38,7 @@ class RingAllreducer : public Allreducer {
  private:
   std::shared_ptr<Comm> comm_;
   RingAllreduce ring_;
+  std::unique_ptr<ShmRing> shm_;  // the shared-memory data path, when every rank is on one node
 };
 
 }  // namespace

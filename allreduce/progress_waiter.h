@@ -19,7 +19,12 @@ namespace starring {
 class ProgressWaiter {
  public:
   using Clock = std::chrono::steady_clock;
-  ProgressWaiter(const Comm& comm, Seconds timeout) : comm_(comm), timeout_(timeout) {
+  // spin: how long to keep polling without yielding after the last progress. Long spins give
+  // the lowest latency when every rank has a core of its own; with more ranks than cores a rank
+  // that spins steals the core its peer needs, so spin ~0 there.
+  ProgressWaiter(const Comm& comm, Seconds timeout,
+                 std::chrono::microseconds spin = std::chrono::microseconds(0))
+      : comm_(comm), timeout_(timeout), spin_(spin) {
     progressed();
   }
   void progressed() {
@@ -32,6 +37,7 @@ class ProgressWaiter {
     ++idle_iters_;
     if (idle_iters_ < 64) return;  // spin (each iteration already tested the requests)
     const auto waited = Clock::now() - last_;
+    if (waited < spin_) return;
     if (waited > timeout_) throw TimeoutError(timeout_message(comm_, timeout_, what()));
     if (waited < std::chrono::milliseconds(2)) {
       std::this_thread::yield();
@@ -44,6 +50,7 @@ class ProgressWaiter {
  private:
   const Comm& comm_;
   std::chrono::duration<double> timeout_;
+  std::chrono::microseconds spin_;
   Clock::time_point last_;
   long idle_iters_ = 0;
   int sleep_us_ = 2;

@@ -22,21 +22,22 @@ RingAllreduce::RingAllreduce(Comm& comm, RingOptions opt)
   scratch_.resize(static_cast<std::size_t>(opt_.window) * seg_elems_ * wire_bytes(opt_.wire));
 }
 
-std::size_t RingAllreduce::chunk_begin(int c, std::size_t count) const {
-  if (c >= n_) return count;
-  // count * c fits: count < 2^40 in practice; rounded down to 16 elements.
-  return (count / n_ * c + count % n_ * c / n_) / 16 * 16;
+std::size_t ring_chunk_begin(int c, int n, std::size_t count) {
+  if (c >= n) return count;
+  // floor(count * c / n) without overflow, rounded down to 16 elements (64-byte aligned).
+  return (count / n * c + count % n * c / n) / 16 * 16;
 }
 
-void RingAllreduce::build_items(std::size_t count) {
-  items_.clear();
-  for (int t = 0; t <= 2 * n_ - 3; ++t) {
-    int c = ((rank_ - t - 1) % n_ + n_) % n_;
-    for (std::size_t lo = chunk_begin(c, count), end = chunk_begin(c + 1, count); lo < end;
-         lo += seg_elems_) {
-      items_.push_back(Item{t, lo, std::min(end, lo + seg_elems_)});
+std::vector<RingItem> ring_receives(int rank, int n, std::size_t count, std::size_t seg_elems) {
+  std::vector<RingItem> items;
+  for (int t = 0; t <= 2 * n - 3; ++t) {
+    int c = ((rank - t - 1) % n + n) % n;
+    for (std::size_t lo = ring_chunk_begin(c, n, count), end = ring_chunk_begin(c + 1, n, count);
+         lo < end; lo += seg_elems) {
+      items.push_back(RingItem{t, lo, std::min(end, lo + seg_elems)});
     }
   }
+  return items;
 }
 
 std::uint64_t RingAllreduce::wire_bytes_per_run(std::size_t count) const {
@@ -136,14 +137,14 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
     for (std::size_t i = 0; i < count; ++i) out[i] = in[i] * scale;
     return;
   }
-  build_items(count);
+  items_ = ring_receives(rank_, n_, count, seg_elems_);
   const std::size_t wb = wire_bytes(opt_.wire);
   if (opt_.wire != WireType::kFloat32 && stage_.size() < count * wb) stage_.resize(count * wb);
   recvs_.clear();
   recvs_.resize(items_.size());
   head_ = posted_ = 0;
   post_initial_sends(in, count);
-  ProgressWaiter waiter(comm_, opt_.timeout);
+  ProgressWaiter waiter(comm_, opt_.timeout, std::chrono::microseconds(opt_.spin_us));
   while (head_ < items_.size()) {
     post_receives(out);
     if (head_ < posted_ && recvs_[head_]->test()) {

@@ -44,7 +44,21 @@ struct RingOptions {
   int window = 4;             // receives kept posted ahead
   int tag = tags::kRingBase;  // one tag per concurrent all-reduce on a Comm
   Seconds timeout{60.0};      // max time without progress
+  bool shared_memory = true;  // make_ring_allreducer: use ShmRing when all ranks share a node
+  int spin_us = 0;  // poll this long after the last progress before yielding (ProgressWaiter)
 };
+
+// The schedule both ring implementations follow. Chunk c of N covers
+// [ring_chunk_begin(c), ring_chunk_begin(c + 1)); rank `rank` receives, in this order, the
+// segments listed by ring_receives (step t: chunk (rank - t - 1) mod N, cut into segments of
+// seg_elems). It sends its own chunk first (step 0), then forwards every received segment of
+// steps 0..2N-4 in the order received.
+struct RingItem {
+  int step;
+  std::size_t lo, hi;  // element range in the buffer
+};
+std::size_t ring_chunk_begin(int c, int n, std::size_t count);
+std::vector<RingItem> ring_receives(int rank, int n, std::size_t count, std::size_t seg_elems);
 
 class RingAllreduce {
  public:
@@ -59,12 +73,8 @@ class RingAllreduce {
   const RingOptions& options() const { return opt_; }
 
  private:
-  struct Item {  // one received segment
-    int step;
-    std::size_t lo, hi;  // element range in the buffer
-  };
-  std::size_t chunk_begin(int c, std::size_t count) const;
-  void build_items(std::size_t count);
+  using Item = RingItem;
+  std::size_t chunk_begin(int c, std::size_t count) const { return ring_chunk_begin(c, n_, count); }
   void post_initial_sends(const float* in, std::size_t count);
   void post_receives(float* out);
   void process(std::size_t k, const float* in, float* out, float scale);

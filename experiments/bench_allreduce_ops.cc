@@ -1,4 +1,5 @@
-// Bench adapters of the all-reduce engines: ring (the project's, over a Comm), mpi (a plain
+// Bench adapters of the all-reduce engines: ring (the project's; ring-p2p forces its MPI
+// point-to-point data path), mpi (a plain
 // MPI_Allreduce call, the vendor baseline), nccl (device buffers). Each is a sum over all ranks
 // of the world; busbw = algbw * 2(N-1)/N as in nccl-tests.
 #include <vector>
@@ -72,6 +73,9 @@ class AllreduceBenchOp : public BenchOp {
 
 const BenchOpRegistrar kRing("ring", [](const BenchOpContext& c) {
   return std::make_unique<AllreduceBenchOp>("ring", c);
+});
+const BenchOpRegistrar kRingP2p("ring-p2p", [](const BenchOpContext& c) {
+  return std::make_unique<AllreduceBenchOp>("ring-p2p", c);
 });
 const BenchOpRegistrar kMpi("mpi", [](const BenchOpContext& c) {
   return std::make_unique<AllreduceBenchOp>("mpi", c);

@@ -1,5 +1,7 @@
 // The all-reduce backends for the trainer and the bench: every rank is a worker.
-//   ring - the project's ring all-reduce over a Comm (host buffers; --compress fp16|bf16);
+//   ring - the project's ring all-reduce (host buffers; --compress fp16|bf16): over a shared-
+//          memory window when all ranks share a node (float32), else over the Comm;
+//   ring-p2p - the same ring always over the Comm (MPI point-to-point), for comparison;
 //   mpi  - Open MPI's all-reduce (MPI_Iallreduce in the trainer so waits time out; the bench
 //          calls MPI_Allreduce itself, the vendor baseline);
 //   nccl - ncclAllReduce on GPU buffers (needs a CUDA device and a build with NCCL).
@@ -15,8 +17,9 @@ namespace starring {
 std::unique_ptr<Allreducer> make_allreducer(const std::string& name, std::shared_ptr<Comm> comm,
                                             const SyncConfig& s, Device* device, MpiMode mpi_mode) {
   const Seconds timeout(s.timeout_s);
-  if (name == "ring") {
+  if (name == "ring" || name == "ring-p2p") {
     RingOptions o;
+    o.shared_memory = name == "ring";  // ring-p2p: always over MPI point-to-point
     o.segment_bytes = s.segment_bytes;
     o.wire = parse_wire_type(s.compress);
     o.timeout = timeout;
@@ -47,6 +50,9 @@ Backend make_backend(const std::string& name, const BackendContext& ctx) {
 
 const BackendRegistrar kRing("ring",
                              [](const BackendContext& c) { return make_backend("ring", c); });
+const BackendRegistrar kRingP2p("ring-p2p", [](const BackendContext& c) {
+  return make_backend("ring-p2p", c);
+});
 const BackendRegistrar kMpi("mpi", [](const BackendContext& c) { return make_backend("mpi", c); });
 const BackendRegistrar kNccl("nccl",
                              [](const BackendContext& c) { return make_backend("nccl", c); });

@@ -166,13 +166,44 @@ TEST(MpiEngine, RejectsNonMpiComm) {
   });
 }
 
+RingOptions over_comm(RingOptions o) {
+  o.shared_memory = false;
+  return o;
+}
+
+// Under mpirun on one node the ring takes the shared-memory path (ShmRing); over_comm() forces
+// the MPI point-to-point path. Both must match the closed form.
 TEST(RingMpi, ClosedForm) {
   MPI_ONLY();
   auto world = mpi_world();
-  for (RingOptions opt : {RingOptions{}, small_segments()}) {
+  for (RingOptions opt : {RingOptions{}, small_segments(), over_comm(RingOptions{}),
+                          over_comm(small_segments())}) {
     auto eng = make_ring_allreducer(world, opt);
     check_engine(*eng, *world);
   }
+}
+
+// Both data paths follow one schedule, so they agree bit for bit on any data.
+TEST(RingMpi, SharedMemoryPathEqualsCommPathBitwise) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  RingOptions o;
+  o.segment_bytes = 64 << 10;
+  auto shm = make_ring_allreducer(world, o);
+  auto p2p = make_ring_allreducer(world, over_comm(o));
+  const std::size_t count = 1000003;
+  std::vector<float> in(count), a(count), b(count);
+  for (std::size_t i = 0; i < count; ++i)
+    in[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i) + world->rank()));
+  shm->run(in.data(), a.data(), count, 1.0f / world->size());
+  p2p->run(in.data(), b.data(), count, 1.0f / world->size());
+  EXPECT_EQ(a, b);
+  auto c0 = shm->counters();
+  shm->run(in.data(), a.data(), count, 1.0f);
+  auto c1 = shm->counters();
+  EXPECT_EQ(c1->bytes_sent - c0->bytes_sent, shm->wire_bytes(count));
+  const double ideal = 2.0 * (world->size() - 1) / world->size() * count * 4;
+  EXPECT_NEAR(static_cast<double>(c1->bytes_recv - c0->bytes_recv), ideal, 64.0 * world->size());
 }
 
 // Half wire under MPI (rendezvous sends, not the in-process eager ones): the closed-form sums

@@ -1,0 +1,235 @@
+#include "allreduce/shm_ring.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "allreduce/progress_waiter.h"
+#include "common/error.h"
+#include "common/mpi_comm.h"
+
+namespace starring {
+
+namespace {
+
+constexpr std::size_t kHeader = 128;     // head and tail on separate cache lines
+constexpr std::size_t kSlotHeader = 64;  // (step, lo) of the segment; keeps data 64-byte aligned
+
+std::uint64_t load(const std::uint64_t* p) {
+  return std::atomic_ref<const std::uint64_t>(*p).load(std::memory_order_acquire);
+}
+void store(std::uint64_t* p, std::uint64_t v) {
+  std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_release);
+}
+
+// o1 = o2 = (a + b) * s;  o2 may be null.
+void add_to(const float* __restrict a, const float* __restrict b, float* __restrict o1,
+            float* __restrict o2, std::size_t n, float s) {
+  if (o2) {
+    for (std::size_t i = 0; i < n; ++i) o1[i] = o2[i] = (a[i] + b[i]) * s;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) o1[i] = (a[i] + b[i]) * s;
+  }
+}
+void copy_to(const float* __restrict a, float* __restrict o1, float* __restrict o2, std::size_t n) {
+  if (o2) {
+    for (std::size_t i = 0; i < n; ++i) o1[i] = o2[i] = a[i];
+  } else {
+    std::memcpy(o1, a, n * sizeof(float));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ShmRing> ShmRing::create(Comm& comm, const RingOptions& opt) {
+  auto* m = dynamic_cast<MpiComm*>(&comm);
+  if (!m || comm.size() < 2 || opt.wire != WireType::kFloat32) return nullptr;
+  MPI_Comm node = MPI_COMM_NULL;
+  CHECK_MPI(
+      MPI_Comm_split_type(m->mpi_comm(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &node));
+  int node_size = 0;
+  CHECK_MPI(MPI_Comm_size(node, &node_size));
+  int all_local = node_size == comm.size(), everywhere = 0;
+  CHECK_MPI(MPI_Allreduce(&all_local, &everywhere, 1, MPI_INT, MPI_MIN, m->mpi_comm()));
+  if (!everywhere) {
+    MPI_Comm_free(&node);
+    return nullptr;
+  }
+  return std::unique_ptr<ShmRing>(new ShmRing(comm, opt, node));
+}
+
+ShmRing::ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node)
+    : comm_(comm),
+      opt_(opt),
+      n_(comm.size()),
+      rank_(comm.rank()),
+      next_((comm.rank() + 1) % comm.size()),
+      prev_((comm.rank() - 1 + comm.size()) % comm.size()),
+      node_(node) {
+  // Small slots keep the hand-over in cache; enough of them to keep the pipeline full.
+  slot_elems_ = std::clamp<std::size_t>(opt.segment_bytes, 4096, 256 * 1024) / sizeof(float);
+  slot_elems_ = slot_elems_ / 16 * 16;
+  slots_ = std::max(8, opt.window);
+  MPI_Info info;
+  CHECK_MPI(MPI_Info_create(&info));
+  CHECK_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
+  const MPI_Aint bytes = kHeader + slots_ * (kSlotHeader + slot_elems_ * sizeof(float));
+  void* base = nullptr;
+  CHECK_MPI(MPI_Win_allocate_shared(bytes, 1, info, node_, &base, &win_));
+  MPI_Info_free(&info);
+  MPI_Aint size = 0;
+  int disp = 0;
+  void* prev_base = nullptr;
+  CHECK_MPI(MPI_Win_shared_query(win_, prev_, &size, &disp, &prev_base));  // node rank == rank
+  auto* mine = static_cast<unsigned char*>(base);
+  auto* theirs = static_cast<unsigned char*>(prev_base);
+  my_head_ = reinterpret_cast<std::uint64_t*>(mine);
+  my_tail_ = reinterpret_cast<std::uint64_t*>(mine + 64);
+  prev_head_ = reinterpret_cast<std::uint64_t*>(theirs);
+  prev_tail_ = reinterpret_cast<std::uint64_t*>(theirs + 64);
+  my_slots_ = reinterpret_cast<float*>(mine + kHeader);
+  prev_slots_ = reinterpret_cast<const float*>(theirs + kHeader);
+  store(my_head_, 0);
+  store(my_tail_, 0);
+  CHECK_MPI(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
+  CHECK_MPI(MPI_Barrier(node_));  // every header is zero before anyone starts
+}
+
+ShmRing::~ShmRing() {
+  // Freeing the window is collective. Agree first, with a deadline: if a peer is gone (it would
+  // never join), the window is leaked rather than hanging this rank, which can then abort.
+  MPI_Request req;
+  if (MPI_Ibarrier(node_, &req) != MPI_SUCCESS) return;
+  // The grace does not depend on --timeout: ranks may reach this point far apart (one of them
+  // failed early, another was slow), and one that gives up while the others free would hang them.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(failed_ ? 10 : 120);
+  int done = 0;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (!done) return;
+  MPI_Win_unlock_all(win_);
+  MPI_Win_free(&win_);
+  MPI_Comm_free(&node_);
+}
+
+CommCounters ShmRing::counters() const {
+  return CommCounters{bytes_sent_.load(), bytes_recv_.load(), msgs_sent_.load(), msgs_recv_.load()};
+}
+
+bool ShmRing::slot_free() const { return produced_ - load(my_tail_) < slots_; }
+
+// Slot m's data; its header sits just before it.
+float* ShmRing::my_slot(std::uint64_t m) const {
+  auto* base = reinterpret_cast<unsigned char*>(my_slots_);
+  return reinterpret_cast<float*>(base + (m % slots_) * (kSlotHeader + slot_elems_ * 4) +
+                                  kSlotHeader);
+}
+
+void ShmRing::publish(std::uint64_t step, std::uint64_t lo) {
+  auto* h =
+      reinterpret_cast<Header*>(reinterpret_cast<unsigned char*>(my_slot(produced_)) - kSlotHeader);
+  h->step = step;
+  h->lo = lo;
+  store(my_head_, ++produced_);  // release: data and header before the count
+  msgs_sent_.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Copies queued messages into free slots. Returns true if any moved.
+bool ShmRing::drain() {
+  bool moved = false;
+  while (!pending_.empty() && slot_free()) {
+    const Pending p = pending_.front();
+    pending_.pop_front();
+    std::memcpy(my_slot(produced_), p.src, p.n * sizeof(float));
+    bytes_sent_.fetch_add(p.n * sizeof(float), std::memory_order_relaxed);
+    publish(p.step, p.lo);
+    moved = true;
+  }
+  return moved;
+}
+
+// Handles the predecessor's next message (which must be published).
+void ShmRing::process(const float* in, float* out, float scale) {
+  auto* base = reinterpret_cast<const unsigned char*>(prev_slots_) +
+               (consumed_ % slots_) * (kSlotHeader + slot_elems_ * 4);
+  const Header h = *reinterpret_cast<const Header*>(base);
+  const float* data = reinterpret_cast<const float*>(base + kSlotHeader);
+  const int step = static_cast<int>(h.step);
+  const int c = ((rank_ - step - 1) % n_ + n_) % n_;
+  const std::size_t begin = ring_chunk_begin(c, n_, count_),
+                    end = ring_chunk_begin(c + 1, n_, count_);
+  STARRING_CHECK(step >= 0 && step <= 2 * n_ - 3 && h.lo >= begin && h.lo < end &&
+                     (h.lo - begin) % slot_elems_ == 0,
+                 comm_.where(), ": corrupt shared-memory ring message from rank ", prev_, " (step ",
+                 h.step, ", element ", h.lo, ")");
+  const std::size_t lo = h.lo, n = std::min(end, lo + slot_elems_) - lo;
+  const bool forward = step + 1 <= 2 * n_ - 3;
+  const bool reduce = step <= n_ - 2, last_reduce = step == n_ - 2;
+  // Fused: write the result straight into my next slot when one is free.
+  float* slot = forward && slot_free() ? my_slot(produced_) : nullptr;
+  float* dst = out + lo;
+  if (reduce && !last_reduce && slot) {
+    add_to(in + lo, data, slot, nullptr, n, 1.0f);  // a partial sum only travels on
+  } else if (reduce) {
+    add_to(in + lo, data, dst, slot, n, last_reduce ? scale : 1.0f);
+  } else {
+    copy_to(data, dst, slot, n);
+  }
+  store(prev_tail_, ++consumed_);  // the predecessor may reuse that slot
+  ++seg_done_;
+  bytes_recv_.fetch_add(n * sizeof(float), std::memory_order_relaxed);
+  msgs_recv_.fetch_add(1, std::memory_order_relaxed);
+  if (slot) {
+    bytes_sent_.fetch_add(n * sizeof(float), std::memory_order_relaxed);
+    publish(step + 1, lo);
+  } else if (forward) {
+    pending_.push_back(Pending{dst, n, static_cast<std::uint64_t>(step + 1), lo});
+  }
+}
+
+void ShmRing::run_loop(const float* in, float* out, float scale) {
+  ProgressWaiter waiter(comm_, opt_.timeout, std::chrono::microseconds(opt_.spin_us));
+  while (seg_done_ < seg_total_ || !pending_.empty()) {
+    bool progress = drain();
+    if (seg_done_ < seg_total_ && load(prev_head_) > consumed_) {
+      process(in, out, scale);
+      progress = true;
+    }
+    if (progress) {
+      waiter.progressed();
+      continue;
+    }
+    waiter.idle([&] {
+      if (seg_done_ < seg_total_)
+        return "shared-memory ring (" + std::to_string(seg_total_ - seg_done_) +
+               " segments to go), waiting for data from rank " + std::to_string(prev_) + " (tag " +
+               std::to_string(opt_.tag) + ")";
+      return "shared-memory ring, waiting for rank " + std::to_string(next_) +
+             " to take data (tag " + std::to_string(opt_.tag) + ")";
+    });
+  }
+}
+
+void ShmRing::run(const float* in, float* out, std::size_t count, float scale) {
+  STARRING_CHECK(!failed_, comm_.where(), ": shared-memory ring used after a failure");
+  if (count == 0) return;
+  count_ = count;
+  seg_total_ = ring_receives(rank_, n_, count, slot_elems_).size();
+  seg_done_ = 0;
+  const std::size_t lo0 = ring_chunk_begin(rank_, n_, count);
+  const std::size_t end = ring_chunk_begin(rank_ + 1, n_, count);
+  for (std::size_t lo = lo0; lo < end; lo += slot_elems_)
+    pending_.push_back(Pending{in + lo, std::min(end, lo + slot_elems_) - lo, 0, lo});
+  try {
+    run_loop(in, out, scale);
+  } catch (...) {
+    failed_ = true;
+    pending_.clear();
+    throw;
+  }
+}
+
+}  // namespace starring
