@@ -1,5 +1,7 @@
 #include "allreduce/shm_ring.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -22,6 +24,55 @@ std::uint64_t load(const std::uint64_t* p) {
 void store(std::uint64_t* p, std::uint64_t v) {
   std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_release);
 }
+
+#if defined(__SSE2__)
+// o_nt = o2 = (a + b) * s, with o_nt written by streaming (non-temporal) stores: the output is
+// not read again during the all-reduce, so it need not be fetched into cache before it is
+// overwritten (that read-for-ownership would add a third of the memory traffic). o2 may be
+// null. The stores are ordered by the _mm_sfence at the end of run().
+void add_stream(const float* __restrict a, const float* __restrict b, float* __restrict o_nt,
+                float* __restrict o2, std::size_t n, float s) {
+  std::size_t i = 0;
+  auto one = [&](std::size_t k) {
+    const float v = (a[k] + b[k]) * s;
+    o_nt[k] = v;
+    if (o2) o2[k] = v;
+  };
+  for (; i < n && (reinterpret_cast<std::uintptr_t>(o_nt + i) & 15); ++i) one(i);
+  const __m128 vs = _mm_set1_ps(s);
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_mul_ps(_mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)), vs);
+    _mm_stream_ps(o_nt + i, v);
+    if (o2) _mm_storeu_ps(o2 + i, v);
+  }
+  for (; i < n; ++i) one(i);
+}
+void copy_stream(const float* __restrict a, float* __restrict o_nt, float* __restrict o2,
+                 std::size_t n) {
+  std::size_t i = 0;
+  for (; i < n && (reinterpret_cast<std::uintptr_t>(o_nt + i) & 15); ++i) o_nt[i] = a[i];
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_loadu_ps(a + i);
+    _mm_stream_ps(o_nt + i, v);
+    if (o2) _mm_storeu_ps(o2 + i, v);
+  }
+  for (; i < n; ++i) o_nt[i] = a[i];
+  if (o2) std::memcpy(o2 + n / 4 * 4, a + n / 4 * 4, (n % 4) * sizeof(float));
+}
+void fence() { _mm_sfence(); }
+#else
+void add_stream(const float* a, const float* b, float* o_nt, float* o2, std::size_t n, float s) {
+  for (std::size_t i = 0; i < n; ++i) {
+    o_nt[i] = (a[i] + b[i]) * s;
+    if (o2) o2[i] = o_nt[i];
+  }
+}
+void copy_stream(const float* a, float* o_nt, float* o2, std::size_t n) {
+  std::memcpy(o_nt, a, n * sizeof(float));
+  if (o2) std::memcpy(o2, a, n * sizeof(float));
+}
+void fence() {}
+#endif
 
 // o1 = o2 = (a + b) * s;  o2 may be null.
 void add_to(const float* __restrict a, const float* __restrict b, float* __restrict o1,
@@ -171,12 +222,20 @@ void ShmRing::process(const float* in, float* out, float scale) {
   // Fused: write the result straight into my next slot when one is free.
   float* slot = forward && slot_free() ? my_slot(produced_) : nullptr;
   float* dst = out + lo;
+  // The output is streamed when this rank will not read it again (nothing queued from it).
+  const bool stream = slot || !forward;
   if (reduce && !last_reduce && slot) {
     add_to(in + lo, data, slot, nullptr, n, 1.0f);  // a partial sum only travels on
   } else if (reduce) {
-    add_to(in + lo, data, dst, slot, n, last_reduce ? scale : 1.0f);
+    if (stream) {
+      add_stream(in + lo, data, dst, slot, n, last_reduce ? scale : 1.0f);
+    } else {
+      add_to(in + lo, data, dst, nullptr, n, last_reduce ? scale : 1.0f);
+    }
+  } else if (stream) {
+    copy_stream(data, dst, slot, n);
   } else {
-    copy_to(data, dst, slot, n);
+    copy_to(data, dst, nullptr, n);
   }
   store(prev_tail_, ++consumed_);  // the predecessor may reuse that slot
   ++seg_done_;
@@ -225,6 +284,7 @@ void ShmRing::run(const float* in, float* out, std::size_t count, float scale) {
     pending_.push_back(Pending{in + lo, std::min(end, lo + slot_elems_) - lo, 0, lo});
   try {
     run_loop(in, out, scale);
+    fence();  // streamed stores to the output are visible before run() returns
   } catch (...) {
     failed_ = true;
     pending_.clear();
