@@ -50,14 +50,17 @@ void add_stream(const float* __restrict a, const float* __restrict b, float* __r
 void copy_stream(const float* __restrict a, float* __restrict o_nt, float* __restrict o2,
                  std::size_t n) {
   std::size_t i = 0;
-  for (; i < n && (reinterpret_cast<std::uintptr_t>(o_nt + i) & 15); ++i) o_nt[i] = a[i];
+  auto one = [&](std::size_t k) {
+    o_nt[k] = a[k];
+    if (o2) o2[k] = a[k];
+  };
+  for (; i < n && (reinterpret_cast<std::uintptr_t>(o_nt + i) & 15); ++i) one(i);
   for (; i + 4 <= n; i += 4) {
     const __m128 v = _mm_loadu_ps(a + i);
     _mm_stream_ps(o_nt + i, v);
     if (o2) _mm_storeu_ps(o2 + i, v);
   }
-  for (; i < n; ++i) o_nt[i] = a[i];
-  if (o2) std::memcpy(o2 + n / 4 * 4, a + n / 4 * 4, (n % 4) * sizeof(float));
+  for (; i < n; ++i) one(i);
 }
 void fence() { _mm_sfence(); }
 #else

@@ -31,6 +31,12 @@ void check_engine(Allreducer& eng, Comm& comm) {
       eng.run(inplace.data(), inplace.data(), count, scale);
       EXPECT_EQ(count_wrong(inplace.data(), count, n, scale), 0)
           << eng.name() << " in-place, ranks " << n << " count " << count << " rank " << r;
+      // Buffers that are not 16-byte aligned (a bucket starts anywhere in the flat buffer).
+      std::vector<float> in1(count + 1), out1(count + 1, -1.0f);
+      std::copy(in.begin(), in.end(), in1.begin() + 1);
+      eng.run(in1.data() + 1, out1.data() + 1, count, scale);
+      EXPECT_EQ(count_wrong(out1.data() + 1, count, n, scale), 0)
+          << eng.name() << " unaligned, ranks " << n << " count " << count << " rank " << r;
     }
   }
 }
