@@ -7,6 +7,9 @@
 //   nccl - ncclAllReduce on GPU buffers (needs a CUDA device and a build with NCCL).
 #include "experiments/register_ring.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "allreduce/bucket_sync.h"
 #include "allreduce/private_comm.h"
 #include "common/error.h"
@@ -23,6 +26,12 @@ std::unique_ptr<Allreducer> make_allreducer(const std::string& name, std::shared
     o.segment_bytes = s.segment_bytes;
     o.wire = parse_wire_type(s.compress);
     o.timeout = timeout;
+    // Called like a blocking collective (the bench): poll without yielding while every rank has
+    // a core of its own, as MPI_Allreduce does. The trainer's communication thread yields at
+    // once, since it shares its process's cores with the compute thread.
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    if (mpi_mode == MpiMode::kBlocking && static_cast<unsigned>(comm->size()) <= cores)
+      o.spin_us = 200000;
     return make_ring_allreducer(std::move(comm), o);
   }
   STARRING_CONFIG_CHECK(s.compress == "none", "--compress ", s.compress,
