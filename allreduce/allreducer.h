@@ -1,6 +1,8 @@
 // Allreducer: one all-reduce engine behind one small interface, so the trainer backend
 // (BucketSync), the bench adapters and the tests are written once for every engine:
-//   ring - RingAllreduce over any Comm (allreduce/ring_allreduce.h), host memory;
+//   ring - the ring all-reduce on host memory: ShmRing (allreduce/shm_ring.h, an MPI shared-
+//          memory window between neighbours) when every rank is on one node and the wire is
+//          float32, otherwise RingAllreduce over the Comm (allreduce/ring_allreduce.h);
 //   mpi  - Open MPI's own all-reduce on the MpiComm's communicator (the vendor baseline);
 //   nccl - ncclAllReduce on device memory (allreduce/nccl/, a stand-in without NCCL).
 #pragma once
@@ -33,7 +35,8 @@ class Allreducer {
   virtual std::uint64_t wire_bytes(std::size_t count) const = 0;
 };
 
-// The ring over `comm` (which must outlive the allreducer).
+// The ring over `comm` (which must outlive the allreducer); opt.shared_memory = false keeps it
+// on the Comm even where ShmRing could be used. Collective (ShmRing sets up a window).
 std::unique_ptr<Allreducer> make_ring_allreducer(std::shared_ptr<Comm> comm, RingOptions opt);
 
 // How the mpi engine calls Open MPI.
