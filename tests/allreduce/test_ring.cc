@@ -182,8 +182,8 @@ RingOptions over_comm(RingOptions o) {
 TEST(RingMpi, ClosedForm) {
   MPI_ONLY();
   auto world = mpi_world();
-  for (RingOptions opt : {RingOptions{}, small_segments(), over_comm(RingOptions{}),
-                          over_comm(small_segments())}) {
+  for (RingOptions opt :
+       {RingOptions{}, small_segments(), over_comm(RingOptions{}), over_comm(small_segments())}) {
     auto eng = make_ring_allreducer(world, opt);
     check_engine(*eng, *world);
   }
