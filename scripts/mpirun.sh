@@ -19,8 +19,9 @@ fi
 #  - single-copy (CMA) works here but is slower than vader's copy-in/copy-out for both
 #    MPI_Allreduce and point-to-point rings (16 MiB all-reduce, np 2: 5.5 vs 7.4 GB/s busbw),
 #    so it stays off;
-#  - 256 KiB fragments instead of 32 KiB raise large point-to-point transfers by ~20-30%
-#    (MPI_Allreduce 16 MiB np 2: 6.6-7.1 -> 8.4 GB/s busbw).
+#  - 256 KiB fragments instead of 32 KiB speed up large point-to-point transfers a little
+#    (quiet machine, np 2, busbw: MPI_Allreduce 4 MiB 14.1-14.4 -> 14.4-15.7 GB/s, 16 MiB
+#    6.1-6.3 -> 6.3-6.6; the point-to-point ring 4 MiB 16.2-16.7 -> 17.4-19.1).
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 export OMPI_MCA_btl_vader_max_send_size=${OMPI_MCA_btl_vader_max_send_size:-262144}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
