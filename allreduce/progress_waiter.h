@@ -37,8 +37,8 @@ class ProgressWaiter {
     ++idle_iters_;
     if (idle_iters_ < 64) return;  // spin (each iteration already tested the requests)
     const auto waited = Clock::now() - last_;
-    if (waited < spin_) return;
     if (waited > timeout_) throw TimeoutError(timeout_message(comm_, timeout_, what()));
+    if (waited < spin_) return;
     if (waited < std::chrono::milliseconds(2)) {
       std::this_thread::yield();
     } else {
