@@ -172,6 +172,9 @@ BenchRow make_row(const BenchOp& op, const std::string& name, int np, std::size_
   row.bytes_sent_per_rank /= std::max(nw, 1.0);
   row.bytes_recv_per_rank /= std::max(nw, 1.0);
   row.bytes_measured = bytes_measured;
+  if (!bytes_measured) {  // opaque transport: the bus bytes of the algorithm as the reference
+    row.bytes_sent_per_rank = row.bytes_recv_per_rank = row.bytes * op.bus_factor();
+  }
   row.algbw_GBps = row.time_us > 0 ? row.bytes / (row.time_us * 1e-6) / 1e9 : 0;
   row.busbw_GBps = row.algbw_GBps * op.bus_factor();
   return row;
