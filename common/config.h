@@ -28,28 +28,28 @@ struct ModelConfig {
 
 struct TrainConfig {
   int epochs = 10;
-  std::int64_t max_steps = -1;  // stop after this many optimizer steps (-1: run all epochs)
-  int batch = 64;               // per worker, per micro-batch
-  int accum = 1;                // gradient accumulation micro-batches per optimizer step
-  float lr = 0.05f;             // base learning rate (for one worker)
-  std::string lr_scale = "none"; // "none" | "linear" | "sqrt" in the number of workers
-  int warmup_steps = 0;         // linear warm-up from lr/workers... to the scaled lr
+  std::int64_t max_steps = -1;    // stop after this many optimizer steps (-1: run all epochs)
+  int batch = 64;                 // per worker, per micro-batch
+  int accum = 1;                  // gradient accumulation micro-batches per optimizer step
+  float lr = 0.05f;               // base learning rate (for one worker)
+  std::string lr_scale = "none";  // "none" | "linear" | "sqrt" in the number of workers
+  int warmup_steps = 0;           // linear warm-up from lr/workers... to the scaled lr
   std::string lr_schedule = "constant";  // "constant" | "cosine"
   OptimizerConfig opt;
-  std::uint64_t seed = 42;      // base seed; per-worker randomness uses seed + rank
-  std::string device = "cpu";   // "cpu" | "cuda" | "auto"
-  int threads = 1;              // OpenBLAS threads per rank
+  std::uint64_t seed = 42;     // base seed; per-worker randomness uses seed + rank
+  std::string device = "cpu";  // "cpu" | "cuda" | "auto"
+  int threads = 1;             // OpenBLAS threads per rank
   bool eval_each_epoch = true;
-  std::string straggler;        // "RANK:MS" sleep MS milliseconds per step on worker RANK
-  std::string fault;            // "kill:RANK:STEP" | "hang:RANK:STEP" for fault tests
+  std::string straggler;  // "RANK:MS" sleep MS milliseconds per step on worker RANK
+  std::string fault;      // "kill:RANK:STEP" | "hang:RANK:STEP" for fault tests
 };
 
 struct OutputConfig {
-  std::string metrics_file;     // JSON lines, written by rank 0 (empty: none)
-  std::string summary_file;     // one JSON object at the end (empty: none)
-  std::string trace_file;       // Chrome trace; "%r" replaced by the rank (empty: none)
-  std::string progress = "auto"; // "auto" | "bar" | "lines" | "off"
-  int log_every = 50;           // steps between progress lines when not a terminal
+  std::string metrics_file;       // JSON lines, written by rank 0 (empty: none)
+  std::string summary_file;       // one JSON object at the end (empty: none)
+  std::string trace_file;         // Chrome trace; "%r" replaced by the rank (empty: none)
+  std::string progress = "auto";  // "auto" | "bar" | "lines" | "off"
+  int log_every = 50;             // steps between progress lines when not a terminal
   std::string run_name;
 };
 
@@ -60,9 +60,9 @@ struct SyncConfig {
   bool overlap = true;            // start a bucket's sync while backward continues
   std::string compress = "none";  // "none" | "fp16" | "bf16"
   std::size_t segment_bytes = 1 << 20;  // ring pipelining segment
-  bool nccl_force_ring = false;   // set NCCL_ALGO=Ring for the communicator
+  bool nccl_force_ring = false;         // set NCCL_ALGO=Ring for the communicator
   // parameter server
-  std::string servers = "1";      // number of dedicated server ranks, or "colocated"
+  std::string servers = "1";           // number of dedicated server ranks, or "colocated"
   std::string ps_partition = "range";  // "range" (balanced key ranges) | "tensor" (round-robin)
   std::size_t ps_chunk_bytes = 4 << 20;
   std::string consistency = "bsp";  // "bsp" | "asp" | "ssp"
@@ -77,7 +77,7 @@ struct BenchConfig {
   int warmup = 5;                    // -w
   int check = 1;                     // -c
   bool json = false;
-  std::vector<std::string> backends; // several backends side by side in one run
+  std::vector<std::string> backends;  // several backends side by side in one run
   bool memcpy_baseline = true;
 };
 

@@ -11,10 +11,9 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/comm.h"
 #include "common/config.h"
@@ -33,12 +32,12 @@ struct BackendContext {
 };
 
 struct Backend {
-  std::string role = "worker";           // "worker" | "server"
-  int worker_index = 0;                  // 0..num_workers-1 on workers
+  std::string role = "worker";  // "worker" | "server"
+  int worker_index = 0;         // 0..num_workers-1 on workers
   int num_workers = 1;
-  std::shared_ptr<Comm> workers;         // workers only, renumbered 0..num_workers-1
-  std::unique_ptr<GradientSync> sync;    // workers
-  std::function<void()> serve;           // servers: blocks until shutdown
+  std::shared_ptr<Comm> workers;       // workers only, renumbered 0..num_workers-1
+  std::unique_ptr<GradientSync> sync;  // workers
+  std::function<void()> serve;         // servers: blocks until shutdown
   // Optional, any rank: totals this rank's backend wants in the run summary, read after training
   // (servers: {"bytes_sent","bytes_recv","busy_s",...}; hosts of a ps shard: "staleness_hist").
   std::function<nlohmann::json()> stats;
@@ -50,7 +49,8 @@ class BackendRegistry {
  public:
   static BackendRegistry& instance();  // the one table of factories (static registration only)
   void add(const std::string& name, BackendFactory f);
-  Backend create(const std::string& name, const BackendContext& ctx) const;  // ConfigError if unknown
+  Backend create(const std::string& name,
+                 const BackendContext& ctx) const;  // ConfigError if unknown
   std::vector<std::string> names() const;
 
  private:

@@ -2,9 +2,8 @@
 // for the configured backend, then trains (worker ranks) or serves (dedicated server ranks).
 #pragma once
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/comm.h"
 #include "common/config.h"
@@ -16,9 +15,9 @@
 namespace starring {
 
 struct RankOutcome {
-  std::string role;             // "worker" | "server"
+  std::string role;  // "worker" | "server"
   int num_workers = 1;
-  TrainResult result;           // workers
+  TrainResult result;                                       // workers
   nlohmann::json backend_stats = nlohmann::json::object();  // Backend::stats(), if any
 };
 

@@ -9,10 +9,10 @@
 //   "tensor" - whole tensors placed round-robin in backward order (tensor i -> server i % S):
 //              the naive placement, kept so that its imbalance can be measured.
 // A PsPlan then groups tensors into buckets exactly as the ring does (common/bucketing.h: at most
-// bucket_bytes, backward order, a tensor never split), cuts each bucket's memory intervals at server
-// boundaries, and cuts every piece into chunks of at most chunk_bytes (equal-sized pieces). A
-// chunk is the unit on the wire: one push message and one reply, identified by its chunk id;
-// keys are ranges [begin, begin + count), never per-element keys.
+// bucket_bytes, backward order, a tensor never split), cuts each bucket's memory intervals at
+// server boundaries, and cuts every piece into chunks of at most chunk_bytes (equal-sized pieces).
+// A chunk is the unit on the wire: one push message and one reply, identified by its chunk id; keys
+// are ranges [begin, begin + count), never per-element keys.
 #pragma once
 #include <cstddef>
 #include <functional>

@@ -43,21 +43,21 @@ struct EpochRecord {
 
 struct TrainResult {
   std::int64_t steps = 0;
-  double wall_s = 0;           // training loop, excluding data loading
-  double samples_per_s = 0;    // global (all workers)
+  double wall_s = 0;                             // training loop, excluding data loading
+  double samples_per_s = 0;                      // global (all workers)
   double compute_s = 0, comm_s = 0, wait_s = 0;  // totals on this worker
   std::uint64_t bytes_sent = 0, bytes_recv = 0;  // totals on this worker
   double final_train_loss = 0;
-  double test_accuracy = 0, test_loss = 0;       // valid on worker 0
-  std::vector<EpochRecord> history;              // valid on worker 0
-  std::map<std::string, double> extra;           // backend extras, summed over steps
+  double test_accuracy = 0, test_loss = 0;  // valid on worker 0
+  std::vector<EpochRecord> history;         // valid on worker 0
+  std::map<std::string, double> extra;      // backend extras, summed over steps
   std::vector<int> widths;
   std::size_t num_params = 0;
   std::vector<float> params;  // final parameters (host copy), for equivalence checks
 };
 
 struct TrainerEnv {
-  Comm& workers;          // worker ranks only, 0..W-1
+  Comm& workers;  // worker ranks only, 0..W-1
   GradientSync& sync;
   Device& device;
   Trace* trace = nullptr;  // may be null

@@ -63,13 +63,14 @@ TEST_P(Equivalence, SameParametersAsOneWorkerOnTheGlobalBatch) {
   EXPECT_EQ(workers_seen, c.workers);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Backends, Equivalence,
-    ::testing::Values(Case{"ring", "", 2}, Case{"ring", "", 3}, Case{"ring", "", 4},
-                      Case{"ps", "1", 1}, Case{"ps", "1", 2}, Case{"ps", "2", 2},
-                      Case{"ps", "3", 2}, Case{"ps", "3", 4}, Case{"ps", "2", 4},
-                      Case{"ps", "colocated", 2}, Case{"ps", "colocated", 4}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Backends, Equivalence,
+                         ::testing::Values(Case{"ring", "", 2}, Case{"ring", "", 3},
+                                           Case{"ring", "", 4}, Case{"ps", "1", 1},
+                                           Case{"ps", "1", 2}, Case{"ps", "2", 2},
+                                           Case{"ps", "3", 2}, Case{"ps", "3", 4},
+                                           Case{"ps", "2", 4}, Case{"ps", "colocated", 2},
+                                           Case{"ps", "colocated", 4}),
+                         case_name);
 
 TEST(Equivalence, OverlapOnAndOffGiveTheSameParameters) {
   // Same buckets, synchronized during backward or after it: the same arithmetic, bit for bit.
