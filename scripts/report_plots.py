@@ -84,6 +84,14 @@ def _save(fig, out_dir, name):
     return name
 
 
+def label_axes(ax, xlabel, ylabel, title):
+    """Axis labels (with units), title and the light grid every plot of the report uses."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+
+
 def _log2_workers(ax, workers):
     ax.set_xscale("log", base=2)
     ax.set_xticks(workers)
@@ -126,10 +134,7 @@ def throughput(runs, out_dir):
             used += pts.values()
         ax.plot([], [], "k:", linewidth=1, label="ideal linear (dotted)")
         _log2_workers(ax, workers)
-        ax.set_xlabel("workers")
-        ax.set_ylabel("throughput (samples/s, all workers)")
-        ax.set_title(model)
-        ax.grid(alpha=0.3)
+        label_axes(ax, "workers", "throughput (samples/s, all workers)", model)
         ax.legend(fontsize=8)
     name = _save(fig, out_dir, "throughput.png")
     return Figure(name, "Throughput vs workers",
@@ -155,11 +160,8 @@ def efficiency(runs, out_dir):
             used += pts.values()
         ax.axhline(100, color="k", linestyle=":", linewidth=1, label="ideal (100%)")
         _log2_workers(ax, sorted({r["workers"] for r in rs}))
-        ax.set_xlabel("workers")
-        ax.set_ylabel("scaling efficiency (% of linear)")
+        label_axes(ax, "workers", "scaling efficiency (% of linear)", model)
         ax.set_ylim(bottom=0)
-        ax.set_title(model)
-        ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     name = _save(fig, out_dir, "efficiency.png")
     return Figure(name, "Scaling efficiency",
@@ -238,10 +240,8 @@ def bytes_per_rank(runs, out_dir):
                     color=color_of(label))
     _dedupe_legend(ax)
     _log2_workers(ax, sorted({r["workers"] for r in runs}))
-    ax.set_xlabel("workers N")
-    ax.set_ylabel("bytes per worker per step / D")
-    ax.set_title("worker ranks (o sent, x received)")
-    ax.grid(alpha=0.3)
+    label_axes(ax, "workers N", "bytes per worker per step / D",
+               "worker ranks (o sent, x received)")
     if servers:
         ax = axes[0][1]
         for s in sorted({r["num_servers"] for r in servers}):
@@ -256,10 +256,8 @@ def bytes_per_rank(runs, out_dir):
                     color=color_of(label))
         _dedupe_legend(ax)
         _log2_workers(ax, sorted({r["workers"] for r in servers}))
-        ax.set_xlabel("workers W")
-        ax.set_ylabel("bytes per server per step / D")
-        ax.set_title("dedicated server ranks (o received, x sent)")
-        ax.grid(alpha=0.3)
+        label_axes(ax, "workers W", "bytes per server per step / D",
+                   "dedicated server ranks (o received, x sent)")
     name = _save(fig, out_dir, "bytes_per_rank.png")
     ds = sorted({sr.wire_bytes(r) for r in runs})
     worst = []
@@ -332,10 +330,8 @@ def busbw(bench, out_dir):
         ax.set_ylim(bottom=0)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_size_label))
-        ax.set_xlabel("message size (bytes, log scale)")
-        ax.set_ylabel("bus bandwidth (GB/s)")
-        ax.set_title(f"{kind} (starring bench)")
-        ax.grid(alpha=0.3)
+        label_axes(ax, "message size (bytes, log scale)", "bus bandwidth (GB/s)",
+                   f"{kind} (starring bench)")
         ax.legend(fontsize=8)
     name = _save(fig, out_dir, "busbw.png")
     return Figure(name, "Bus bandwidth vs message size",

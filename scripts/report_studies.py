@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 
 import starring_results as sr
-from report_plots import Figure, Skipped, _save, color_of, oversub_note
+from report_plots import Figure, Skipped, _save, color_of, label_axes, oversub_note
 
 
 def _key(r, *drop):
@@ -159,10 +159,7 @@ def bucket(runs, out_dir):
                     label=f"{label}, overlap {'on' if overlap else 'off'}")
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
-        ax.set_xlabel("bucket size (MiB, log scale)")
-        ax.set_ylabel("time per step (ms)")
-        ax.set_title(f"{w} workers")
-        ax.grid(alpha=0.3)
+        label_axes(ax, "bucket size (MiB, log scale)", "time per step (ms)", f"{w} workers")
         ax.legend(fontsize=8)
     name = _save(fig, out_dir, "bucket.png")
     model_mb = max(r["model"]["bytes"] for r in runs) / 2**20
