@@ -106,8 +106,9 @@ struct Groups {
         "beta1", val(&t.opt.beta1), "adamw beta1")("beta2", val(&t.opt.beta2), "adamw beta2")(
         "eps", val(&t.opt.eps), "adamw epsilon")("eval-each-epoch", flag(&t.eval_each_epoch),
                                                  "evaluate on the test set after each epoch")(
-        "straggler", val(&t.straggler), "RANK:MS: worker RANK sleeps MS ms every step")(
-        "fault", val(&t.fault), "kill:RANK:STEP | hang:RANK:STEP (fault tests)");
+        "straggler", val(&t.straggler),
+        "RANK:MS: worker RANK sleeps MS ms every step; any:MS: one worker drawn at random per step "
+        "sleeps MS ms")("fault", val(&t.fault), "kill:RANK:STEP | hang:RANK:STEP (fault tests)");
   }
   void add_sync(SyncConfig& y, Staged& s) {
     sync.add_options()("backend", val(&y.backend), "local | ring | mpi | nccl | ps")(

@@ -121,7 +121,8 @@ void check_train(const TrainConfig& t) {
   check(t.opt.eps > 0, "--eps", "> 0", t.opt.eps);
   check_choice("--device", t.device, {"cpu", "cuda", "auto"});
   check(t.threads > 0, "--threads", "> 0", t.threads);
-  check_colon_spec("--straggler", t.straggler, 2, 0, "RANK:MS");
+  check_colon_spec("--straggler", t.straggler, 2, t.straggler.rfind("any:", 0) == 0 ? 1 : 0,
+                   "RANK:MS or any:MS");
   check_colon_spec("--fault", t.fault, 3, 1, "kill:RANK:STEP or hang:RANK:STEP");
   if (!t.fault.empty())
     check_choice("--fault", t.fault.substr(0, t.fault.find(':')), {"kill", "hang"});

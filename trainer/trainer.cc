@@ -11,6 +11,7 @@
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
 #include "trainer/sampler.h"
+#include "trainer/straggler.h"
 
 namespace starring {
 namespace {
@@ -117,7 +118,8 @@ class TrainLoop {
   std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
   int epochs_ = 0;
   Staging staging_;
-  std::pair<int, long> straggler_, fault_;
+  Straggler straggler_;
+  std::pair<int, long> fault_;
   std::string fault_kind_;
   std::vector<std::vector<std::size_t>> layer_t_;  // backward-order tensors of each layer, sorted
   std::vector<float> xb_;
@@ -155,7 +157,7 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
       model_(env.device, model_widths(cfg, train), eval_batch(cfg.train), cfg.train.seed),
       sampler_(train.n, rank_, world_, cfg.train.batch, cfg.train.seed),
       staging_(model_, env.device.is_gpu() && !env.sync.accepts_device_buffers()),
-      straggler_(parse_rank_spec(cfg.train.straggler, "straggler")),
+      straggler_(cfg.train.straggler, cfg.train.seed, world_),
       fault_{-1, 0},
       metrics_(rank_ == 0 ? cfg.out.metrics_file : ""),
       progress_(cfg.out.progress, 0, cfg.out.log_every, false),
@@ -234,9 +236,9 @@ void TrainLoop::step_once(std::int64_t s, int epoch) {
   inject_fault();
   double loss = 0, wait_s = 0, grad_sq = 0;
   for (int m = 0; m < tc_.accum; ++m) loss += micro_batch(s, m, &wait_s, &grad_sq) / tc_.accum;
-  if (straggler_.first == rank_ && straggler_.second > 0) {
+  if (const long ms = straggler_.delay_ms(rank_, step_); ms > 0) {
     TraceScope ts(trace_, "straggler_sleep", "compute");
-    std::this_thread::sleep_for(std::chrono::milliseconds(straggler_.second));
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   }
   record_step(epoch, lr, loss, seconds_since(t_step), wait_s, grad_sq);
 }

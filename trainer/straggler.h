@@ -1,0 +1,33 @@
+// Straggler injection for the straggler study (--straggler).
+//
+//   RANK:MS   worker RANK sleeps MS milliseconds after its compute on every step: a persistent
+//             straggler. Every consistency model ends up at the straggler's pace (SSP lets the
+//             others run at most --staleness clocks ahead, then they wait too).
+//   any:MS    on every step ONE worker, drawn at random from (seed, step) - the same draw on
+//             every rank - sleeps MS milliseconds: transient delays that move around, the kind
+//             production clusters see (GC pauses, noisy neighbours). A synchronous step waits
+//             for whoever is slow, so BSP and the ring pay MS on every step; each worker is slow
+//             on only 1/W of the steps, so SSP with enough staleness pays about MS/W per step.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace starring {
+
+class Straggler {
+ public:
+  // Parses the spec (empty: no straggler); throws ConfigError naming --straggler on bad input.
+  Straggler(const std::string& spec, std::uint64_t seed, int workers);
+
+  // Milliseconds worker `rank` sleeps at optimizer step `step` (0: none).
+  long delay_ms(int rank, std::int64_t step) const;
+
+ private:
+  bool any_ = false;
+  int rank_ = -1;
+  long ms_ = 0;
+  std::uint64_t seed_ = 0;
+  int workers_ = 1;
+};
+
+}  // namespace starring
