@@ -43,7 +43,8 @@ def straggler(runs, out_dir):
                 ax.annotate(f"{100 * (b - a) / a:+.0f}%" if key == "rate" else f"{b - a:+.1f} pt",
                             (i + width / 2, b), ha="center", va="bottom", fontsize=8)
         ax.set_xticks(x)
-        ax.set_xticklabels([f"{sr.backend_label(p[1])}\nW={p[1]['workers']}" for p in pairs],
+        ax.set_xticklabels([f"{sr.backend_label(p[1])}\nW={p[1]['workers']}\n{p[1]['straggler']}"
+                            for p in pairs],
                            fontsize=8)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
@@ -58,14 +59,16 @@ def straggler(runs, out_dir):
     name = _save(fig, out_dir, "straggler.png")
     what = sorted({r["straggler"] for r in slow})
     return Figure(name, "Straggler: throughput kept and accuracy cost",
-                  f"One worker slowed down (--straggler {', '.join(what)}: RANK:milliseconds of "
-                  "sleep per step). Left: the samples per second the workers sustain together (the "
+                  f"Workers slowed down (--straggler {', '.join(what)}: RANK:MS puts MS "
+                  "milliseconds of extra compute on worker RANK every step; any:MS on one worker "
+                  "drawn at random each step). Left: the samples per second the workers sustain together (the "
                   "sum over workers of each one's steps x batch / its own training-loop time) "
                   "without (blue) and with (red) the straggler, with the change in percent. "
                   "Synchronous backends (ring, PS BSP) wait for the slow worker every step. Under "
                   "SSP the others may run at most --staleness steps ahead, so a straggler that is "
-                  "slow on every step still bounds them (SSP absorbs transient delays, not a "
-                  "persistent one); under ASP nobody waits. Right: test accuracy after the same "
+                  "slow on every step still bounds them, while delays that move between workers "
+                  "(any:MS) are absorbed: each worker is slow on 1/W of the steps, so SSP pays "
+                  "about MS/W per step where BSP pays MS; under ASP nobody waits. Right: test accuracy after the same "
                   "number of steps per worker, with the change in percentage points: the cost of "
                   "training on stale parameters." + oversub_note([p[1] for p in pairs]))
 

@@ -236,10 +236,6 @@ void TrainLoop::step_once(std::int64_t s, int epoch) {
   inject_fault();
   double loss = 0, wait_s = 0, grad_sq = 0;
   for (int m = 0; m < tc_.accum; ++m) loss += micro_batch(s, m, &wait_s, &grad_sq) / tc_.accum;
-  if (const long ms = straggler_.delay_ms(rank_, step_); ms > 0) {
-    TraceScope ts(trace_, "straggler_sleep", "compute");
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  }
   record_step(epoch, lr, loss, seconds_since(t_step), wait_s, grad_sq);
 }
 
@@ -272,6 +268,12 @@ double TrainLoop::micro_batch(std::int64_t s, int m, double* wait_s, double* gra
     }
   }
   const double loss = model_.loss_and_grad(dy_, tc_.batch, 1.0f / (tc_.batch * tc_.accum));
+  // A straggler's compute is slow: its gradients reach the sync late (after the parameters
+  // arrived, before backward hands over the first tensor).
+  if (const long ms = straggler_.delay_ms(rank_, step_); ms > 0 && m == tc_.accum - 1) {
+    TraceScope ts(trace_, "straggler_sleep", "compute");
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  }
   TraceScope tb(trace_, "backward", "compute");
   const bool last = m + 1 == tc_.accum;
   for (int l = L - 1; l >= 0; --l) {
