@@ -26,6 +26,7 @@ except ImportError:  # Debian's matplotlib lives with /usr/bin/python3; a pyenv 
     sys.exit("report.py: matplotlib is missing: run scripts/setup.sh (python3-matplotlib)")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_model as rm  # noqa: E402
 import report_plots as rp  # noqa: E402
 import report_studies as rs  # noqa: E402
 import starring_results as sr  # noqa: E402
@@ -137,6 +138,7 @@ def write_summary(out, runs, bench, figures):
                   f"{': ' + r['reason'] if r.get('reason') else ''}; log: `{r.get('log_file', '')}`"
                   for r in bad]
         parts.append("")
+    parts += rm.summary_lines([r for r in runs if r.get("status") == "ok"], bench)
     parts += ["## Plots", ""] + [f"- `{f.file}`: {f.title}" for f in figures
                                  if isinstance(f, rp.Figure)]
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
@@ -163,6 +165,7 @@ def write_html(out, results, runs, bench, figures, rows, problems):
         body.append("<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER)
                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)
                                         + "</tr>" for row in rows) + "</table>")
+    body.append(rm.html_section([r for r in runs if r.get("status") == "ok"], bench))
     for f in figures:
         if isinstance(f, rp.Figure):
             with open(os.path.join(out, f.file), "rb") as img:
@@ -213,7 +216,9 @@ def make_figures(runs, bench, metrics, out):
               ("straggler", lambda: rs.straggler(ok, out)),
               ("staleness", lambda: rs.staleness(ok, out)),
               ("crossover", lambda: rs.crossover(ok, out)),
-              ("bucket", lambda: rs.bucket(ok, out))]
+              ("bucket", lambda: rs.bucket(ok, out)),
+              ("cost model check", lambda: rm.predicted_vs_measured(ok, bench, out)),
+              ("cost model scaling", lambda: rm.extrapolation(ok, bench, out))]
     figures = []
     for name, make in makers:
         try:

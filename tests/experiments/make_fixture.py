@@ -122,6 +122,17 @@ def bench_rows():
                      "server_bytes_in": [2 * size], "server_bytes_out": [2 * size],
                      "cores": CORES, "oversubscribed": True})
         size *= 4
+    size = 65536
+    while size <= 16 << 20:  # co-located shards on 2 ranks (for the cost model's calibration)
+        t = 20.0 + size / 2e9 * 1e6
+        rows.append({"bench": "pushpull", "backend": "ps-colocated", "np": 2, "workers": 2,
+                     "servers": "colocated", "size": size, "count": size // 4, "type": "float",
+                     "time_us": t, "algbw_GBps": size / t / 1e3, "busbw_GBps": size / t / 1e3,
+                     "wrong": 0, "memcpy_GBps": 8.0, "bytes_sent_per_rank": size,
+                     "bytes_recv_per_rank": size, "server_bytes_in": [size / 2, size / 2],
+                     "server_bytes_out": [size / 2, size / 2], "cores": CORES,
+                     "oversubscribed": False})
+        size *= 4
     rows.append({"status": "failed", "exit_code": 1, "np": 8, "bench_id": "main-bench-x-np8",
                  "command": "scripts/mpirun.sh -np 8 ...", "log_tail": "error"})
     return rows

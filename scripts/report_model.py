@@ -1,0 +1,207 @@
+"""The cost-model section of StarRing's report (scripts/report.py): predicted vs measured step
+time, and step time extrapolated to 256 workers, from scripts/cost_model.py calibrated on the
+folder's bench rows. Same conventions as report_plots.py (Figure or Skipped, Agg backend)."""
+import html
+
+import matplotlib.pyplot as plt
+import matplotlib.ticker
+
+import cost_model as cm
+from report_plots import Figure, Skipped, _log2_workers, _save, color_of, label_axes
+
+WORKERS = [2, 4, 8, 16, 32, 64, 128, 256]
+# A reference network for the second row of the extrapolation: 25 Gb/s Ethernet, 5 us per message.
+REF_NET = {"alpha_us": 5.0, "bandwidth_gbps": 25.0}
+STYLE = {"ring": ("-", "o"), "ps S=1": ("--", "v"), "ps S=W/2": ("-.", "^"),
+         "ps co-located": (":", "s")}
+
+
+def analyse(runs, bench):
+    """(fits, reference fits, predictions, compute times) or a reason string."""
+    if not any("size" in b for b in bench):
+        return "no `starring bench` rows (bench.jsonl) to calibrate from"
+    fits = cm.calibrate(bench)
+    if not fits:
+        return "no backend has bench rows at two or more sizes"
+    ref = cm.reference(fits)
+    computes = cm.compute_times(runs, bench)
+    return fits, ref, cm.check_runs(runs, ref, computes), computes
+
+
+def _consts_caption(ref):
+    return "; ".join(f"{k} ({f.consts.source}, bench np={f.ranks}): {f.consts.describe()}, "
+                     f"max fit error {100 * f.max_rel_err:.0f}%" for k, f in sorted(ref.items()))
+
+
+def predicted_vs_measured(runs, bench, out_dir):
+    title = "Cost model: predicted vs measured step time"
+    got = analyse(runs, bench)
+    if isinstance(got, str):
+        return Skipped(title, got)
+    _, ref, preds, _ = got
+    if not preds:
+        return Skipped(title, "no successful training run of a calibrated backend to compare with")
+    fig, ax = plt.subplots(figsize=(7.2, 5.6))
+    seen = set()
+    for p in preds:
+        c = color_of(p["label"])
+        x = 1e3 * p["measured"]
+        ax.plot([x, x], [1e3 * p["lower"], 1e3 * p["upper"]], "-", color=c, linewidth=1)
+        face = c if p["expected"] else "none"
+        ax.plot(x, 1e3 * p["upper"], "o", color=c, markerfacecolor=face,
+                label=p["label"] if p["label"] not in seen else None)
+        ax.plot(x, 1e3 * p["lower"], "_", color=c, markersize=9)
+        seen.add(p["label"])
+    vals = [1e3 * v for p in preds for v in (p["measured"], p["lower"], p["upper"]) if v > 0]
+    lo, hi = min(vals) / 1.5, max(vals) * 1.5
+    ax.plot([lo, hi], [lo, hi], "k:", linewidth=1, label="y = x")
+    ax.plot([], [], "o", color="gray", markerfacecolor="none", label="oversubscribed / not modeled")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
+        axis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+            lambda v, _p: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+    label_axes(ax, "measured step time (ms, log scale)", "predicted step time (ms, log scale)",
+               "circle: no overlap; dash: perfect overlap")
+    ax.legend(fontsize=8)
+    name = _save(fig, out_dir, "cost_model_check.png")
+    good = [p for p in preds if p["expected"] and p["workers"] > 1]
+    stat = (f" Of the {len(good)} runs with W > 1 that fit on the cores, "
+            f"{sum(p['within'] for p in good)}"
+            f" lie within [perfect overlap, no overlap] +-10%; the no-overlap prediction misses by "
+            f"at most {100 * max(abs(p['err']) for p in good):.0f}%." if good else "")
+    return Figure(name, title,
+                  "Each training run's measured mean step time against the alpha-beta model "
+                  "(scripts/cost_model.py): circle = T_compute + T_comm (no overlap, the upper "
+                  "bound), dash = max(T_compute, T_comm) (perfect overlap, the lower bound), "
+                  "T_compute = the measured 1-worker compute time of the model, T_comm = the "
+                  "backend's formula per gradient bucket with the constants fitted on this "
+                  f"folder's bench rows: {_consts_caption(ref)}. Points on the dotted line are "
+                  "exact; hollow circles are runs the model does not claim to hold for (more "
+                  "ranks than cores time-share the CPU; stragglers, ASP/SSP). 1-worker runs set "
+                  "T_compute, so their scatter is the run-to-run noise of the compute time."
+                  + stat)
+
+
+def _models(computes, batch=64):
+    out = []
+    for name in ("default", "wide"):
+        widths = cm.PRESETS[name]
+        params = sum(widths[i] * widths[i + 1] + widths[i + 1] for i in range(len(widths) - 1))
+        tc = cm.compute_for(params, batch, computes)
+        if tc:
+            out.append((name, widths, params, tc))
+    return out
+
+
+def extrapolation(runs, bench, out_dir):
+    title = "Cost model: step time extrapolated to 256 workers"
+    got = analyse(runs, bench)
+    if isinstance(got, str):
+        return Skipped(title, got)
+    fits, ref, _, computes = got
+    models = _models(computes)
+    if not models:
+        return Skipped(title, "no 1-worker run (or bench-model row) gives a compute time")
+    gamma = fits[0].consts.gamma
+    nets = [("calibrated on this machine", lambda k: cm.network_consts(ref, k)),
+            (f"{REF_NET['bandwidth_gbps']:g} Gb/s, {REF_NET['alpha_us']:g} us network",
+             lambda k: cm.network_consts(ref, k, gamma=gamma, **REF_NET))]
+    fig, axes = plt.subplots(len(nets), len(models), figsize=(6.3 * len(models), 4.4 * len(nets)),
+                             squeeze=False)
+    notes = []
+    for row, (net, consts_of) in enumerate(nets):
+        for col, (name, widths, params, tc) in enumerate(models):
+            ax = axes[row][col]
+            ext = cm.extrapolate(widths, tc[0], consts_of, WORKERS)
+            for series, pts in ext.items():
+                ws = [p[0] for p in pts]
+                line, marker = STYLE[series]
+                ax.plot(ws, [1e3 * p[1] for p in pts], line, marker=marker, markersize=4,
+                        markerfacecolor="none", color=color_of(series), label=series)
+                ax.fill_between(ws, [1e3 * p[2] for p in pts], [1e3 * p[1] for p in pts],
+                                color=color_of(series), alpha=0.12)
+            ax.axhline(1e3 * tc[0], color="k", linewidth=0.8, linestyle=":",
+                       label="T_compute (1 worker)")
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
+            _log2_workers(ax, WORKERS)
+            label_axes(ax, "workers (log2 scale)", "step time (ms, log scale)",
+                       f"{name} MLP ({params / 1e6:.2f}M params), {net}")
+            ax.legend(fontsize=7)
+            cross = cm.crossover_lines(widths, consts_of, WORKERS)
+            notes.append(f"{name}, {net}: {cross[0]}; {cross[1]}")
+        if row == 0:
+            notes.insert(0, "compute: " + "; ".join(
+                f"{n} {1e3 * tc[0]:.3g} ms ({tc[1]})" for n, _, _, tc in models))
+    name = _save(fig, out_dir, "cost_model_scaling.png")
+    return Figure(name, title,
+                  "Predicted step time (line: no overlap; band down to perfect overlap) for the "
+                  "ring all-reduce, a parameter server with 1 and with W/2 dedicated servers "
+                  "(W+S machines), and co-located PS shards, at 2 to 256 workers, 64 samples per "
+                  "worker (weak scaling). Top: each backend with its own constants fitted on this "
+                  f"folder's bench rows ({_consts_caption(ref)}); one node's bench measures "
+                  "shared memory and this machine's MPI, not a network. Bottom: every backend on "
+                  f"the same {REF_NET['bandwidth_gbps']:g} Gb/s link with {REF_NET['alpha_us']:g} "
+                  "us per message and the calibrated reduction speed. " + ". ".join(notes) + ". "
+                  "In bandwidth terms a PS needs S >= W^2/(2(W-1)), about W/2, servers to match "
+                  "the ring when pushes and pulls overlap (many chunks per server); when each "
+                  "server's shard is one chunk (the default MLP: D < 4 MiB) push and pull take "
+                  "turns, 2 max(D, WD/S) >= 2D, and no S matches the ring's 2(W-1)/W D. Other "
+                  "networks: scripts/cost_model.py RESULTS --alpha-us A "
+                  "--bandwidth-gbps B.")
+
+
+def _tables(runs, bench):
+    try:
+        return _tables_or_raise(runs, bench)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None  # a malformed record: the figures' Skipped entries say what failed
+
+
+def _tables_or_raise(runs, bench):
+    got = analyse(runs, bench)
+    if isinstance(got, str):
+        return None
+    fits, ref, preds, computes = got
+    out = [("Calibration: T = alpha m + beta b + gamma r per backend and W/S (gamma fixed from "
+            "memcpy)", cm.fits_table(fits, ref))]
+    if preds:
+        out.append(("Predicted vs measured step time", cm.check_table(preds)))
+    for name, widths, params, tc in _models(computes)[:1]:
+        ext = cm.extrapolate(widths, tc[0], lambda k: cm.network_consts(ref, k), WORKERS)
+        if ext:
+            out.append((f"Extrapolated step time, {name} MLP, calibrated constants, no overlap",
+                        cm.extrapolation_table(name, ext, 64)))
+    return out
+
+
+def summary_lines(runs, bench):
+    """The "## Cost model" section of summary.md (empty without bench rows)."""
+    tables = _tables(runs, bench)
+    if not tables:
+        return []
+    parts = ["## Cost model", "", "From scripts/cost_model.py (alpha-beta model, see its "
+             "docstring); rows marked oversubscribed time-share the cores and are not expected "
+             "to match.", ""]
+    for caption, (head, rows) in tables:
+        parts += [f"{caption}:", "", cm.markdown(head, rows), ""]
+    return parts
+
+
+def html_section(runs, bench):
+    tables = _tables(runs, bench)
+    if not tables:
+        return ""
+    e = html.escape
+    body = ["<h2>Cost model</h2><p>scripts/cost_model.py: an alpha-beta model calibrated on this "
+            "folder's bench rows; see the two figures below.</p>"]
+    for caption, (head, rows) in tables:
+        body.append(f"<p>{e(caption)}</p><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head)
+                    + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>"
+                                        for r in rows) + "</table>")
+    return "\n".join(body)
+
