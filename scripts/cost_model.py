@@ -49,12 +49,10 @@ Step time: T_step = T_compute + T_comm (no overlap, an upper bound) and max(T_co
 that model (weak scaling: every worker computes the same batch). Runs with more ranks than cores
 time-share the CPU: the model is only expected to hold for ranks <= cores.
 
-Standard library only.
+Standard library only. The command line and the tables it prints: cost_model_cli.py.
 """
-import argparse
 import math
 import os
-import signal
 import sys
 from dataclasses import dataclass, field
 
@@ -162,12 +160,16 @@ def gamma_from_bench(rows):
     return 1.5 / (bw[len(bw) // 2] * 1e9) if bw else 0.0
 
 
-def robust_fit(m, b, y):
+def robust_fit(m, b, y, alpha=None):
     """alpha, beta >= 0 minimizing the sum of |relative residuals| (least absolute deviations:
     one row hit by a time slice of another process does not drag the fit). The optimum of this
     2-parameter L1 problem passes through two rows (or one, with a term at 0), so every pair
-    is tried: exact, and cheap for a bench's ten or so sizes."""
+    is tried: exact, and cheap for a bench's ten or so sizes. A given alpha: beta alone."""
     n = len(y)
+    if alpha is not None:
+        cands = [(alpha, max(0.0, (y[i] - alpha * m[i]) / b[i])) for i in range(n) if b[i] > 0]
+        return min(cands, key=lambda ab: sum(abs(yi - ab[0] * mi - ab[1] * bi) / yi
+                                             for mi, bi, yi in zip(m, b, y)), default=(alpha, 0.0))
     cands = [(max(0.0, y[i] / m[i]), 0.0) for i in range(n) if m[i] > 0]
     cands += [(0.0, max(0.0, y[i] / b[i])) for i in range(n) if b[i] > 0]
     for i in range(n):
@@ -185,13 +187,13 @@ def robust_fit(m, b, y):
     return min(cands, key=cost) if cands else (0.0, 0.0)
 
 
-def fit_group(rows, kind, workers, servers, gamma, chunk=PS_CHUNK_BYTES):
+def fit_group(rows, kind, workers, servers, gamma, chunk=PS_CHUNK_BYTES, alpha=None):
     rows = sorted(rows, key=lambda r: r["size"])
     t = [r["time_us"] * 1e-6 for r in rows]
     mbr = [terms(kind, r["size"], workers, servers, chunk) for r in rows]
     y = [ti - x[2] * gamma for ti, x in zip(t, mbr)]
     alpha, beta = robust_fit([x[0] for x in mbr], [x[1] for x in mbr],
-                             [yi if yi > 0 else ti for yi, ti in zip(y, t)])
+                             [yi if yi > 0 else ti for yi, ti in zip(y, t)], alpha)
     name = f"{kind} W={workers}" + (f" S={servers}" if kind == "ps" else "")
     c = Consts(alpha, beta, gamma, name)
     res = [(comm_time(kind, r["size"], workers, servers, c, chunk) - ti) / ti
@@ -208,8 +210,25 @@ def median_abs(xs):
     return xs[len(xs) // 2] if xs else 0.0
 
 
-def calibrate(bench, gamma=None, chunk=PS_CHUNK_BYTES):
-    """Fits per (backend, W, S) from bench rows (correct rows with at least 2 sizes)."""
+def window_for(bucket_bytes, spread=8.0):
+    """The bench sizes whose cost per byte calibrates a prediction: within 8x of its largest
+    bucket (on one node the cost per byte changes where messages outgrow the caches)."""
+    d = max(bucket_bytes)
+    return (d / spread, d * spread)
+
+
+def _in_window(rows, window):
+    """The rows inside the window, or else the size closest to it (log scale)."""
+    inside = [r for r in rows if window[0] <= r["size"] <= window[1]]
+    centre = math.sqrt(window[0] * window[1])
+    return inside or [min(rows, key=lambda r: abs(math.log(r["size"] / centre)))]
+
+
+def calibrate(bench, gamma=None, chunk=PS_CHUNK_BYTES, window=None):
+    """Fits per (backend, W, S) from bench rows (correct rows with at least 2 sizes). With a
+    window (lo, hi) bytes, alpha (a small-message property) comes from all sizes and beta is
+    refit on the sizes in the window (see _in_window): at large sizes a PS's chunk count grows
+    with the bytes, so two large sizes alone cannot tell per-message from per-byte cost."""
     rows = [r for r in bench if "size" in r and r.get("time_us", 0) > 0 and not r.get("wrong")
             and bench_kind(r) in KINDS and r["size"] > 0]
     g = gamma_from_bench(rows) if gamma is None else gamma
@@ -219,8 +238,13 @@ def calibrate(bench, gamma=None, chunk=PS_CHUNK_BYTES):
         s = r["servers"] if kind == "ps" and isinstance(r.get("servers"), int) else 0
         key = (kind, int(r.get("workers", r["np"])), s, r["np"])
         groups.setdefault(key, {})[r["size"]] = r  # a repeated size: the last row wins
-    return [fit_group(list(g_.values()), *key[:3], g, chunk) for key, g_ in sorted(groups.items())
-            if len(g_) >= 2]
+    fits = []
+    for key, g_ in sorted(groups.items()):
+        if len(g_) >= 2:
+            f = fit_group(list(g_.values()), *key[:3], g, chunk)
+            fits.append(f if window is None else fit_group(
+                _in_window(list(g_.values()), window), *key[:3], g, chunk, f.consts.alpha))
+    return fits
 
 
 def reference(fits):
@@ -285,6 +309,14 @@ def compute_for(params, batch, computes):
     return t * params / p, f"estimated: {p:,}-parameter model's time x {params / p:.3g}"
 
 
+def run_buckets(rec):
+    """Bytes on the wire of each gradient bucket of a run."""
+    widths = rec["model"].get("widths") or []
+    frac = sr.wire_bytes(rec) / rec["model"]["bytes"]
+    return [b * frac for b in buckets(widths, rec.get("bucket_mb", BUCKET_MB))] \
+        if widths else [sr.wire_bytes(rec)]
+
+
 def predict_run(rec, ref, computes, chunk=PS_CHUNK_BYTES):
     """A dict describing the prediction for one ok run, or None when nothing can be said."""
     kind, w = run_kind(rec), rec["workers"]
@@ -298,11 +330,7 @@ def predict_run(rec, ref, computes, chunk=PS_CHUNK_BYTES):
         consts = network_consts(ref, kind)
         if consts is None:
             return None
-        widths = rec["model"].get("widths") or []
-        frac = sr.wire_bytes(rec) / rec["model"]["bytes"]
-        sizes = [b * frac for b in buckets(widths, rec.get("bucket_mb", BUCKET_MB))] \
-            if widths else [sr.wire_bytes(rec)]
-        t_comm = step_comm(kind, sizes, w, rec.get("num_servers", 0), consts, chunk)
+        t_comm = step_comm(kind, run_buckets(rec), w, rec.get("num_servers", 0), consts, chunk)
     upper, lower = step_time(tc[0], t_comm)
     measured = rec["step_time"]["total_s"]
     if rec.get("oversubscribed"):
@@ -324,10 +352,19 @@ def predict_run(rec, ref, computes, chunk=PS_CHUNK_BYTES):
             "notes": notes}
 
 
-def check_runs(runs, ref, computes, chunk=PS_CHUNK_BYTES):
-    ok = [r for r in runs if r.get("status", "ok") == "ok" and r.get("step_time")
-          and r.get("model")]
-    return [p for p in (predict_run(r, ref, computes, chunk) for r in ok) if p]
+def check_runs(runs, bench, computes, chunk=PS_CHUNK_BYTES, gamma=None, windowed=True):
+    """Predictions for every ok run, each with constants fitted on the bench sizes around its
+    largest bucket (windowed) or on all sizes."""
+    refs, out = {}, []
+    for r in runs:
+        if r.get("status", "ok") == "ok" and r.get("step_time") and r.get("model"):
+            win = window_for(run_buckets(r)) if windowed else None
+            if win not in refs:
+                refs[win] = reference(calibrate(bench, gamma, chunk, win))
+            p = predict_run(r, refs[win], computes, chunk)
+            if p:
+                out.append(p)
+    return out
 
 
 # ---- extrapolation -------------------------------------------------------------------------------
@@ -352,6 +389,13 @@ def extrapolate(widths, t_compute, consts_of, workers, batch=64, bucket_mb=BUCKE
     return out
 
 
+def model_reference(bench, widths, gamma=None, chunk=PS_CHUNK_BYTES, bucket_mb=BUCKET_MB,
+                    windowed=True):
+    """Reference fits for predicting a model: on the bench sizes around its largest bucket."""
+    win = window_for(buckets(widths, bucket_mb)) if windowed else None
+    return reference(calibrate(bench, gamma, chunk, win))
+
+
 def servers_to_match(widths, consts_of, w, bucket_mb=BUCKET_MB, chunk=PS_CHUNK_BYTES, most=None):
     """The fewest dedicated servers whose PS communication time is at most the ring's at W
     workers (None if even `most`, default 2W, is not enough)."""
@@ -366,152 +410,6 @@ def servers_to_match(widths, consts_of, w, bucket_mb=BUCKET_MB, chunk=PS_CHUNK_B
     return None
 
 
-# ---- the command line ---------------------------------------------------------------------------
-
-def fits_table(fits, ref):
-    head = ["backend", "W", "S", "np", "sizes (B)", "alpha (us)", "1/beta (GB/s)",
-            "1/gamma (GB/s)", "rel. resid. median / max (at size)", "note"]
-    rows = []
-    for f in fits:
-        c = f.consts
-        rows.append([f.kind, str(f.workers), str(f.servers) if f.kind == "ps" else "-",
-                     str(f.ranks), f"{min(f.sizes)}..{max(f.sizes)}", f"{c.alpha * 1e6:.3g}",
-                     f"{1e-9 / c.beta:.3g}" if c.beta > 0 else "inf",
-                     f"{1e-9 / c.gamma:.3g}" if c.gamma > 0 else "-",
-                     f"{100 * median_abs(f.residuals):.0f}% / {100 * f.max_rel_err:.0f}% "
-                     f"({f.sizes[max(range(len(f.sizes)), key=lambda i: abs(f.residuals[i]))]})",
-                     ("oversubscribed" if f.oversubscribed else "") +
-                     (" [used]" if ref.get(f.kind) is f else "")])
-    return head, rows
-
-
-def check_table(preds):
-    head = ["run", "backend", "W", "np", "measured ms", "predicted ms (overlap..none)",
-            "comm ms pred. / meas.", "error (no overlap)", "in bounds", "note"]
-    rows = [[p["run_id"], p["label"], str(p["workers"]), str(p["np"]), f"{1e3 * p['measured']:.3f}",
-             f"{1e3 * p['lower']:.3f}..{1e3 * p['upper']:.3f}",
-             f"{1e3 * p['comm']:.3f} / {1e3 * p['measured_comm']:.3f}",
-             f"{100 * p['err']:+.0f}%", "yes" if p["within"] else "no",
-             "; ".join(p["notes"]) or "-"] for p in preds]
-    return head, rows
-
-
-def extrapolation_table(name, ext, batch):
-    head = ["W"] + [f"{s} ms (samples/s)" for s in ext]
-    ws = [p[0] for p in next(iter(ext.values()))] if ext else []
-    rows = [[str(w)] + [f"{1e3 * ext[s][i][1]:.3g} ({ext[s][i][4]:,.0f})" for s in ext]
-            for i, w in enumerate(ws)]
-    return head, rows
-
-
-def text(head, rows):
-    cells = [head] + rows
-    width = [max(len(c[i]) for c in cells) for i in range(len(head))]
-    return "\n".join("  ".join(c[i].ljust(width[i]) for i in range(len(head))).rstrip()
-                     for c in cells)
-
-
-def markdown(head, rows):
-    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                     + ["| " + " | ".join(r) + " |" for r in rows])
-
-
-def crossover_lines(widths, consts_of, workers, bucket_mb=BUCKET_MB, chunk=PS_CHUNK_BYTES):
-    """Sentences naming where the ring beats PS S=1 and how many servers PS needs."""
-    ring, ps = consts_of("ring"), consts_of("ps")
-    if ring is None or ps is None:
-        return ["(no ring or no dedicated-PS constants: no crossover)"]
-    sizes = buckets(widths, bucket_mb)
-    beats = [w for w in workers if step_comm("ring", sizes, w, 0, ring, chunk)
-             < step_comm("ps", sizes, w, 1, ps, chunk)]
-    need = [(w, servers_to_match(widths, consts_of, w, bucket_mb, chunk)) for w in workers]
-    return [f"ring communicates faster than PS with 1 server at W = "
-            f"{', '.join(map(str, beats)) if beats else 'none of ' + str(workers)}",
-            "servers PS needs to match the ring: " + ", ".join(
-                f"W={w}: S>={s}" if s else f"W={w}: no S<=2W" for w, s in need),
-            "bandwidth terms alone: S >= W^2/(2(W-1)) ~ W/2 when pushes and pulls overlap (many "
-            "chunks per server); never with one chunk per server (2 max(D, WD/S) >= 2D > "
-            "2(W-1)/W D), within W/(W-1) of the ring from S = W"]
-
-
-def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("results", help="a results folder (bench.jsonl, runs.jsonl) or a bench.jsonl")
-    ap.add_argument("--alpha-us", type=float, help="network latency per message (us)")
-    ap.add_argument("--bandwidth-gbps", type=float, help="link bandwidth (Gb/s, each direction)")
-    ap.add_argument("--gamma-gbps", type=float, help="reduction speed (GB/s of floats summed); "
-                    "default 2/3 of the bench's memcpy bandwidth")
-    ap.add_argument("--workers", default="2,4,8,16,32,64,128,256", help="workers to predict")
-    ap.add_argument("--models", default="default,wide", help="presets or hidden widths (a-b)")
-    ap.add_argument("--batch", type=int, default=64, help="samples per worker per step")
-    ap.add_argument("--compute-ms", action="append", default=[],
-                    help="MODEL=MS: 1-worker compute per step (default: measured)")
-    ap.add_argument("--bucket-mb", type=float, default=BUCKET_MB)
-    ap.add_argument("--ps-chunk-mb", type=float, default=PS_CHUNK_BYTES / MIB)
-    return ap.parse_args(argv)
-
-
-def load(path):
-    if os.path.isdir(path):
-        runs, _ = sr.read_jsonl(os.path.join(path, "runs.jsonl"))
-        bench, _ = sr.read_jsonl(os.path.join(path, "bench.jsonl"))
-        return runs, bench
-    bench, _ = sr.read_jsonl(path)
-    return [], bench
-
-
-def model_widths(name):
-    return PRESETS.get(name) or [784] + [int(x) for x in name.split("-")] + [10]
-
-
-def main(argv=None):
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the output quietly
-    a = parse_args(argv)
-    runs, bench = load(a.results)
-    chunk = int(a.ps_chunk_mb * MIB)
-    gamma = 1.0 / (a.gamma_gbps * 1e9) if a.gamma_gbps else None
-    fits = calibrate(bench, gamma, chunk)
-    ref = reference(fits)
-    print("# Calibration (T = alpha m + beta b + gamma r, per backend and W/S; gamma fixed)")
-    print(text(*fits_table(fits, ref)) if fits else "(no usable bench rows)")
-    computes = compute_times(runs, bench)
-    preds = check_runs(runs, ref, computes, chunk)
-    if preds:
-        print("\n# Predicted vs measured step time (no overlap = T_compute + T_comm; "
-              "overlap = max)")
-        print(text(*check_table(preds)))
-        good = [p for p in preds if p["expected"] and p["workers"] > 1]
-        if good:
-            print(f"ranks <= cores, W > 1: {sum(p['within'] for p in good)}/{len(good)} within "
-                  f"[overlap, no overlap] +-10%; max |error| of the no-overlap prediction "
-                  f"{100 * max(abs(p['err']) for p in good):.0f}%")
-    workers = [int(x) for x in a.workers.split(",")]
-    net = a.alpha_us is not None or a.bandwidth_gbps is not None
-    gamma_net = gamma if gamma is not None else (fits[0].consts.gamma if fits else 0.0)
-
-    def consts_of(kind):
-        return network_consts(ref, kind, a.alpha_us, a.bandwidth_gbps, gamma_net if net else None)
-    user = dict(x.split("=", 1) for x in a.compute_ms)
-    for name in a.models.split(","):
-        widths = model_widths(name)
-        params = sum(widths[i] * widths[i + 1] + widths[i + 1] for i in range(len(widths) - 1))
-        tc = (float(user[name]) * 1e-3, "given") if name in user else \
-            compute_for(params, a.batch, computes)
-        if tc is None:
-            print(f"\n# {name}: no compute time (no 1-worker run; give --compute-ms {name}=MS)")
-            continue
-        ext = extrapolate(widths, tc[0], consts_of, workers, a.batch, a.bucket_mb, chunk)
-        print(f"\n# Extrapolation: {name} MLP {'-'.join(map(str, widths))} ({params:,} params, "
-              f"{4 * params / 1e6:.3g} MB), T_compute {1e3 * tc[0]:.3g} ms ({tc[1]}), "
-              f"{'given network' if net else 'calibrated constants'}, no-overlap step time")
-        for kind in ("ring", "ps", "ps-colocated"):
-            c = consts_of(kind)
-            print(f"#   {kind}: {c.describe() if c else 'no constants'}")
-        print(text(*extrapolation_table(name, ext, a.batch)))
-        for line in crossover_lines(widths, consts_of, workers, a.bucket_mb, chunk):
-            print("  " + line)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the command line lives in cost_model_cli.py (tables, main)
+    import cost_model_cli
+    sys.exit(cost_model_cli.main())

@@ -7,11 +7,13 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 
 import cost_model as cm
+import cost_model_cli as cli
 from report_plots import Figure, Skipped, _log2_workers, _save, color_of, label_axes
 
 WORKERS = [2, 4, 8, 16, 32, 64, 128, 256]
 # A reference network for the second row of the extrapolation: 25 Gb/s Ethernet, 5 us per message.
 REF_NET = {"alpha_us": 5.0, "bandwidth_gbps": 25.0}
+SERIES_KINDS = ("ring", "ps", "ps-colocated")
 STYLE = {"ring": ("-", "o"), "ps S=1": ("--", "v"), "ps S=W/2": ("-.", "^"),
          "ps co-located": (":", "s")}
 
@@ -25,12 +27,15 @@ def analyse(runs, bench):
         return "no backend has bench rows at two or more sizes"
     ref = cm.reference(fits)
     computes = cm.compute_times(runs, bench)
-    return fits, ref, cm.check_runs(runs, ref, computes), computes
+    return fits, ref, cm.check_runs(runs, bench, computes), computes
 
 
-def _consts_caption(ref):
-    return "; ".join(f"{k} ({f.consts.source}, bench np={f.ranks}): {f.consts.describe()}, "
-                     f"max fit error {100 * f.max_rel_err:.0f}%" for k, f in sorted(ref.items()))
+def _consts_caption(ref, kinds=None):
+    ref = {k: f for k, f in ref.items() if kinds is None or k in kinds}
+    return "; ".join(f"{k} ({f.consts.source}, bench np={f.ranks}"
+                     f"{', oversubscribed' if f.oversubscribed else ''}): {f.consts.describe()}, "
+                     f"fit error median {100 * cm.median_abs(f.residuals):.0f}%, max "
+                     f"{100 * f.max_rel_err:.0f}%" for k, f in sorted(ref.items()))
 
 
 def predicted_vs_measured(runs, bench, out_dir):
@@ -79,7 +84,9 @@ def predicted_vs_measured(runs, bench, out_dir):
                   "bound), dash = max(T_compute, T_comm) (perfect overlap, the lower bound), "
                   "T_compute = the measured 1-worker compute time of the model, T_comm = the "
                   "backend's formula per gradient bucket with the constants fitted on this "
-                  f"folder's bench rows: {_consts_caption(ref)}. Points on the dotted line are "
+                  "folder's bench rows: alpha from all sizes, 1/beta refit on the sizes within "
+                  "8x of the run's largest bucket (the table above lists them per run; over all "
+                  f"sizes: {_consts_caption(ref)}). Points on the dotted line are "
                   "exact; hollow circles are runs the model does not claim to hold for (more "
                   "ranks than cores time-share the CPU; stragglers, ASP/SSP). 1-worker runs set "
                   "T_compute, so their scatter is the run-to-run noise of the compute time."
@@ -102,20 +109,22 @@ def extrapolation(runs, bench, out_dir):
     got = analyse(runs, bench)
     if isinstance(got, str):
         return Skipped(title, got)
-    fits, ref, _, computes = got
+    fits, _, _, computes = got
     models = _models(computes)
     if not models:
         return Skipped(title, "no 1-worker run (or bench-model row) gives a compute time")
     gamma = fits[0].consts.gamma
-    nets = [("calibrated on this machine", lambda k: cm.network_consts(ref, k)),
+    refs = {name: cm.model_reference(bench, widths) for name, widths, _, _ in models}
+    nets = [("calibrated on this machine", lambda r: lambda k: cm.network_consts(r, k)),
             (f"{REF_NET['bandwidth_gbps']:g} Gb/s, {REF_NET['alpha_us']:g} us network",
-             lambda k: cm.network_consts(ref, k, gamma=gamma, **REF_NET))]
+             lambda r: lambda k: cm.network_consts(r, k, gamma=gamma, **REF_NET))]
     fig, axes = plt.subplots(len(nets), len(models), figsize=(6.3 * len(models), 4.4 * len(nets)),
                              squeeze=False)
     notes = []
-    for row, (net, consts_of) in enumerate(nets):
+    for row, (net, consts_for) in enumerate(nets):
         for col, (name, widths, params, tc) in enumerate(models):
             ax = axes[row][col]
+            consts_of = consts_for(refs[name])
             ext = cm.extrapolate(widths, tc[0], consts_of, WORKERS)
             for series, pts in ext.items():
                 ws = [p[0] for p in pts]
@@ -132,7 +141,7 @@ def extrapolation(runs, bench, out_dir):
             label_axes(ax, "workers (log2 scale)", "step time (ms, log scale)",
                        f"{name} MLP ({params / 1e6:.2f}M params), {net}")
             ax.legend(fontsize=7)
-            cross = cm.crossover_lines(widths, consts_of, WORKERS)
+            cross = cli.crossover_lines(widths, consts_of, WORKERS)
             notes.append(f"{name}, {net}: {cross[0]}; {cross[1]}")
         if row == 0:
             notes.insert(0, "compute: " + "; ".join(
@@ -143,7 +152,9 @@ def extrapolation(runs, bench, out_dir):
                   "ring all-reduce, a parameter server with 1 and with W/2 dedicated servers "
                   "(W+S machines), and co-located PS shards, at 2 to 256 workers, 64 samples per "
                   "worker (weak scaling). Top: each backend with its own constants fitted on this "
-                  f"folder's bench rows ({_consts_caption(ref)}); one node's bench measures "
+                  "folder's bench rows (1/beta on the sizes within 8x of the model's largest "
+                  "bucket; " + "; ".join(f"{n}: {_consts_caption(refs[n], SERIES_KINDS)}"
+                                         for n in refs) + "); one node's bench measures "
                   "shared memory and this machine's MPI, not a network. Bottom: every backend on "
                   f"the same {REF_NET['bandwidth_gbps']:g} Gb/s link with {REF_NET['alpha_us']:g} "
                   "us per message and the calibrated reduction speed. " + ". ".join(notes) + ". "
@@ -168,14 +179,15 @@ def _tables_or_raise(runs, bench):
         return None
     fits, ref, preds, computes = got
     out = [("Calibration: T = alpha m + beta b + gamma r per backend and W/S (gamma fixed from "
-            "memcpy)", cm.fits_table(fits, ref))]
+            "memcpy)", cli.fits_table(fits, ref))]
     if preds:
-        out.append(("Predicted vs measured step time", cm.check_table(preds)))
+        out.append(("Predicted vs measured step time", cli.check_table(preds)))
     for name, widths, params, tc in _models(computes)[:1]:
-        ext = cm.extrapolate(widths, tc[0], lambda k: cm.network_consts(ref, k), WORKERS)
+        ref_m = cm.model_reference(bench, widths)
+        ext = cm.extrapolate(widths, tc[0], lambda k: cm.network_consts(ref_m, k), WORKERS)
         if ext:
             out.append((f"Extrapolated step time, {name} MLP, calibrated constants, no overlap",
-                        cm.extrapolation_table(name, ext, 64)))
+                        cli.extrapolation_table(name, ext, 64)))
     return out
 
 
@@ -188,7 +200,7 @@ def summary_lines(runs, bench):
              "docstring); rows marked oversubscribed time-share the cores and are not expected "
              "to match.", ""]
     for caption, (head, rows) in tables:
-        parts += [f"{caption}:", "", cm.markdown(head, rows), ""]
+        parts += [f"{caption}:", "", cli.markdown(head, rows), ""]
     return parts
 
 

@@ -115,6 +115,27 @@ class Calibration(unittest.TestCase):
         self.assertGreater(f.consts.beta, 0.0)
         self.assertGreater(f.max_rel_err, 0.1)
 
+    def test_a_window_refits_beta_where_the_cost_per_byte_changes(self):
+        # one node: messages past the cache cost 4x more per byte (sizes >= 16 MiB here)
+        small, large = cm.Consts(20e-6, 1 / 20e9, 0.0), cm.Consts(20e-6, 1 / 5e9, 0.0)
+        rows = bench_rows("ring", 2, 0, small, 0)
+        for r in rows:
+            if r["size"] >= 16 * MIB:
+                r["time_us"] = 1e6 * cm.comm_time("ring", r["size"], 2, 0, large)
+        whole = cm.calibrate(rows, gamma=0.0)[0]  # L1: through the four small sizes
+        self.assertAlmostEqual(whole.consts.beta, small.beta, delta=0.01 * small.beta)
+        self.assertGreater(whole.max_rel_err, 0.5)
+        win = cm.window_for(cm.buckets(cm.PRESETS["wide"]))  # largest bucket 64 MiB
+        self.assertEqual(win, (8 * MIB, 512 * MIB))
+        f = cm.calibrate(rows, gamma=0.0, window=win)[0]
+        self.assertEqual(f.sizes, [16 * MIB, 64 * MIB])
+        self.assertAlmostEqual(f.consts.alpha, 20e-6, delta=0.01 * 20e-6)  # from all sizes
+        self.assertAlmostEqual(f.consts.beta, large.beta, delta=0.01 * large.beta)
+        # a window holding no size takes the closest (alpha is known: one size gives beta)
+        f = cm.calibrate(rows, gamma=0.0, window=(300 * MIB, 400 * MIB))[0]
+        self.assertEqual(f.sizes, [64 * MIB])
+        self.assertAlmostEqual(f.consts.beta, large.beta, delta=0.01 * large.beta)
+
     def test_reference_prefers_a_job_that_fits_on_the_cores(self):
         truth = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0)
         rows = (bench_rows("ring", 2, 0, truth, 0, cores=2)

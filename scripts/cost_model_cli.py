@@ -1,0 +1,174 @@
+"""The command line of StarRing's cost model (run it as scripts/cost_model.py, see the top of
+that file) and the tables it prints, which the report (scripts/report_model.py) shows too.
+Standard library only."""
+import argparse
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cost_model as cm  # noqa: E402
+import starring_results as sr  # noqa: E402
+
+
+def fits_table(fits, ref):
+    head = ["backend", "W", "S", "np", "sizes (B)", "alpha (us)", "1/beta (GB/s)",
+            "1/gamma (GB/s)", "rel. resid. median / max (at size)", "note"]
+    rows = []
+    for f in fits:
+        c = f.consts
+        rows.append([f.kind, str(f.workers), str(f.servers) if f.kind == "ps" else "-",
+                     str(f.ranks), f"{min(f.sizes)}..{max(f.sizes)}", f"{c.alpha * 1e6:.3g}",
+                     f"{1e-9 / c.beta:.3g}" if c.beta > 0 else "inf",
+                     f"{1e-9 / c.gamma:.3g}" if c.gamma > 0 else "-",
+                     f"{100 * cm.median_abs(f.residuals):.0f}% / {100 * f.max_rel_err:.0f}% "
+                     f"({f.sizes[max(range(len(f.sizes)), key=lambda i: abs(f.residuals[i]))]})",
+                     ("oversubscribed" if f.oversubscribed else "") +
+                     (" [used]" if ref.get(f.kind) is f else "")])
+    return head, rows
+
+
+def check_table(preds):
+    head = ["run", "backend", "W", "np", "constants: alpha us, 1/beta GB/s", "measured ms",
+            "predicted ms (overlap..none)", "comm ms pred. / meas.", "error (no overlap)",
+            "in bounds", "note"]
+    rows = [[p["run_id"], p["label"], str(p["workers"]), str(p["np"]),
+             f"{p['consts'].alpha * 1e6:.3g}, {1e-9 / p['consts'].beta:.3g}"
+             if p["consts"] and p["consts"].beta > 0 else "-", f"{1e3 * p['measured']:.3f}",
+             f"{1e3 * p['lower']:.3f}..{1e3 * p['upper']:.3f}",
+             f"{1e3 * p['comm']:.3f} / {1e3 * p['measured_comm']:.3f}",
+             f"{100 * p['err']:+.0f}%", "yes" if p["within"] else "no",
+             "; ".join(p["notes"]) or "-"] for p in preds]
+    return head, rows
+
+
+def _fastest(ext, i):
+    best = min(ext[s][i][1] for s in ext)
+    return " = ".join(s for s in ext if ext[s][i][1] <= best * 1.005)
+
+
+def extrapolation_table(name, ext, batch):
+    head = ["W"] + [f"{s} ms (samples/s)" for s in ext] + ["fastest"]
+    ws = [p[0] for p in next(iter(ext.values()))] if ext else []
+    rows = [[str(w)] + [f"{1e3 * ext[s][i][1]:.3g} ({ext[s][i][4]:,.0f})" for s in ext]
+            + [_fastest(ext, i)] for i, w in enumerate(ws)]
+    return head, rows
+
+
+def text(head, rows):
+    cells = [head] + rows
+    width = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    return "\n".join("  ".join(c[i].ljust(width[i]) for i in range(len(head))).rstrip()
+                     for c in cells)
+
+
+def markdown(head, rows):
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def crossover_lines(widths, consts_of, workers, bucket_mb=cm.BUCKET_MB,
+                    chunk=cm.PS_CHUNK_BYTES):
+    """Sentences naming where the ring beats PS S=1 and how many servers PS needs."""
+    ring, ps = consts_of("ring"), consts_of("ps")
+    if ring is None or ps is None:
+        return ["(no ring or no dedicated-PS constants: no crossover)"]
+    sizes = cm.buckets(widths, bucket_mb)
+    beats = [w for w in workers if cm.step_comm("ring", sizes, w, 0, ring, chunk)
+             < cm.step_comm("ps", sizes, w, 1, ps, chunk)]
+    need = [(w, cm.servers_to_match(widths, consts_of, w, bucket_mb, chunk)) for w in workers]
+    return [f"ring communicates faster than PS with 1 server at W = "
+            f"{', '.join(map(str, beats)) if beats else 'none of ' + str(workers)}",
+            "servers PS needs to match the ring: " + ", ".join(
+                f"W={w}: S>={s}" if s else f"W={w}: no S<=2W" for w, s in need),
+            "bandwidth terms alone: S >= W^2/(2(W-1)) ~ W/2 when pushes and pulls overlap (many "
+            "chunks per server); never with one chunk per server (2 max(D, WD/S) >= 2D > "
+            "2(W-1)/W D), within W/(W-1) of the ring from S = W"]
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="scripts/cost_model.py",
+                                 description=cm.__doc__.split("\n")[0],
+                                 epilog="The model, its assumptions and the fit: see the top of "
+                                 "scripts/cost_model.py.")
+    ap.add_argument("results", help="a results folder (bench.jsonl, runs.jsonl) or a bench.jsonl")
+    ap.add_argument("--alpha-us", type=float, help="network latency per message (us)")
+    ap.add_argument("--bandwidth-gbps", type=float, help="link bandwidth (Gb/s, each direction)")
+    ap.add_argument("--gamma-gbps", type=float, help="reduction speed (GB/s of floats summed); "
+                    "default 2/3 of the bench's memcpy bandwidth")
+    ap.add_argument("--workers", default="2,4,8,16,32,64,128,256", help="workers to predict")
+    ap.add_argument("--models", default="default,wide", help="presets or hidden widths (a-b)")
+    ap.add_argument("--batch", type=int, default=64, help="samples per worker per step")
+    ap.add_argument("--compute-ms", action="append", default=[],
+                    help="MODEL=MS: 1-worker compute per step (default: measured)")
+    ap.add_argument("--bucket-mb", type=float, default=cm.BUCKET_MB)
+    ap.add_argument("--ps-chunk-mb", type=float, default=cm.PS_CHUNK_BYTES / cm.MIB)
+    ap.add_argument("--fit-sizes", choices=("auto", "all"), default="auto",
+                    help="calibrate each prediction on the bench sizes within 8x of its largest "
+                    "bucket (auto) or on all sizes")
+    return ap.parse_args(argv)
+
+
+def load(path):
+    if os.path.isdir(path):
+        runs, _ = sr.read_jsonl(os.path.join(path, "runs.jsonl"))
+        bench, _ = sr.read_jsonl(os.path.join(path, "bench.jsonl"))
+        return runs, bench
+    bench, _ = sr.read_jsonl(path)
+    return [], bench
+
+
+def model_widths(name):
+    return cm.PRESETS.get(name) or [784] + [int(x) for x in name.split("-")] + [10]
+
+
+def main(argv=None):
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the output quietly
+    a = parse_args(argv)
+    runs, bench = load(a.results)
+    chunk = int(a.ps_chunk_mb * cm.MIB)
+    gamma = 1.0 / (a.gamma_gbps * 1e9) if a.gamma_gbps else None
+    fits = cm.calibrate(bench, gamma, chunk)
+    ref = cm.reference(fits)
+    print("# Calibration (T = alpha m + beta b + gamma r, per backend and W/S; gamma fixed)")
+    print(text(*fits_table(fits, ref)) if fits else "(no usable bench rows)")
+    computes = cm.compute_times(runs, bench)
+    windowed = a.fit_sizes == "auto"
+    preds = cm.check_runs(runs, bench, computes, chunk, gamma, windowed)
+    if preds:
+        print("\n# Predicted vs measured step time (no overlap = T_compute + T_comm; "
+              "overlap = max)")
+        print(text(*check_table(preds)))
+        good = [p for p in preds if p["expected"] and p["workers"] > 1]
+        if good:
+            print(f"ranks <= cores, W > 1: {sum(p['within'] for p in good)}/{len(good)} within "
+                  f"[overlap, no overlap] +-10%; max |error| of the no-overlap prediction "
+                  f"{100 * max(abs(p['err']) for p in good):.0f}%")
+    workers = [int(x) for x in a.workers.split(",")]
+    net = a.alpha_us is not None or a.bandwidth_gbps is not None
+    gamma_net = gamma if gamma is not None else (fits[0].consts.gamma if fits else 0.0)
+    user = dict(x.split("=", 1) for x in a.compute_ms)
+    for name in a.models.split(","):
+        widths = model_widths(name)
+        ref_m = cm.model_reference(bench, widths, gamma, chunk, a.bucket_mb, windowed)
+
+        def consts_of(kind, ref_m=ref_m):
+            return cm.network_consts(ref_m, kind, a.alpha_us, a.bandwidth_gbps,
+                                  gamma_net if net else None)
+        params = sum(widths[i] * widths[i + 1] + widths[i + 1] for i in range(len(widths) - 1))
+        tc = (float(user[name]) * 1e-3, "given") if name in user else \
+            cm.compute_for(params, a.batch, computes)
+        if tc is None:
+            print(f"\n# {name}: no compute time (no 1-worker run; give --compute-ms {name}=MS)")
+            continue
+        ext = cm.extrapolate(widths, tc[0], consts_of, workers, a.batch, a.bucket_mb, chunk)
+        print(f"\n# Extrapolation: {name} MLP {'-'.join(map(str, widths))} ({params:,} params, "
+              f"{4 * params / 1e6:.3g} MB), T_compute {1e3 * tc[0]:.3g} ms ({tc[1]}), "
+              f"{'given network' if net else 'calibrated constants'}, no-overlap step time")
+        for kind in ("ring", "ps", "ps-colocated"):
+            c = consts_of(kind)
+            print(f"#   {kind}: {c.describe() if c else 'no constants'}")
+        print(text(*extrapolation_table(name, ext, a.batch)))
+        for line in crossover_lines(widths, consts_of, workers, a.bucket_mb, chunk):
+            print("  " + line)
+    return 0
