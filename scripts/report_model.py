@@ -198,7 +198,10 @@ def summary_lines(runs, bench):
         return []
     parts = ["## Cost model", "", "From scripts/cost_model.py (alpha-beta model, see its "
              "docstring); rows marked oversubscribed time-share the cores and are not expected "
-             "to match.", ""]
+             "to match. A maximum fit residual far above the median marks a change of regime "
+             "across the bench sizes (on one node: messages outgrowing the caches), so each "
+             "prediction refits 1/beta on the sizes within 8x of its largest bucket (the "
+             "constants column).", ""]
     for caption, (head, rows) in tables:
         parts += [f"{caption}:", "", cli.markdown(head, rows), ""]
     return parts
