@@ -74,9 +74,8 @@ std::string locate(const std::string& dir, const std::string& base) {
                                    missing_hint()));
 }
 
-}  // namespace
-
-IdxFile read_idx_file(const std::string& path, int expected_rank) {
+// Opens `path` and reads its header: the magic and the dimensions (payload not read).
+GzPtr open_idx(const std::string& path, int expected_rank, IdxFile& out, std::uint64_t& count) {
   if (!std::filesystem::exists(path))
     throw ConfigError(detail::concat("cannot open '", path, "': no such file", missing_hint()));
   if (std::filesystem::is_directory(path))
@@ -100,10 +99,9 @@ IdxFile read_idx_file(const std::string& path, int expected_rank) {
     throw ConfigError(detail::concat("'", path, "': ", buf, "; not an IDX file of this kind"));
   }
 
-  IdxFile out;
   std::vector<std::uint8_t> dims(4 * static_cast<std::size_t>(expected_rank));
   read_exact(f.get(), path, dims.data(), dims.size(), 4);
-  std::uint64_t count = 1;
+  count = 1;
   for (int i = 0; i < expected_rank; ++i) {
     std::uint32_t d = big_endian(&dims[4 * i]);
     count *= d;
@@ -111,8 +109,23 @@ IdxFile read_idx_file(const std::string& path, int expected_rank) {
       throw ConfigError(detail::concat("'", path, "': corrupt header: dimension ", i, " is ", d));
     out.dims.push_back(static_cast<int>(d));
   }
+  return f;
+}
 
-  std::size_t header = 4 + dims.size();
+void check_counts(const IdxFile& images, const std::string& images_path, const IdxFile& labels,
+                  const std::string& labels_path) {
+  if (images.dims[0] != labels.dims[0])
+    throw ConfigError(detail::concat("'", images_path, "' holds ", images.dims[0], " images but '",
+                                     labels_path, "' holds ", labels.dims[0], " labels"));
+}
+
+}  // namespace
+
+IdxFile read_idx_file(const std::string& path, int expected_rank) {
+  IdxFile out;
+  std::uint64_t count = 0;
+  GzPtr f = open_idx(path, expected_rank, out, count);
+  const std::size_t header = 4 + 4 * static_cast<std::size_t>(expected_rank);
   out.data.resize(count);
   read_exact(f.get(), path, out.data.data(), count, header);
   std::uint8_t extra[256];
@@ -123,15 +136,25 @@ IdxFile read_idx_file(const std::string& path, int expected_rank) {
   return out;
 }
 
+void check_idx_dataset(const std::string& dir) {
+  for (const char* prefix : {"train", "t10k"}) {
+    const std::string images_path = locate(dir, std::string(prefix) + "-images-idx3-ubyte");
+    const std::string labels_path = locate(dir, std::string(prefix) + "-labels-idx1-ubyte");
+    IdxFile images, labels;
+    std::uint64_t count = 0;
+    open_idx(images_path, 3, images, count);
+    open_idx(labels_path, 1, labels, count);
+    check_counts(images, images_path, labels, labels_path);
+  }
+}
+
 Dataset load_idx_dataset(const std::string& dir, bool train) {
   const std::string prefix = train ? "train" : "t10k";
   std::string images_path = locate(dir, prefix + "-images-idx3-ubyte");
   std::string labels_path = locate(dir, prefix + "-labels-idx1-ubyte");
   IdxFile images = read_idx_file(images_path, 3);
   IdxFile labels = read_idx_file(labels_path, 1);
-  if (images.dims[0] != labels.dims[0])
-    throw ConfigError(detail::concat("'", images_path, "' holds ", images.dims[0], " images but '",
-                                     labels_path, "' holds ", labels.dims[0], " labels"));
+  check_counts(images, images_path, labels, labels_path);
   Dataset ds;
   ds.n = images.dims[0];
   ds.dim = images.dims[1] * images.dims[2];

@@ -1,19 +1,39 @@
 // starring: train | bench | bench-model | env. See README.md.
 //
-// Errors: every failure is an exception caught here and printed as ONE line,
-//   [starring] rank R: error: <what failed>
-// followed by a non-zero exit. A flag error is the same on every rank, so only rank 0 prints it
-// and all ranks exit 2. Any other error may hit one rank only while the others wait for it, so
-// that rank aborts the whole job (MPI_Abort), which makes mpirun stop every rank.
+// Errors: every failure is an exception, reported as ONE line on stderr and a non-zero exit:
+//   starring: error: <what failed>           every rank failed the same way (printed once)
+//   starring: error: rank R: <what failed>   rank R failed (the rank is not repeated when the
+//                                            message already starts with "rank R")
+// Exit codes: 2 bad input (a ConfigError: options, config or data files, output paths), 1 any
+// other failure (a timeout, a dead peer, ...). Two phases, so that bad input never needs
+// MPI_Abort (whose launcher banner buries the message):
+//  1. Setup, before any communication: parse the options and check what each rank can check
+//     alone (output folders writable, data files present with sane headers). Every rank gets
+//     here, so one MPI_Allreduce tells all of them whether and where it failed; the first
+//     failing rank prints its line and all ranks MPI_Finalize and exit together.
+//  2. The command. An error may hit every rank (an unknown backend, a corrupt data file) or only
+//     some (a dead or silent peer, while the others wait for it). A failing rank waits up to
+//     kGrace for the others on a non-blocking barrier of a communicator of its own: when every
+//     rank arrives, rank 0 prints the distinct messages and all finalize; otherwise the failing
+//     rank prints its line and calls MPI_Abort, which makes mpirun stop every rank.
+// scripts/mpirun.sh condenses what mpirun prints after that to one line.
 #include <mpi.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/config.h"
+#include "common/dataset.h"
 #include "common/error.h"
 #include "common/mpi_comm.h"
 #include "experiments/commands.h"
@@ -22,7 +42,13 @@ namespace {
 
 using starring::Comm;
 using starring::Config;
+using starring::ConfigError;
+using starring::detail::concat;
 using Command = int (*)(Config&, std::shared_ptr<Comm>);
+using Clock = std::chrono::steady_clock;
+
+constexpr std::chrono::seconds kGrace{3};      // failing ranks wait this long for the others
+constexpr std::chrono::seconds kFinalize{10};  // MPI_Finalize after a failure: exit if stuck
 
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table{
@@ -44,6 +70,178 @@ void usage(FILE* to) {
                "launch several ranks with scripts/mpirun.sh -np N build/bin/starring ...\n");
 }
 
+int exit_code_of(const std::exception& e) { return dynamic_cast<const ConfigError*>(&e) ? 2 : 1; }
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// The one error line; `rank` < 0 leaves the rank out.
+std::string error_line(const std::string& what, int rank) {
+  if (rank < 0) return "starring: error: " + what;
+  for (const std::string p : {"rank ", "server rank "}) {
+    const std::string own = p + std::to_string(rank);
+    if (starts_with(what, own) &&
+        (what.size() == own.size() || what[own.size()] == ':' || what[own.size()] == ' '))
+      return "starring: error: " + what;
+  }
+  return concat("starring: error: rank ", rank, ": ", what);
+}
+
+void print_line(const std::string& line) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+// MPI_Finalize and exit with `code`; a finalize that hangs (a peer still owes a message) is cut
+// short after kFinalize.
+[[noreturn]] void finalize_and_exit(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::thread([code] {
+    std::this_thread::sleep_for(kFinalize);
+    std::_Exit(code);
+  }).detach();
+  MPI_Finalize();
+  std::exit(code);
+}
+
+// --- phase 1: checks each rank can make alone, before any communication --------------------
+
+// `path` (an output file) can be created: its folder exists and this process may write there.
+void check_output(const char* option, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw ConfigError(concat(option, ": '", path, "' is a folder; give a file name"));
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec))
+    throw ConfigError(concat(option, ": folder '", dir.string(), "' does not exist"));
+  std::string probe = (dir / ".starring-write-test-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    throw ConfigError(concat(option, ": cannot write in folder '", dir.string(), "' (",
+                             std::strerror(errno), ")"));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+std::string expand_rank(std::string pattern, int rank) {
+  for (auto at = pattern.find("%r"); at != std::string::npos; at = pattern.find("%r", at))
+    pattern.replace(at, 2, std::to_string(rank));
+  return pattern;
+}
+
+void preflight(const Config& cfg, int rank) {
+  if (rank == 0) {  // rank 0 writes the metrics and the summary
+    check_output("--metrics-file", cfg.out.metrics_file);
+    check_output("--summary-file", cfg.out.summary_file);
+  }
+  check_output("--trace", expand_rank(cfg.out.trace_file, rank));
+  const std::string& ds = cfg.data.dataset;
+  if (cfg.command == "train" && (ds == "fashion-mnist" || ds == "mnist"))
+    starring::check_idx_dataset(cfg.data.data_dir);
+}
+
+// Parses and checks on every rank, then agrees. Returns -1 to go on, else the exit code
+// (0 after --help).
+int setup(int argc, char** argv, int rank, int size, Config& cfg) {
+  std::string what;
+  int code = 0;
+  try {
+    if (!starring::parse_config(argv[1], argc - 1, argv + 1, cfg, rank == 0 ? &std::cout : nullptr))
+      return 0;  // --help: the same on every rank
+    preflight(cfg, rank);
+  } catch (const std::exception& e) {
+    what = e.what();
+    code = exit_code_of(e);
+  }
+  int first = code ? rank : size, failed = code ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (first == size) return -1;
+  if (rank == first) print_line(error_line(what, failed == size ? -1 : rank));
+  return code ? code : 2;
+}
+
+// --- phase 2: errors while the command runs ------------------------------------------------
+
+// True when every rank of `comm` arrives within kGrace.
+bool all_arrive(MPI_Comm comm) {
+  MPI_Request req;
+  MPI_Ibarrier(comm, &req);
+  const auto deadline = Clock::now() + kGrace;
+  for (int done = 0;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    if (Clock::now() > deadline) return false;  // req stays pending: MPI_Abort follows
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// Every rank failed: rank 0 gathers the messages and prints each distinct one once (without
+// the rank when all are the same).
+void print_all(MPI_Comm comm, const std::string& what, int rank, int size) {
+  int len = static_cast<int>(what.size());
+  std::vector<int> lens(size), offsets(size);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
+  int total = 0;
+  for (int r = 0; r < size; ++r) offsets[r] = std::exchange(total, total + lens[r]);
+  std::string all(rank == 0 ? total : 0, '\0');
+  MPI_Gatherv(what.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0,
+              comm);
+  if (rank != 0) return;
+  std::vector<std::string> msgs;
+  for (int r = 0; r < size; ++r) msgs.push_back(all.substr(offsets[r], lens[r]));
+  bool same = true;
+  for (const auto& m : msgs) same = same && m == msgs[0];
+  for (int r = 0; r < size; ++r) {
+    bool seen = false;
+    for (int q = 0; q < r; ++q) seen = seen || msgs[q] == msgs[r];
+    if (!seen) print_line(error_line(msgs[r], same ? -1 : r));
+  }
+}
+
+[[noreturn]] void fail(MPI_Comm agree, const std::string& what, int code, int rank, int size) {
+  if (size == 1) {
+    print_line(error_line(what, -1));
+    finalize_and_exit(code);
+  }
+  if (all_arrive(agree)) {
+    print_all(agree, what, rank, size);
+    finalize_and_exit(code);
+  }
+  print_line(error_line(what, rank));
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+int run(Command command, Config& cfg, int provided, int rank, int size) {
+  MPI_Comm agree = MPI_COMM_NULL;  // only for agreeing on a failure
+  MPI_Comm_dup(MPI_COMM_WORLD, &agree);
+  std::string what;
+  int code = 0;
+  try {
+    if (provided < MPI_THREAD_MULTIPLE)
+      throw starring::Error("the MPI library does not provide MPI_THREAD_MULTIPLE");
+    auto world = std::make_shared<starring::MpiComm>(MPI_COMM_WORLD);
+    int rc = command(cfg, world);
+    world.reset();
+    MPI_Comm_free(&agree);
+    return rc;
+  } catch (const std::exception& e) {
+    what = e.what();
+    code = exit_code_of(e);
+  } catch (...) {
+    what = "unknown exception";
+    code = 1;
+  }
+  fail(agree, what, code, rank, size);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,6 +252,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    if (rank == 0 && argc < 2) print_line("starring: error: no command given");
     if (rank == 0) usage(argc < 2 ? stderr : stdout);
     MPI_Finalize();
     return argc < 2 ? 2 : 0;
@@ -61,7 +260,7 @@ int main(int argc, char** argv) {
   auto it = commands().find(argv[1]);
   if (it == commands().end()) {
     if (rank == 0) {
-      std::fprintf(stderr, "[starring] error: unknown command '%s'\n", argv[1]);
+      print_line(concat("starring: error: unknown command '", argv[1], "'"));
       usage(stderr);
     }
     MPI_Finalize();
@@ -69,31 +268,11 @@ int main(int argc, char** argv) {
   }
 
   Config cfg;
-  try {
-    if (!starring::parse_config(argv[1], argc - 1, argv + 1, cfg,
-                                rank == 0 ? &std::cout : nullptr)) {  // --help
-      MPI_Finalize();
-      return 0;
-    }
-  } catch (const std::exception& e) {
-    if (rank == 0) std::fprintf(stderr, "[starring] error: %s\n", e.what());
-    MPI_Finalize();
-    return 2;
-  }
-
-  try {
-    if (provided < MPI_THREAD_MULTIPLE)
-      throw starring::Error("the MPI library does not provide MPI_THREAD_MULTIPLE");
-    auto world = std::make_shared<starring::MpiComm>(MPI_COMM_WORLD);
-    int rc = it->second(cfg, world);
-    world.reset();
+  if (int rc = setup(argc, argv, rank, size, cfg); rc >= 0) {
     MPI_Finalize();
     return rc;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[starring] rank %d: error: %s\n", rank, e.what());
-    std::fflush(stderr);
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
-    MPI_Finalize();
-    return 1;
   }
+  int rc = run(it->second, cfg, provided, rank, size);
+  MPI_Finalize();
+  return rc;
 }

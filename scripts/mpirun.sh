@@ -25,4 +25,15 @@ fi
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 export OMPI_MCA_btl_vader_max_send_size=${OMPI_MCA_btl_vader_max_send_size:-262144}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
-exec mpirun "${args[@]}" "$@"
+# Open MPI's own failure banners (MPI_ABORT was invoked..., mpirun noticed that process rank...,
+# Primary job terminated normally...) are condensed to one line by scripts/mpirun_filter.py,
+# after the program's own error line; everything the ranks print passes unchanged. mpirun's
+# --quiet is not used: it also hides which rank died of a signal and launch errors (a missing
+# executable exits 132 without a word). STARRING_MPI_VERBOSE=1 shows mpirun's messages as is.
+filter="$(dirname "$0")/mpirun_filter.py"
+if [ "${STARRING_MPI_VERBOSE:-0}" = 1 ] || ! command -v python3 > /dev/null || [ ! -r "$filter" ]; then
+  exec mpirun "${args[@]}" "$@"
+fi
+# mpirun stays this script's process (exec), so signals and exit codes are mpirun's own; the
+# filter ignores SIGINT/SIGTERM and ends when mpirun closes its stderr.
+exec mpirun "${args[@]}" "$@" 2> >(exec python3 "$filter" >&2)

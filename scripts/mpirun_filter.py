@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Condenses Open MPI's (4.x) own multi-line failure banners on mpirun's stderr to one short line.
+
+scripts/mpirun.sh pipes mpirun's stderr through this filter. The ranks' own output passes
+through unchanged, byte for byte and as soon as it arrives (progress bars included). What
+mpirun itself prints when a job fails is a "help message" framed by lines of dashes; the known
+ones are replaced by at most one line per job, e.g.
+
+    mpirun: job stopped: rank 1 on node vm was killed by signal 9 (Killed)
+    mpirun: job stopped: rank 0 called MPI_Abort (error code 1)
+    mpirun: job stopped: rank 1 exited with code 2
+
+(the program has already said why on its own line). Frames this filter does not know are
+passed on unchanged, so nothing mpirun says is lost except the known boilerplate. Run
+`STARRING_MPI_VERBOSE=1 scripts/mpirun.sh ...` to see mpirun's messages unfiltered.
+"""
+import os
+import re
+import signal
+import sys
+
+DASHES = re.compile(rb"^-{74}\r?$")  # the frame of every Open MPI help message
+# Lines mpirun prints outside frames that only add noise once the frames are condensed.
+DROP = [
+    re.compile(rb"more process(es)? ha(s|ve) sent help message"),
+    re.compile(rb'Set MCA parameter "orte_base_help_aggregate" to 0'),
+    # Open MPI 4.1 race when two ranks abort at once; the ranks already said what went wrong.
+    re.compile(rb"ORTE_ERROR_LOG: Data unpack would read past end of buffer in file .*show_help\.c"),
+]
+
+
+def condense(frame):
+    """The one line for a known frame (b"" to drop it), or None for an unknown frame."""
+    text = b" ".join(frame.split())
+    m = re.search(rb"MPI_ABORT was invoked on rank (\d+) in communicator .*? with errorcode (-?\d+)",
+                  text)
+    if m:
+        return b"rank %s called MPI_Abort (error code %s)" % m.groups()
+    if re.search(rb"Primary job terminated normally, but \d+ process(es)? returned", text):
+        return b""  # always followed by the frame that names the process
+    m = re.search(rb"exited with non-zero status.*?Process name: \[\[\d+,\d+\],(\d+)\] "
+                  rb"Exit code: (-?\d+)", text)
+    if m:
+        return b"rank %s exited with code %s" % m.groups()
+    m = re.search(rb"noticed that process rank (\d+) with PID (\d+) on node (\S+) exited on "
+                  rb"signal (\d+)(?: \(([^)]*)\))?", text)
+    if m:
+        rank, _, node, sig, name = m.groups()  # Open MPI 4.1 reports pid 0 here
+        name = b" (%s)" % name if name else b""
+        return b"rank %s on node %s was killed by signal %s%s" % (rank, node, sig, name)
+    m = re.search(rb"has exited due to process rank (\d+) with PID (\d+) on node (\S+) "
+                  rb"(exiting improperly|calling \"abort\")", text)
+    if m:
+        rank, _, node, how = m.groups()
+        what = b"called abort" if b"abort" in how else b"exited without calling MPI_Finalize"
+        return b"rank %s on node %s %s" % (rank, node, what)
+    return None
+
+
+class Filter:
+    def __init__(self, out):
+        self.out = out
+        self.pending = b""  # an incomplete line that may turn out to be mpirun's
+        self.midline = False  # the current line was passed on in part already
+        self.frame = None  # lines of an open frame, dashes included
+        self.said = False  # the one condensed line of this job was written
+
+    def write(self, data):
+        if data:
+            os.write(self.out, data)
+
+    def line(self, ln):
+        bare = ln.rstrip(b"\n")
+        if self.frame is not None:
+            self.frame.append(ln)
+            if DASHES.match(bare):
+                self.close_frame()
+            return
+        if DASHES.match(bare):
+            self.frame = [ln]
+        elif not any(p.search(bare) for p in DROP):
+            self.write(ln)
+
+    def close_frame(self):
+        frame, self.frame = self.frame, None
+        body = b"".join(frame[1:-1])
+        if not body.strip():  # two dash lines in a row: the second opens the next frame
+            self.write(frame[0])
+            self.frame = [frame[-1]]
+            return
+        short = condense(body)
+        if short is None:
+            self.write(b"".join(frame))
+        elif short and not self.said:
+            self.said = True
+            self.write(b"mpirun: job stopped: " + short + b"\n")
+
+    def feed(self, data):
+        data = self.pending + data
+        self.pending = b""
+        while data:
+            nl = data.find(b"\n")
+            if nl < 0:
+                break
+            ln, data = data[: nl + 1], data[nl + 1 :]
+            if self.midline:
+                self.write(ln)
+                self.midline = False
+            else:
+                self.line(ln)
+        if not data:
+            return
+        # An incomplete line: hold it only while it could still be mpirun's (a dash line or a
+        # "[host:pid] ..." note, or anything inside a frame); pass anything else on now.
+        if self.midline:
+            self.write(data)
+        elif self.frame is not None or data.lstrip(b"-") == b"" or data.startswith(b"["):
+            self.pending = data
+        else:
+            self.write(data)
+            self.midline = True
+
+    def finish(self):
+        if self.pending:
+            self.line(self.pending)
+        if self.frame is not None:
+            self.write(b"".join(self.frame))
+
+
+def main():
+    # Ctrl-C reaches the whole process group: mpirun handles it; this filter keeps relaying
+    # until mpirun closes its stderr.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    f = Filter(sys.stderr.fileno())
+    while True:
+        try:
+            chunk = os.read(sys.stdin.fileno(), 65536)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        f.feed(chunk)
+    f.finish()
+
+
+if __name__ == "__main__":
+    main()
