@@ -89,8 +89,11 @@ def predicted_vs_measured(runs, bench, out_dir):
                   f"sizes: {_consts_caption(ref)}). Points on the dotted line are "
                   "exact; hollow circles are runs the model does not claim to hold for (more "
                   "ranks than cores time-share the CPU; stragglers, ASP/SSP). 1-worker runs set "
-                  "T_compute, so their scatter is the run-to-run noise of the compute time."
-                  + stat)
+                  "T_compute, so their scatter is the run-to-run noise of the compute time. "
+                  "Even with ranks = cores each rank runs a compute and a communication thread, "
+                  "which then share the cores (with any other user's processes); the bench times "
+                  "collectives alone, so training's synchronization can take several times the "
+                  "bench's (the table's comm column: predicted / measured)." + stat)
 
 
 def _models(computes, batch=64):
