@@ -146,6 +146,42 @@ void BucketSync::flush() {
   for (std::size_t b = 0; b < buckets_.size(); ++b) wait_bucket(b);
 }
 
+void BucketSync::save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) {
+  const std::size_t n = layout_.total();
+  const bool adamw = opt_cfg_.type == "adamw";
+  s1.assign(n, 0.0f);
+  s2.assign(adamw ? n : 0, 0.0f);
+  if (buf_.on_device) {
+    buf_.device->synchronize();
+    buf_.device->to_host(s1.data(), dev_s1_, n);
+    if (adamw) buf_.device->to_host(s2.data(), dev_s2_, n);
+    return;
+  }
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    Optimizer& o = opts_[b];
+    std::copy(o.state1().begin(), o.state1().end(), s1.begin() + o.begin());
+    std::copy(o.state2().begin(), o.state2().end(), s2.begin() + (adamw ? o.begin() : 0));
+  }
+}
+
+void BucketSync::load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) {
+  const std::size_t n = layout_.total();
+  const bool adamw = opt_cfg_.type == "adamw";
+  STARRING_CHECK(s1.size() == n && s2.size() == (adamw ? n : 0), workers_->where(),
+                 ": optimizer state of ", s1.size(), " + ", s2.size(), " floats for a model of ", n,
+                 " parameters (", opt_cfg_.type, ")");
+  if (buf_.on_device) {
+    buf_.device->to_device(dev_s1_, s1.data(), n);
+    if (adamw) buf_.device->to_device(dev_s2_, s2.data(), n);
+    return;
+  }
+  std::lock_guard<std::mutex> lk(mu_);  // the communication thread is idle: nothing queued yet
+  for (Optimizer& o : opts_) {
+    std::copy(s1.begin() + o.begin(), s1.begin() + o.end(), o.state1().begin());
+    if (adamw) std::copy(s2.begin() + o.begin(), s2.begin() + o.end(), o.state2().begin());
+  }
+}
+
 void BucketSync::run_job(const Job& job) {
   const Bucket& bk = buckets_[job.bucket];
   const std::size_t n = bk.hi - bk.lo;

@@ -46,6 +46,10 @@ class BucketSync : public GradientSync {
   void flush() override;
   SyncStepStats take_stats() override;
   void shutdown() override;
+  // Checkpoints: every worker holds the whole state (one Optimizer per bucket on the host, or
+  // the device arrays); worker 0's copy is returned, every worker's is restored.
+  void save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) override;
+  void load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) override;
   bool accepts_device_buffers() const override { return engine_->on_device(); }
   std::string name() const override { return name_; }
 

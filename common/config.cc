@@ -50,7 +50,7 @@ po::typed_value<std::string>* text(std::string* s, const std::string& shown) {
 // All option groups. Which are shown and accepted on the command line depends on the command.
 struct Groups {
   po::options_description general{"General"}, data{"Data"}, model{"Model"}, train{"Training"},
-      runtime{"Runtime"}, output{"Output"}, sync{"Gradient sync"},
+      runtime{"Runtime"}, output{"Output"}, ckpt{"Checkpoints"}, sync{"Gradient sync"},
       ps{"Parameter server (--backend ps)"}, timing{"Benchmark timing"},
       sizes{"Benchmark message sizes"};
 
@@ -72,8 +72,19 @@ struct Groups {
         "trace", val(&c.out.trace_file), "Chrome trace file per rank ('%r' = rank)")(
         "progress", val(&c.out.progress), "auto | bar | lines | off")(
         "log-every", val(&c.out.log_every), "steps between progress lines when not a terminal");
+    add_checkpoint(c.ckpt);
     add_sync(c.sync, s);
     add_bench(c.bench, s);
+  }
+
+  void add_checkpoint(CheckpointConfig& k) {
+    ckpt.add_options()("checkpoint-dir", val(&k.dir),
+                       "write checkpoints here (worker 0), and one at the end of training")(
+        "checkpoint-every", val(&k.every),
+        "optimizer steps between checkpoints (0: only at the end)")(
+        "keep-checkpoints", val(&k.keep), "newest checkpoints kept in --checkpoint-dir")(
+        "resume", val(&k.resume),
+        "PATH (a checkpoint file) or 'latest' (newest valid one in --checkpoint-dir)");
   }
 
   void add_data(DataConfig& d) {
@@ -143,7 +154,7 @@ struct Groups {
   void select(const std::string& command, po::options_description& out) const {
     out.add(general);
     if (command == "train") {
-      out.add(data).add(model).add(train).add(runtime).add(output).add(sync).add(ps);
+      out.add(data).add(model).add(train).add(runtime).add(output).add(ckpt).add(sync).add(ps);
     } else if (command == "bench") {
       out.add(runtime).add(output).add(sync).add(ps).add(timing).add(sizes);
     } else if (command == "bench-model" || command == "bench_model") {
@@ -156,8 +167,16 @@ struct Groups {
   }
   void all(po::options_description& out, bool with_general) const {
     if (with_general) out.add(general);
-    out.add(data).add(model).add(train).add(runtime).add(output).add(sync).add(ps).add(timing).add(
-        sizes);
+    out.add(data)
+        .add(model)
+        .add(train)
+        .add(runtime)
+        .add(output)
+        .add(ckpt)
+        .add(sync)
+        .add(ps)
+        .add(timing)
+        .add(sizes);
   }
 };
 

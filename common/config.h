@@ -69,6 +69,14 @@ struct SyncConfig {
   int staleness = 2;                // ssp bound
 };
 
+// Checkpoints (trainer/checkpoint.h): one file per checkpoint, written by worker 0.
+struct CheckpointConfig {
+  std::string dir;         // where checkpoints are written (empty: none)
+  std::int64_t every = 0;  // optimizer steps between checkpoints (0: only at the end)
+  int keep = 2;            // newest checkpoints kept in `dir`; older ones are deleted
+  std::string resume;      // a checkpoint file, or "latest" (newest valid one in `dir`)
+};
+
 struct BenchConfig {
   std::size_t min_bytes = 1 << 20;   // -b
   std::size_t max_bytes = 64 << 20;  // -e
@@ -90,6 +98,7 @@ struct Config {
   OutputConfig out;
   SyncConfig sync;
   BenchConfig bench;
+  CheckpointConfig ckpt;
 };
 
 // Parses `argv` for sub-command `command`; argv[0] is skipped (main passes argv + 1, so it is

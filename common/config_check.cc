@@ -144,6 +144,15 @@ void check_sync(const SyncConfig& s) {
   check(s.staleness >= 0, "--staleness", ">= 0", s.staleness);
 }
 
+void check_checkpoint(const CheckpointConfig& k) {
+  check(k.every >= 0, "--checkpoint-every", ">= 0", k.every);
+  check(k.keep >= 1, "--keep-checkpoints", ">= 1", k.keep);
+  if (k.every > 0 && k.dir.empty())
+    throw ConfigError("--checkpoint-every: needs --checkpoint-dir (where to write them)");
+  if (k.resume == "latest" && k.dir.empty())
+    throw ConfigError("--resume latest: needs --checkpoint-dir (where to look for checkpoints)");
+}
+
 void check_bench(const BenchConfig& b) {
   check(b.min_bytes > 0, "--min-bytes", "> 0", b.min_bytes);
   check(b.max_bytes >= b.min_bytes, "--max-bytes", ">= --min-bytes", format_bytes(b.max_bytes));
@@ -242,6 +251,7 @@ void finalize_config(Config& cfg) {
   check_train(cfg.train);
   check_sync(cfg.sync);
   check_bench(cfg.bench);
+  check_checkpoint(cfg.ckpt);
   check(cfg.out.log_every > 0, "--log-every", "> 0", cfg.out.log_every);
   check_choice("--progress", cfg.out.progress, {"auto", "bar", "lines", "off"});
 }

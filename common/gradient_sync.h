@@ -22,7 +22,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "common/error.h"
 #include "common/optimizer.h"
 #include "common/param_layout.h"
 
@@ -66,6 +68,22 @@ class GradientSync {
 
   // Clean shutdown (tells servers to stop, joins threads). Idempotent.
   virtual void shutdown() = 0;
+
+  // Checkpoints (trainer/checkpoint.h). The optimizer state lives where the optimizer runs (every
+  // worker for ring/mpi/local, the server shards for ps), so the backend gathers and restores it.
+  // save_optimizer_state: called on every worker after flush() on all of them (the trainer puts
+  // a barrier in between); on worker 0 it fills s1 (momentum / Adam m) and s2 (Adam v; empty for
+  // sgd) with the state over the whole flat buffer; elsewhere it may leave them empty.
+  // load_optimizer_state: called on every worker after start(), before the first begin_step of
+  // the resumed run, with identical content; the trainer barriers after it.
+  virtual void save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) {
+    (void)s1, (void)s2;
+    throw Error("checkpoints are not supported by backend '" + name() + "'");
+  }
+  virtual void load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) {
+    (void)s1, (void)s2;
+    throw Error("checkpoints are not supported by backend '" + name() + "'");
+  }
 
   // True when the backend works on GPU buffers directly (nccl); others get host buffers.
   virtual bool accepts_device_buffers() const { return false; }

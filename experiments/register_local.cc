@@ -44,6 +44,33 @@ class LocalSync : public GradientSync {
   void flush() override {}
   SyncStepStats take_stats() override { return {}; }
   void shutdown() override {}
+  void save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) override {
+    const std::size_t n = layout_.total();
+    const bool adamw = opt_cfg_.type == "adamw";
+    if (buf_.on_device) {
+      s1.resize(n);
+      s2.resize(adamw ? n : 0);
+      buf_.device->synchronize();
+      buf_.device->to_host(s1.data(), s1_, n);
+      if (adamw) buf_.device->to_host(s2.data(), s2_, n);
+    } else {
+      s1 = opt_->state1();
+      s2 = opt_->state2();
+    }
+  }
+  void load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) override {
+    const std::size_t n = layout_.total();
+    const bool adamw = opt_cfg_.type == "adamw";
+    STARRING_CHECK(s1.size() == n && s2.size() == (adamw ? n : 0), "backend 'local': optimizer ",
+                   "state of ", s1.size(), " + ", s2.size(), " floats for ", n, " parameters");
+    if (buf_.on_device) {
+      buf_.device->to_device(s1_, s1.data(), n);
+      if (adamw) buf_.device->to_device(s2_, s2.data(), n);
+    } else {
+      opt_->state1() = s1;
+      opt_->state2() = s2;
+    }
+  }
   bool accepts_device_buffers() const override { return true; }
   std::string name() const override { return "local"; }
 

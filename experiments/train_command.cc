@@ -63,7 +63,7 @@ std::vector<nlohmann::json> gather_to_root(Comm& world, const nlohmann::json& mi
 
 nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int world_size, int workers,
                              const std::vector<nlohmann::json>& ranks) {
-  const double steps = std::max<double>(res.steps, 1);
+  const double steps = std::max<double>(res.steps - res.resumed_step, 1);
   nlohmann::json j;
   j["schema"] = "starring.run.v1";
   j["run_name"] = cfg.out.run_name;
@@ -94,6 +94,10 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["lr"] = cfg.train.lr;
   j["epochs"] = res.history.empty() ? 0 : res.history.back().epoch;
   j["steps"] = res.steps;
+  // A resumed run: per-step figures are over the steps this run trained.
+  j["resumed_from"] =
+      res.resumed_from.empty() ? nlohmann::json() : nlohmann::json(res.resumed_from);
+  j["resumed_at_step"] = res.resumed_step;
   double sums[4] = {0, 0, 0, 0};  // worker sent, recv, server sent, recv
   double tsum[4] = {0, 0, 0, 0};  // compute, comm, wait, wall per step (summed over workers)
   double max_wall = 0, samples = 0;
@@ -155,14 +159,19 @@ void print_summary(const nlohmann::json& j) {
       "steps %lld  wall %.2f s  throughput %.0f samples/s\n"
       "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
       "bytes per worker per step: sent %.0f  recv %.0f\n"
-      "test accuracy %.4f  test loss %.4f\n",
+      "test accuracy %.4f  test loss %.4f\n%s",
       j["backend"].get<std::string>().c_str(), j["workers"].get<int>(), j["num_servers"].get<int>(),
       j["model"]["widths"].dump().c_str(), j["model"]["params"].get<std::size_t>(),
       j["steps"].get<long long>(), j["wall_s"].get<double>(), j["samples_per_s"].get<double>(),
       st["total_s"].get<double>() * 1e3, st["compute_s"].get<double>() * 1e3,
       st["wait_s"].get<double>() * 1e3, st["comm_s"].get<double>() * 1e3,
       b["worker_sent"].get<double>(), b["worker_recv"].get<double>(),
-      j["test_accuracy"].get<double>(), j["test_loss"].get<double>());
+      j["test_accuracy"].get<double>(), j["test_loss"].get<double>(),
+      j["resumed_from"].is_string()
+          ? ("resumed from " + j["resumed_from"].get<std::string>() + " at step " +
+             std::to_string(j["resumed_at_step"].get<long long>()) + "\n")
+                .c_str()
+          : "");
   std::fflush(stdout);
 }
 
@@ -188,9 +197,10 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   mine["comm_s"] = res.comm_s;
   mine["wait_s"] = res.wait_s;
   mine["busy_s"] = extra.value("busy_s", 0.0);
-  mine["steps"] = res.steps;
+  mine["steps"] = res.steps - res.resumed_step;  // trained by this run
   mine["wall_s"] = res.wall_s;
-  mine["samples"] = static_cast<double>(res.steps) * cfg.train.batch * cfg.train.accum;
+  mine["samples"] =
+      static_cast<double>(res.steps - res.resumed_step) * cfg.train.batch * cfg.train.accum;
   for (auto& [k, v] : res.extra) mine["extra"][k] = v;
   if (extra.contains("staleness_hist")) mine["staleness_hist"] = extra["staleness_hist"];
   if (!extra.empty()) mine["backend_stats"] = extra;
@@ -198,7 +208,7 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
 
   auto ranks = gather_to_root(*world, mine);
   if (world->rank() == 0) {
-    const double steps = std::max<double>(res.steps, 1);
+    const double steps = std::max<double>(res.steps - res.resumed_step, 1);
     for (auto& r : ranks) {
       r["bytes_sent_per_step"] = r["bytes_sent"].get<double>() / steps;
       r["bytes_recv_per_step"] = r["bytes_recv"].get<double>() / steps;

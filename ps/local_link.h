@@ -39,6 +39,9 @@ class LocalLink {
   float* worker_params = nullptr;
   std::function<void(int chunk)> on_reply;  // chunk written to params
   std::function<void(Op op, const std::string& text, bool timeout)> on_ctl;  // ack/bye/abort
+  // kState: optimizer state vector h.step of chunk h.chunk (h.count floats at data). Set by the
+  // worker before it posts its first kGetState.
+  std::function<void(const PsHeader& h, const float* data)> on_state;
 
  private:
   std::mutex mu_;

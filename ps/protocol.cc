@@ -25,6 +25,12 @@ const char* op_name(Op op) {
       return "bye";
     case Op::kHeartbeat:
       return "heartbeat";
+    case Op::kGetState:
+      return "get-state";
+    case Op::kSetState:
+      return "set-state";
+    case Op::kState:
+      return "state";
   }
   return "unknown";
 }

@@ -11,11 +11,17 @@
 //                server is not mistaken for a silent one)
 //   kDone        clean shutdown: this worker has nothing more to push
 //   kAbort       text: this worker failed; the server stops and tells every worker why
+//   kGetState    checkpoints (worker 0 only, after every worker flushed): send me the optimizer
+//                state of `chunk`; the server answers with one kState message per state vector
+//   kSetState    floats: optimizer state vector `step` (1: momentum / Adam m, 2: Adam v) of
+//                `chunk` (worker 0 only, on resume, before any push); answered with kAck
 // Server -> worker:
 //   a reply to a push is the chunk's updated parameters, raw floats with no header, on tag
 //   kReplyTagBase + chunk id, received straight into the worker's parameter buffer;
 //   kAck (start accepted), kBye (text: the server's JSON statistics) and kAbort (text: why the
-//   server stopped) travel on kCtlTag with a header.
+//   server stopped) travel on kCtlTag with a header;
+//   kState (header + floats: state vector `step` of `chunk`) travels on kStateTag, in the order
+//   the kGetState requests arrived.
 // Keys are chunk ranges [begin, begin + count); no per-element keys are ever sent.
 #pragma once
 #include <cstddef>
@@ -31,6 +37,7 @@ namespace starring::ps {
 
 inline constexpr int kReqTag = tags::kPsBase + 0;
 inline constexpr int kCtlTag = tags::kPsBase + 1;
+inline constexpr int kStateTag = tags::kPsBase + 2;
 inline constexpr int kReplyTagBase = tags::kPsBase + 16;
 inline constexpr int kMaxChunks = tags::kBenchBase - kReplyTagBase;
 
@@ -42,7 +49,10 @@ enum class Op : std::uint32_t {
   kAbort,
   kAck,
   kBye,
-  kHeartbeat
+  kHeartbeat,
+  kGetState,
+  kSetState,
+  kState
 };
 const char* op_name(Op op);
 

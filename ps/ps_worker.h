@@ -70,6 +70,10 @@ class PsWorker : public GradientSync {
   SyncStepStats take_stats() override;
   void shutdown() override;
   std::string name() const override { return "ps"; }
+  // Checkpoints (worker_state.cc): worker 0 gathers every chunk's optimizer state from the
+  // servers (kGetState) and restores it on resume (kSetState, acknowledged); no-ops elsewhere.
+  void save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) override;
+  void load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) override;
 
   const PsPlan& plan() const { return plan_; }
   // After shutdown(): every server's statistics from its goodbye message, by server index.
@@ -105,6 +109,9 @@ class PsWorker : public GradientSync {
   void fail(std::exception_ptr e);
   void send_abort(const std::string& why, bool timeout);
 
+  // worker_state.cc helpers
+  void on_state(const PsHeader& h, const float* data);
+
   // ps_worker.cc helpers
   void send_init(const ParamLayout& layout);
   void wait_for(const std::function<bool()>& ready, const char* what, bool count_wait);
@@ -139,6 +146,8 @@ class PsWorker : public GradientSync {
   std::exception_ptr error_;
   std::vector<std::int64_t> requested_, completed_;
   int acks_ = 0, byes_ = 0;
+  std::vector<float>* state_dst_[2] = {nullptr, nullptr};  // save_optimizer_state's outputs
+  std::size_t state_got_ = 0;                              // state vectors received locally
   std::vector<std::string> bye_text_;
   double wait_s_ = 0, push_s_ = 0, pull_s_ = 0, comm_s_ = 0, stage_s_ = 0;
   std::uint64_t steps_done_ = 0;

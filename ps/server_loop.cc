@@ -97,7 +97,7 @@ void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
                  source_rank, ", which is not worker ", h.worker);
   bytes_in_ += bytes;
   ++msgs_in_;
-  const bool floats = h.op == Op::kPush || h.op == Op::kInitParams;
+  const bool floats = h.op == Op::kPush || h.op == Op::kInitParams || h.op == Op::kSetState;
   const std::size_t payload = bytes - sizeof(PsHeader);
   STARRING_CHECK(!floats || payload == std::size_t{h.count} * sizeof(float), where_, ": ",
                  op_name(h.op), " from ", who(w), " carries ", payload, " bytes, header says ",
@@ -128,6 +128,12 @@ void ServerLoop::on_message(const PsHeader& h, const float* data, const std::str
       on_push(h, data, w);
       break;
     case Op::kHeartbeat:
+      break;
+    case Op::kGetState:
+      on_get_state(h, w);
+      break;
+    case Op::kSetState:
+      on_set_state(h, data, w);
       break;
     case Op::kDone:
       STARRING_CHECK(!done_[static_cast<std::size_t>(w)], where_, ": ", who(w), " said done twice");

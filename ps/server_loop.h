@@ -64,6 +64,9 @@ class ServerLoop {
   void on_message(const PsHeader& h, const float* data, const std::string& text, int worker);
   void on_init(int worker, const std::string& text);
   void on_push(const PsHeader& h, const float* data, int worker);
+  // server_state.cc: checkpoints (kGetState / kSetState from worker 0)
+  void on_get_state(const PsHeader& h, int worker);
+  void on_set_state(const PsHeader& h, const float* data, int worker);
   void maybe_ack();
   void send_replies(std::vector<PsReply>& replies);
   void send_ctl(int worker, Op op, const std::string& text, bool timeout);

@@ -151,6 +151,24 @@ PsReply ShardServer::reply(const Chunk& c, int worker) const {
   return {worker, c.id, params_.get() + c.begin, c.count, bsp_};
 }
 
+std::vector<float>& ShardServer::state_ref(int chunk, int part) {
+  Chunk& c = chunk_of(chunk, 0);
+  STARRING_CHECK(c.opt && part >= 1 && part <= state_parts(), "parameter server ",
+                 spec_.server_index, ": no optimizer state ", part, " for chunk ", chunk);
+  STARRING_CHECK(c.arrived == 0, "parameter server ", spec_.server_index, ": optimizer state of ",
+                 "chunk ", chunk, " requested while step ", c.bsp_step, " is being aggregated");
+  return part == 1 ? c.opt->state1() : c.opt->state2();
+}
+
+const std::vector<float>& ShardServer::state(int chunk, int part) { return state_ref(chunk, part); }
+
+void ShardServer::set_state(int chunk, int part, const float* data, std::size_t count) {
+  std::vector<float>& s = state_ref(chunk, part);
+  STARRING_CHECK(count == s.size(), "parameter server ", spec_.server_index, ": optimizer state ",
+                 part, " of chunk ", chunk, " has ", count, " floats, expected ", s.size());
+  std::copy(data, data + count, s.begin());
+}
+
 std::int64_t ShardServer::rounds() const {
   std::int64_t r = -1;
   for (const auto& c : chunks_) {

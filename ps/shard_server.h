@@ -67,6 +67,12 @@ class ShardServer {
   std::vector<std::int64_t> worker_pushes() const;
   const float* params() const { return params_.get(); }
 
+  // Checkpoints: optimizer state vector `part` (1: momentum / Adam m, 2: Adam v) of `chunk`, and
+  // setting it. Error when the chunk is in the middle of a bsp round or has no optimizer.
+  const std::vector<float>& state(int chunk, int part);
+  void set_state(int chunk, int part, const float* data, std::size_t count);
+  int state_parts() const { return spec_.opt.type == "adamw" ? 2 : 1; }
+
  private:
   struct Chunk {
     int id = 0;
@@ -80,6 +86,7 @@ class ShardServer {
     std::vector<std::int64_t> release;  // ssp: withheld reply, released at min clock >= value
   };
   Chunk& chunk_of(int chunk, int worker);
+  std::vector<float>& state_ref(int chunk, int part);
   void push_bsp(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
                 std::vector<PsReply>& out);
   void push_async(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,

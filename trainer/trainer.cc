@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "trainer/checkpoint.h"
 #include "trainer/evaluate.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
@@ -104,6 +105,10 @@ class TrainLoop {
   void record_step(int epoch, float lr, double loss, double step_s, double wait_s, double grad_sq);
   void evaluate(int epoch);
   void add_sync_stats(const SyncStepStats& st);
+  void resume();
+  void advance_position(std::int64_t s, int epoch);
+  void maybe_checkpoint(bool after_eval);
+  void checkpoint();
   double samples_per_step() const { return static_cast<double>(tc_.batch) * tc_.accum * world_; }
 
   const Config& cfg_;
@@ -114,6 +119,7 @@ class TrainLoop {
   const int rank_, world_;
   Trace* trace_;
   Mlp model_;
+  ResumePoint resume_;  // read (and its parameters set) before staging_ copies them
   DistributedSampler sampler_;
   std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
   int epochs_ = 0;
@@ -134,6 +140,10 @@ class TrainLoop {
   double loss_acc_ = 0, epoch_loss_ = 0, eval_s_ = 0;
   int loss_n_ = 0, epoch_batches_ = 0;
   Clock::time_point t_start_;
+  // Checkpoints: where the next step is (epoch, optimizer step within it), the first one of this
+  // run, and the step of the last checkpoint written (-1: none).
+  int pos_epoch_ = 0;
+  std::int64_t pos_batch_ = 0, start_batch_ = 0, last_ckpt_step_ = -1;
 };
 
 std::vector<int> model_widths(const Config& cfg, const Dataset& train) {
@@ -145,6 +155,15 @@ std::vector<int> model_widths(const Config& cfg, const Dataset& train) {
 
 int eval_batch(const TrainConfig& tc) { return std::max(tc.batch, 256); }
 
+// --resume: every worker gets the checkpoint, and the model its parameters (before the sync
+// starts, so parameter servers receive them as the initial parameters).
+ResumePoint resume_into(const Config& cfg, Comm& workers, Mlp& model) {
+  ResumePoint r = resume_point(cfg, workers, model.widths(), model.num_params());
+  if (!r.path.empty())
+    model.device().to_device(model.params(), r.data.params.data(), r.data.params.size());
+  return r;
+}
+
 TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, const Dataset& test)
     : cfg_(cfg),
       tc_(cfg.train),
@@ -155,6 +174,7 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
       world_(env.workers.size()),
       trace_(env.trace),
       model_(env.device, model_widths(cfg, train), eval_batch(cfg.train), cfg.train.seed),
+      resume_(resume_into(cfg, env.workers, model_)),
       sampler_(train.n, rank_, world_, cfg.train.batch, cfg.train.seed),
       staging_(model_, env.device.is_gpu() && !env.sync.accepts_device_buffers()),
       straggler_(cfg.train.straggler, cfg.train.seed, world_),
@@ -188,6 +208,7 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
   dy_ = env_.device.alloc_int(yb_.size());
   res_.widths = model_.widths();
   res_.num_params = model_.num_params();
+  if (!resume_.path.empty()) resume();
 }
 
 TrainLoop::~TrainLoop() {
@@ -198,15 +219,27 @@ TrainLoop::~TrainLoop() {
 TrainResult TrainLoop::run() {
   if (trace_) trace_->set_thread_name("compute");
   env_.sync.start(model_.layout(), staging_.buffers(), tc_.opt);
+  if (!resume_.path.empty()) {
+    env_.sync.load_optimizer_state(resume_.data.state1, resume_.data.state2);
+    env_.workers.barrier(env_.workers.timeout());  // every server has its state before any push
+    resume_.data = CheckpointData{};
+  }
   t_start_ = Clock::now();
-  for (int epoch = 0; epoch < epochs_ && step_ < total_steps_; ++epoch) {
+  const int first_epoch = pos_epoch_;
+  for (int epoch = first_epoch; epoch < epochs_ && step_ < total_steps_; ++epoch) {
     sampler_.set_epoch(epoch);
-    epoch_loss_ = 0;
-    epoch_batches_ = 0;
-    for (std::int64_t s = 0; s < steps_per_epoch_ && step_ < total_steps_; ++s) step_once(s, epoch);
+    if (epoch != first_epoch || start_batch_ == 0) epoch_loss_ = epoch_batches_ = 0;
+    for (std::int64_t s = epoch == first_epoch ? start_batch_ : 0;
+         s < steps_per_epoch_ && step_ < total_steps_; ++s) {
+      step_once(s, epoch);
+      advance_position(s, epoch);
+      maybe_checkpoint(false);
+    }
     res_.final_train_loss = epoch_loss_ / std::max(epoch_batches_, 1);
     if (tc_.eval_each_epoch || epoch + 1 == epochs_ || step_ >= total_steps_) evaluate(epoch);
+    maybe_checkpoint(true);
   }
+  if (res_.history.empty()) evaluate(std::max(pos_epoch_ - 1, 0));  // resumed with nothing left
   env_.sync.flush();
   add_sync_stats(env_.sync.take_stats());  // traffic that completed in the final flush
   staging_.all_params_up();
@@ -215,7 +248,8 @@ TrainResult TrainLoop::run() {
   progress_.done();
   res_.steps = step_;
   res_.wall_s = seconds_since(t_start_) - eval_s_;
-  res_.samples_per_s = step_ * samples_per_step() / std::max(res_.wall_s, 1e-9);
+  res_.samples_per_s =
+      (step_ - res_.resumed_step) * samples_per_step() / std::max(res_.wall_s, 1e-9);
   metrics_.finish();
   return res_;
 }
@@ -327,7 +361,7 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
   if (rank_ == 0) {
     const double elapsed = seconds_since(t_start_) - eval_s_;
     progress_.update(step_, epoch + 1, loss_acc_ / std::max(loss_n_, 1),
-                     step_ * samples_per_step() / elapsed);
+                     (step_ - res_.resumed_step) * samples_per_step() / elapsed);
     if (step_ % std::max(cfg_.out.log_every, 1) == 0) loss_acc_ = loss_n_ = 0;
   }
 }
@@ -356,6 +390,92 @@ void TrainLoop::evaluate(int epoch) {
                   {"test_accuracy", ev.accuracy},
                   {"test_loss", ev.loss},
                   {"time_s", rec.wall_s}});
+}
+
+// Continue where the checkpoint stopped: the step (so the learning-rate schedule and Adam's bias
+// correction continue), the sampler's epoch and the optimizer steps already done in it, the
+// epoch's loss so far, and the metrics lines written up to that step.
+void TrainLoop::resume() {
+  const CheckpointData& c = resume_.data;
+  step_ = last_ckpt_step_ = res_.resumed_step = c.step;
+  res_.resumed_from = resume_.path;
+  pos_epoch_ = c.epoch;
+  start_batch_ = c.next_batch;
+  epoch_loss_ = c.epoch_loss_sum;
+  epoch_batches_ = static_cast<int>(c.epoch_steps);
+  const auto saved_gb = c.meta.value("global_batch", std::int64_t{0});
+  const auto gb = static_cast<std::int64_t>(samples_per_step());
+  std::string note;
+  if (saved_gb > 0 && saved_gb != gb && start_batch_ > 0) {
+    start_batch_ = start_batch_ * saved_gb / gb;  // the samples of this epoch already seen
+    note = " (global batch " + std::to_string(saved_gb) + " -> " + std::to_string(gb) +
+           ": position in the epoch rounded down)";
+  }
+  if (start_batch_ >= steps_per_epoch_) start_batch_ = 0, ++pos_epoch_;
+  pos_batch_ = start_batch_;
+  for (const auto& line : resume_.metrics_lines) metrics_.write(nlohmann::json::parse(line));
+  if (rank_ == 0)
+    progress_.message("resuming from " + resume_.path + " at step " + std::to_string(step_) +
+                      " (epoch " + std::to_string(pos_epoch_ + 1) + ", " +
+                      std::to_string(start_batch_) + " of its steps done)" + note);
+}
+
+void TrainLoop::advance_position(std::int64_t s, int epoch) {
+  const bool epoch_done = s + 1 == steps_per_epoch_;
+  pos_epoch_ = epoch_done ? epoch + 1 : epoch;
+  pos_batch_ = epoch_done ? 0 : s + 1;
+}
+
+// --checkpoint-every N: after every N-th step, and after the last one. A checkpoint at the end
+// of an epoch or of the run is taken after its evaluation, so a resumed run does not repeat it.
+void TrainLoop::maybe_checkpoint(bool after_eval) {
+  const CheckpointConfig& k = cfg_.ckpt;
+  if (k.dir.empty() || last_ckpt_step_ == step_) return;
+  const bool last = step_ >= total_steps_;
+  if (!last && !(k.every > 0 && step_ % k.every == 0)) return;
+  if (!after_eval && (pos_batch_ == 0 || last)) return;
+  checkpoint();
+}
+
+// Every worker flushes; a barrier makes sure every worker's last pushes have landed (asp/ssp);
+// the backend gathers the optimizer state to worker 0, which writes the file and then tells the
+// others whether that worked. Its time counts, like evaluation, outside the training time.
+void TrainLoop::checkpoint() {
+  const auto t0 = Clock::now();
+  TraceScope tc(trace_, "checkpoint", "checkpoint");
+  env_.sync.flush();
+  env_.workers.barrier(env_.workers.timeout());
+  CheckpointData c;
+  env_.sync.save_optimizer_state(c.state1, c.state2);
+  std::string path, error;
+  if (rank_ == 0) {
+    try {
+      staging_.all_params_up();
+      c.params.resize(model_.num_params());
+      env_.device.to_host(c.params.data(), model_.params(), c.params.size());
+      c.meta =
+          checkpoint_meta(cfg_, model_.widths(), model_.num_params(), env_.sync.name(), world_);
+      c.step = step_;
+      c.epoch = pos_epoch_;
+      c.next_batch = pos_batch_;
+      c.epoch_loss_sum = pos_batch_ ? epoch_loss_ : 0.0;
+      c.epoch_steps = pos_batch_ ? epoch_batches_ : 0;
+      path = save_checkpoint(cfg_.ckpt, c, env_.workers.where());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  agree_with_worker0(env_.workers, error, "the checkpoint of step " + std::to_string(step_));
+  if (!error.empty()) throw Error(error);
+  last_ckpt_step_ = step_;
+  eval_s_ += seconds_since(t0);
+  if (rank_ != 0) return;
+  metrics_.write({{"event", "checkpoint"},
+                  {"step", step_},
+                  {"path", path},
+                  {"save_s", seconds_since(t0)},
+                  {"time_s", seconds_since(t_start_) - eval_s_}});
+  progress_.message("checkpoint: step " + std::to_string(step_) + " -> " + path);
 }
 
 }  // namespace

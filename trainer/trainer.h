@@ -53,7 +53,9 @@ struct TrainResult {
   std::map<std::string, double> extra;      // backend extras, summed over steps
   std::vector<int> widths;
   std::size_t num_params = 0;
-  std::vector<float> params;  // final parameters (host copy), for equivalence checks
+  std::vector<float> params;      // final parameters (host copy), for equivalence checks
+  std::string resumed_from;       // the checkpoint this run resumed from (empty: a fresh run)
+  std::int64_t resumed_step = 0;  // its step: this run trained steps - resumed_step steps
 };
 
 struct TrainerEnv {

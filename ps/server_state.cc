@@ -1,0 +1,46 @@
+// The server side of checkpoints: worker 0 asks for (kGetState) or restores (kSetState) the
+// optimizer state of this shard's chunks, once every worker has flushed (so no bsp round is half
+// aggregated and, under asp/ssp, every push has been applied). A state vector goes back as one
+// kState message (header + floats) on kStateTag - or, to this process's own worker in co-located
+// mode, through the LocalLink - and each kSetState is acknowledged with kAck.
+#include "common/error.h"
+#include "ps/server_loop.h"
+
+namespace starring::ps {
+
+void ServerLoop::on_get_state(const PsHeader& h, int w) {
+  STARRING_CHECK(core_ && acked_ && w == 0, where_, ": optimizer state requested by ", who(w),
+                 acked_ ? " (only worker 0 writes checkpoints)" : " before the start handshake");
+  for (int part = 1; part <= core_->state_parts(); ++part) {
+    const std::vector<float>& s = core_->state(h.chunk, part);
+    PsHeader out;
+    out.op = Op::kState;
+    out.worker = index_;
+    out.chunk = h.chunk;
+    out.step = part;
+    out.count = static_cast<std::uint32_t>(s.size());
+    if (is_local(w)) {
+      local_->on_state(out, s.data());
+      continue;
+    }
+    auto msg = std::make_shared<std::vector<char>>(make_message(out, s.data(), s.size() * 4));
+    PendingSend p;
+    p.req = comm_->isend(msg->data(), msg->size(), group_.worker_ranks[0], kStateTag);
+    p.worker = w;
+    p.what = "the optimizer state of chunk " + std::to_string(h.chunk);
+    p.since = std::chrono::steady_clock::now();
+    bytes_out_ += msg->size();
+    ++msgs_out_;
+    p.keep = std::move(msg);
+    sends_.push_back(std::move(p));
+  }
+}
+
+void ServerLoop::on_set_state(const PsHeader& h, const float* data, int w) {
+  STARRING_CHECK(core_ && acked_ && w == 0, where_, ": optimizer state sent by ", who(w),
+                 acked_ ? " (only worker 0 restores checkpoints)" : " before the start handshake");
+  core_->set_state(h.chunk, static_cast<int>(h.step), data, h.count);
+  send_ctl(w, Op::kAck, "", false);
+}
+
+}  // namespace starring::ps

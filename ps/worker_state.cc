@@ -1,0 +1,151 @@
+// The worker side of checkpoints (see ps/protocol.h, kGetState / kSetState / kState). Only worker
+// 0 talks to the servers; the trainer calls these on every worker after flush() and a barrier
+// (save) or after start() and before a barrier (load), so no push is in flight under any
+// consistency model. Requests go out on the request tag (or the LocalLink to this process's own
+// shard); the state vectors of one server come back on kStateTag in request order, which is the
+// order the receives are posted in (MPI's non-overtaking rule matches them one to one).
+#include <cstring>
+
+#include "common/error.h"
+#include "ps/backoff.h"
+#include "ps/ps_worker.h"
+
+namespace starring::ps {
+
+using Clock = std::chrono::steady_clock;
+
+void PsWorker::on_state(const PsHeader& h, const float* data) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const ChunkSpec& ch = plan_.chunks.at(static_cast<std::size_t>(h.chunk));
+    std::vector<float>* dst = state_dst_[h.step == 2 ? 1 : 0];
+    if (dst && h.count == ch.count) std::memcpy(dst->data() + ch.begin, data, h.count * 4);
+    ++state_got_;
+  }
+  cv_.notify_all();
+}
+
+void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) {
+  STARRING_CHECK(started_ && !shut_, where_, ": save_optimizer_state outside start()..shutdown()");
+  flush();
+  if (index_ != 0) return;
+  STARRING_CHECK(opt_.update == "optimizer", where_, ": no optimizer state under update '",
+                 opt_.update, "'");
+  const int parts = opt_cfg_.type == "adamw" ? 2 : 1;
+  s1.assign(plan_.total, 0.0f);
+  s2.assign(parts == 2 ? plan_.total : 0, 0.0f);
+  struct Pending {
+    int chunk, part;
+    std::vector<char> buf;
+    std::unique_ptr<Request> req;
+  };
+  std::vector<Pending> remote;
+  std::vector<PsHeader> asks(plan_.chunks.size());  // outlive their sends
+  std::vector<std::unique_ptr<Request>> sends;
+  std::size_t local_parts = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    state_dst_[0] = &s1;
+    state_dst_[1] = &s2;
+    state_got_ = 0;
+  }
+  if (link_) link_->on_state = [this](const PsHeader& h, const float* d) { on_state(h, d); };
+  remote.reserve(plan_.chunks.size() * static_cast<std::size_t>(parts));
+  for (std::size_t c = 0; c < plan_.chunks.size(); ++c) {
+    const int ci = static_cast<int>(c);
+    PsHeader& h = asks[c];
+    h.op = Op::kGetState;
+    h.worker = index_;
+    h.chunk = ci;
+    if (local_chunk(ci)) {
+      local_parts += static_cast<std::size_t>(parts);
+      link_->post({h, nullptr, {}});
+      continue;
+    }
+    for (int p = 1; p <= parts; ++p) {
+      Pending& r = remote.emplace_back(Pending{ci, p, {}, nullptr});
+      r.buf.resize(sizeof(PsHeader) + plan_.chunks[c].count * sizeof(float));
+      r.req = comm_->irecv(r.buf.data(), r.buf.size(), server_rank(ci), kStateTag);
+    }
+    sends.push_back(comm_->isend(&h, sizeof h, server_rank(ci), kReqTag));
+  }
+  // Poll until every vector has landed; the comm thread keeps reporting server failures.
+  const auto limit = opt_.timeout + grace();
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(limit);
+  Backoff backoff;
+  for (std::size_t next = 0;;) {
+    while (next < remote.size() && remote[next].req->test()) ++next;
+    for (auto& s : sends)
+      if (s && s->test()) s.reset();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      rethrow_if_failed();
+      if (next == remote.size() && state_got_ == local_parts) {
+        state_dst_[0] = state_dst_[1] = nullptr;
+        break;
+      }
+    }
+    if (Clock::now() > deadline) {
+      const int c = next < remote.size() ? remote[next].chunk : -1;
+      throw TimeoutError(detail::concat(where_, ": timeout after ", limit.count(),
+                                        " s waiting for the optimizer state of chunk ", c,
+                                        " from server rank ", c >= 0 ? server_rank(c) : rank_));
+    }
+    backoff.idle();
+  }
+  for (auto& r : remote) {
+    const RecvStatus st = r.req->status();
+    const PsHeader& h = header_of(r.buf.data(), st.bytes, where_);
+    const ChunkSpec& ch = plan_.chunks[static_cast<std::size_t>(r.chunk)];
+    STARRING_CHECK(h.op == Op::kState && h.chunk == r.chunk && h.step == r.part &&
+                       h.count == ch.count && st.bytes == r.buf.size(),
+                   where_, ": bad optimizer-state message from server rank ", server_rank(r.chunk),
+                   " (", op_name(h.op), " of chunk ", h.chunk, " part ", h.step,
+                   ", expected chunk ", r.chunk, " part ", r.part, ")");
+    std::vector<float>& dst = r.part == 1 ? s1 : s2;
+    std::memcpy(dst.data() + ch.begin, r.buf.data() + sizeof(PsHeader), ch.count * sizeof(float));
+  }
+}
+
+void PsWorker::load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) {
+  STARRING_CHECK(started_ && !shut_, where_, ": load_optimizer_state outside start()..shutdown()");
+  if (index_ != 0) return;
+  const int parts = opt_cfg_.type == "adamw" ? 2 : 1;
+  STARRING_CHECK(s1.size() == plan_.total && s2.size() == (parts == 2 ? plan_.total : 0), where_,
+                 ": optimizer state of ", s1.size(), " + ", s2.size(), " floats for a model of ",
+                 plan_.total, " parameters (", opt_cfg_.type, ")");
+  int acks_before = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    acks_before = acks_;
+  }
+  std::vector<std::vector<char>> msgs;
+  msgs.reserve(plan_.chunks.size() * static_cast<std::size_t>(parts));
+  std::vector<std::unique_ptr<Request>> reqs;
+  int sent = 0;
+  for (std::size_t c = 0; c < plan_.chunks.size(); ++c) {
+    const ChunkSpec& ch = plan_.chunks[c];
+    const int ci = static_cast<int>(c);
+    for (int p = 1; p <= parts; ++p, ++sent) {
+      PsHeader h;
+      h.op = Op::kSetState;
+      h.worker = index_;
+      h.chunk = ci;
+      h.step = p;
+      h.count = static_cast<std::uint32_t>(ch.count);
+      const float* data = (p == 1 ? s1 : s2).data() + ch.begin;
+      if (local_chunk(ci)) {
+        link_->post({h, data, {}});  // read by the server thread before it acknowledges
+        continue;
+      }
+      msgs.push_back(make_message(h, data, ch.count * sizeof(float)));
+      reqs.push_back(
+          comm_->isend(msgs.back().data(), msgs.back().size(), server_rank(ci), kReqTag));
+    }
+  }
+  for (auto& r : reqs) r->wait(opt_.timeout);
+  wait_for([&] { return acks_ - acks_before == sent; },
+           "the servers to restore the optimizer state", false);
+}
+
+}  // namespace starring::ps

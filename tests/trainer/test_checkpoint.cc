@@ -1,0 +1,251 @@
+// Checkpoint files: round trip, every kind of damage reported as one ConfigError naming the file
+// (truncated, a flipped byte, wrong magic, wrong version, a model that does not fit), atomic
+// writes and rotation, "latest" resolution (pointer, fallback past a damaged newest file, *.tmp
+// leftovers of a killed run ignored and cleaned up), and the options.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "common/config.h"
+#include "common/error.h"
+#include "trainer/checkpoint.h"
+
+namespace starring {
+namespace {
+namespace fs = std::filesystem;
+
+// A checkpoint whose every value is a closed-form function of its index.
+CheckpointData sample(std::int64_t step, std::size_t n = 1000, bool adamw = true) {
+  CheckpointData c;
+  c.meta = {{"widths", {8, 6, 4}}, {"optimizer", {{"type", adamw ? "adamw" : "sgd"}}}};
+  c.step = step;
+  c.epoch = 3;
+  c.next_batch = 7;
+  c.epoch_loss_sum = 1.25;
+  c.epoch_steps = 7;
+  for (std::size_t i = 0; i < n; ++i) {
+    c.params.push_back(0.001f * static_cast<float>(i) - 0.3f);
+    c.state1.push_back(1e-4f * static_cast<float>(i % 97));
+    if (adamw) c.state2.push_back(1e-6f * static_cast<float>(i % 13));
+  }
+  return c;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const fs::path d = fs::path(::testing::TempDir()) / ("starring_ckpt_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Expects read_checkpoint(path) to throw ConfigError whose message holds every `parts`.
+void expect_bad(const std::string& path, std::initializer_list<const char*> parts) {
+  try {
+    read_checkpoint(path, "rank 0");
+    ADD_FAILURE() << "no error for " << path;
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
+    for (const char* p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  }
+}
+
+TEST(CheckpointFile, RoundTripKeepsEveryValueAndThePosition) {
+  for (bool adamw : {true, false}) {
+    const CheckpointData c = sample(42, 1000, adamw);
+    const CheckpointData d = decode_checkpoint(encode_checkpoint(c), "mem", "rank 0");
+    EXPECT_EQ(d.step, 42);
+    EXPECT_EQ(d.epoch, 3);
+    EXPECT_EQ(d.next_batch, 7);
+    EXPECT_EQ(d.epoch_loss_sum, 1.25);
+    EXPECT_EQ(d.epoch_steps, 7);
+    EXPECT_EQ(d.params, c.params);
+    EXPECT_EQ(d.state1, c.state1);
+    EXPECT_EQ(d.state2, c.state2);
+    EXPECT_EQ(d.meta["widths"], c.meta["widths"]);
+    EXPECT_EQ(d.meta["format"], "starring.checkpoint");
+  }
+}
+
+TEST(CheckpointFile, DamageIsOneClearErrorNamingTheFile) {
+  const std::string dir = fresh_dir("damage");
+  const std::string good = encode_checkpoint(sample(5));
+  const std::string path = dir + "/x.ckpt";
+
+  for (std::size_t keep : {good.size() - 1, good.size() / 2, std::size_t{30}, std::size_t{10},
+                           std::size_t{3}, std::size_t{0}}) {
+    spit(path, good.substr(0, keep));
+    expect_bad(path, {"truncated"});
+  }
+  for (std::size_t at : {std::size_t{30}, good.size() / 2, good.size() - 5, good.size() - 1}) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ 0x10);
+    spit(path, bad);
+    expect_bad(path, {"corrupt"});
+  }
+  std::string magic = good;
+  magic[0] = 'X';
+  spit(path, magic);
+  expect_bad(path, {"wrong magic"});
+  std::string version = good;
+  version[8] = 9;
+  spit(path, version);
+  expect_bad(path, {"format version 9"});
+  spit(path, good + "extra");
+  expect_bad(path, {"truncated or corrupt"});
+  expect_bad(dir + "/missing.ckpt", {"cannot open"});
+}
+
+TEST(CheckpointFile, AModelThatDoesNotFitIsRejected) {
+  const CheckpointData c = sample(5, 1000, true);
+  EXPECT_NO_THROW(check_checkpoint_fits(c, {8, 6, 4}, 1000, "adamw", "f.ckpt", "rank 1"));
+  auto message = [&](std::vector<int> widths, std::size_t n, const std::string& opt) {
+    try {
+      check_checkpoint_fits(c, widths, n, opt, "f.ckpt", "rank 1");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({8, 7, 4}, 1000, "adamw")
+                .find("rank 1: checkpoint f.ckpt does not fit this "
+                      "run: model widths 8,6,4 in the checkpoint, "
+                      "8,7,4 in this run"),
+            std::string::npos);
+  EXPECT_NE(message({8, 6, 4}, 999, "adamw").find("1000 parameters in the checkpoint"),
+            std::string::npos);
+  EXPECT_NE(message({8, 6, 4}, 1000, "sgd").find("optimizer 'adamw' in the checkpoint"),
+            std::string::npos);
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CheckpointDir, KeepsTheNewestAndPointsLatestAtIt) {
+  CheckpointConfig k;
+  k.dir = fresh_dir("rotate");
+  k.keep = 2;
+  for (std::int64_t s : {10, 20, 30, 40}) save_checkpoint(k, sample(s), "rank 0");
+  EXPECT_EQ(names_in(k.dir), (std::vector<std::string>{checkpoint_file_name(30),
+                                                       checkpoint_file_name(40), "latest"}));
+  EXPECT_EQ(slurp(k.dir + "/latest"), checkpoint_file_name(40) + "\n");
+  k.resume = "latest";
+  std::string path;
+  EXPECT_EQ(load_resume(k, "rank 0", path).step, 40);
+  EXPECT_EQ(path, k.dir + "/" + checkpoint_file_name(40));
+}
+
+// A run killed while writing leaves a *.tmp beside the previous good checkpoint: resume ignores
+// it, the next save removes it. A damaged newest file (pointer included) falls back to an older.
+TEST(CheckpointDir, KilledMidWriteLeavesThePreviousGoodCheckpoint) {
+  CheckpointConfig k;
+  k.dir = fresh_dir("killed");
+  k.keep = 3;
+  k.resume = "latest";
+  save_checkpoint(k, sample(10), "rank 0");
+  const std::string half = encode_checkpoint(sample(20));
+  spit(k.dir + "/" + checkpoint_file_name(20) + ".tmp", half.substr(0, half.size() / 3));
+  spit(k.dir + "/latest.tmp", "ckpt-");
+  std::string path;
+  EXPECT_EQ(load_resume(k, "rank 0", path).step, 10);
+
+  save_checkpoint(k, sample(30), "rank 0");
+  EXPECT_EQ(names_in(k.dir), (std::vector<std::string>{checkpoint_file_name(10),
+                                                       checkpoint_file_name(30), "latest"}));
+  // The newest is damaged after the fact: "latest" still resumes, from the older good one.
+  const std::string newest = k.dir + "/" + checkpoint_file_name(30);
+  std::string bytes = slurp(newest);
+  spit(newest, bytes.substr(0, bytes.size() - 100));
+  EXPECT_EQ(load_resume(k, "rank 0", path).step, 10);
+  EXPECT_EQ(path, k.dir + "/" + checkpoint_file_name(10));
+  // Naming the damaged file itself is an error.
+  k.resume = newest;
+  EXPECT_THROW(load_resume(k, "rank 0", path), ConfigError);
+}
+
+TEST(CheckpointDir, LatestWithNothingThereIsAClearError) {
+  CheckpointConfig k;
+  k.dir = fresh_dir("empty");
+  k.resume = "latest";
+  std::string path;
+  try {
+    load_resume(k, "rank 0", path);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no valid checkpoint in " + k.dir), std::string::npos)
+        << e.what();
+  }
+  spit(k.dir + "/" + checkpoint_file_name(7), "not a checkpoint, but long enough for a header");
+  try {
+    load_resume(k, "rank 0", path);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("wrong magic"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointMetrics, KeepsTheLinesUpToTheStep) {
+  const std::string dir = fresh_dir("metrics");
+  const std::string file = dir + "/m.jsonl";
+  std::string text;
+  for (int s = 1; s <= 6; ++s) text += "{\"step\":" + std::to_string(s) + ",\"loss\":1.0}\n";
+  text += "{\"event\":\"eval\",\"epoch\":1}\n{\"step\":7,\"loss\":1.0}\n{\"st";  // cut by a kill
+  spit(file + ".partial", text);  // the run did not finish: only the .partial exists
+  auto lines = metrics_lines_before(file, 4);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines.back(), "{\"step\":4,\"loss\":1.0}");
+  EXPECT_EQ(metrics_lines_before(file, 6).size(), 7u);  // the eval line after step 6 stays
+  EXPECT_EQ(metrics_lines_before(file, 100).size(), 8u);
+  EXPECT_TRUE(metrics_lines_before(dir + "/none.jsonl", 3).empty());
+}
+
+TEST(CheckpointOptions, ParsedCheckedAndSettableFromIni) {
+  const std::string dir = fresh_dir("options");
+  Config cfg;
+  const char* argv[] = {"train", "--checkpoint-dir",   "/tmp/x", "--checkpoint-every",
+                        "25",    "--keep-checkpoints", "3",      "--resume",
+                        "latest"};
+  ASSERT_TRUE(parse_config("train", 9, argv, cfg, nullptr));
+  EXPECT_EQ(cfg.ckpt.dir, "/tmp/x");
+  EXPECT_EQ(cfg.ckpt.every, 25);
+  EXPECT_EQ(cfg.ckpt.keep, 3);
+  EXPECT_EQ(cfg.ckpt.resume, "latest");
+
+  spit(dir + "/run.ini", "[checkpoint]\ncheckpoint-dir = " + dir + "\ncheckpoint-every = 7\n");
+  const std::string ini = dir + "/run.ini";
+  const char* argv2[] = {"train", "--config", ini.c_str()};
+  Config c2;
+  ASSERT_TRUE(parse_config("train", 3, argv2, c2, nullptr));
+  EXPECT_EQ(c2.ckpt.dir, dir);
+  EXPECT_EQ(c2.ckpt.every, 7);
+  EXPECT_EQ(c2.ckpt.keep, 2);
+
+  auto bad = [](std::vector<const char*> args) {
+    Config c;
+    args.insert(args.begin(), "train");
+    EXPECT_THROW(parse_config("train", static_cast<int>(args.size()), args.data(), c, nullptr),
+                 ConfigError);
+  };
+  bad({"--checkpoint-every", "5"});  // where to?
+  bad({"--resume", "latest"});       // where from?
+  bad({"--checkpoint-dir", "/tmp/x", "--keep-checkpoints", "0"});
+  bad({"--checkpoint-dir", "/tmp/x", "--checkpoint-every", "-1"});
+}
+
+}  // namespace
+}  // namespace starring

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""`starring train` with checkpoints, end to end under mpirun (2 ranks, synthetic data):
+  test_checkpoint_cli.py --bin build/bin/starring --mpirun scripts/mpirun.sh
+Trains 20 steps with --checkpoint-dir/--checkpoint-every, resumes with --resume latest up to
+40 steps, and checks the summary (steps, accuracy, resumed_from), the metrics file (every step
+once), the checkpoint folder (--keep-checkpoints, no leftovers); then that a damaged checkpoint
+and an empty folder each end the job with a non-zero exit and one line naming the problem.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ARGS = None
+COMMON = ["--dataset", "synthetic", "--synthetic-train", "512", "--synthetic-test", "128",
+          "--synthetic-dim", "32", "--hidden", "16", "--batch", "16", "--epochs", "3",
+          "--progress", "off", "--timeout", "20"]
+
+
+def train(*flags):
+    cmd = [ARGS.mpirun, "-np", "2", ARGS.bin, "train"] + COMMON + list(flags)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def steps_in(metrics):
+    with open(metrics) as f:
+        return [json.loads(l)["step"] for l in f if '"loss"' in l]
+
+
+class CheckpointCli(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="starring_ckpt_cli_")
+        self.dir = os.path.join(self.tmp.name, "ckpt")
+        self.metrics = os.path.join(self.tmp.name, "metrics.jsonl")
+        self.summary = os.path.join(self.tmp.name, "summary.json")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_train_then_resume_latest(self):
+        first = train("--backend", "ring", "--max-steps", "20", "--checkpoint-dir", self.dir,
+                      "--checkpoint-every", "8", "--metrics-file", self.metrics)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        self.assertEqual(sorted(os.listdir(self.dir)),
+                         ["ckpt-0000000016.ckpt", "ckpt-0000000020.ckpt", "latest"])
+        self.assertEqual(steps_in(self.metrics), list(range(1, 21)))
+
+        second = train("--backend", "ring", "--max-steps", "40", "--checkpoint-dir", self.dir,
+                       "--resume", "latest", "--metrics-file", self.metrics,
+                       "--summary-file", self.summary)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assertIn("resumed from", second.stdout)
+        with open(self.summary) as f:
+            s = json.load(f)
+        self.assertEqual(s["steps"], 40)
+        self.assertEqual(s["resumed_at_step"], 20)
+        self.assertTrue(s["resumed_from"].endswith("ckpt-0000000020.ckpt"), s["resumed_from"])
+        self.assertGreater(s["test_accuracy"], 0.0)
+        self.assertEqual(steps_in(self.metrics), list(range(1, 41)))
+        self.assertEqual(sorted(os.listdir(self.dir)),
+                         ["ckpt-0000000020.ckpt", "ckpt-0000000040.ckpt", "latest"])  # every 0: only the end
+
+    def test_damaged_or_missing_checkpoint_is_one_clear_error(self):
+        empty = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir,
+                      "--resume", "latest")
+        self.assertNotEqual(empty.returncode, 0)
+        self.assertIn("no valid checkpoint in " + self.dir, empty.stderr)
+
+        ok = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        path = os.path.join(self.dir, "ckpt-0000000004.ckpt")
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) // 2)
+        bad = train("--backend", "ring", "--max-steps", "8", "--resume", path)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("rank 0: checkpoint " + path + ": truncated", bad.stderr)
+        self.assertNotIn("Segmentation", bad.stderr)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--mpirun", required=True)
+    ARGS, rest = p.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest)

@@ -1,0 +1,230 @@
+// The property that makes checkpoints trustworthy: K steps straight through give bit for bit the
+// same parameters as stopping at a checkpoint and resuming in a FRESH trainer (new model, new
+// sync, new servers) - for local, ring, and the parameter server under bsp (dedicated servers and
+// co-located), with sgd-momentum and adamw, across epoch boundaries, with warm-up and a cosine
+// schedule (the step, the sampler epoch and the position inside it all continue). Writing
+// checkpoints does not change the result either. A ring checkpoint resumed on the parameter
+// server gives the ring's parameters within the cross-backend tolerance of test_equivalence.
+// Also: asp/ssp checkpoints do not deadlock, the metrics file of a resumed run holds every step
+// once, and a checkpoint that does not fit or is damaged stops every rank with a clear error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "train_fixture.h"
+#include "trainer/checkpoint.h"
+
+namespace starring {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr std::int64_t kSteps = 20;        // 2 workers: 8 steps per epoch; 1 worker: 16
+constexpr std::int64_t kEvery = 7;         // checkpoints at 7, 14 and 20 (the end)
+constexpr double kCrossBackendTol = 1e-6;  // as test_equivalence: float reassociation only
+
+struct Case {
+  std::string backend;
+  std::string servers;  // ps only
+  int workers;
+  std::string opt;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.backend << " " << c.servers << " x" << c.workers << " " << c.opt;
+}
+
+std::string run_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& r = info.param;
+  std::string s = r.backend + "_w" + std::to_string(r.workers) + "_" + r.opt;
+  if (!r.servers.empty()) s += "_s" + r.servers;
+  return s;
+}
+
+Config make_cfg(const Case& r) {
+  Config cfg = testing::small_config();
+  cfg.data.synthetic_train = 256;
+  cfg.train.epochs = 4;
+  cfg.train.max_steps = kSteps;
+  cfg.train.warmup_steps = 3;
+  cfg.train.lr_schedule = "cosine";
+  cfg.train.opt.type = r.opt;
+  cfg.train.opt.weight_decay = 0.01f;
+  if (r.opt == "adamw") cfg.train.lr = 0.01f;
+  cfg.sync.backend = r.backend;
+  if (r.backend == "ps") {
+    cfg.sync.servers = r.servers;
+    cfg.sync.consistency = "bsp";
+    cfg.sync.bucket_mb = 0.001;  // several buckets and chunks even on a tiny model
+    cfg.sync.ps_chunk_bytes = 1024;
+  }
+  return cfg;
+}
+
+int world_of(const Config& cfg, int workers) {
+  if (cfg.sync.backend != "ps" || cfg.sync.servers == "colocated") return workers;
+  return workers + std::stoi(cfg.sync.servers);
+}
+
+// Worker 0's outcome (workers are the first ranks).
+TrainResult train(const Config& cfg, int workers) {
+  auto outs = testing::train_inproc(cfg, world_of(cfg, workers));
+  EXPECT_EQ(outs[0].role, "worker");
+  return outs[0].result;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const fs::path d = fs::path(::testing::TempDir()) / ("starring_resume_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+std::string ckpt(const std::string& dir, std::int64_t step) {
+  return dir + "/" + checkpoint_file_name(step);
+}
+
+// Steps of the per-step records of a metrics file, in order.
+std::vector<std::int64_t> metric_steps(const std::string& file) {
+  std::vector<std::int64_t> steps;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) steps.push_back(j["step"].get<std::int64_t>());
+  }
+  return steps;
+}
+
+class Resume : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Resume, StoppingAndResumingChangesNoBit) {
+  const Case& r = GetParam();
+  const std::string name = run_name(::testing::TestParamInfo<Case>(r, 0));
+  const Config base = make_cfg(r);
+  const TrainResult plain = train(base, r.workers);
+
+  Config with = base;
+  with.ckpt.dir = fresh_dir(name + "_a");
+  with.ckpt.every = kEvery;
+  with.ckpt.keep = 10;
+  with.out.metrics_file = with.ckpt.dir + "/metrics.jsonl";
+  const TrainResult full = train(with, r.workers);
+  EXPECT_EQ(full.params, plain.params) << "writing checkpoints changed the training";
+  for (std::int64_t s : {kEvery, 2 * kEvery, kSteps})
+    EXPECT_TRUE(fs::exists(ckpt(with.ckpt.dir, s)));
+  EXPECT_EQ(read_checkpoint(ckpt(with.ckpt.dir, kSteps), "test").params, full.params);
+
+  Config res = base;  // a fresh trainer, sync (and servers) resume from step 7
+  res.ckpt.resume = ckpt(with.ckpt.dir, kEvery);
+  res.ckpt.dir = fresh_dir(name + "_b");
+  res.out.metrics_file = with.out.metrics_file;
+  const TrainResult resumed = train(res, r.workers);
+  EXPECT_EQ(resumed.steps, kSteps);
+  EXPECT_EQ(resumed.resumed_step, kEvery);
+  EXPECT_EQ(resumed.resumed_from, res.ckpt.resume);
+  EXPECT_EQ(resumed.params, full.params)
+      << "max |diff| " << testing::max_abs_diff(resumed.params, full.params);
+  EXPECT_EQ(read_checkpoint(ckpt(res.ckpt.dir, kSteps), "test").params, full.params);
+  // The resumed run kept the first run's lines up to step 7 and appended its own.
+  std::vector<std::int64_t> want(kSteps);
+  for (std::int64_t s = 0; s < kSteps; ++s) want[s] = s + 1;
+  EXPECT_EQ(metric_steps(res.out.metrics_file), want);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Resume,
+                         ::testing::Values(Case{"local", "", 1, "sgd"},
+                                           Case{"local", "", 1, "adamw"},
+                                           Case{"ring", "", 2, "sgd"}, Case{"ring", "", 2, "adamw"},
+                                           Case{"ps", "1", 2, "sgd"}, Case{"ps", "2", 2, "adamw"},
+                                           Case{"ps", "colocated", 2, "sgd"},
+                                           Case{"ps", "colocated", 2, "adamw"}),
+                         run_name);
+
+// The same mathematics on another backend: a ring checkpoint resumed on the parameter server
+// (and a co-located parameter-server checkpoint resumed on the ring).
+TEST(ResumeAcrossBackends, RingCheckpointOnTheParameterServerAndBack) {
+  for (const auto& [from, to] :
+       {std::pair<Case, Case>{Case{"ring", "", 2, "adamw"}, Case{"ps", "2", 2, "adamw"}},
+        {Case{"ps", "colocated", 2, "sgd"}, Case{"ring", "", 2, "sgd"}}}) {
+    Config a = make_cfg(from);
+    a.ckpt.dir = fresh_dir("cross_" + from.backend);
+    a.ckpt.every = kEvery;
+    a.ckpt.keep = 10;
+    const TrainResult straight = train(a, from.workers);
+    Config b = make_cfg(to);
+    b.ckpt.resume = ckpt(a.ckpt.dir, kEvery);
+    const TrainResult resumed = train(b, to.workers);
+    EXPECT_EQ(resumed.steps, kSteps);
+    const double diff = testing::max_abs_diff(resumed.params, straight.params);
+    EXPECT_LT(diff, kCrossBackendTol) << from.backend << " -> " << to.backend;
+    std::printf("%s -> %s: max |param difference| = %.3g\n", from.backend.c_str(),
+                to.backend.c_str(), diff);
+  }
+}
+
+// Under asp and ssp a checkpoint comes after every worker's flush: no deadlock, a valid file.
+TEST(ResumeAsync, AspAndSspCheckpointAndResume) {
+  Config cfg = make_cfg(Case{"ps", "1", 2, "sgd"});
+  cfg.sync.consistency = "asp";
+  cfg.ckpt.dir = fresh_dir("async");
+  cfg.ckpt.every = 5;
+  cfg.train.max_steps = 12;
+  EXPECT_EQ(train(cfg, 2).steps, 12);
+  EXPECT_EQ(read_checkpoint(ckpt(cfg.ckpt.dir, 12), "test").step, 12);
+  cfg.sync.consistency = "ssp";
+  cfg.sync.staleness = 1;
+  cfg.ckpt.resume = "latest";
+  cfg.train.max_steps = kSteps;
+  const TrainResult r = train(cfg, 2);
+  EXPECT_EQ(r.steps, kSteps);
+  EXPECT_EQ(r.resumed_step, 12);
+  EXPECT_EQ(read_checkpoint(ckpt(cfg.ckpt.dir, kSteps), "test").step, kSteps);
+}
+
+// Expects training with `cfg` to fail with an error holding every one of `parts`.
+void expect_failure(const Config& cfg, int workers, std::initializer_list<std::string> parts) {
+  try {
+    train(cfg, workers);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+TEST(ResumeErrors, AModelThatDoesNotFitOrADamagedFileStopsEveryRank) {
+  Config a = make_cfg(Case{"ring", "", 2, "sgd"});
+  a.ckpt.dir = fresh_dir("errors");
+  a.train.max_steps = 4;
+  train(a, 2);
+  const std::string file = ckpt(a.ckpt.dir, 4);
+
+  Config wider = a;
+  wider.ckpt.resume = file;
+  wider.model.hidden = {24, 17};
+  EXPECT_THROW(train(wider, 2), ConfigError);
+  expect_failure(wider, 2, {file, "does not fit", "24,17"});
+  Config other_opt = a;
+  other_opt.ckpt.resume = file;
+  other_opt.train.opt.type = "adamw";
+  expect_failure(other_opt, 2, {file, "optimizer 'sgd' in the checkpoint"});
+
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  bytes[bytes.size() / 2] ^= 0x01;
+  const std::string bad = a.ckpt.dir + "/flipped.ckpt";
+  std::ofstream(bad, std::ios::binary) << bytes;
+  Config flipped = a;
+  flipped.ckpt.resume = bad;
+  expect_failure(flipped, 2, {bad, "CRC mismatch", "rank 0"});
+  Config none = a;
+  none.ckpt.dir = fresh_dir("errors_none");
+  none.ckpt.resume = "latest";
+  expect_failure(none, 2, {"no valid checkpoint in " + none.ckpt.dir});
+}
+
+}  // namespace
+}  // namespace starring

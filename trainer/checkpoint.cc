@@ -1,0 +1,277 @@
+// Checkpoint files: encoding, verification, atomic writes, rotation (see checkpoint.h).
+#include "trainer/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <system_error>
+
+#include "common/error.h"
+
+namespace starring {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr char kMagic[8] = {'S', 'T', 'A', 'R', 'C', 'K', 'P', 'T'};
+constexpr std::size_t kHeaderBytes = 24;  // magic, version, reserved, meta length
+constexpr char kPrefix[] = "ckpt-";
+constexpr char kSuffix[] = ".ckpt";
+
+std::uint32_t crc_of(const char* p, std::size_t n) {
+  return static_cast<std::uint32_t>(
+      crc32_z(0L, reinterpret_cast<const Bytef*>(p), static_cast<z_size_t>(n)));
+}
+
+template <typename T>
+void put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <typename T>
+T get(const std::string& in, std::size_t at) {
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof v);
+  return v;
+}
+void put_floats(std::string& out, const std::vector<float>& v) {
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+std::vector<float> get_floats(const std::string& in, std::size_t at, std::uint64_t n) {
+  std::vector<float> v(n);
+  if (n) std::memcpy(v.data(), in.data() + at, n * sizeof(float));
+  return v;
+}
+
+ConfigError bad_file(const std::string& where, const std::string& file, const std::string& what) {
+  return ConfigError(where + ": checkpoint " + file + ": " + what);
+}
+
+// Step of "ckpt-<step>.ckpt", or -1 for any other name.
+std::int64_t step_of_name(const std::string& name) {
+  const std::size_t p = sizeof kPrefix - 1, s = sizeof kSuffix - 1;
+  if (name.size() <= p + s || name.compare(0, p, kPrefix) != 0 ||
+      name.compare(name.size() - s, s, kSuffix) != 0)
+    return -1;
+  const std::string digits = name.substr(p, name.size() - p - s);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoll(digits);
+}
+
+// (step, path) of the checkpoints in dir, newest first.
+std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<std::int64_t, fs::path>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::int64_t step = step_of_name(e.path().filename().string());
+    if (step >= 0 && e.is_regular_file(ec)) out.emplace_back(step, e.path());
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  return out;
+}
+
+void fsync_dir(const std::string& dir, const std::string& where) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) throw Error(where + ": cannot open folder " + dir + ": " + std::strerror(errno));
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+std::string checkpoint_file_name(std::int64_t step) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%s%010lld%s", kPrefix, static_cast<long long>(step), kSuffix);
+  return buf;
+}
+
+std::string encode_checkpoint(const CheckpointData& c) {
+  nlohmann::json meta = c.meta;
+  meta["format"] = "starring.checkpoint";
+  meta["step"] = c.step;
+  meta["epoch"] = c.epoch;
+  meta["next_batch"] = c.next_batch;
+  meta["epoch_loss_sum"] = c.epoch_loss_sum;
+  meta["epoch_steps"] = c.epoch_steps;
+  const std::string text = meta.dump();
+  std::string out;
+  out.reserve(kHeaderBytes + text.size() + 28 +
+              (c.params.size() + c.state1.size() + c.state2.size()) * sizeof(float));
+  out.append(kMagic, sizeof kMagic);
+  put<std::uint32_t>(out, kCheckpointVersion);
+  put<std::uint32_t>(out, 0);
+  put<std::uint64_t>(out, text.size());
+  out += text;
+  put<std::uint64_t>(out, c.params.size());
+  put<std::uint64_t>(out, c.state1.size());
+  put<std::uint64_t>(out, c.state2.size());
+  put_floats(out, c.params);
+  put_floats(out, c.state1);
+  put_floats(out, c.state2);
+  put<std::uint32_t>(out, crc_of(out.data(), out.size()));
+  return out;
+}
+
+CheckpointData decode_checkpoint(const std::string& in, const std::string& file,
+                                 const std::string& where) {
+  if (in.size() < sizeof kMagic || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
+    throw bad_file(where, file,
+                   in.size() < sizeof kMagic ? "truncated (" + std::to_string(in.size()) +
+                                                   " bytes, shorter than the header)"
+                                             : "not a StarRing checkpoint (wrong magic)");
+  if (in.size() < kHeaderBytes)
+    throw bad_file(where, file, "truncated (" + std::to_string(in.size()) + " bytes)");
+  const auto version = get<std::uint32_t>(in, 8);
+  if (version != kCheckpointVersion)
+    throw bad_file(where, file,
+                   "format version " + std::to_string(version) + ", this build reads version " +
+                       std::to_string(kCheckpointVersion));
+  // Sizes as the header describes them; every addition is checked against the real size.
+  const std::uint64_t meta_len = get<std::uint64_t>(in, 16);
+  std::uint64_t need = kHeaderBytes;
+  std::uint64_t counts[3] = {0, 0, 0};
+  bool fits = meta_len <= in.size() && (need += meta_len + 24) <= in.size();
+  if (fits) {
+    for (int i = 0; i < 3; ++i) counts[i] = get<std::uint64_t>(in, kHeaderBytes + meta_len + 8 * i);
+    for (int i = 0; i < 3 && fits; ++i)
+      fits = counts[i] <= in.size() / sizeof(float) &&
+             (need += counts[i] * sizeof(float)) <= in.size();
+    need += sizeof(std::uint32_t);
+  }
+  if (!fits || need != in.size())
+    throw bad_file(
+        where, file,
+        "truncated or corrupt: " + std::to_string(in.size()) + " bytes, the header " +
+            (fits ? "describes " + std::to_string(need) : std::string("describes more")));
+  const std::uint32_t stored = get<std::uint32_t>(in, in.size() - 4);
+  const std::uint32_t actual = crc_of(in.data(), in.size() - 4);
+  if (stored != actual) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "corrupt: CRC mismatch (stored %08x, computed %08x)", stored,
+                  actual);
+    throw bad_file(where, file, buf);
+  }
+  CheckpointData c;
+  try {
+    c.meta = nlohmann::json::parse(in.substr(kHeaderBytes, meta_len));
+    c.step = c.meta.at("step").get<std::int64_t>();
+    c.epoch = c.meta.at("epoch").get<int>();
+    c.next_batch = c.meta.at("next_batch").get<std::int64_t>();
+    c.epoch_loss_sum = c.meta.at("epoch_loss_sum").get<double>();
+    c.epoch_steps = c.meta.at("epoch_steps").get<std::int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw bad_file(where, file, std::string("bad metadata: ") + e.what());
+  }
+  std::size_t at = kHeaderBytes + meta_len + 24;
+  c.params = get_floats(in, at, counts[0]);
+  c.state1 = get_floats(in, at += counts[0] * sizeof(float), counts[1]);
+  c.state2 = get_floats(in, at += counts[1] * sizeof(float), counts[2]);
+  return c;
+}
+
+CheckpointData read_checkpoint(const std::string& path, const std::string& where) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw ConfigError(where + ": checkpoint " + path + ": cannot open (" + std::strerror(errno) +
+                      ")");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw ConfigError(where + ": checkpoint " + path + ": read error");
+  return decode_checkpoint(bytes, path, where);
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes,
+                           const std::string& where) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(where + ": cannot write " + tmp + ": " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error(where + ": writing " + tmp + " failed: " + why);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw Error(where + ": writing " + tmp + " failed: " + why);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(where + ": cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+  fsync_dir(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string(),
+            where);
+}
+
+std::string save_checkpoint(const CheckpointConfig& k, const CheckpointData& c,
+                            const std::string& where) {
+  std::error_code ec;
+  fs::create_directories(k.dir, ec);
+  if (ec) throw Error(where + ": cannot create --checkpoint-dir " + k.dir + ": " + ec.message());
+  const std::string name = checkpoint_file_name(c.step);
+  const std::string path = (fs::path(k.dir) / name).string();
+  write_file_atomically(path, encode_checkpoint(c), where);
+  write_file_atomically((fs::path(k.dir) / "latest").string(), name + "\n", where);
+  // Leftovers of a run killed mid-write, then the oldest checkpoints.
+  for (const auto& e : fs::directory_iterator(k.dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.size() > 4 && f.compare(f.size() - 4, 4, ".tmp") == 0 &&
+        (f.rfind(kPrefix, 0) == 0 || f == "latest.tmp"))
+      fs::remove(e.path(), ec);
+  }
+  int kept = 1;  // the one just written
+  for (const auto& [step, p] : list_checkpoints(k.dir)) {
+    if (p.filename() == name) continue;
+    if (kept < k.keep)
+      ++kept;
+    else
+      fs::remove(p, ec);
+  }
+  return path;
+}
+
+CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, std::string& path) {
+  if (k.resume != "latest") {
+    path = k.resume;
+    return read_checkpoint(path, where);
+  }
+  std::string first_error;
+  // The pointer first: it names the newest checkpoint that was completely written.
+  std::ifstream ptr(fs::path(k.dir) / "latest");
+  std::string name;
+  if (ptr && std::getline(ptr, name) && step_of_name(name) >= 0 &&
+      fs::exists(fs::path(k.dir) / name)) {
+    path = (fs::path(k.dir) / name).string();
+    try {
+      return read_checkpoint(path, where);
+    } catch (const ConfigError& e) {
+      first_error = e.what();
+    }
+  }
+  for (const auto& [step, p] : list_checkpoints(k.dir)) {
+    path = p.string();
+    try {
+      CheckpointData c = read_checkpoint(path, where);
+      if (!first_error.empty())
+        std::fprintf(stderr, "[starring] %s; resuming from %s instead\n", first_error.c_str(),
+                     path.c_str());
+      return c;
+    } catch (const ConfigError& e) {
+      if (first_error.empty()) first_error = e.what();
+    }
+  }
+  throw ConfigError(
+      where + ": --resume latest: no valid checkpoint in " + k.dir +
+      (first_error.empty() ? " (none written yet)" : " (newest: " + first_error + ")"));
+}
+
+}  // namespace starring

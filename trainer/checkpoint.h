@@ -1,0 +1,109 @@
+// Checkpoints: save a training run and resume it, bit for bit, on any backend.
+//
+// A checkpoint is one file, written by worker 0 (what PyTorch DDP users do: rank 0 saves, every
+// rank loads). Layout (little-endian):
+//   0   8 bytes  magic "STARCKPT"
+//   8   u32      format version (kCheckpointVersion)
+//   12  u32      0 (reserved)
+//   16  u64      M, bytes of the JSON metadata
+//   24  M bytes  JSON metadata: format, model widths and num_params, the optimizer config, the
+//                position (step, epoch, next_batch, epoch loss so far), seed, batch, accum, global
+//                batch, lr settings, and - informational - the backend and world size it was
+//                written with
+//   ..  3 x u64  P, S1, S2: float counts of the parameters and the two optimizer state vectors
+//                (momentum / Adam m, and Adam v; S2 = 0 for sgd)
+//   ..  floats   params, state1, state2 (float32)
+//   end u32      zlib crc32 of every byte before it
+// A truncated file, a flipped byte, a wrong magic or version fail with one ConfigError naming
+// the file, what is wrong, and the rank that read it.
+//
+// Files in --checkpoint-dir: "ckpt-<step, 10 digits>.ckpt", and "latest", a one-line pointer to
+// the newest. Every write goes to "<name>.tmp" in the same folder, is fsync'ed, then renamed
+// (atomic on POSIX), and the folder fsync'ed; "latest" is replaced the same way afterwards, and
+// only then are older checkpoints deleted (the newest --keep-checkpoints stay, always including
+// the one just written). A run killed at any point therefore leaves the previous good
+// checkpoint, perhaps plus a *.tmp file that resume ignores and the next save removes.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/comm.h"
+#include "common/config.h"
+
+namespace starring {
+
+inline constexpr std::uint32_t kCheckpointVersion = 1;
+
+struct CheckpointData {
+  nlohmann::json meta = nlohmann::json::object();  // see above; position fields mirrored below
+  std::int64_t step = 0;                           // optimizer steps done
+  int epoch = 0;                                   // epoch of the next step (0-based)
+  std::int64_t next_batch = 0;                     // optimizer steps of `epoch` already done
+  double epoch_loss_sum = 0;                       // sum of the step losses of `epoch` so far
+  std::int64_t epoch_steps = 0;                    // ... over this many steps
+  std::vector<float> params, state1, state2;
+};
+
+// The bytes of a checkpoint file (meta gains the position fields and "format").
+std::string encode_checkpoint(const CheckpointData& c);
+// Parses and verifies the bytes of `file` (named in errors, with `where`, e.g. "rank 0").
+CheckpointData decode_checkpoint(const std::string& bytes, const std::string& file,
+                                 const std::string& where);
+// Reads and verifies a checkpoint file.
+CheckpointData read_checkpoint(const std::string& path, const std::string& where);
+
+std::string checkpoint_file_name(std::int64_t step);  // "ckpt-0000000042.ckpt"
+
+// Writes `bytes` to `path` atomically (tmp file in the same folder, fsync, rename, fsync folder).
+void write_file_atomically(const std::string& path, const std::string& bytes,
+                           const std::string& where);
+
+// Saves c into k.dir as checkpoint_file_name(c.step), then updates "latest", then deletes stale
+// *.tmp files and all but the newest k.keep checkpoints. Returns the file's path.
+std::string save_checkpoint(const CheckpointConfig& k, const CheckpointData& c,
+                            const std::string& where);
+
+// --resume: k.resume is a file, or "latest" (the file "latest" in k.dir names, or failing that
+// the newest checkpoint there that verifies). Returns the checkpoint and sets `path`. ConfigError
+// when there is none or it does not verify.
+CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, std::string& path);
+
+// Throws ConfigError unless the checkpoint fits this run: same widths, parameter count and
+// optimizer type, and state vectors of the right length.
+void check_checkpoint_fits(const CheckpointData& c, const std::vector<int>& widths,
+                           std::size_t num_params, const std::string& optimizer,
+                           const std::string& file, const std::string& where);
+
+// Worker 0 tells every other worker of `workers` whether its part of a collective step succeeded
+// (`error_on_0` empty: yes). On the others a failure throws Error naming `what` and worker 0's
+// message, so no worker waits out a timeout for a peer that already failed.
+void agree_with_worker0(Comm& workers, const std::string& error_on_0, const std::string& what);
+
+// Worker 0 loads the checkpoint named by cfg.ckpt (load_resume) and sends it to every other
+// worker (so only worker 0 needs to see the file, as only worker 0 wrote it: no shared file
+// system needed); a failure on worker 0 throws its ConfigError there and an Error naming it on
+// every other worker. Returns the checkpoint and its path on every worker.
+CheckpointData load_resume_on_workers(const Config& cfg, Comm& workers, std::string& path);
+
+// The metadata a checkpoint of this run carries (the position is added by encode_checkpoint).
+nlohmann::json checkpoint_meta(const Config& cfg, const std::vector<int>& widths,
+                               std::size_t num_params, const std::string& backend, int workers);
+
+// What a resumed run starts from: load_resume_on_workers + check_checkpoint_fits, and on worker 0
+// the earlier run's metrics lines to keep. Empty `path`: cfg.ckpt.resume is empty (a fresh run).
+struct ResumePoint {
+  std::string path;
+  CheckpointData data;
+  std::vector<std::string> metrics_lines;
+};
+ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int>& widths,
+                         std::size_t num_params);
+
+// The lines of an earlier run's metrics file (`path`, or `path`.partial when the run did not
+// finish) up to the first per-step record with "step" > `step`: what a resumed run keeps. Empty
+// when neither file exists.
+std::vector<std::string> metrics_lines_before(const std::string& path, std::int64_t step);
+
+}  // namespace starring

@@ -1,0 +1,165 @@
+// Resuming from a checkpoint on every worker: worker 0 reads the file and sends its bytes to the
+// others (only worker 0 wrote it, so only worker 0 must see it: no shared file system needed), the
+// checkpoint is checked against this run, and the earlier metrics lines are recovered.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+#include "trainer/checkpoint.h"
+
+namespace starring {
+namespace {
+
+constexpr int kResumeTag = tags::kTrainerBase + 40;
+constexpr std::size_t kPiece = std::size_t{1} << 28;  // MPI counts are ints: send in pieces
+
+void send_text(Comm& c, const std::string& s, int dst) {
+  const std::uint64_t n = s.size();
+  c.send(&n, sizeof n, dst, kResumeTag, c.timeout());
+  for (std::size_t at = 0; at < s.size(); at += kPiece)
+    c.send(s.data() + at, std::min(kPiece, s.size() - at), dst, kResumeTag, c.timeout());
+}
+
+std::string recv_text(Comm& c, int src) {
+  std::uint64_t n = 0;
+  c.recv(&n, sizeof n, src, kResumeTag, c.timeout());
+  std::string s(n, '\0');
+  for (std::size_t at = 0; at < s.size(); at += kPiece)
+    c.recv(s.data() + at, std::min(kPiece, s.size() - at), src, kResumeTag, c.timeout());
+  return s;
+}
+
+std::string widths_text(const std::vector<int>& w) {
+  std::string s;
+  for (std::size_t i = 0; i < w.size(); ++i) s += (i ? "," : "") + std::to_string(w[i]);
+  return s;
+}
+
+}  // namespace
+
+void check_checkpoint_fits(const CheckpointData& c, const std::vector<int>& widths,
+                           std::size_t num_params, const std::string& optimizer,
+                           const std::string& file, const std::string& where) {
+  auto bad = [&](const std::string& what) {
+    return ConfigError(where + ": checkpoint " + file + " does not fit this run: " + what);
+  };
+  std::vector<int> saved;
+  std::string saved_opt;
+  try {
+    saved = c.meta.at("widths").get<std::vector<int>>();
+    saved_opt = c.meta.at("optimizer").at("type").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("metadata lacks the model or optimizer: ") + e.what());
+  }
+  if (saved != widths)
+    throw bad("model widths " + widths_text(saved) + " in the checkpoint, " + widths_text(widths) +
+              " in this run (--hidden / --preset / the data)");
+  if (c.params.size() != num_params)
+    throw bad(std::to_string(c.params.size()) + " parameters in the checkpoint, " +
+              std::to_string(num_params) + " in this model");
+  if (saved_opt != optimizer)
+    throw bad("optimizer '" + saved_opt + "' in the checkpoint, --optimizer " + optimizer +
+              " in this run");
+  const std::size_t want2 = optimizer == "adamw" ? num_params : 0;
+  if (c.state1.size() != num_params || c.state2.size() != want2)
+    throw bad("optimizer state of " + std::to_string(c.state1.size()) + " + " +
+              std::to_string(c.state2.size()) + " floats, expected " + std::to_string(num_params) +
+              " + " + std::to_string(want2));
+  if (c.step < 0 || c.epoch < 0 || c.next_batch < 0)
+    throw bad("negative position (step " + std::to_string(c.step) + ")");
+}
+
+void agree_with_worker0(Comm& workers, const std::string& error_on_0, const std::string& what) {
+  if (workers.rank() != 0) {
+    const std::string status = recv_text(workers, 0);
+    if (status != "ok")
+      throw Error(workers.where() + ": " + what + " failed on worker 0: " + status);
+    return;
+  }
+  for (int r = 1; r < workers.size(); ++r)
+    send_text(workers, error_on_0.empty() ? "ok" : error_on_0, r);
+}
+
+CheckpointData load_resume_on_workers(const Config& cfg, Comm& workers, std::string& path) {
+  const std::string where = workers.where();
+  if (workers.rank() != 0) {
+    agree_with_worker0(workers, "", "loading the checkpoint to resume from");
+    path = recv_text(workers, 0);
+    return decode_checkpoint(recv_text(workers, 0), path, where);
+  }
+  CheckpointData c;
+  std::string error;
+  try {
+    c = load_resume(cfg.ckpt, where, path);
+  } catch (const ConfigError& e) {
+    error = e.what();
+  }
+  agree_with_worker0(workers, error, "loading the checkpoint to resume from");
+  if (!error.empty()) throw ConfigError(error);
+  if (workers.size() > 1) {
+    const std::string bytes = encode_checkpoint(c);  // the verified content, re-encoded
+    for (int r = 1; r < workers.size(); ++r) {
+      send_text(workers, path, r);
+      send_text(workers, bytes, r);
+    }
+  }
+  return c;
+}
+
+nlohmann::json checkpoint_meta(const Config& cfg, const std::vector<int>& widths,
+                               std::size_t num_params, const std::string& backend, int workers) {
+  const TrainConfig& t = cfg.train;
+  return {{"widths", widths},
+          {"num_params", num_params},
+          {"optimizer",
+           {{"type", t.opt.type},
+            {"momentum", t.opt.momentum},
+            {"weight_decay", t.opt.weight_decay},
+            {"beta1", t.opt.beta1},
+            {"beta2", t.opt.beta2},
+            {"eps", t.opt.eps}}},
+          {"seed", t.seed},
+          {"batch", t.batch},
+          {"accum", t.accum},
+          {"global_batch", static_cast<std::int64_t>(t.batch) * t.accum * workers},
+          {"lr",
+           {{"lr", t.lr},
+            {"lr_scale", t.lr_scale},
+            {"warmup_steps", t.warmup_steps},
+            {"lr_schedule", t.lr_schedule}}},
+          {"dataset", cfg.data.dataset},
+          {"backend", backend},
+          {"workers", workers},
+          {"byte_order", "little-endian float32"}};
+}
+
+ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int>& widths,
+                         std::size_t num_params) {
+  ResumePoint r;
+  if (cfg.ckpt.resume.empty()) return r;
+  r.data = load_resume_on_workers(cfg, workers, r.path);
+  // Every worker holds the same bytes, so every worker reaches the same verdict.
+  check_checkpoint_fits(r.data, widths, num_params, cfg.train.opt.type, r.path, workers.where());
+  if (workers.rank() == 0)
+    r.metrics_lines = metrics_lines_before(cfg.out.metrics_file, r.data.step);
+  return r;
+}
+
+std::vector<std::string> metrics_lines_before(const std::string& path, std::int64_t step) {
+  std::vector<std::string> out;
+  if (path.empty()) return out;
+  std::ifstream in(path);
+  if (!in) in.open(path + ".partial");
+  if (!in) return out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) break;  // a line cut short by a crash: everything after is lost anyway
+    if (j.contains("step") && !j.contains("event") && j["step"].get<std::int64_t>() > step) break;
+    out.push_back(line);
+  }
+  return out;
+}
+
+}  // namespace starring
