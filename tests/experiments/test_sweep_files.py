@@ -57,7 +57,7 @@ class ShippedSweeps(unittest.TestCase):
         _, runs, _ = expand(os.path.join(SWEEPS, "straggler.ini"))
         for v in ("ring", "ps-bsp", "ps-ssp", "ps-asp"):
             strag = sorted(r["flags"].get("straggler", "") for r in runs if r["variant"] == v)
-            self.assertEqual(strag, ["", "1:50"], v)
+            self.assertEqual(strag, ["", "1:50", "any:50"], v)  # none, persistent, moving
 
     def test_every_shipped_sweep_and_its_quick_variant_expand(self):
         for name in sorted(os.listdir(SWEEPS)):
