@@ -164,7 +164,8 @@ int setup(int argc, char** argv, int rank, int size, Config& cfg) {
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (first == size) return -1;
   if (rank == first) print_line(error_line(what, failed == size ? -1 : rank));
-  return code ? code : 2;
+  MPI_Allreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return code;
 }
 
 // --- phase 2: errors while the command runs ------------------------------------------------
@@ -183,7 +184,8 @@ bool all_arrive(MPI_Comm comm) {
 }
 
 // Every rank failed: rank 0 gathers the messages and prints each distinct one once (without
-// the rank when all are the same).
+// the rank when all are the same); a message that wraps one already printed, or is wrapped by
+// it ("... failed on worker 0: <worker 0's message>"), is left out.
 void print_all(MPI_Comm comm, const std::string& what, int rank, int size) {
   int len = static_cast<int>(what.size());
   std::vector<int> lens(size), offsets(size);
@@ -200,7 +202,9 @@ void print_all(MPI_Comm comm, const std::string& what, int rank, int size) {
   for (const auto& m : msgs) same = same && m == msgs[0];
   for (int r = 0; r < size; ++r) {
     bool seen = false;
-    for (int q = 0; q < r; ++q) seen = seen || msgs[q] == msgs[r];
+    for (int q = 0; q < r; ++q)
+      seen = seen || msgs[r].find(msgs[q]) != std::string::npos ||
+             msgs[q].find(msgs[r]) != std::string::npos;
     if (!seen) print_line(error_line(msgs[r], same ? -1 : r));
   }
 }
@@ -212,6 +216,8 @@ void print_all(MPI_Comm comm, const std::string& what, int rank, int size) {
   }
   if (all_arrive(agree)) {
     print_all(agree, what, rank, size);
+    // One exit code for the job: bad input (2) anywhere is the cause of the other failures.
+    MPI_Allreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, agree);
     finalize_and_exit(code);
   }
   print_line(error_line(what, rank));

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""What a user sees when `starring` is given bad input or a rank fails:
+  test_cli_errors.py --bin build/bin/starring
+Each case runs the real executable, alone or under scripts/mpirun.sh, and checks: a non-zero
+exit (2 for bad input), one `starring: error:` line naming the problem (and the rank where one
+rank failed), at most one short line from the launcher and none of Open MPI's banners, no
+traceback / "terminate called" / crash report, an end well within the time bound, and no
+half-written output file (only the documented `<metrics>.partial`; traces are whole JSON).
+Also scripts/mpirun_filter.py alone on canned Open MPI 4.1 output.
+Small data: synthetic, a 16-unit MLP; the IDX cases use tiny files written here.
+"""
+import argparse
+import gzip
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
+FILTER = os.path.join(REPO, "scripts", "mpirun_filter.py")
+BIN = None  # set from --bin
+
+TINY = ["--dataset", "synthetic", "--synthetic-train", "512", "--synthetic-test", "64",
+        "--synthetic-dim", "16", "--hidden", "16", "--epochs", "1", "--max-steps", "4",
+        "--batch", "16", "--progress", "off"]
+# Long enough that a fault at step 5 hits a run in progress.
+LONG = ["--dataset", "synthetic", "--synthetic-train", "4096", "--synthetic-test", "64",
+        "--synthetic-dim", "16", "--hidden", "16", "--epochs", "50", "--max-steps", "40",
+        "--batch", "16", "--progress", "off"]
+CRASH = ["Traceback", "terminate called", "Segmentation fault", "core dumped",
+         "*** Process received signal", "MPI_ABORT was invoked", "-" * 74, "ORTE_ERROR_LOG",
+         "Primary job", "[starring] error", ": error: [starring]"]
+
+
+def with_opts(base, **kw):
+    """`base` with --key values replaced (or added); underscores in keys become dashes."""
+    out = list(base)
+    for k, v in kw.items():
+        flag = "--" + k.replace("_", "-")
+        if flag in out:
+            out[out.index(flag) + 1] = str(v)
+        else:
+            out += [flag, str(v)]
+    return out
+
+
+def idx(magic_dims, payload):
+    magic, dims = magic_dims
+    return struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + payload
+
+
+def write_idx_dir(path, n_train=64, n_labels=None, magic=0x803, cut=None):
+    """Tiny Fashion-MNIST-shaped IDX files; pixels and labels a closed form of the index."""
+    os.makedirs(path, exist_ok=True)
+    n_labels = n_train if n_labels is None else n_labels
+    for prefix, n, nl in (("train", n_train, n_labels), ("t10k", 16, 16)):
+        images = idx((magic if prefix == "train" else 0x803, (n, 28, 28)),
+                     bytes((i * 7 + 3) % 256 for i in range(n * 784)))
+        labels = idx((0x801, (nl,)), bytes(i % 10 for i in range(nl)))
+        blob = gzip.compress(images)
+        if cut and prefix == "train":
+            blob = blob[:cut]
+        with open(os.path.join(path, f"{prefix}-images-idx3-ubyte.gz"), "wb") as f:
+            f.write(blob)
+        with open(os.path.join(path, f"{prefix}-labels-idx1-ubyte.gz"), "wb") as f:
+            f.write(gzip.compress(labels))
+
+
+class CliErrors(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="starring_cli_errors_")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def run_case(self, np, args, code=None, says=(), rank=None, bound=60, outputs=True,
+                 killed=False):
+        """Runs starring (np 0: without mpirun) and checks what every failure must satisfy.
+        `says`: substrings of the first error line, which is the launcher's when a rank was
+        `killed` (it cannot speak for itself). Returns (stderr, files left in the output folder).
+        """
+        out = tempfile.mkdtemp(dir=self.tmp)
+        argv = ([BIN] if np == 0 else [MPIRUN, "-np", str(np), BIN]) + list(args)
+        if outputs and args and args[0] == "train":
+            argv += ["--metrics-file", f"{out}/m.jsonl", "--summary-file", f"{out}/s.json",
+                     "--trace", f"{out}/t%r.json"]
+        t0 = time.monotonic()
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=bound + 30, cwd=out)
+        took = time.monotonic() - t0
+        text = p.stdout + p.stderr
+        where = f"\n$ {' '.join(argv)}\nexit {p.returncode}\n{text}"
+        self.assertLess(took, bound, where)
+        self.assertNotEqual(p.returncode, 0, where)
+        if code is not None:
+            self.assertEqual(p.returncode, code, where)
+        for bad in CRASH:
+            self.assertNotIn(bad, text, where)
+        head = "mpirun: job stopped: " if killed else "starring: error: "
+        errors = [l for l in p.stderr.splitlines() if l.startswith(head)]
+        self.assertTrue(errors, where)
+        first = errors[0]
+        for s in says:
+            self.assertIn(s, first, where)
+        if rank is not None:
+            self.assertIn(f"rank {rank}", first, where)
+        launcher = [l for l in p.stderr.splitlines() if l.startswith("mpirun")]
+        self.assertLessEqual(len(launcher), 1, where)
+        if launcher and not killed:  # the program's line comes first
+            lines = p.stderr.splitlines()
+            self.assertLess(lines.index(first), lines.index(launcher[0]), where)
+        files = sorted(os.listdir(out))
+        for f in files:  # nothing half-written: the documented .partial, or whole files
+            self.assertFalse(".tmp" in f or f.startswith(".starring-write-test"), where + str(files))
+            if f.endswith(".json"):
+                with open(os.path.join(out, f)) as fh:
+                    json.load(fh)
+        self.assertNotIn("s.json", files, where)
+        self.assertNotIn("m.jsonl", files, where)
+        return p.stderr, files
+
+    # --- bad input: exit 2, one line, no MPI_Abort ------------------------------------------
+    def test_unknown_flag(self):
+        err, _ = self.run_case(0, ["train", "--bogus"] + TINY, 2, ["'--bogus'"])
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.run_case(2, ["train", "--bogus"] + TINY, 2, ["'--bogus'"])
+
+    def test_bad_values(self):
+        self.run_case(2, ["train", "--lr", "-1"] + TINY, 2, ["--lr", "> 0", "-1"])
+        self.run_case(2, ["train", "--backend", "ps", "--servers", "0"] + TINY, 2, ["--servers"])
+        self.run_case(0, ["train"] + with_opts(TINY, hidden="0,5"), 2, ["--hidden", "width 1"])
+
+    def test_config_files(self):
+        ini = os.path.join(self.tmp, "bad.ini")
+        with open(ini, "w") as f:
+            f.write("[train]\nbatch = 16\nlearning_rate = 0.1\n")
+        self.run_case(2, ["train", "--config", ini] + TINY, 2, [ini + ":3", "learning_rate"])
+        self.run_case(1, ["train", "--config", ini + ".missing"] + TINY, 2,
+                      ["--config", ini + ".missing"])
+
+    def test_commands(self):
+        self.run_case(0, [], 2, ["no command"])
+        self.run_case(2, ["frobnicate"], 2, ["unknown command 'frobnicate'"])
+        self.run_case(2, ["bench", "--backends", "ring", "-b", "1X"], 2, ["--min-bytes", "1X"])
+
+    def test_batch_larger_than_shard(self):
+        self.run_case(2, ["train", "--backend", "ring"] + with_opts(TINY, batch=300), 2,
+                      ["batch 300", "shard"])
+
+    def test_output_folder_missing(self):
+        missing = os.path.join(self.tmp, "no", "such", "folder")
+        self.run_case(2, ["train", "--backend", "ring", "--summary-file", f"{missing}/s.json"]
+                      + TINY, 2, ["--summary-file", missing], outputs=False)
+        self.run_case(0, ["train", "--trace", self.tmp] + TINY, 2, ["--trace", "is a folder"],
+                      outputs=False)
+
+    def test_data_files(self):
+        gone = os.path.join(self.tmp, "no-data")
+        self.run_case(0, ["train", "--data-dir", gone, "--max-steps", "1"], 2,
+                      ["cannot find", gone])
+        magic = os.path.join(self.tmp, "magic")
+        write_idx_dir(magic, magic=0x801)
+        self.run_case(2, ["train", "--backend", "ring", "--data-dir", magic, "--batch", "8"], 2,
+                      ["wrong magic", "train-images"])
+        mismatch = os.path.join(self.tmp, "mismatch")
+        write_idx_dir(mismatch, n_labels=32)
+        self.run_case(2, ["train", "--backend", "ring", "--data-dir", mismatch, "--batch", "8"],
+                      2, ["64 images", "32 labels"])
+        # Found only when the payload is read, by every rank at once: agreed, not aborted.
+        trunc = os.path.join(self.tmp, "trunc")
+        write_idx_dir(trunc, cut=500)
+        err, _ = self.run_case(2, ["train", "--backend", "ring", "--data-dir", trunc, "--batch",
+                                   "8"], 2, ["truncated", "train-images"])
+        self.assertNotIn("MPI_Abort", err)
+
+    # --- a rank dies or goes silent -----------------------------------------------------------
+    def test_killed_worker(self):
+        _, files = self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:1:5"] + LONG,
+                                 None, ["rank 1", "killed by signal 9"], bound=30,
+                                 killed=True)
+        self.assertIn("m.jsonl.partial", files)
+
+    def test_killed_server(self):
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--fault", "kill:2:5"]
+                      + LONG, None, ["rank 2", "killed by signal 9"], bound=30, killed=True)
+
+    def test_silent_worker_named_by_the_server(self):
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--timeout", "1.5",
+                          "--fault", "hang:1:5"] + LONG, 1, ["worker rank 1", "sent nothing"],
+                      rank=2, bound=30)
+
+
+# Open MPI 4.1's own stderr for: two ranks calling MPI_Abort, a rank killed by a signal, and a
+# job whose ranks exit non-zero; plus what a rank prints, partial progress lines included.
+DASH = "-" * 74 + "\n"
+ABORT = (DASH + "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\nwith errorcode 1."
+         "\n\nNOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.\nYou may or may "
+         "not see output from other processes, depending on\nexactly when Open MPI kills them.\n"
+         + DASH)
+NONZERO = (DASH + "Primary job  terminated normally, but 1 process returned\na non-zero exit code."
+           " Per user-direction, the job has been aborted.\n" + DASH + DASH
+           + "mpirun detected that one or more processes exited with non-zero status, thus "
+           "causing\nthe job to be terminated. The first process to do so was:\n\n  Process name:"
+           " [[19852,1],3]\n  Exit code:    2\n" + DASH)
+KILLED = (DASH + "Primary job  terminated normally, but 1 process returned\na non-zero exit code."
+          " Per user-direction, the job has been aborted.\n" + DASH + DASH
+          + "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 "
+          "(Killed).\n" + DASH)
+UNKNOWN = (DASH + "mpirun was unable to launch the specified application as it could not "
+           "access\nor execute an executable:\n\nExecutable: ./nonexist\nNode: vm\n" + DASH)
+
+
+def filtered(data, chunk=7):
+    p = subprocess.Popen([sys.executable, FILTER], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    for i in range(0, len(data), chunk):  # small writes: lines arrive in pieces
+        p.stdin.write(data[i:i + chunk].encode())
+        p.stdin.flush()
+    p.stdin.close()
+    with p.stderr:
+        out = p.stderr.read().decode()
+    p.wait(timeout=30)
+    return out
+
+
+class Filter(unittest.TestCase):
+    def test_abort_banners_become_one_line(self):
+        rank = "starring: error: rank 1: boom\n"
+        agg = ("[vm:10853] 1 more process has sent help message help-mpi-api.txt / mpi-abort\n"
+               '[vm:10853] Set MCA parameter "orte_base_help_aggregate" to 0 to see all help / '
+               "error messages\n")
+        out = filtered(rank + ABORT + ABORT + agg)
+        self.assertEqual(out, rank + "mpirun: job stopped: rank 1 called MPI_Abort (error code 1)"
+                         "\n")
+
+    def test_exit_and_signal_banners(self):
+        self.assertEqual(filtered("x\n" + NONZERO), "x\nmpirun: job stopped: rank 3 exited with "
+                         "code 2\n")
+        self.assertEqual(filtered(KILLED), "mpirun: job stopped: rank 1 on node vm was killed by "
+                         "signal 9 (Killed)\n")
+
+    def test_everything_else_passes_unchanged(self):
+        text = ("\r[####....] step 3/8 loss 2.1\r[########] step 8/8 loss 1.9\n"
+                "[starring] rank 1: --fault hang: going silent at step 5\n" + UNKNOWN
+                + "------\nno newline at the end")
+        self.assertEqual(filtered(text), text)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    a, rest = ap.parse_known_args()
+    BIN = os.path.abspath(a.bin)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
