@@ -99,7 +99,10 @@ class PsBenchOp : public BenchOp {
 
   void result(float* out) override { std::memcpy(out, params_.data(), count_ * sizeof(float)); }
 
-  std::optional<CommCounters> counters() const override { return comm_->counters(); }
+  // A worker's count includes the data it moved through shared segments instead of messages.
+  std::optional<CommCounters> counters() const override {
+    return worker_ ? worker_->counters() : comm_->counters();
+  }
 
   // Ends this size's session (workers say done, servers return their totals) and reports each
   // server's bytes per iteration.

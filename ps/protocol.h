@@ -22,6 +22,13 @@
 //   server stopped) travel on kCtlTag with a header;
 //   kState (header + floats: state vector `step` of `chunk`) travels on kStateTag, in the order
 //   the kGetState requests arrived.
+// Shared memory (ps/shared_segment.h), between a worker and a server on the same host: the
+// worker's kInit carries its segment ({"shm": ...}, left out of what the workers must agree on);
+// the start kAck's text says whether the server maps it and where the server's parameters are
+// ({"reads_shm": true, "shm": ...}). Then a kPush may come with no payload (count floats, 0
+// bytes): the chunk is at its offset in the worker's segment, untouched until its reply. The
+// reply to such a push, when its values are stable (bsp), is an empty message: the worker copies
+// the chunk from the same offset in the server's segment (unchanged until its next push).
 // Keys are chunk ranges [begin, begin + count); no per-element keys are ever sent.
 #pragma once
 #include <cstddef>

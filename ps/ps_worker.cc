@@ -81,7 +81,10 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
   all_chunks_.resize(n);
   for (std::size_t c = 0; c < n; ++c) all_chunks_[c] = static_cast<int>(c);
   bye_text_.assign(static_cast<std::size_t>(group_.num_servers()), "");
-  last_counters_ = comm_->counters();
+  last_counters_ = counters();
+  server_seg_.resize(static_cast<std::size_t>(group_.num_servers()));
+  if (opt_.shared_memory && group_.num_servers() > (group_.colocated ? 1 : 0))
+    push_seg_ = SharedSegment::create(layout.total() * sizeof(float));
   if (group_.colocated) start_local_server();
   comm_thread_ = std::thread([this] { comm_main(); });
   send_init(layout);
@@ -100,6 +103,7 @@ void PsWorker::start_local_server() {
   so.timeout = opt_.timeout;
   so.chunk_bytes = opt_.chunk_bytes;
   so.fault = opt_.fault;
+  so.shared_memory = opt_.shared_memory;
   so.trace = opt_.trace;
   server_thread_ = std::thread([this, so] {
     try {
@@ -131,7 +135,9 @@ void PsWorker::send_init(const ParamLayout& layout) {
     PsHeader h;
     h.op = Op::kInit;
     h.worker = index_;
-    const std::string text = spec.to_json().dump();
+    nlohmann::json j = spec.to_json();
+    if (push_seg_) j["shm"] = push_seg_->describe();  // not part of what the workers agree on
+    const std::string text = j.dump();
     STARRING_CONFIG_CHECK(sizeof(PsHeader) + text.size() <= cap, "the parameter-server start ",
                           "message is too large (", text.size(), " bytes): raise --ps-chunk-bytes");
     const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
@@ -236,7 +242,7 @@ void PsWorker::flush() {
 
 SyncStepStats PsWorker::take_stats() {
   SyncStepStats s;
-  const CommCounters now = comm_->counters();
+  const CommCounters now = counters();
   s.bytes_sent = now.bytes_sent - last_counters_.bytes_sent;
   s.bytes_recv = now.bytes_recv - last_counters_.bytes_recv;
   last_counters_ = now;
@@ -250,6 +256,13 @@ SyncStepStats PsWorker::take_stats() {
   wait_s_ = comm_s_ = push_s_ = pull_s_ = stage_s_ = 0;
   steps_done_ = 0;
   return s;
+}
+
+CommCounters PsWorker::counters() const {
+  CommCounters c = comm_->counters();
+  c.bytes_sent += shm_sent_.load(std::memory_order_relaxed);
+  c.bytes_recv += shm_recv_.load(std::memory_order_relaxed);
+  return c;
 }
 
 void PsWorker::shutdown() {

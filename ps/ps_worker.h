@@ -15,6 +15,12 @@
 // Co-located mode: this process also runs a server shard on a thread (ServerLoop), reached
 // through a LocalLink; its chunks never cross the Comm.
 //
+// Shared memory: a server on the same host (co-located or dedicated) is reached through shared
+// segments (ps/shared_segment.h): a push copies the chunk once into this worker's segment and
+// sends only its header; the reply is an empty message and the parameters are copied once out
+// of the server's segment. Servers on other hosts, and every server when
+// PsWorkerOptions::shared_memory is off, get the data in the messages.
+//
 // Faults: every reply has a deadline, the timeout plus a grace of timeout/2 within [0.5 s, 10 s]
 // (so that a server's report naming a silent worker arrives first); on expiry, or when a server
 // reports a failure, every call throws, and the servers are told (kAbort) so that the whole job
@@ -24,6 +30,7 @@
 //   ps.start(layout, {params, grads}, opt_cfg);
 //   ps.begin_step(1, lr); ...; ps.tensor_ready(i); ...; ps.wait_params(i); ...; ps.shutdown();
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -40,6 +47,7 @@
 #include "ps/partition.h"
 #include "ps/ps_group.h"
 #include "ps/server_loop.h"
+#include "ps/shared_segment.h"
 
 namespace starring::ps {
 
@@ -53,6 +61,7 @@ struct PsWorkerOptions {
   bool overlap = true;
   std::string update = "optimizer";  // "sum": the push+pull bench (parameters = sum of pushes)
   std::string fault;                 // passed to the co-located server
+  bool shared_memory = true;         // data through shared segments where a server is on this host
   Trace* trace = nullptr;
 };
 PsWorkerOptions worker_options(const SyncConfig& sync, Trace* trace);
@@ -76,6 +85,9 @@ class PsWorker : public GradientSync {
   void load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) override;
 
   const PsPlan& plan() const { return plan_; }
+  // Bytes and messages this worker has moved: the Comm's counters plus the data that went
+  // through shared segments instead of messages.
+  CommCounters counters() const;
   // After shutdown(): every server's statistics from its goodbye message, by server index.
   nlohmann::json server_stats() const;
   // After shutdown(), co-located mode: this process's own shard's statistics (else {}).
@@ -104,6 +116,7 @@ class PsWorker : public GradientSync {
   bool poll_ctl();
   void on_ctl(Op op, const std::string& text, bool timeout, int server);
   void on_reply(int chunk);
+  void open_server_segment(int server, const std::string& ack_text);
   void check_deadlines();
   void heartbeat();
   void fail(std::exception_ptr e);
@@ -161,6 +174,11 @@ class PsWorker : public GradientSync {
   std::chrono::steady_clock::time_point last_check_, last_heartbeat_;
   PsHeader heartbeat_msg_;
   std::vector<std::unique_ptr<Request>> heartbeats_;
+  // shared memory: this worker's push segment; per server index, its parameter segment (null:
+  // data travels in the messages)
+  std::unique_ptr<SharedSegment> push_seg_;
+  std::vector<std::unique_ptr<SharedSegment>> server_seg_;
+  std::atomic<std::uint64_t> shm_sent_{0}, shm_recv_{0};        // bytes through the segments
   std::chrono::steady_clock::time_point win_start_, win_sent_;  // the current step's window
   std::size_t win_sends_ = 0, win_replies_ = 0;
   std::int64_t win_step_ = -1;

@@ -23,6 +23,8 @@ ServerLoop::ServerLoop(std::shared_ptr<Comm> comm, PsGroup group, ServerOptions 
   STARRING_CHECK(index_ >= 0, "rank ", rank_, " is not a parameter server");
   where_ = "server rank " + std::to_string(rank_);
   done_.assign(static_cast<std::size_t>(workers_), 0);
+  worker_seg_.resize(static_cast<std::size_t>(workers_));
+  shm_worker_.assign(static_cast<std::size_t>(workers_), 0);
   if (!opt_.fault.empty()) {
     char kind[16] = {0};
     long long r = -1, s = -1;
@@ -99,12 +101,32 @@ void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
   ++msgs_in_;
   const bool floats = h.op == Op::kPush || h.op == Op::kInitParams || h.op == Op::kSetState;
   const std::size_t payload = bytes - sizeof(PsHeader);
+  if (h.op == Op::kPush && payload == 0 && h.count > 0) {
+    on_message(h, shared_push(h, w), std::string(), w);
+    return;
+  }
   STARRING_CHECK(!floats || payload == std::size_t{h.count} * sizeof(float), where_, ": ",
                  op_name(h.op), " from ", who(w), " carries ", payload, " bytes, header says ",
                  h.count, " floats");
   if (h.op == Op::kPush) push_bytes_in_ += payload;
   on_message(h, floats ? reinterpret_cast<const float*>(buf + sizeof(PsHeader)) : nullptr,
              floats ? std::string() : text_of(buf, bytes), w);
+}
+
+// A push whose data waits in the worker's segment (a header with no payload).
+const float* ServerLoop::shared_push(const PsHeader& h, int w) {
+  const SharedSegment* seg = worker_seg_[static_cast<std::size_t>(w)].get();
+  const auto it = chunk_begin_.find(h.chunk);
+  const std::size_t bytes = std::size_t{h.count} * sizeof(float);
+  STARRING_CHECK(
+      seg && it != chunk_begin_.end() && it->second * sizeof(float) + bytes <= seg->bytes(), where_,
+      ": push of chunk ", h.chunk, " from ", who(w),
+      " carries no data and is not in a shared segment this server maps");
+  shm_worker_[static_cast<std::size_t>(w)] = 1;
+  bytes_in_ += bytes;
+  push_bytes_in_ += bytes;
+  shm_push_bytes_ += bytes;
+  return seg->floats() + it->second;
 }
 
 void ServerLoop::handle_local(const LocalMsg& m) {
@@ -149,8 +171,14 @@ void ServerLoop::on_message(const PsHeader& h, const float* data, const std::str
   }
 }
 
-void ServerLoop::on_init(int w, const std::string& text) {
-  PsInitSpec spec = PsInitSpec::from_json(nlohmann::json::parse(text));
+void ServerLoop::on_init(int w, const std::string& init) {
+  nlohmann::json j = nlohmann::json::parse(init), shm;
+  if (j.contains("shm")) {  // the worker's own segment, not part of what the workers agree on
+    shm = j["shm"];
+    j.erase("shm");
+  }
+  const std::string text = j.dump();
+  PsInitSpec spec = PsInitSpec::from_json(j);
   STARRING_CHECK(spec.num_workers == workers_ && spec.server_index == index_, where_,
                  ": start message from ", who(w), " is for server ", spec.server_index, " of a job",
                  " with ", spec.num_workers, " workers; this is server ", index_, " with ",
@@ -159,11 +187,18 @@ void ServerLoop::on_init(int w, const std::string& text) {
                  spec.chunk_bytes, " bytes, this server was set up for ", opt_.chunk_bytes);
   if (init_text_.empty()) {
     init_text_ = text;
-    core_ = std::make_unique<ShardServer>(spec);
+    if (opt_.shared_memory) params_seg_ = SharedSegment::create(spec.total * sizeof(float));
+    core_ = std::make_unique<ShardServer>(spec, params_seg_ ? params_seg_->floats() : nullptr);
+    for (const auto& c : spec.chunks) chunk_begin_[c.id] = c.begin;
   } else {
     STARRING_CHECK(text == init_text_, where_, ": workers disagree on the model or the parameter",
                    "-server options: ", who(0), " sent ", init_text_.substr(0, 300), "; ", who(w),
                    " sent ", text.substr(0, 300));
+  }
+  if (params_seg_ && !shm.is_null() && !is_local(w)) {
+    auto seg = SharedSegment::open(shm);
+    if (seg && seg->bytes() >= spec.total * sizeof(float))
+      worker_seg_[static_cast<std::size_t>(w)] = std::move(seg);
   }
   ++inits_;
   maybe_ack();
@@ -172,7 +207,13 @@ void ServerLoop::on_init(int w, const std::string& text) {
 void ServerLoop::maybe_ack() {
   if (acked_ || inits_ < workers_ || !core_ || !core_->all_params_set()) return;
   acked_ = true;
-  for (int w = 0; w < workers_; ++w) send_ctl(w, Op::kAck, "", false);
+  for (int w = 0; w < workers_; ++w) {
+    // Tells each worker whether we map its segment, and where our parameters are.
+    std::string text;
+    if (worker_seg_[static_cast<std::size_t>(w)])
+      text = nlohmann::json{{"reads_shm", true}, {"shm", params_seg_->describe()}}.dump();
+    send_ctl(w, Op::kAck, text, false);
+  }
 }
 
 void ServerLoop::on_push(const PsHeader& h, const float* data, int w) {
@@ -199,6 +240,21 @@ void ServerLoop::send_replies(std::vector<PsReply>& replies) {
       local_->on_reply(r.chunk);
       continue;
     }
+    const int dst = group_.worker_ranks[static_cast<std::size_t>(r.worker)];
+    bytes_out_ += bytes;
+    reply_bytes_out_ += bytes;
+    ++msgs_out_;
+    PendingSend p;
+    p.worker = r.worker;
+    p.what = "the reply for chunk " + std::to_string(r.chunk);
+    p.since = Clock::now();
+    if (r.stable && shm_worker_[static_cast<std::size_t>(r.worker)]) {
+      // The worker copies the values out of our segment; they stay until it pushes again.
+      p.req = comm_->isend(r.data, 0, dst, kReplyTagBase + r.chunk);
+      shm_reply_bytes_ += bytes;
+      sends_.push_back(std::move(p));
+      continue;
+    }
     std::shared_ptr<const void> keep;
     const float* src = r.data;
     if (!r.stable) {  // the values may change before the send completes: send a snapshot
@@ -206,17 +262,9 @@ void ServerLoop::send_replies(std::vector<PsReply>& replies) {
       src = copy->data();
       keep = copy;
     }
-    PendingSend p;
-    p.req = comm_->isend(src, bytes, group_.worker_ranks[static_cast<std::size_t>(r.worker)],
-                         kReplyTagBase + r.chunk);
+    p.req = comm_->isend(src, bytes, dst, kReplyTagBase + r.chunk);
     p.keep = std::move(keep);
-    p.worker = r.worker;
-    p.what = "the reply for chunk " + std::to_string(r.chunk);
-    p.since = Clock::now();
     sends_.push_back(std::move(p));
-    bytes_out_ += bytes;
-    reply_bytes_out_ += bytes;
-    ++msgs_out_;
   }
 }
 
@@ -341,6 +389,8 @@ nlohmann::json ServerLoop::stats() const {
           {"push_bytes_in", push_bytes_in_},
           {"reply_bytes_out", reply_bytes_out_},
           {"local_push_bytes", local_push_bytes_},
+          {"shm_push_bytes", shm_push_bytes_},
+          {"shm_reply_bytes", shm_reply_bytes_},
           {"msgs_in", msgs_in_},
           {"msgs_out", msgs_out_},
           {"busy_s", busy_s_},

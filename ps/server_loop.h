@@ -7,6 +7,9 @@
 // Start: every worker sends kInit (all must agree), worker 0 the initial parameters; once all
 // have arrived the server sends kAck to every worker. Clean shutdown: after kDone from every
 // worker the server sends each a kBye carrying its statistics and returns them.
+// Shared memory (ps/shared_segment.h): the parameters live in a segment that workers on this
+// host map; a worker whose segment this server maps pushes headers only (the data is read from
+// its segment) and gets empty replies for stable (bsp) values, which it copies out of ours.
 // Faults: a worker that has nothing pending at this server and sends nothing for the timeout,
 // or does not take a reply within it, is named in a TimeoutError; a kAbort from a worker stops
 // the server too. Before throwing, the server sends kAbort with the reason to every worker, so
@@ -16,6 +19,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/comm.h"
@@ -23,6 +27,7 @@
 #include "ps/local_link.h"
 #include "ps/ps_group.h"
 #include "ps/shard_server.h"
+#include "ps/shared_segment.h"
 
 namespace starring::ps {
 
@@ -31,6 +36,7 @@ struct ServerOptions {
   std::size_t chunk_bytes = 4 << 20;  // sizes the receive buffers (must match the workers')
   int recv_slots = 4;                 // receives kept posted
   std::string fault;                  // "hang:RANK:STEP" / "kill:RANK:STEP" (RANK: comm rank)
+  bool shared_memory = true;          // data through shared segments with workers on this host
   Trace* trace = nullptr;
 };
 
@@ -61,6 +67,7 @@ class ServerLoop {
   void loop();
   void handle(const char* buf, std::size_t bytes, int source_rank);
   void handle_local(const LocalMsg& m);
+  const float* shared_push(const PsHeader& h, int worker);
   void on_message(const PsHeader& h, const float* data, const std::string& text, int worker);
   void on_init(int worker, const std::string& text);
   void on_push(const PsHeader& h, const float* data, int worker);
@@ -96,10 +103,17 @@ class ServerLoop {
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
   std::chrono::steady_clock::time_point started_, last_check_;
   std::vector<PsReply> replies_;  // scratch
+  // shared memory: our parameters; per worker, its push segment (null: data in the messages),
+  // and whether it pushes through it (then stable replies are empty messages)
+  std::unique_ptr<SharedSegment> params_seg_;
+  std::vector<std::unique_ptr<SharedSegment>> worker_seg_;
+  std::vector<char> shm_worker_;
+  std::unordered_map<int, std::size_t> chunk_begin_;
   // statistics
   double busy_s_ = 0, wall_s_ = 0;
   std::uint64_t bytes_in_ = 0, bytes_out_ = 0, push_bytes_in_ = 0, reply_bytes_out_ = 0;
   std::uint64_t local_push_bytes_ = 0, msgs_in_ = 0, msgs_out_ = 0;
+  std::uint64_t shm_push_bytes_ = 0, shm_reply_bytes_ = 0;
   int fault_rank_ = -1;
   std::int64_t fault_step_ = -1;
   std::string fault_kind_;

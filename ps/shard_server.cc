@@ -7,7 +7,30 @@
 
 namespace starring::ps {
 
-ShardServer::ShardServer(const PsInitSpec& spec) : spec_(spec), workers_(spec.num_workers) {
+namespace {
+
+// o = a + b
+void add_to(const float* __restrict a, const float* __restrict b, float* __restrict o,
+            std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
+}
+// acc = (acc + b) * s   (s == 1: exactly acc + b)
+void add_scale(float* __restrict acc, const float* __restrict b, std::size_t n, float s) {
+  if (s == 1.0f) {
+    for (std::size_t i = 0; i < n; ++i) acc[i] += b[i];
+  } else {
+    for (std::size_t i = 0; i < n; ++i) acc[i] = (acc[i] + b[i]) * s;
+  }
+}
+// o = a * s
+void scale_to(const float* __restrict a, float* __restrict o, std::size_t n, float s) {
+  for (std::size_t i = 0; i < n; ++i) o[i] = a[i] * s;
+}
+
+}  // namespace
+
+ShardServer::ShardServer(const PsInitSpec& spec, float* params)
+    : spec_(spec), workers_(spec.num_workers), params_(params) {
   STARRING_CHECK(workers_ >= 1, "parameter server: needs at least one worker, got ", workers_);
   const auto& mode = spec.consistency;
   STARRING_CONFIG_CHECK(mode == "bsp" || mode == "asp" || mode == "ssp",
@@ -19,7 +42,10 @@ ShardServer::ShardServer(const PsInitSpec& spec) : spec_(spec), workers_(spec.nu
   ssp_ = mode == "ssp";
   sum_only_ = spec.update == "sum";
   // new float[n] leaves the memory untouched: the OS only backs the pages of this shard.
-  params_.reset(new float[spec.total]);
+  if (!params_) {
+    own_params_.reset(new float[spec.total]);
+    params_ = own_params_.get();
+  }
   acc_.reset(new float[spec.total]);
   awaiting_.assign(static_cast<std::size_t>(workers_), 0);
   const auto w = static_cast<std::size_t>(workers_);
@@ -57,7 +83,7 @@ void ShardServer::set_params(int chunk, const float* data, std::size_t count) {
   Chunk& c = chunk_of(chunk, 0);
   STARRING_CHECK(count == c.count, "parameter server: initial parameters of chunk ", chunk,
                  " have ", count, " floats, expected ", c.count);
-  std::memcpy(params_.get() + c.begin, data, count * sizeof(float));
+  std::memcpy(params_ + c.begin, data, count * sizeof(float));
   ++params_set_;
 }
 
@@ -89,24 +115,35 @@ void ShardServer::push_bsp(Chunk& c, int worker, std::int64_t step, float lr, co
                            std::vector<PsReply>& out) {
   const auto w = static_cast<std::size_t>(worker);
   float* acc = acc_.get() + c.begin;
-  if (c.arrived == 0) {
+  const std::size_t n = c.count;
+  const bool first = c.arrived == 0, last = c.arrived + 1 == workers_;
+  if (first) {
     c.bsp_step = step;
     c.lr = lr;
-    std::memcpy(acc, grad, c.count * sizeof(float));
+  }
+  // The last push is added in the same pass that scales the sum (or, for "sum", writes the
+  // parameters): the same roundings in the same order as adding, then scaling, in two passes.
+  if (last && sum_only_) {
+    if (first)
+      std::memcpy(params_ + c.begin, grad, n * sizeof(float));
+    else
+      add_to(acc, grad, params_ + c.begin, n);
+  } else if (last) {
+    const float inv = 1.0f / static_cast<float>(workers_);
+    if (first)
+      scale_to(grad, acc, n, inv);
+    else
+      add_scale(acc, grad, n, inv);
+  } else if (first) {
+    std::memcpy(acc, grad, n * sizeof(float));
   } else {
-    for (std::size_t i = 0; i < c.count; ++i) acc[i] += grad[i];
+    add_scale(acc, grad, n, 1.0f);
   }
   c.got[w] = 1;
   ++awaiting_[w];
   if (++c.arrived < workers_) return;
 
-  if (sum_only_) {
-    std::memcpy(params_.get() + c.begin, acc, c.count * sizeof(float));
-  } else {
-    const float inv = 1.0f / static_cast<float>(workers_);
-    for (std::size_t i = 0; i < c.count; ++i) acc[i] *= inv;
-    c.opt->apply(params_.get(), acc_.get(), c.begin, c.begin + c.count, c.lr, c.bsp_step);
-  }
+  if (!sum_only_) c.opt->apply(params_, acc_.get(), c.begin, c.begin + c.count, c.lr, c.bsp_step);
   ++updates_;
   c.arrived = 0;
   for (int v = 0; v < workers_; ++v) {
@@ -122,7 +159,7 @@ void ShardServer::push_async(Chunk& c, int worker, std::int64_t step, float lr, 
   float* acc = acc_.get() + c.begin;
   const float inv = 1.0f / static_cast<float>(workers_);
   for (std::size_t i = 0; i < c.count; ++i) acc[i] = grad[i] * inv;
-  c.opt->apply(params_.get(), acc_.get(), c.begin, c.begin + c.count, lr, step);
+  c.opt->apply(params_, acc_.get(), c.begin, c.begin + c.count, lr, step);
   ++updates_;
   if (ssp_) {
     // The reply lets the worker compute its next push, number clock + 1, which may be at most
@@ -148,7 +185,7 @@ void ShardServer::release_ssp(Chunk& c, std::vector<PsReply>& out) {
 }
 
 PsReply ShardServer::reply(const Chunk& c, int worker) const {
-  return {worker, c.id, params_.get() + c.begin, c.count, bsp_};
+  return {worker, c.id, params_ + c.begin, c.count, bsp_};
 }
 
 std::vector<float>& ShardServer::state_ref(int chunk, int part) {

@@ -42,7 +42,9 @@ struct PsReply {
 
 class ShardServer {
  public:
-  explicit ShardServer(const PsInitSpec& spec);
+  // `params`: where to keep the parameters (spec.total floats, e.g. a shared segment; only this
+  // shard's chunks are touched); null: allocated here.
+  explicit ShardServer(const PsInitSpec& spec, float* params = nullptr);
 
   const PsInitSpec& spec() const { return spec_; }
   bool owns(int chunk) const { return index_.count(chunk) != 0; }
@@ -65,7 +67,7 @@ class ShardServer {
   std::size_t floats() const;  // floats owned
   // Per worker: pushes received, summed over chunks (for reports).
   std::vector<std::int64_t> worker_pushes() const;
-  const float* params() const { return params_.get(); }
+  const float* params() const { return params_; }
 
   // Checkpoints: optimizer state vector `part` (1: momentum / Adam m, 2: Adam v) of `chunk`, and
   // setting it. Error when the chunk is in the middle of a bsp round or has no optimizer.
@@ -97,7 +99,8 @@ class ShardServer {
   PsInitSpec spec_;
   int workers_ = 0;
   bool bsp_ = true, ssp_ = false, sum_only_ = false;
-  std::unique_ptr<float[]> params_, acc_;  // full-length, only this shard's pages are touched
+  std::unique_ptr<float[]> own_params_, acc_;  // full-length, only this shard's pages touched
+  float* params_ = nullptr;                    // own_params_ or the caller's storage
   std::vector<Chunk> chunks_;
   std::unordered_map<int, std::size_t> index_;
   std::size_t params_set_ = 0;

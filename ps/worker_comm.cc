@@ -99,9 +99,18 @@ bool PsWorker::issue(const Job& job) {
     const std::size_t bytes = ch.count * sizeof(float);
     f.recv = comm_->irecv(buf_.params + ch.begin, bytes, dst, kReplyTagBase + c);
     const auto t0 = Clock::now();
-    f.staging.resize(sizeof(PsHeader) + bytes);
-    std::memcpy(f.staging.data(), &h, sizeof(h));
-    std::memcpy(f.staging.data() + sizeof(h), buf_.grads + ch.begin, bytes);
+    if (server_seg_[static_cast<std::size_t>(ch.server)]) {
+      // The chunk goes into this worker's segment, where the server reads it; the message is
+      // the header alone. The slot is rewritten only after this chunk's reply, when the server
+      // is done with it.
+      std::memcpy(push_seg_->floats() + ch.begin, buf_.grads + ch.begin, bytes);
+      f.staging.assign(reinterpret_cast<const char*>(&h), reinterpret_cast<const char*>(&h + 1));
+      shm_sent_.fetch_add(bytes, std::memory_order_relaxed);
+    } else {
+      f.staging.resize(sizeof(PsHeader) + bytes);
+      std::memcpy(f.staging.data(), &h, sizeof(h));
+      std::memcpy(f.staging.data() + sizeof(h), buf_.grads + ch.begin, bytes);
+    }
     const double staged = seconds(Clock::now() - t0);
     f.send = comm_->isend(f.staging.data(), f.staging.size(), dst, kReqTag);
     active_.push_back(c);
@@ -135,9 +144,15 @@ bool PsWorker::poll_flights() {
     }
     if (f.recv && f.recv->test()) {
       const std::size_t got = f.recv->status().bytes;
-      const std::size_t want = plan_.chunks[static_cast<std::size_t>(c)].count * sizeof(float);
-      STARRING_CHECK(got == want, where_, ": reply for chunk ", c, " from server rank ",
-                     server_rank(c), " has ", got, " bytes, expected ", want);
+      const ChunkSpec& ch = plan_.chunks[static_cast<std::size_t>(c)];
+      const std::size_t want = ch.count * sizeof(float);
+      const SharedSegment* seg = server_seg_[static_cast<std::size_t>(ch.server)].get();
+      STARRING_CHECK(got == want || (got == 0 && seg), where_, ": reply for chunk ", c,
+                     " from server rank ", server_rank(c), " has ", got, " bytes, expected ", want);
+      if (got == 0) {  // the parameters are in the server's segment (stable until our next push)
+        std::memcpy(buf_.params + ch.begin, seg->floats() + ch.begin, want);
+        shm_recv_.fetch_add(want, std::memory_order_relaxed);
+      }
       f.recv.reset();
       progress = true;
       on_reply(c);
@@ -181,9 +196,22 @@ bool PsWorker::poll_ctl() {
   const int server = group_.server_index(st.source);
   STARRING_CHECK(server >= 0, where_, ": control message from rank ", st.source,
                  ", which is not a server");
+  if (h.op == Op::kAck) open_server_segment(server, text);
   on_ctl(h.op, text, h.step == 1, server);
   ctl_req_ = comm_->irecv(ctl_buf_.data(), ctl_buf_.size(), kAnySource, kCtlTag);
   return true;
+}
+
+// A server's start acknowledgement (the only kAck with text) says whether it maps this worker's
+// push segment and where its own parameters live; both directions go through shared memory
+// only if both are reachable.
+void PsWorker::open_server_segment(int server, const std::string& ack_text) {
+  if (!push_seg_ || ack_text.empty()) return;
+  const auto j = nlohmann::json::parse(ack_text, nullptr, false);
+  if (!j.is_object() || !j.value("reads_shm", false) || !j.contains("shm")) return;
+  auto seg = SharedSegment::open(j["shm"]);
+  if (seg && seg->bytes() >= plan_.total * sizeof(float))
+    server_seg_.at(static_cast<std::size_t>(server)) = std::move(seg);
 }
 
 void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) {

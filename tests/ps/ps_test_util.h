@@ -117,7 +117,17 @@ inline ServerOptions server_options(const PsWorkerOptions& w) {
   s.timeout = w.timeout;
   s.chunk_bytes = w.chunk_bytes;
   s.fault = w.fault;
+  s.shared_memory = w.shared_memory;
   return s;
+}
+
+// Whether a server's data went where `shared_memory` says: every byte pushed to it and replied
+// by it (bsp: replies are stable) through the workers' and its shared segments, or none.
+inline void expect_data_path(const nlohmann::json& s, bool shared_memory) {
+  const auto in = s["push_bytes_in"].get<std::uint64_t>();
+  const auto out = s["reply_bytes_out"].get<std::uint64_t>();
+  EXPECT_EQ(s["shm_push_bytes"].get<std::uint64_t>(), shared_memory ? in : 0) << s.dump();
+  EXPECT_EQ(s["shm_reply_bytes"].get<std::uint64_t>(), shared_memory ? out : 0) << s.dump();
 }
 
 // Runs fn(comm) on n threads of one InProcWorld and returns each rank's error text ("" if none);

@@ -3,7 +3,9 @@
 //    co-located, with sgd and adamw (gradients are exact dyadic values, see ps_test_util.h);
 //  - ssp: with one worker slowed down, the servers' record shows no push more than s clocks
 //    ahead of the slowest worker (and asp, the same run unbounded, does exceed s);
-//  - a silent worker and a silent server each end every rank with an error naming them.
+//  - a silent worker and a silent server each end every rank with an error naming them;
+//  - the data goes through shared segments (the ranks share a host), or in the messages when
+//    shared memory is off, with the same results.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -80,6 +82,7 @@ TEST_P(PsBspEquivalence, EqualsSingleProcessReference) {
     ASSERT_TRUE(s.is_object());
     EXPECT_EQ(s["staleness_hist"].size(), 1u) << s.dump();
     EXPECT_EQ(s["rounds"].get<int>(), steps);
+    expect_data_path(s, true);
   }
 }
 
@@ -103,6 +106,23 @@ TEST(PsInproc, TensorPartitionAndOverlapOffAlsoEqualReference) {
     expect_no_errors(r);
     EXPECT_EQ(r.params[0], ref) << "variant " << variant;
     EXPECT_EQ(r.params[1], ref) << "variant " << variant;
+  }
+}
+
+// Without shared memory the data travels in the messages; the results are the same.
+TEST(PsInproc, MessagePathWithoutSharedMemoryEqualsReference) {
+  const OptimizerConfig oc = test_opt("adamw");
+  for (const std::string servers : {"2", "colocated"}) {
+    auto opt = test_options("bsp");
+    opt.shared_memory = false;
+    RunResult r = run_ps(3, servers, 3, oc, opt);
+    expect_no_errors(r);
+    const auto ref = reference(test_layout(), 3, 3, oc);
+    for (const auto& p : r.params) EXPECT_EQ(p, ref) << "servers " << servers;
+    for (const auto& s : r.server_stats) {
+      EXPECT_GT(s["push_bytes_in"].get<std::uint64_t>(), 0u) << s.dump();
+      expect_data_path(s, false);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The parameter server over MPI (run as `mpirun -np 3` and `-np 4`): dedicated servers and
 // co-located shards, bsp equal to the single-process reference bit for bit, ssp's bound, and
-// (np 3: 2 workers + 1 server) a silent worker and a silent server named by the other ranks.
+// (np 3: 2 workers + 1 server) a silent worker and a silent server named by the other ranks;
+// the data goes through shared segments (one host) or, switched off, in the messages.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -44,11 +45,13 @@ std::vector<float> run_rank(const std::string& servers, const PsWorkerOptions& o
   return p;
 }
 
-void check_bsp(const std::string& servers, const std::string& opt_type) {
+void check_bsp(const std::string& servers, const std::string& opt_type, bool shm = true) {
   const int steps = 4;
   const OptimizerConfig oc = test_opt(opt_type);
   nlohmann::json stats;
-  auto p = run_rank(servers, test_options("bsp"), oc, steps, stats);
+  auto opt = test_options("bsp");
+  opt.shared_memory = shm;
+  auto p = run_rank(servers, opt, oc, steps, stats);
   const int workers = make_ps_group(servers, world_size()).num_workers();
   if (!p.empty()) {
     const auto ref = reference(test_layout(), workers, steps, oc);
@@ -56,13 +59,17 @@ void check_bsp(const std::string& servers, const std::string& opt_type) {
     for (std::size_t i = 0; i < p.size(); ++i) wrong += p[i] != ref[i];
     EXPECT_EQ(wrong, 0) << "servers " << servers << ", " << opt_type;
   }
-  for (const auto& s : stats) EXPECT_EQ(s["rounds"].get<int>(), steps) << s.dump();
+  for (const auto& s : stats) {
+    EXPECT_EQ(s["rounds"].get<int>(), steps) << s.dump();
+    expect_data_path(s, shm);  // the ranks share a host: shared segments unless switched off
+  }
 }
 
 TEST(PsMpi, BspOneServerEqualsReference) {
   if (world_size() < 2) GTEST_SKIP() << "needs mpirun";
   check_bsp("1", "sgd");
   check_bsp("1", "adamw");
+  check_bsp("1", "adamw", false);
 }
 
 TEST(PsMpi, BspTwoServersEqualsReference) {
@@ -74,6 +81,7 @@ TEST(PsMpi, BspColocatedEqualsReference) {
   if (world_size() < 2) GTEST_SKIP() << "needs mpirun";
   check_bsp("colocated", "sgd");
   check_bsp("colocated", "adamw");
+  check_bsp("colocated", "adamw", false);
 }
 
 TEST(PsMpi, SspKeepsTheBound) {
@@ -84,8 +92,14 @@ TEST(PsMpi, SspKeepsTheBound) {
   run_rank("1", opt, test_opt("sgd"), 8, stats, [](int w, int) {
     if (w == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   });
-  for (const auto& s : stats)
+  for (const auto& s : stats) {
     for (const auto& [k, v] : s["staleness_hist"].items()) EXPECT_LE(std::stol(k), 1) << s.dump();
+    // Pushes through the workers' segments; replies carry their values (they change at every
+    // push under ssp, so they cannot be read from the server's segment later).
+    EXPECT_EQ(s["shm_push_bytes"], s["push_bytes_in"]) << s.dump();
+    EXPECT_EQ(s["shm_reply_bytes"].get<std::uint64_t>(), 0u) << s.dump();
+    EXPECT_GT(s["reply_bytes_out"].get<std::uint64_t>(), 0u) << s.dump();
+  }
 }
 
 // Runs one rank of a 2-worker + 1-server job with timeout 1 s and returns its error text.

@@ -1,0 +1,100 @@
+#include "ps/shared_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <string>
+
+namespace starring::ps {
+
+namespace {
+
+constexpr std::size_t kHeaderBytes = 4096;               // keeps the data page-aligned
+constexpr std::uint64_t kMagic = 0x4d485353504e5253ull;  // "SRNPSSHM"
+
+struct Header {
+  std::uint64_t magic, nonce, bytes;
+};
+
+// This host: its name and boot id (two machines may share a name, never a boot id).
+std::string host_id() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(name) + "/" + boot;
+}
+
+}  // namespace
+
+std::unique_ptr<SharedSegment> SharedSegment::create(std::size_t bytes) {
+  const int fd = memfd_create("starring-ps", MFD_CLOEXEC);
+  if (fd < 0) return nullptr;
+  const std::size_t total = kHeaderBytes + bytes;
+  void* map = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(total)) == 0)
+    map = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    close(fd);
+    return nullptr;
+  }
+  std::unique_ptr<SharedSegment> s(new SharedSegment());
+  s->fd_ = fd;
+  s->map_ = map;
+  s->map_bytes_ = total;
+  s->data_ = static_cast<unsigned char*>(map) + kHeaderBytes;
+  s->bytes_ = bytes;
+  std::random_device rd;
+  s->nonce_ = (std::uint64_t{rd()} << 32) ^ rd();
+  *static_cast<Header*>(map) = Header{kMagic, s->nonce_, bytes};
+  return s;
+}
+
+std::unique_ptr<SharedSegment> SharedSegment::open(const nlohmann::json& id) {
+  if (!id.is_object() || id.value("host", std::string()) != host_id()) return nullptr;
+  const auto nonce = id.value("nonce", std::uint64_t{0});
+  const auto bytes = id.value("bytes", std::size_t{0});
+  const std::string path =
+      "/proc/" + std::to_string(id.value("pid", -1)) + "/fd/" + std::to_string(id.value("fd", -1));
+  // Non-blocking: should the path name something else (a FIFO), open must not wait.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  const std::size_t total = kHeaderBytes + bytes;
+  void* map = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) == total)
+    map = mmap(nullptr, total, PROT_READ, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    close(fd);
+    return nullptr;
+  }
+  std::unique_ptr<SharedSegment> s(new SharedSegment());
+  s->fd_ = fd;
+  s->map_ = map;
+  s->map_bytes_ = total;
+  s->data_ = static_cast<unsigned char*>(map) + kHeaderBytes;
+  s->bytes_ = bytes;
+  s->nonce_ = nonce;
+  const Header& h = *static_cast<const Header*>(map);
+  if (h.magic != kMagic || h.nonce != nonce || h.bytes != bytes) return nullptr;  // someone else's
+  return s;
+}
+
+SharedSegment::~SharedSegment() {
+  if (map_) munmap(map_, map_bytes_);
+  if (fd_ >= 0) close(fd_);
+}
+
+nlohmann::json SharedSegment::describe() const {
+  return {{"host", host_id()},
+          {"pid", static_cast<int>(getpid())},
+          {"fd", fd_},
+          {"nonce", nonce_},
+          {"bytes", bytes_}};
+}
+
+}  // namespace starring::ps
