@@ -1,83 +1,93 @@
-// Small element-wise and row-wise kernels for CudaDevice. Element-wise kernels use a grid-stride
-// loop over n; row-wise ones (softmax cross-entropy, argmax) give one thread a row, which suits
-// the few classes of this model; bias_grad gives one thread a column so reads coalesce across
-// threads. Reductions that must be deterministic (sum of squares, the loss) write fixed partial
-// results that the host adds in order.
+// Small element-wise and row-wise kernels for CudaDevice. Every kernel is a grid-stride loop:
+// the grid is capped at kMaxBlocks, so each thread may take several elements, rows or columns,
+// and any n (past 2^31 too: indices are size_t) is covered. Row-wise ones (softmax
+// cross-entropy, argmax) give one thread a row, which suits the few classes of this model;
+// bias_grad gives one thread a column so reads coalesce across threads, and adds the rows in the
+// CPU's order. Reductions that must be deterministic (sum of squares, the loss) write fixed
+// partial results that the host adds in order.
 #include "common/cuda/kernels.h"
 
 namespace starring::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr std::size_t kMaxBlocks = 4096;
 
 int blocks_for(std::size_t n) {
   std::size_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < 4096 ? (b ? b : 1) : 4096);
+  return static_cast<int>(b < kMaxBlocks ? (b ? b : 1) : kMaxBlocks);
 }
 
+// First index and stride of this thread's grid-stride loop.
+__device__ std::size_t first_index() {
+  return static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ std::size_t grid_stride() { return static_cast<std::size_t>(blockDim.x) * gridDim.x; }
+
 __global__ void bias_act_k(float* y, const float* bias, std::size_t n, int cols, bool relu) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) {
     float v = y[i] + bias[i % cols];
     y[i] = relu ? fmaxf(v, 0.0f) : v;
   }
 }
 
 __global__ void relu_backward_k(float* dy, const float* y, std::size_t n) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
+  for (std::size_t i = first_index(); i < n; i += grid_stride())
     if (!(y[i] > 0.0f)) dy[i] = 0.0f;
 }
 
+// The running sum starts from db[c] when accumulating, as the CPU's loop does, so both add the
+// same floats in the same order.
 __global__ void bias_grad_k(float* db, const float* dy, int rows, int cols, bool accumulate) {
-  int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float s = 0.0f;
-  for (int r = 0; r < rows; ++r) s += dy[static_cast<std::size_t>(r) * cols + c];
-  db[c] = accumulate ? db[c] + s : s;
+  for (std::size_t c = first_index(); c < static_cast<std::size_t>(cols); c += grid_stride()) {
+    float s = accumulate ? db[c] : 0.0f;
+    for (int r = 0; r < rows; ++r) s += dy[static_cast<std::size_t>(r) * cols + c];
+    db[c] = s;
+  }
 }
 
+// The CPU's formula (device_cpu.cc): the row's maximum is subtracted before exp, so no exp
+// overflows; loss_r = log(sum_j exp(x_j - max)) - (x_label - max).
 __global__ void softmax_xent_k(const float* logits, const int* labels, int rows, int cols,
                                float* dlogits, float grad_scale, double* row_loss, int* bad_label) {
-  int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
-  const float* x = logits + static_cast<std::size_t>(r) * cols;
-  float* d = dlogits + static_cast<std::size_t>(r) * cols;
-  int label = labels[r];
-  if (label < 0 || label >= cols) {
-    *bad_label = 1;
-    row_loss[r] = 0.0;
-    return;
+  for (std::size_t r = first_index(); r < static_cast<std::size_t>(rows); r += grid_stride()) {
+    const float* x = logits + r * cols;
+    float* d = dlogits + r * cols;
+    int label = labels[r];
+    if (label < 0 || label >= cols) {
+      *bad_label = 1;
+      row_loss[r] = 0.0;
+      continue;
+    }
+    float mx = x[0];
+    for (int c = 1; c < cols; ++c) mx = fmaxf(mx, x[c]);
+    float sum = 0.0f;
+    for (int c = 0; c < cols; ++c) {
+      d[c] = expf(x[c] - mx);
+      sum += d[c];
+    }
+    row_loss[r] = log(static_cast<double>(sum)) - static_cast<double>(x[label] - mx);
+    float inv = grad_scale / sum;
+    for (int c = 0; c < cols; ++c) d[c] *= inv;
+    d[label] -= grad_scale;
   }
-  float mx = x[0];
-  for (int c = 1; c < cols; ++c) mx = fmaxf(mx, x[c]);
-  float sum = 0.0f;
-  for (int c = 0; c < cols; ++c) {
-    d[c] = expf(x[c] - mx);
-    sum += d[c];
-  }
-  row_loss[r] = log(static_cast<double>(sum)) - static_cast<double>(x[label] - mx);
-  float inv = grad_scale / sum;
-  for (int c = 0; c < cols; ++c) d[c] *= inv;
-  d[label] -= grad_scale;
 }
 
 __global__ void count_correct_k(const float* logits, const int* labels, int rows, int cols,
                                 int* hit) {
-  int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
-  const float* x = logits + static_cast<std::size_t>(r) * cols;
-  int best = 0;
-  for (int c = 1; c < cols; ++c)
-    if (x[c] > x[best]) best = c;  // first maximum, like std::max_element
-  hit[r] = best == labels[r] ? 1 : 0;
+  for (std::size_t r = first_index(); r < static_cast<std::size_t>(rows); r += grid_stride()) {
+    const float* x = logits + r * cols;
+    int best = 0;
+    for (int c = 1; c < cols; ++c)
+      if (x[c] > x[best]) best = c;  // first maximum, like std::max_element
+    hit[r] = best == labels[r] ? 1 : 0;
+  }
 }
 
 __global__ void sum_squares_k(const float* x, std::size_t n, double* partial) {
   __shared__ double buf[kThreads];
   double s = 0.0;
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
+  for (std::size_t i = first_index(); i < n; i += grid_stride())
     s += static_cast<double>(x[i]) * x[i];
   buf[threadIdx.x] = s;
   __syncthreads();
@@ -89,26 +99,19 @@ __global__ void sum_squares_k(const float* x, std::size_t n, double* partial) {
 }
 
 __global__ void axpy_k(float a, const float* x, float* y, std::size_t n) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
-    y[i] = fmaf(a, x[i], y[i]);
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) y[i] = fmaf(a, x[i], y[i]);
 }
 
 __global__ void scale_k(float* x, float a, std::size_t n) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
-    x[i] *= a;
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) x[i] *= a;
 }
 
 __global__ void fill_k(float* p, float v, std::size_t n) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
-    p[i] = v;
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) p[i] = v;
 }
 
 __global__ void sgd_k(OptimizerScalars k, float* p, const float* g, float* m, std::size_t n) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) {
     float gi = fmaf(k.weight_decay, p[i], g[i]);
     float mi = fmaf(k.momentum, m[i], gi);
     m[i] = mi;
@@ -118,8 +121,7 @@ __global__ void sgd_k(OptimizerScalars k, float* p, const float* g, float* m, st
 
 __global__ void adamw_k(OptimizerScalars k, float* p, const float* g, float* m, float* v,
                         std::size_t n) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) {
     float gi = g[i];
     float mi = fmaf(k.beta1, m[i], __fmul_rn(k.one_minus_beta1, gi));
     float vi = fmaf(k.beta2, v[i], __fmul_rn(k.one_minus_beta2, __fmul_rn(gi, gi)));
