@@ -29,7 +29,9 @@ class Device {
   virtual void to_host(float* host, const float* src, std::size_t n) = 0;
   virtual void to_device_int(int* dst, const int* host, std::size_t n) = 0;
   virtual void fill(float* p, float v, std::size_t n) = 0;
-  virtual void synchronize() = 0;           // waits for queued GPU work (no-op on CPU)
+  // Waits for queued GPU work (no-op on CPU). A GPU device also makes its GPU the calling
+  // thread's current one, so code that then creates CUDA/NCCL objects gets the right GPU.
+  virtual void synchronize() = 0;
 
   // C = alpha * op(A) * op(B) + beta * C; op(A) is m x k, op(B) is k x n, C is m x n.
   virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,

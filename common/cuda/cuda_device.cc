@@ -119,8 +119,13 @@ class CudaDevice final : public Device {
     use();
     void* p = nullptr;
     CHECK_CUDA(cudaMalloc(&p, bytes ? bytes : 1));
-    CHECK_CUDA(cudaMemsetAsync(p, 0, bytes ? bytes : 1, stream_));
-    CHECK_CUDA(cudaStreamSynchronize(stream_));  // zero before any other stream can use it
+    try {
+      CHECK_CUDA(cudaMemsetAsync(p, 0, bytes ? bytes : 1, stream_));
+      CHECK_CUDA(cudaStreamSynchronize(stream_));  // zero before any other stream can use it
+    } catch (...) {
+      cudaFree(p);  // not leaked when the memset fails
+      throw;
+    }
     return p;
   }
   void copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
