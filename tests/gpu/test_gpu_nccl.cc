@@ -1,0 +1,123 @@
+// The nccl engine on one GPU: the closed-form all-reduce (tests/allreduce's data: exact sums) at
+// every rank count the machine has GPUs for (plain run: 1 rank; under mpirun: one GPU per rank),
+// NCCL_ALGO=Ring forcing, and two ranks on one GPU refused with a ConfigError on both ranks
+// (in-process ranks, so no mpirun is needed) instead of NCCL's hang or opaque failure.
+// Skipped without a usable GPU or without NCCL in the build.
+#include <cstdlib>
+
+#include "allreduce/allreducer.h"
+#include "common/error.h"
+#include "tests/allreduce/allreduce_test_util.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace starring {
+namespace {
+
+using gpu_test::Buf;
+
+// The engine on `comm`, or a skip reason when this build has no NCCL.
+std::unique_ptr<Allreducer> nccl_or_null(std::shared_ptr<Comm> comm, Device* dev, bool ring,
+                                         std::string* why) {
+  try {
+    return make_nccl_allreducer(std::move(comm), dev, ring, Seconds(60));
+  } catch (const ConfigError& e) {
+    if (std::string(e.what()).find("built without NCCL") == std::string::npos) throw;
+    *why = e.what();
+    return nullptr;
+  }
+}
+
+void check_closed_form(Allreducer& eng, Device& dev, const Comm& comm) {
+  const int n = comm.size();
+  for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000003),
+                            (std::size_t(1) << 26) + 3}) {
+    auto in = test::closed_form_input(comm.rank(), count);
+    Buf In(dev, in), Out(dev, count + 1);
+    for (float scale : {1.0f, 1.0f / n}) {
+      eng.run(In.p, Out.p, count, scale);
+      auto out = Out.get(0, count);
+      EXPECT_EQ(test::count_wrong(out.data(), count, n, scale), 0)
+          << "count " << count << " scale " << scale;
+    }
+    eng.run(In.p, In.p, count, 1.0f);  // in place
+    auto out = In.get(0, count);
+    EXPECT_EQ(test::count_wrong(out.data(), count, n, 1.0f), 0) << "in place, count " << count;
+  }
+}
+
+// Plain run: one in-process rank. Under mpirun -np N (N GPUs on the node): the MPI world.
+TEST(GpuNccl, ClosedFormAllreduce) {
+  const int n = test::mpi_world_size();
+  std::string why;
+  auto dev = gpu_test::cuda_or_null(&why, test::mpi_world_rank());
+  if (!dev) GTEST_SKIP() << why;
+  if (static_cast<int>(query_gpus().gpus.size()) < n) GTEST_SKIP() << "fewer GPUs than ranks";
+  InProcWorld solo(1);
+  std::shared_ptr<Comm> comm = n > 1 ? std::shared_ptr<Comm>(test::mpi_world()) : solo.comm(0);
+  auto eng = nccl_or_null(comm, dev.get(), false, &why);
+  if (!eng) GTEST_SKIP() << why;
+  EXPECT_EQ(eng->name(), "nccl");
+  EXPECT_TRUE(eng->on_device());
+  check_closed_form(*eng, *dev, *comm);
+}
+
+// --nccl-force-ring: NCCL_ALGO=Ring is in the environment when the communicator is created, and
+// the all-reduce still sums exactly. (At one rank NCCL runs no ring; the variable is what can be
+// checked here. NCCL_DEBUG=INFO shows NCCL reading it.)
+TEST(GpuNccl, ForceRingSetsNcclAlgoBeforeInit) {
+  INPROC_ONLY();
+  std::string why;
+  auto dev = gpu_test::cuda_or_null(&why);
+  if (!dev) GTEST_SKIP() << why;
+  const char* old = std::getenv("NCCL_ALGO");
+  const std::string saved = old ? old : "";
+  unsetenv("NCCL_ALGO");
+  InProcWorld solo(1);
+  auto eng = nccl_or_null(solo.comm(0), dev.get(), true, &why);
+  if (!eng) GTEST_SKIP() << why;
+  const char* now = std::getenv("NCCL_ALGO");
+  EXPECT_STREQ(now ? now : "(unset)", "Ring");
+  check_closed_form(*eng, *dev, *solo.comm(0));
+  eng.reset();
+  if (old)
+    setenv("NCCL_ALGO", saved.c_str(), 1);
+  else
+    unsetenv("NCCL_ALGO");
+}
+
+// Two ranks on one GPU: every rank gets the same ConfigError naming both ranks, in well under the
+// timeout (rank 0 checks the GPUs before any NCCL call).
+TEST(GpuNccl, TwoRanksOnOneGpuAreRefusedOnEveryRank) {
+  INPROC_ONLY();
+  std::string why;
+  auto probe = gpu_test::cuda_or_null(&why);
+  if (!probe) GTEST_SKIP() << why;
+  std::string msgs[2];
+  bool config_error[2] = {false, false}, built[2] = {true, true};
+  InProcWorld w(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      auto dev = make_device("cuda", 1, 0);  // both ranks on GPU 0
+      try {
+        make_nccl_allreducer(w.comm(r), dev.get(), false, Seconds(20));
+      } catch (const ConfigError& e) {
+        config_error[r] = true;
+        msgs[r] = e.what();
+        built[r] = msgs[r].find("built without NCCL") == std::string::npos;
+      } catch (const std::exception& e) {
+        msgs[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  if (!built[0]) GTEST_SKIP() << msgs[0];
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(config_error[r]) << "rank " << r << ": " << msgs[r];
+    EXPECT_NE(msgs[r].find("needs one GPU per rank"), std::string::npos) << msgs[r];
+    EXPECT_NE(msgs[r].find("ranks 0 and 1"), std::string::npos) << msgs[r];
+    EXPECT_NE(msgs[r].find("rank " + std::to_string(r) + ":"), std::string::npos) << msgs[r];
+  }
+}
+
+}  // namespace
+}  // namespace starring
