@@ -36,6 +36,10 @@ void MetricsWriter::write(const nlohmann::json& record) {
   out_ << record.dump() << '\n';
 }
 
+void MetricsWriter::flush() {
+  if (enabled()) out_.flush();
+}
+
 void MetricsWriter::finish() {
   if (!enabled() || finished_) return;
   out_.close();

@@ -22,6 +22,7 @@ class MetricsWriter {
   ~MetricsWriter();
   bool enabled() const { return !path_.empty(); }
   void write(const nlohmann::json& record);
+  void flush();   // to the .partial file (a checkpoint's lines survive a crash after it)
   void finish();  // flush and rename into place
 
  private:

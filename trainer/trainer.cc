@@ -414,6 +414,7 @@ void TrainLoop::resume() {
   if (start_batch_ >= steps_per_epoch_) start_batch_ = 0, ++pos_epoch_;
   pos_batch_ = start_batch_;
   for (const auto& line : resume_.metrics_lines) metrics_.write(nlohmann::json::parse(line));
+  metrics_.flush();  // a crashed earlier run had them only in the .partial file just replaced
   if (rank_ == 0)
     progress_.message("resuming from " + resume_.path + " at step " + std::to_string(step_) +
                       " (epoch " + std::to_string(pos_epoch_ + 1) + ", " +
@@ -475,6 +476,7 @@ void TrainLoop::checkpoint() {
                   {"path", path},
                   {"save_s", seconds_since(t0)},
                   {"time_s", seconds_since(t_start_) - eval_s_}});
+  metrics_.flush();
   progress_.message("checkpoint: step " + std::to_string(step_) + " -> " + path);
 }
 

@@ -3,8 +3,10 @@
   test_checkpoint_cli.py --bin build/bin/starring --mpirun scripts/mpirun.sh
 Trains 20 steps with --checkpoint-dir/--checkpoint-every, resumes with --resume latest up to
 40 steps, and checks the summary (steps, accuracy, resumed_from), the metrics file (every step
-once), the checkpoint folder (--keep-checkpoints, no leftovers); then that a damaged checkpoint
-and an empty folder each end the job with a non-zero exit and one line naming the problem.
+once), the checkpoint folder (--keep-checkpoints, no leftovers); that a run killed at step 21
+(--fault) resumes from its checkpoint of step 16 and ends with every step's metrics once; and
+that a damaged checkpoint and an empty folder each end the job with a non-zero exit and one
+line naming the problem.
 """
 import argparse
 import json
@@ -62,6 +64,22 @@ class CheckpointCli(unittest.TestCase):
         self.assertEqual(steps_in(self.metrics), list(range(1, 41)))
         self.assertEqual(sorted(os.listdir(self.dir)),
                          ["ckpt-0000000020.ckpt", "ckpt-0000000040.ckpt", "latest"])  # every 0: only the end
+
+    def test_killed_run_resumes_from_its_last_checkpoint(self):
+        killed = train("--backend", "ps", "--servers", "colocated", "--max-steps", "30",
+                       "--checkpoint-dir", self.dir, "--checkpoint-every", "8",
+                       "--metrics-file", self.metrics, "--fault", "kill:1:21")
+        self.assertNotEqual(killed.returncode, 0)
+        self.assertFalse(os.path.exists(self.metrics))  # only the .partial of a crashed run
+        self.assertEqual(sorted(os.listdir(self.dir)),
+                         ["ckpt-0000000008.ckpt", "ckpt-0000000016.ckpt", "latest"])
+        again = train("--backend", "ps", "--servers", "colocated", "--max-steps", "30",
+                      "--checkpoint-dir", self.dir, "--resume", "latest",
+                      "--metrics-file", self.metrics, "--summary-file", self.summary)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        with open(self.summary) as f:
+            self.assertEqual(json.load(f)["resumed_at_step"], 16)
+        self.assertEqual(steps_in(self.metrics), list(range(1, 31)))
 
     def test_damaged_or_missing_checkpoint_is_one_clear_error(self):
         empty = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir,

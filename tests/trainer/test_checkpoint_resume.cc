@@ -162,6 +162,24 @@ TEST(ResumeAcrossBackends, RingCheckpointOnTheParameterServerAndBack) {
   }
 }
 
+// Another world size: 2 ring workers of batch 16 and 1 worker of batch 32 train on the same
+// samples each step (test_equivalence), so the step, the epoch and the position carry over.
+TEST(ResumeAcrossBackends, TwoRingWorkersResumedOnOneWorkerOfTheSameGlobalBatch) {
+  Config a = make_cfg(Case{"ring", "", 2, "adamw"});
+  a.ckpt.dir = fresh_dir("world");
+  a.ckpt.every = kEvery;
+  a.ckpt.keep = 10;
+  const TrainResult straight = train(a, 2);
+  Config b = make_cfg(Case{"local", "", 1, "adamw"});
+  b.train.batch *= 2;
+  b.ckpt.resume = ckpt(a.ckpt.dir, kEvery);
+  const TrainResult resumed = train(b, 1);
+  EXPECT_EQ(resumed.steps, kSteps);
+  const double diff = testing::max_abs_diff(resumed.params, straight.params);
+  EXPECT_LT(diff, kCrossBackendTol);
+  std::printf("ring x2 -> local x1: max |param difference| = %.3g\n", diff);
+}
+
 // Under asp and ssp a checkpoint comes after every worker's flush: no deadlock, a valid file.
 TEST(ResumeAsync, AspAndSspCheckpointAndResume) {
   Config cfg = make_cfg(Case{"ps", "1", 2, "sgd"});
