@@ -175,6 +175,10 @@ CheckpointData decode_checkpoint(const std::string& in, const std::string& file,
 }
 
 CheckpointData read_checkpoint(const std::string& path, const std::string& where) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw ConfigError(where + ": checkpoint " + path + " is a folder (to resume from the newest " +
+                      "checkpoint in it: --resume latest --checkpoint-dir " + path + ")");
   std::ifstream f(path, std::ios::binary);
   if (!f)
     throw ConfigError(where + ": checkpoint " + path + ": cannot open (" + std::strerror(errno) +

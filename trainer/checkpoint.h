@@ -23,6 +23,12 @@
 // only then are older checkpoints deleted (the newest --keep-checkpoints stay, always including
 // the one just written). A run killed at any point therefore leaves the previous good
 // checkpoint, perhaps plus a *.tmp file that resume ignores and the next save removes.
+//
+// What is saved is exact under synchronous training (local, ring, mpi, nccl, ps bsp): resuming
+// gives bit for bit the parameters of an uninterrupted run. Under ps asp/ssp the checkpoint is
+// taken after every worker flushed, with the servers' optimizer state and worker 0's copy of the
+// parameters, which may lack the other workers' last updates (asynchronous training is not
+// reproducible run to run anyway).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

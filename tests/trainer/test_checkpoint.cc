@@ -105,6 +105,7 @@ TEST(CheckpointFile, DamageIsOneClearErrorNamingTheFile) {
   spit(path, good + "extra");
   expect_bad(path, {"truncated or corrupt"});
   expect_bad(dir + "/missing.ckpt", {"cannot open"});
+  expect_bad(dir, {"is a folder", "--resume latest --checkpoint-dir"});
 }
 
 TEST(CheckpointFile, AModelThatDoesNotFitIsRejected) {

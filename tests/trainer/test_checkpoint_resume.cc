@@ -238,6 +238,10 @@ TEST(ResumeErrors, AModelThatDoesNotFitOrADamagedFileStopsEveryRank) {
   Config flipped = a;
   flipped.ckpt.resume = bad;
   expect_failure(flipped, 2, {bad, "CRC mismatch", "rank 0"});
+  // A checkpoint that cannot be written stops every rank (worker 1 learns it from worker 0).
+  Config unwritable = a;
+  unwritable.ckpt.dir = a.ckpt.dir + "/flipped.ckpt/sub";  // below a file
+  expect_failure(unwritable, 2, {"cannot create --checkpoint-dir " + unwritable.ckpt.dir});
   Config none = a;
   none.ckpt.dir = fresh_dir("errors_none");
   none.ckpt.resume = "latest";
