@@ -102,7 +102,7 @@ void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
   const bool floats = h.op == Op::kPush || h.op == Op::kInitParams || h.op == Op::kSetState;
   const std::size_t payload = bytes - sizeof(PsHeader);
   if (h.op == Op::kPush && payload == 0 && h.count > 0) {
-    on_message(h, shared_push(h, w), std::string(), w);
+    on_message(h, shared_push(h, w), std::string(), w, true);
     return;
   }
   STARRING_CHECK(!floats || payload == std::size_t{h.count} * sizeof(float), where_, ": ",
@@ -132,10 +132,11 @@ const float* ServerLoop::shared_push(const PsHeader& h, int w) {
 void ServerLoop::handle_local(const LocalMsg& m) {
   const int w = group_.worker_index(rank_);
   if (m.h.op == Op::kPush) local_push_bytes_ += std::size_t{m.h.count} * sizeof(float);
-  on_message(m.h, m.data, m.text, w);
+  on_message(m.h, m.data, m.text, w, true);
 }
 
-void ServerLoop::on_message(const PsHeader& h, const float* data, const std::string& text, int w) {
+void ServerLoop::on_message(const PsHeader& h, const float* data, const std::string& text, int w,
+                            bool kept) {
   last_heard_[static_cast<std::size_t>(w)] = Clock::now();
   switch (h.op) {
     case Op::kInit:
@@ -147,7 +148,7 @@ void ServerLoop::on_message(const PsHeader& h, const float* data, const std::str
       maybe_ack();
       break;
     case Op::kPush:
-      on_push(h, data, w);
+      on_push(h, data, w, kept);
       break;
     case Op::kHeartbeat:
       break;
@@ -216,13 +217,13 @@ void ServerLoop::maybe_ack() {
   }
 }
 
-void ServerLoop::on_push(const PsHeader& h, const float* data, int w) {
+void ServerLoop::on_push(const PsHeader& h, const float* data, int w, bool kept) {
   STARRING_CHECK(acked_, where_, ": push from ", who(w), " before the start handshake finished");
   maybe_fault(h.step);
   const double t0 = opt_.trace ? opt_.trace->now_us() : 0;
   const auto start = Clock::now();
   replies_.clear();
-  core_->push(w, h.chunk, h.step, h.lr, data, h.count, replies_);
+  core_->push(w, h.chunk, h.step, h.lr, data, h.count, replies_, kept);
   send_replies(replies_);
   busy_s_ += since_s(start);
   if (opt_.trace && opt_.trace->enabled())

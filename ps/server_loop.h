@@ -68,9 +68,11 @@ class ServerLoop {
   void handle(const char* buf, std::size_t bytes, int source_rank);
   void handle_local(const LocalMsg& m);
   const float* shared_push(const PsHeader& h, int worker);
-  void on_message(const PsHeader& h, const float* data, const std::string& text, int worker);
+  // `kept`: data stays valid until the reply (a worker's segment or, co-located, its buffer).
+  void on_message(const PsHeader& h, const float* data, const std::string& text, int worker,
+                  bool kept = false);
   void on_init(int worker, const std::string& text);
-  void on_push(const PsHeader& h, const float* data, int worker);
+  void on_push(const PsHeader& h, const float* data, int worker, bool kept);
   // server_state.cc: checkpoints (kGetState / kSetState from worker 0)
   void on_get_state(const PsHeader& h, int worker);
   void on_set_state(const PsHeader& h, const float* data, int worker);

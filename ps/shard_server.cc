@@ -9,10 +9,14 @@ namespace starring::ps {
 
 namespace {
 
-// o = a + b
+// o = (a + b) * s   (s == 1: exactly a + b)
 void add_to(const float* __restrict a, const float* __restrict b, float* __restrict o,
-            std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
+            std::size_t n, float s) {
+  if (s == 1.0f) {
+    for (std::size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
+  } else {
+    for (std::size_t i = 0; i < n; ++i) o[i] = (a[i] + b[i]) * s;
+  }
 }
 // acc = (acc + b) * s   (s == 1: exactly acc + b)
 void add_scale(float* __restrict acc, const float* __restrict b, std::size_t n, float s) {
@@ -88,7 +92,7 @@ void ShardServer::set_params(int chunk, const float* data, std::size_t count) {
 }
 
 void ShardServer::push(int worker, int chunk, std::int64_t step, float lr, const float* grad,
-                       std::size_t count, std::vector<PsReply>& out) {
+                       std::size_t count, std::vector<PsReply>& out, bool kept) {
   Chunk& c = chunk_of(chunk, worker);
   STARRING_CHECK(count == c.count, "parameter server ", spec_.server_index, ": push of chunk ",
                  chunk, " from worker ", worker, " has ", count, " floats, expected ", c.count);
@@ -106,13 +110,13 @@ void ShardServer::push(int worker, int chunk, std::int64_t step, float lr, const
   ++pushes_;
   ++c.clock[w];
   if (bsp_)
-    push_bsp(c, worker, step, lr, grad, out);
+    push_bsp(c, worker, step, lr, grad, kept, out);
   else
     push_async(c, worker, step, lr, grad, out);
 }
 
 void ShardServer::push_bsp(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
-                           std::vector<PsReply>& out) {
+                           bool kept, std::vector<PsReply>& out) {
   const auto w = static_cast<std::size_t>(worker);
   float* acc = acc_.get() + c.begin;
   const std::size_t n = c.count;
@@ -121,23 +125,32 @@ void ShardServer::push_bsp(Chunk& c, int worker, std::int64_t step, float lr, co
     c.bsp_step = step;
     c.lr = lr;
   }
-  // The last push is added in the same pass that scales the sum (or, for "sum", writes the
-  // parameters): the same roundings in the same order as adding, then scaling, in two passes.
-  if (last && sum_only_) {
+  // Fewer passes over memory, the same roundings in the same order: a first push that stays
+  // valid until its reply (`kept`) is not copied, the second push adds both in one pass; the
+  // last push is added in the pass that scales the sum (or, for "sum", writes the parameters).
+  const float* prev = c.held ? c.held : acc;  // the sum so far (not first)
+  c.held = nullptr;
+  if (first && kept && !last) {
+    c.held = grad;
+  } else if (last && sum_only_) {
     if (first)
       std::memcpy(params_ + c.begin, grad, n * sizeof(float));
     else
-      add_to(acc, grad, params_ + c.begin, n);
+      add_to(prev, grad, params_ + c.begin, n, 1.0f);
   } else if (last) {
     const float inv = 1.0f / static_cast<float>(workers_);
     if (first)
       scale_to(grad, acc, n, inv);
-    else
+    else if (prev == acc)
       add_scale(acc, grad, n, inv);
+    else
+      add_to(prev, grad, acc, n, inv);
   } else if (first) {
     std::memcpy(acc, grad, n * sizeof(float));
-  } else {
+  } else if (prev == acc) {
     add_scale(acc, grad, n, 1.0f);
+  } else {
+    add_to(prev, grad, acc, n, 1.0f);
   }
   c.got[w] = 1;
   ++awaiting_[w];

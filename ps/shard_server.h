@@ -52,9 +52,11 @@ class ShardServer {
   void set_params(int chunk, const float* data, std::size_t count);
   bool all_params_set() const { return params_set_ == chunks_.size(); }
 
-  // Handles one push from `worker`; appends the replies that became due to `out`.
+  // Handles one push from `worker`; appends the replies that became due to `out`. `kept`: the
+  // caller guarantees `grad` stays valid and unchanged until this push's reply is due (then bsp
+  // may add it later instead of copying it now).
   void push(int worker, int chunk, std::int64_t step, float lr, const float* grad,
-            std::size_t count, std::vector<PsReply>& out);
+            std::size_t count, std::vector<PsReply>& out, bool kept = false);
 
   // Replies this server currently withholds from `worker` (the worker is waiting on us).
   int awaiting(int worker) const { return awaiting_.at(static_cast<std::size_t>(worker)); }
@@ -83,13 +85,14 @@ class ShardServer {
     std::int64_t bsp_step = 0;  // step being aggregated (bsp), valid when arrived > 0
     float lr = 0;
     int arrived = 0;
+    const float* held = nullptr;        // bsp: the round's first push, not yet added (kept)
     std::vector<char> got;              // bsp: worker pushed the current step
     std::vector<std::int64_t> clock;    // pushes received per worker
     std::vector<std::int64_t> release;  // ssp: withheld reply, released at min clock >= value
   };
   Chunk& chunk_of(int chunk, int worker);
   std::vector<float>& state_ref(int chunk, int part);
-  void push_bsp(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
+  void push_bsp(Chunk& c, int worker, std::int64_t step, float lr, const float* grad, bool kept,
                 std::vector<PsReply>& out);
   void push_async(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
                   std::vector<PsReply>& out);
