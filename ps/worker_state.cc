@@ -93,6 +93,8 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
     }
     backoff.idle();
   }
+  for (auto& s : sends)
+    if (s) s->wait(opt_.timeout);  // matched already (the answers came): completes at once
   for (auto& r : remote) {
     const RecvStatus st = r.req->status();
     const PsHeader& h = header_of(r.buf.data(), st.bytes, where_);
