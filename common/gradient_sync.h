@@ -73,7 +73,9 @@ class GradientSync {
   // worker for ring/mpi/local, the server shards for ps), so the backend gathers and restores it.
   // save_optimizer_state: called on every worker after flush() on all of them (the trainer puts
   // a barrier in between); on worker 0 it fills s1 (momentum / Adam m) and s2 (Adam v; empty for
-  // sgd) with the state over the whole flat buffer; elsewhere it may leave them empty.
+  // sgd) with the state over the whole flat buffer; elsewhere it may leave them empty. A backend
+  // whose master parameters live elsewhere (ps) also refreshes worker 0's parameter buffer from
+  // them, so the trainer reads the parameters after this call.
   // load_optimizer_state: called on every worker after start(), before the first begin_step of
   // the resumed run, with identical content; the trainer barriers after it.
   virtual void save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) {

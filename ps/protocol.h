@@ -11,8 +11,9 @@
 //                server is not mistaken for a silent one)
 //   kDone        clean shutdown: this worker has nothing more to push
 //   kAbort       text: this worker failed; the server stops and tells every worker why
-//   kGetState    checkpoints (worker 0 only, after every worker flushed): send me the optimizer
-//                state of `chunk`; the server answers with one kState message per state vector
+//   kGetState    checkpoints (worker 0 only, after every worker flushed): send me `chunk`'s
+//                parameters and optimizer state; the server answers with one kState message
+//                per vector: step 0 the parameters, 1 momentum / Adam m, 2 Adam v
 //   kSetState    floats: optimizer state vector `step` (1: momentum / Adam m, 2: Adam v) of
 //                `chunk` (worker 0 only, on resume, before any push); answered with kAck
 // Server -> worker:
@@ -20,7 +21,7 @@
 //   kReplyTagBase + chunk id, received straight into the worker's parameter buffer;
 //   kAck (start accepted), kBye (text: the server's JSON statistics) and kAbort (text: why the
 //   server stopped) travel on kCtlTag with a header;
-//   kState (header + floats: state vector `step` of `chunk`) travels on kStateTag, in the order
+//   kState (header + floats: vector `step` of `chunk`) travels on kStateTag, in the order
 //   the kGetState requests arrived.
 // Shared memory (ps/shared_segment.h), between a worker and a server on the same host: the
 // worker's kInit carries its segment ({"shm": ...}, left out of what the workers must agree on);

@@ -159,8 +159,8 @@ class PsWorker : public GradientSync {
   std::exception_ptr error_;
   std::vector<std::int64_t> requested_, completed_;
   int acks_ = 0, byes_ = 0;
-  std::vector<float>* state_dst_[2] = {nullptr, nullptr};  // save_optimizer_state's outputs
-  std::size_t state_got_ = 0;                              // state vectors received locally
+  float* state_dst_[3] = {nullptr, nullptr, nullptr};  // save_optimizer_state: params, s1, s2
+  std::size_t state_got_ = 0;                          // state vectors received locally
   std::vector<std::string> bye_text_;
   double wait_s_ = 0, push_s_ = 0, pull_s_ = 0, comm_s_ = 0, stage_s_ = 0;
   std::uint64_t steps_done_ = 0;

@@ -2,7 +2,8 @@
 // optimizer state of this shard's chunks, once every worker has flushed (so no bsp round is half
 // aggregated and, under asp/ssp, every push has been applied). A state vector goes back as one
 // kState message (header + floats) on kStateTag - or, to this process's own worker in co-located
-// mode, through the LocalLink - and each kSetState is acknowledged with kAck.
+// mode, through the LocalLink - preceded by part 0, the chunk's parameters (the master copy);
+// each kSetState is acknowledged with kAck.
 #include "common/error.h"
 #include "ps/server_loop.h"
 
@@ -11,19 +12,25 @@ namespace starring::ps {
 void ServerLoop::on_get_state(const PsHeader& h, int w) {
   STARRING_CHECK(core_ && acked_ && w == 0, where_, ": optimizer state requested by ", who(w),
                  acked_ ? " (only worker 0 writes checkpoints)" : " before the start handshake");
-  for (int part = 1; part <= core_->state_parts(); ++part) {
-    const std::vector<float>& s = core_->state(h.chunk, part);
+  const float* params = nullptr;
+  for (const PsChunkRef& ref : core_->spec().chunks)
+    if (ref.id == h.chunk) params = core_->params() + ref.begin;
+  for (int part = 0; part <= core_->state_parts(); ++part) {
+    const std::size_t n = core_->chunk_count(h.chunk);
+    const float* data = part == 0 ? params : core_->state(h.chunk, part).data();
+    STARRING_CHECK(data, where_, ": optimizer state requested for chunk ", h.chunk,
+                   ", which this server does not own");
     PsHeader out;
     out.op = Op::kState;
     out.worker = index_;
     out.chunk = h.chunk;
     out.step = part;
-    out.count = static_cast<std::uint32_t>(s.size());
+    out.count = static_cast<std::uint32_t>(n);
     if (is_local(w)) {
-      local_->on_state(out, s.data());
+      local_->on_state(out, data);
       continue;
     }
-    auto msg = std::make_shared<std::vector<char>>(make_message(out, s.data(), s.size() * 4));
+    auto msg = std::make_shared<std::vector<char>>(make_message(out, data, n * sizeof(float)));
     PendingSend p;
     p.req = comm_->isend(msg->data(), msg->size(), group_.worker_ranks[0], kStateTag);
     p.worker = w;

@@ -4,6 +4,9 @@
 // consistency model. Requests go out on the request tag (or the LocalLink to this process's own
 // shard); the state vectors of one server come back on kStateTag in request order, which is the
 // order the receives are posted in (MPI's non-overtaking rule matches them one to one).
+// Part 0 of a chunk's answer is the server's master copy of its parameters, written into this
+// worker's parameter buffer: the checkpoint then holds parameters and state of the same moment
+// under asp/ssp too (under bsp the values are the ones this worker already has, bit for bit).
 #include <cstring>
 
 #include "common/error.h"
@@ -18,8 +21,8 @@ void PsWorker::on_state(const PsHeader& h, const float* data) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     const ChunkSpec& ch = plan_.chunks.at(static_cast<std::size_t>(h.chunk));
-    std::vector<float>* dst = state_dst_[h.step == 2 ? 1 : 0];
-    if (dst && h.count == ch.count) std::memcpy(dst->data() + ch.begin, data, h.count * 4);
+    float* dst = h.step >= 0 && h.step <= 2 ? state_dst_[h.step] : nullptr;
+    if (dst && h.count == ch.count) std::memcpy(dst + ch.begin, data, h.count * sizeof(float));
     ++state_got_;
   }
   cv_.notify_all();
@@ -31,9 +34,10 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
   if (index_ != 0) return;
   STARRING_CHECK(opt_.update == "optimizer", where_, ": no optimizer state under update '",
                  opt_.update, "'");
-  const int parts = opt_cfg_.type == "adamw" ? 2 : 1;
+  const int parts = opt_cfg_.type == "adamw" ? 2 : 1;  // + part 0, the parameters
   s1.assign(plan_.total, 0.0f);
   s2.assign(parts == 2 ? plan_.total : 0, 0.0f);
+  float* dsts[3] = {buf_.params, s1.data(), s2.data()};
   struct Pending {
     int chunk, part;
     std::vector<char> buf;
@@ -45,12 +49,11 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
   std::size_t local_parts = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    state_dst_[0] = &s1;
-    state_dst_[1] = &s2;
+    std::copy(dsts, dsts + 3, state_dst_);
     state_got_ = 0;
   }
   if (link_) link_->on_state = [this](const PsHeader& h, const float* d) { on_state(h, d); };
-  remote.reserve(plan_.chunks.size() * static_cast<std::size_t>(parts));
+  remote.reserve(plan_.chunks.size() * static_cast<std::size_t>(parts + 1));
   for (std::size_t c = 0; c < plan_.chunks.size(); ++c) {
     const int ci = static_cast<int>(c);
     PsHeader& h = asks[c];
@@ -58,11 +61,11 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
     h.worker = index_;
     h.chunk = ci;
     if (local_chunk(ci)) {
-      local_parts += static_cast<std::size_t>(parts);
+      local_parts += static_cast<std::size_t>(parts + 1);
       link_->post({h, nullptr, {}});
       continue;
     }
-    for (int p = 1; p <= parts; ++p) {
+    for (int p = 0; p <= parts; ++p) {
       Pending& r = remote.emplace_back(Pending{ci, p, {}, nullptr});
       r.buf.resize(sizeof(PsHeader) + plan_.chunks[c].count * sizeof(float));
       r.req = comm_->irecv(r.buf.data(), r.buf.size(), server_rank(ci), kStateTag);
@@ -81,7 +84,7 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
       std::lock_guard<std::mutex> lk(mu_);
       rethrow_if_failed();
       if (next == remote.size() && state_got_ == local_parts) {
-        state_dst_[0] = state_dst_[1] = nullptr;
+        std::fill(state_dst_, state_dst_ + 3, nullptr);
         break;
       }
     }
@@ -104,8 +107,7 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
                    where_, ": bad optimizer-state message from server rank ", server_rank(r.chunk),
                    " (", op_name(h.op), " of chunk ", h.chunk, " part ", h.step,
                    ", expected chunk ", r.chunk, " part ", r.part, ")");
-    std::vector<float>& dst = r.part == 1 ? s1 : s2;
-    std::memcpy(dst.data() + ch.begin, r.buf.data() + sizeof(PsHeader), ch.count * sizeof(float));
+    std::memcpy(dsts[r.part] + ch.begin, r.buf.data() + sizeof(PsHeader), ch.count * sizeof(float));
   }
 }
 

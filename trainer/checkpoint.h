@@ -26,9 +26,9 @@
 //
 // What is saved is exact under synchronous training (local, ring, mpi, nccl, ps bsp): resuming
 // gives bit for bit the parameters of an uninterrupted run. Under ps asp/ssp the checkpoint is
-// taken after every worker flushed, with the servers' optimizer state and worker 0's copy of the
-// parameters, which may lack the other workers' last updates (asynchronous training is not
-// reproducible run to run anyway).
+// taken after every worker flushed, with the servers' parameters and optimizer state of that
+// moment (worker 0 adopts those parameters, as a pull would); asynchronous training itself is not
+// reproducible run to run.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
