@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# The one GPU check: everything StarRing's CUDA/NCCL path must show on a machine with a GPU, in
+# one run of at most ~8 minutes, written under $OUT (the device tool's result folder).
+#
+# Where the binaries come from: the GPU machine of the device tool has CUDA 13, cuBLAS and NCCL
+# (PyTorch's wheels) but no Open MPI, Boost or OpenBLAS, so nothing is built there. Here, before
+# the run:
+#   scripts/device_bundle.sh            # builds build-gpurev (-DSTARRING_CUDA=ON), packs
+#                                       # .devbundle/bundle.tar.xz (binaries, libraries, Open MPI
+#                                       # run-time, Fashion-MNIST), ~40 MiB, git-ignored
+# then one device call:  run(command="bash scripts/device_check.sh", carry=[".devbundle"],
+# timeout_s=600). Without a bundle the script uses build-gpurev/ and the system's libraries
+# (a run on this machine: every GPU step then shows the CPU fallback or a clean skip).
+#
+# MPI without mpirun: the binaries call MPI_Init_thread; a singleton start needs no mpirun but
+# Open MPI 4 starts an orted for it unless OMPI_MCA_ess_singleton_isolated=1 (set here), and
+# finds its components/help texts through OPAL_PKGLIBDIR/OPAL_PKGDATADIR pointing into the
+# bundle. The two-rank check uses the bundled mpirun through scripts/mpirun.sh.
+#
+# Steps (each under its own time limit; a failure does not stop the others):
+#   gpu        nvidia-smi; the shared libraries resolve (cuBLAS/NCCL found on the machine)
+#   env        starring env (GPUs, driver/runtime, cuBLAS, NCCL)
+#   t_*        the GPU tests: tests/gpu (CUDA vs CPU, large launches, nccl, GPU-model training)
+#              and the CUDA/NCCL cases of test_device, test_mlp and test_ring
+#   np2_1gpu   mpirun -np 2 with the nccl backend on one GPU: a clear ConfigError, no hang
+#   bench      starring bench --backends nccl -b 1M -e 256M, np 1
+#   bmodel_*   starring bench-model --device cuda, then --device cpu
+#   train_*    Fashion-MNIST (or --dataset synthetic without data), 1 epoch, --device cuda with
+#              the local and nccl backends, and the CPU for the same steps
+# Output ($OUT, at most 8 files): device_check.log (everything), summary.txt (one line per step:
+# PASS/FAIL/TIMEOUT, seconds), results.tar.gz (gtest XML, bench JSON, training summaries).
+# The whole run keeps to DEVICE_CHECK_BUDGET_S (default 480 s): a step gets at most what is left
+# (steps that no longer fit are reported SKIP), so the device call (timeout_s 600) always returns
+# the log and the summary.
+#   scripts/device_check.sh [--dry-run] [--quick]
+#     --dry-run  print the steps and their commands, run nothing
+#     --quick    skip the bench and the training steps (tests and env only)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+dry=0
+quick=0
+budget=${DEVICE_CHECK_BUDGET_S:-480}  # whole run; steps are cut to what is left
+for a in "$@"; do
+  case $a in
+    --dry-run) dry=1 ;;
+    --quick) quick=1 ;;
+    -h | --help) sed -n '2,36p' "$0"; exit 0 ;;
+    *) echo "device_check: unknown argument $a" >&2; exit 2 ;;
+  esac
+done
+OUT=${OUT:-$root/device_check_out}
+mkdir -p "$OUT"
+res=$(mktemp -d)  # results to pack into $OUT/results.tar.gz
+log=$OUT/device_check.log
+summary=$OUT/summary.txt
+: > "$summary"
+# Everything goes to the log; the console (fd 3: the device tool's output tail) gets one line
+# per step and, for a step that did not pass, the end of its output.
+exec 3>&1
+[ "$dry" = 1 ] || exec > "$log" 2>&1
+t_start=$(date +%s)
+echo "device_check: $(date -u) on $(hostname), repo $(git rev-parse --short HEAD 2> /dev/null)"
+
+# ---- binaries and libraries ---------------------------------------------------------------
+bundle=$root/.devbundle/bundle.tar.xz
+if [ -r "$bundle" ]; then
+  work=${TMPDIR:-/tmp}/starring-device
+  rm -rf "$work" && mkdir -p "$work"
+  [ "$dry" = 1 ] || tar -C "$work" -xJf "$bundle"
+  bin=$work/bin
+  data_dir=$work/data
+  echo "device_check: bundle of commit $(cat "$work/COMMIT" 2> /dev/null) unpacked in $work"
+  export LD_LIBRARY_PATH=$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PATH=$bin:$PATH  # the bundled mpirun for scripts/mpirun.sh
+  export OPAL_PKGLIBDIR=$work/ompi/lib OPAL_PKGDATADIR=$work/ompi/share \
+    OPAL_SYSCONFDIR=$work/ompi/etc OPAL_BINDIR=$bin OPAL_LIBDIR=$work/lib
+  export PMIX_MCA_mca_base_component_path=$work/ompi/pmix
+else
+  work=$root/build-gpurev
+  bin=$work/bin
+  data_dir=/usr/share/datasets/fashion-mnist
+  echo "device_check: no $bundle: using $work and this machine's libraries"
+  for t in test_gpu_device test_gpu_nccl test_gpu_training test_device test_mlp test_ring; do
+    f=$(find "$work/tests" -maxdepth 2 -type f -name "$t" 2> /dev/null | head -n 1)
+    [ -n "$f" ] && { mkdir -p "$res/bin"; ln -sf "$f" "$res/bin/$t"; }
+  done
+fi
+tbin() { [ -x "$bin/$1" ] && echo "$bin/$1" || echo "$res/bin/$1"; }
+# cuBLAS and NCCL are the machine's: the toolkit's folders and the pip wheels' (PyTorch).
+find_lib_dirs() {
+  local roots=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib)
+  local py
+  for py in python3 /opt/torch/.venv/bin/python3; do
+    command -v "$py" > /dev/null || continue
+    roots+=($("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2> /dev/null))
+  done
+  local known
+  known=$(ldconfig -p 2> /dev/null)
+  for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudart.so.13; do
+    [[ $known == *"$lib "* ]] && continue
+    find "${roots[@]}" -maxdepth 4 -name "$lib" 2> /dev/null | head -n 1 | xargs -r dirname
+  done | awk '!seen[$0]++' | paste -sd:
+}
+extra=$(find_lib_dirs)
+[ -n "$extra" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$extra
+# Open MPI: a singleton needs no orted; shared memory only; quiet about components it skips.
+export OMPI_MCA_ess_singleton_isolated=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 \
+  OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
+export OPENBLAS_NUM_THREADS=1
+sr=$bin/starring
+echo "device_check: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+
+# ---- step runner ----------------------------------------------------------------------------
+fails=0
+# step NAME LIMIT_S CMD...: runs CMD under `timeout`, logs it, appends a line to summary.txt.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  echo
+  echo "=== $name (limit ${limit}s): $*"
+  if [ "$dry" = 1 ]; then
+    echo "DRY   $name" >> "$summary"
+    echo "$name: $*" >&3
+    return 0
+  fi
+  local left=$((budget - ($(date +%s) - t_start)))
+  if [ "$left" -lt 20 ]; then
+    printf '%-8s %-16s (%d s of the %d s budget left)\n' SKIP "$name" "$left" "$budget" |
+      tee -a "$summary" >&3
+    fails=$((fails + 1))
+    return 0
+  fi
+  [ "$limit" -gt $((left - 10)) ] && limit=$((left - 10))
+  local t0 rc verdict
+  t0=$(date +%s%N)
+  # bash -c so that NAME may be one of the functions below (exported), not only a program.
+  timeout -k 10 "$limit" bash -c '"$@"' "$name" "$@" 2>&1 | tee "$res/$name.txt"
+  rc=${PIPESTATUS[0]}
+  verdict=PASS
+  [ $rc -ne 0 ] && verdict=FAIL
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && verdict=TIMEOUT
+  # A --device cuda run that fell back to the CPU ran, but not on the GPU.
+  if [ $verdict = PASS ] && [[ " $* " == *" --device cuda "* ]] &&
+    grep -q "no usable CUDA device" "$res/$name.txt"; then
+    verdict=FALLBACK
+  fi
+  [ $verdict = PASS ] || fails=$((fails + 1))
+  local ms=$((($(date +%s%N) - t0) / 1000000))
+  printf '%-8s %-16s %4d.%d s  rc %d\n' "$verdict" "$name" $((ms / 1000)) $((ms % 1000 / 100)) \
+    "$rc" | tee -a "$summary" >&3
+  if [ $verdict != PASS ]; then
+    echo "--- last lines of $name:" >&3
+    grep -v "^\[ *\(RUN\|OK\|SKIPPED\) *\]" "$res/$name.txt" | tail -n 15 >&3
+  fi
+}
+# expect_fail_with TEXT CMD...: passes when CMD fails and its output contains TEXT.
+expect_fail_with() {
+  local text=$1
+  shift
+  local o
+  o=$("$@" 2>&1)
+  local rc=$?
+  echo "$o"
+  [ $rc -ne 0 ] && grep -qF "$text" <<< "$o"
+}
+# gtest NAME [FILTER]: one test binary, XML into the results. On the GPU machine a skipped test
+# means the GPU path did not run: it fails the step (exit 3) after the test's own verdict.
+gtest() {
+  local b rc skipped
+  b=$(tbin "$1")
+  "$b" --gtest_output="xml:$res/$1.xml" ${2:+--gtest_filter=$2} --gtest_color=no
+  rc=$?
+  [ $rc -ne 0 ] && return $rc
+  skipped=$(grep -c 'result="skipped"' "$res/$1.xml")
+  [ "$skipped" = 0 ] && return 0
+  echo "device_check: $skipped test(s) of $1 skipped: the GPU path did not run"
+  return 3
+}
+libs_resolve() {
+  local missing
+  missing=$(ldd "$sr" "$(tbin test_gpu_device)" 2>&1 | grep "not found" | sort -u)
+  [ -z "$missing" ] && return 0
+  echo "unresolved libraries:"
+  echo "$missing"
+  echo "candidates on this machine:"
+  find / -xdev \( -name 'libnccl.so*' -o -name 'libcublas*.so*' -o -name 'libcudart.so*' \) \
+    2> /dev/null | head -20
+  return 1
+}
+gpu_info() {
+  local rc=0
+  nvidia-smi || rc=1
+  libs_resolve || rc=1
+  return $rc
+}
+cuda_cases() {  # the CUDA/NCCL cases of the other areas' test binaries
+  gtest test_device 'CudaVsCpu.*:MakeDevice.*' && gtest test_mlp 'Mlp.CudaStepMatchesCpu' &&
+    gtest test_ring 'NcclEngine.*'
+}
+export -f gtest tbin libs_resolve gpu_info cuda_cases expect_fail_with
+export bin res sr
+
+# ---- the checks ------------------------------------------------------------------------------
+step gpu 30 gpu_info
+step env 30 "$sr" env
+step t_gpu_device 150 gtest test_gpu_device
+step t_gpu_nccl 90 gtest test_gpu_nccl
+step t_gpu_training 120 gtest test_gpu_training
+step t_cuda_cases 90 cuda_cases
+step np2_1gpu 90 expect_fail_with "needs one GPU per rank" \
+  scripts/mpirun.sh -np 2 "$sr" bench --device cuda --backends nccl -b 1M -e 1M -n 2 -w 1 \
+  --timeout 30
+if [ "$quick" = 0 ]; then
+  step bench_nccl 120 "$sr" bench --device cuda --backends nccl -b 1M -e 256M \
+    --summary-file "$res/bench_nccl.json"
+  step bmodel_cuda 60 "$sr" bench-model --device cuda --summary-file "$res/bmodel_cuda.json"
+  step bmodel_cpu 60 "$sr" bench-model --device cpu --threads 8 \
+    --summary-file "$res/bmodel_cpu.json"
+  data=(--dataset fashion-mnist --data-dir "$data_dir")
+  [ -r "$data_dir/train-images-idx3-ubyte.gz" ] || data=(--dataset synthetic)
+  train=("$sr" train "${data[@]}" --epochs 1 --batch 128 --progress lines --log-every 100)
+  step train_cuda 60 "${train[@]}" --device cuda --summary-file "$res/train_cuda.json"
+  step train_nccl 60 "${train[@]}" --device cuda --backend nccl --nccl-force-ring \
+    --summary-file "$res/train_nccl.json"
+  step train_cpu 90 "${train[@]}" --device cpu --threads 8 --summary-file "$res/train_cpu.json"
+fi
+
+echo
+echo "=== summary ($(($(date +%s) - t_start)) s)"
+cat "$summary"
+if [ "$dry" = 0 ]; then
+  tar -C "$res" -czf "$OUT/results.tar.gz" --exclude=bin . 2> /dev/null
+  {
+    echo "device_check: $fails step(s) did not pass, $(($(date +%s) - t_start)) s;" \
+      "full log $log, per-step output and JSON in $OUT/results.tar.gz"
+    for f in bench_nccl bmodel_cuda bmodel_cpu train_cuda train_nccl train_cpu; do
+      [ -r "$res/$f.txt" ] || continue
+      echo "--- $f"
+      grep -v -E '^(step [0-9]+/|\[starring\])' "$res/$f.txt" | tail -n 14
+    done
+  } >&3
+fi
+rm -rf "$res"
+[ "$fails" = 0 ]
