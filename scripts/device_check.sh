@@ -27,8 +27,12 @@
 #   bmodel_*   starring bench-model --device cuda, then --device cpu
 #   train_*    Fashion-MNIST (or --dataset synthetic without data), 1 epoch, --device cuda with
 #              the local and nccl backends, and the CPU for the same steps
-# Output ($OUT, at most 8 files): device_check.log (everything), summary.txt (one line per step:
-# PASS/FAIL/TIMEOUT, seconds), results.tar.gz (gtest XML, bench JSON, training summaries).
+# Verdicts: PASS; FAIL (non-zero exit; a GPU test that skipped counts: on this machine it means
+# the GPU path did not run); FALLBACK (a --device cuda run that used the CPU); TIMEOUT; SKIP (no
+# budget left). The bundle's binaries need glibc >= 2.36 and libstdc++ with GLIBCXX_3.4.30 on the
+# GPU machine (Debian 12 / Ubuntu 24.04 have them); `gpu` shows any library that does not resolve.
+# Output ($OUT, at most 8 files): device_check.log (everything), summary.txt (one line per step),
+# results.tar.gz (each step's output, gtest XML, bench/training JSON summaries).
 # The whole run keeps to DEVICE_CHECK_BUDGET_S (default 480 s): a step gets at most what is left
 # (steps that no longer fit are reported SKIP), so the device call (timeout_s 600) always returns
 # the log and the summary.
@@ -45,11 +49,11 @@ for a in "$@"; do
   case $a in
     --dry-run) dry=1 ;;
     --quick) quick=1 ;;
-    -h | --help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "device_check: unknown argument $a" >&2; exit 2 ;;
   esac
 done
-OUT=${OUT:-$root/device_check_out}
+OUT=${OUT:-/tmp/device_check_out}  # the device tool sets OUT
 mkdir -p "$OUT"
 res=$(mktemp -d)  # results to pack into $OUT/results.tar.gz
 log=$OUT/device_check.log
