@@ -4,6 +4,8 @@
 // the worker's reply for that chunk arrives), and replies are one memcpy into the worker's
 // parameter buffer.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -42,6 +44,9 @@ class LocalLink {
   // kState: optimizer state vector h.step of chunk h.chunk (h.count floats at data). Set by the
   // worker before it posts its first kGetState.
   std::function<void(const PsHeader& h, const float* data)> on_state;
+  // Bytes the server moved with other workers through shared segments (pushes it read, replies
+  // they copied): this process's traffic as much as the messages the Comm counts.
+  std::atomic<std::uint64_t> shm_recv{0}, shm_sent{0};
 
  private:
   std::mutex mu_;

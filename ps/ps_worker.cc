@@ -262,6 +262,10 @@ CommCounters PsWorker::counters() const {
   CommCounters c = comm_->counters();
   c.bytes_sent += shm_sent_.load(std::memory_order_relaxed);
   c.bytes_recv += shm_recv_.load(std::memory_order_relaxed);
+  if (link_) {  // co-located: this process's shard's traffic too
+    c.bytes_sent += link_->shm_sent.load(std::memory_order_relaxed);
+    c.bytes_recv += link_->shm_recv.load(std::memory_order_relaxed);
+  }
   return c;
 }
 

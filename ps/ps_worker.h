@@ -86,7 +86,8 @@ class PsWorker : public GradientSync {
 
   const PsPlan& plan() const { return plan_; }
   // Bytes and messages this worker has moved: the Comm's counters plus the data that went
-  // through shared segments instead of messages.
+  // through shared segments instead of messages (co-located: its shard's too, as the Comm's
+  // counters include the shard's messages).
   CommCounters counters() const;
   // After shutdown(): every server's statistics from its goodbye message, by server index.
   nlohmann::json server_stats() const;

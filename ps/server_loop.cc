@@ -126,6 +126,7 @@ const float* ServerLoop::shared_push(const PsHeader& h, int w) {
   bytes_in_ += bytes;
   push_bytes_in_ += bytes;
   shm_push_bytes_ += bytes;
+  if (local_) local_->shm_recv.fetch_add(bytes, std::memory_order_relaxed);
   return seg->floats() + it->second;
 }
 
@@ -233,12 +234,12 @@ void ServerLoop::on_push(const PsHeader& h, const float* data, int w, bool kept)
 }
 
 void ServerLoop::send_replies(std::vector<PsReply>& replies) {
+  const PsReply* local = nullptr;  // delivered last: the other workers' replies are on their way
   for (const PsReply& r : replies) {
     if (done_[static_cast<std::size_t>(r.worker)]) continue;
     const std::size_t bytes = r.count * sizeof(float);
     if (is_local(r.worker)) {
-      std::memcpy(local_->worker_params + (r.data - core_->params()), r.data, bytes);
-      local_->on_reply(r.chunk);
+      local = &r;
       continue;
     }
     const int dst = group_.worker_ranks[static_cast<std::size_t>(r.worker)];
@@ -253,6 +254,7 @@ void ServerLoop::send_replies(std::vector<PsReply>& replies) {
       // The worker copies the values out of our segment; they stay until it pushes again.
       p.req = comm_->isend(r.data, 0, dst, kReplyTagBase + r.chunk);
       shm_reply_bytes_ += bytes;
+      if (local_) local_->shm_sent.fetch_add(bytes, std::memory_order_relaxed);
       sends_.push_back(std::move(p));
       continue;
     }
@@ -266,6 +268,11 @@ void ServerLoop::send_replies(std::vector<PsReply>& replies) {
     p.req = comm_->isend(src, bytes, dst, kReplyTagBase + r.chunk);
     p.keep = std::move(keep);
     sends_.push_back(std::move(p));
+  }
+  if (local) {
+    std::memcpy(local_->worker_params + (local->data - core_->params()), local->data,
+                local->count * sizeof(float));
+    local_->on_reply(local->chunk);
   }
 }
 
