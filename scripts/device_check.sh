@@ -227,8 +227,9 @@ if [ "$quick" = 0 ]; then
   [ -r "$data_dir/train-images-idx3-ubyte.gz" ] || data=(--dataset synthetic)
   train=("$sr" train "${data[@]}" --epochs 1 --batch 128 --progress lines --log-every 100)
   step train_cuda 60 "${train[@]}" --device cuda --summary-file "$res/train_cuda.json"
-  step train_nccl 60 "${train[@]}" --device cuda --backend nccl --nccl-force-ring \
-    --summary-file "$res/train_nccl.json"
+  # NCCL_DEBUG=INFO (ENV): NCCL's own line that it read NCCL_ALGO=Ring (--nccl-force-ring).
+  step train_nccl 60 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV "${train[@]}" --device cuda \
+    --backend nccl --nccl-force-ring --summary-file "$res/train_nccl.json"
   step train_cpu 90 "${train[@]}" --device cpu --threads 8 --summary-file "$res/train_cpu.json"
 fi
 
