@@ -41,7 +41,7 @@
 #     --quick    skip the bench and the training steps (tests and env only)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
+cd "$root" || exit 2
 dry=0
 quick=0
 budget=${DEVICE_CHECK_BUDGET_S:-480}  # whole run; steps are cut to what is left
@@ -108,7 +108,8 @@ find_lib_dirs() {
   local py
   for py in python3 /opt/torch/.venv/bin/python3; do
     command -v "$py" > /dev/null || continue
-    roots+=($("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2> /dev/null))
+    mapfile -t -O "${#roots[@]}" roots < <("$py" -c \
+      'import site; print("\n".join(site.getsitepackages()))' 2> /dev/null)
   done
   local known
   known=$(ldconfig -p 2> /dev/null)
