@@ -67,7 +67,9 @@ void Progress::update(std::int64_t step, int epoch, double loss, double samples_
   if (!bar_ && !lines_) return;
   auto now = std::chrono::steady_clock::now();
   double elapsed = std::chrono::duration<double>(now - start_).count();
-  double eta = step > 0 ? elapsed / step * (total_ - step) : 0;
+  const std::int64_t done = step - first_step_;
+  double eta =
+      done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - step) : 0;
   if (bar_) {
     if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;
@@ -85,6 +87,11 @@ void Progress::update(std::int64_t step, int epoch, double loss, double samples_
                  samples_per_s, fmt_eta(eta).c_str());
   }
   std::fflush(stderr);
+}
+
+void Progress::resume_at(std::int64_t step) {
+  first_step_ = step;
+  start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
 void Progress::message(const std::string& line) {

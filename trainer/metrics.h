@@ -36,12 +36,14 @@ class Progress {
   // mode: "auto" | "bar" | "lines" | "off"; total_steps for the ETA.
   Progress(const std::string& mode, std::int64_t total_steps, int log_every, bool enabled);
   void update(std::int64_t step, int epoch, double loss, double samples_per_s);
+  // A resumed run starts at `step`: the ETA counts only the steps this run has trained.
+  void resume_at(std::int64_t step);
   void message(const std::string& line);  // a line that doesn't break the bar
   void done();
 
  private:
   bool bar_ = false, lines_ = false;
-  std::int64_t total_;
+  std::int64_t total_, first_step_ = 0;
   int log_every_;
   std::chrono::steady_clock::time_point start_, last_draw_;
   bool drawn_ = false;

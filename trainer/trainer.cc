@@ -415,6 +415,7 @@ void TrainLoop::resume() {
   pos_batch_ = start_batch_;
   for (const auto& line : resume_.metrics_lines) metrics_.write(nlohmann::json::parse(line));
   metrics_.flush();  // a crashed earlier run had them only in the .partial file just replaced
+  progress_.resume_at(step_);
   if (rank_ == 0)
     progress_.message("resuming from " + resume_.path + " at step " + std::to_string(step_) +
                       " (epoch " + std::to_string(pos_epoch_ + 1) + ", " +
