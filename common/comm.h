@@ -34,9 +34,9 @@ struct RecvStatus {
 class Request {
  public:
   virtual ~Request() = default;
-  virtual bool test() = 0;                   // true once complete; never blocks
+  virtual bool test() = 0;                       // true once complete; never blocks
   virtual RecvStatus wait(Seconds timeout) = 0;  // throws TimeoutError
-  virtual RecvStatus status() const = 0;     // valid after completion
+  virtual RecvStatus status() const = 0;         // valid after completion
 };
 
 struct CommCounters {
@@ -51,6 +51,8 @@ class Comm {
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This rank's index among the ranks on its host (picks the GPU); = rank() in one process.
+  virtual int node_rank() const { return rank(); }
 
   // Non-blocking. The buffer must stay valid until the request completes.
   virtual std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) = 0;
@@ -61,8 +63,8 @@ class Comm {
   void send(const void* buf, std::size_t bytes, int peer, int tag, Seconds timeout);
   RecvStatus recv(void* buf, std::size_t bytes, int peer, int tag, Seconds timeout);
   // Sends to `dst` and receives from `src` at once (a ring step).
-  RecvStatus sendrecv(const void* sbuf, std::size_t sbytes, int dst, void* rbuf,
-                      std::size_t rbytes, int src, int tag, Seconds timeout);
+  RecvStatus sendrecv(const void* sbuf, std::size_t sbytes, int dst, void* rbuf, std::size_t rbytes,
+                      int src, int tag, Seconds timeout);
 
   virtual void barrier(Seconds timeout) = 0;
 
@@ -87,11 +89,11 @@ class Comm {
 // other's messages. Within a range a protocol may encode bucket / chunk numbers.
 namespace tags {
 inline constexpr int kBarrier = 1;
-inline constexpr int kTrainerBase = 100;      // evaluation reductions, checks
-inline constexpr int kRingBase = 1 << 16;     // allreduce/ (bucket id added)
-inline constexpr int kPsBase = 1 << 20;       // ps/
-inline constexpr int kBenchBase = 1 << 24;    // bench harness control messages
-inline constexpr int kMaxTag = (1 << 28) - 1; // stays below MPI_TAG_UB guarantees we check at init
+inline constexpr int kTrainerBase = 100;       // evaluation reductions, checks
+inline constexpr int kRingBase = 1 << 16;      // allreduce/ (bucket id added)
+inline constexpr int kPsBase = 1 << 20;        // ps/
+inline constexpr int kBenchBase = 1 << 24;     // bench harness control messages
+inline constexpr int kMaxTag = (1 << 28) - 1;  // stays below MPI_TAG_UB guarantees we check at init
 }  // namespace tags
 
 }  // namespace starring

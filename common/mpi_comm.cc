@@ -126,6 +126,10 @@ MpiComm::MpiComm(MPI_Comm parent) {
   CHECK_MPI(MPI_Comm_dup(parent, &comm_));
   CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
   CHECK_MPI(MPI_Comm_size(comm_, &size_));
+  MPI_Comm node = MPI_COMM_NULL;  // the ranks sharing this host, ordered by rank
+  CHECK_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  CHECK_MPI(MPI_Comm_rank(node, &node_rank_));
+  CHECK_MPI(MPI_Comm_free(&node));
   STARRING_CHECK(provided == MPI_THREAD_MULTIPLE, where(),
                  ": the MPI library provides thread level ", provided,
                  ", StarRing needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE,

@@ -26,6 +26,7 @@ class MpiComm : public Comm {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int node_rank() const override { return node_rank_; }
   std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override;
   std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override;
   void barrier(Seconds timeout) override;
@@ -37,7 +38,7 @@ class MpiComm : public Comm {
   friend class MpiRequest;
   void on_recv_done(std::size_t bytes) { count_recv(bytes); }
   MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, node_rank_ = 0;
 };
 
 // The MPI communicator under `comm` when it is an MpiComm; otherwise throws an Error naming

@@ -9,7 +9,7 @@ namespace starring {
 
 int run_bench(Config& cfg, std::shared_ptr<Comm> world) {
   world->set_timeout(Seconds(cfg.sync.timeout_s));
-  auto device = make_device(cfg.train.device, cfg.train.threads, world->rank());
+  auto device = make_device(cfg.train.device, cfg.train.threads, world->node_rank());
   auto rows = run_bench_harness(cfg, world, device.get());
   long wrong = 0;
   for (const auto& r : rows) wrong += r.wrong;

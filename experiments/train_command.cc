@@ -182,7 +182,7 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   world->set_timeout(Seconds(cfg.sync.timeout_s));
   Trace trace(world->rank());
   if (!cfg.out.trace_file.empty()) trace.open(cfg.out.trace_file);
-  auto device = make_device(cfg.train.device, cfg.train.threads, world->rank());
+  auto device = make_device(cfg.train.device, cfg.train.threads, world->node_rank());
   RankOutcome out = run_rank(cfg, world, *device, &trace);
   const TrainResult& res = out.result;
   nlohmann::json mine{{"rank", world->rank()}, {"role", out.role}};

@@ -296,6 +296,23 @@ TEST(MpiComm, SubComm) {
   MPI_ONLY();
   sub_comm_cases(mpi_world);
 }
+// The node rank picks the GPU: distinct per host, and equal to the rank when every rank shares
+// one host (as under CTest here). Checked against the hostnames the ranks report.
+TEST(MpiComm, NodeRankCountsRanksOnThisHost) {
+  MPI_ONLY();
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> all(static_cast<std::size_t>(mpi_world->size()) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, MPI_COMM_WORLD);
+  int before = 0;  // ranks below mine on my host
+  for (int r = 0; r < mpi_world->rank(); ++r)
+    before += std::string(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]) == name;
+  EXPECT_EQ(mpi_world->node_rank(), before);
+  InProcWorld world(3);
+  EXPECT_EQ(world.comm(2)->node_rank(), 2);
+}
 TEST(MpiComm, NonMpiCommIsRejectedByMpiCommOf) {
   INPROC_ONLY();
   InProcWorld world(1);
