@@ -12,10 +12,11 @@
 //     here, so one MPI_Allreduce tells all of them whether and where it failed; the first
 //     failing rank prints its line and all ranks MPI_Finalize and exit together.
 //  2. The command. An error may hit every rank (an unknown backend, a corrupt data file) or only
-//     some (a dead or silent peer, while the others wait for it). A failing rank waits up to
-//     kGrace for the others on a non-blocking barrier of a communicator of its own: when every
-//     rank arrives, rank 0 prints the distinct messages and all finalize; otherwise the failing
-//     rank prints its line and calls MPI_Abort, which makes mpirun stop every rank.
+//     some (a dead or silent peer, while the others wait for it). At the end every rank takes
+//     part in a non-blocking all-reduce of the outcome on a communicator of its own; a failing
+//     rank waits up to kGrace for it: when every rank arrives, rank 0 prints the distinct
+//     messages and all finalize; otherwise the failing rank prints its line and calls MPI_Abort,
+//     which makes mpirun stop every rank.
 // scripts/mpirun.sh condenses what mpirun prints after that to one line.
 #include <mpi.h>
 #include <unistd.h>
@@ -170,22 +171,22 @@ int setup(int argc, char** argv, int rank, int size, Config& cfg) {
 
 // --- phase 2: errors while the command runs ------------------------------------------------
 
-// True when every rank of `comm` arrives within kGrace.
-bool all_arrive(MPI_Comm comm) {
-  MPI_Request req;
-  MPI_Ibarrier(comm, &req);
-  const auto deadline = Clock::now() + kGrace;
+// Completes `req`, waiting at most `limit` (none: as long as it takes). False on time-out; the
+// request then stays pending (MPI_Abort follows).
+bool wait_for(MPI_Request& req, const std::chrono::seconds* limit) {
+  const auto deadline = limit ? Clock::now() + *limit : Clock::time_point::max();
   for (int done = 0;;) {
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (done) return true;
-    if (Clock::now() > deadline) return false;  // req stays pending: MPI_Abort follows
+    if (Clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
 
-// Every rank failed: rank 0 gathers the messages and prints each distinct one once (without
-// the rank when all are the same); a message that wraps one already printed, or is wrapped by
-// it ("... failed on worker 0: <worker 0's message>"), is left out.
+// Some rank failed and every rank is here: rank 0 gathers the messages and prints each distinct
+// one once (without the rank when all failing ranks say the same); a message that wraps one
+// already printed, or is wrapped by it ("... failed on worker 0: <worker 0's message>"), is left
+// out. `what` is empty on ranks that did not fail.
 void print_all(MPI_Comm comm, const std::string& what, int rank, int size) {
   int len = static_cast<int>(what.size());
   std::vector<int> lens(size), offsets(size);
@@ -196,56 +197,68 @@ void print_all(MPI_Comm comm, const std::string& what, int rank, int size) {
   MPI_Gatherv(what.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0,
               comm);
   if (rank != 0) return;
-  std::vector<std::string> msgs;
-  for (int r = 0; r < size; ++r) msgs.push_back(all.substr(offsets[r], lens[r]));
-  bool same = true;
-  for (const auto& m : msgs) same = same && m == msgs[0];
-  for (int r = 0; r < size; ++r) {
+  std::vector<std::pair<int, std::string>> msgs;
+  for (int r = 0; r < size; ++r)
+    if (lens[r] > 0) msgs.emplace_back(r, all.substr(offsets[r], lens[r]));
+  bool same = msgs.size() == static_cast<std::size_t>(size);
+  for (const auto& m : msgs) same = same && m.second == msgs[0].second;
+  for (std::size_t i = 0; i < msgs.size(); ++i) {
+    const std::string& mine = msgs[i].second;
     bool seen = false;
-    for (int q = 0; q < r; ++q)
-      seen = seen || msgs[r].find(msgs[q]) != std::string::npos ||
-             msgs[q].find(msgs[r]) != std::string::npos;
-    if (!seen) print_line(error_line(msgs[r], same ? -1 : r));
+    for (std::size_t j = 0; j < i; ++j)
+      seen = seen || mine.find(msgs[j].second) != std::string::npos ||
+             msgs[j].second.find(mine) != std::string::npos;
+    if (!seen) print_line(error_line(mine, same ? -1 : msgs[i].first));
   }
 }
 
-[[noreturn]] void fail(MPI_Comm agree, const std::string& what, int code, int rank, int size) {
-  if (size == 1) {
-    print_line(error_line(what, -1));
-    finalize_and_exit(code);
-  }
-  if (all_arrive(agree)) {
-    print_all(agree, what, rank, size);
-    // One exit code for the job: bad input (2) anywhere is the cause of the other failures.
-    MPI_Allreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, agree);
-    finalize_and_exit(code);
-  }
-  print_line(error_line(what, rank));
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::_Exit(code);
-}
-
-int run(Command command, Config& cfg, int provided, int rank, int size) {
-  MPI_Comm agree = MPI_COMM_NULL;  // only for agreeing on a failure
-  MPI_Comm_dup(MPI_COMM_WORLD, &agree);
-  std::string what;
-  int code = 0;
+// Runs the command; on failure returns its message and exit code instead of throwing.
+int run_command(Command command, Config& cfg, int provided, std::string& what) {
   try {
     if (provided < MPI_THREAD_MULTIPLE)
       throw starring::Error("the MPI library does not provide MPI_THREAD_MULTIPLE");
     auto world = std::make_shared<starring::MpiComm>(MPI_COMM_WORLD);
-    int rc = command(cfg, world);
-    world.reset();
-    MPI_Comm_free(&agree);
-    return rc;
+    return command(cfg, world);
   } catch (const std::exception& e) {
-    what = e.what();
-    code = exit_code_of(e);
+    what = *e.what() ? e.what() : "error without a message";
+    return exit_code_of(e);
   } catch (...) {
     what = "unknown exception";
-    code = 1;
+    return 1;
   }
-  fail(agree, what, code, rank, size);
+}
+
+// Runs the command, then every rank agrees on the outcome (MPI_Iallreduce on a communicator of
+// its own): a rank that succeeded waits for the others as MPI_Finalize would; a failing rank
+// waits kGrace. When every rank arrives, any failure is printed by rank 0 and all ranks finalize
+// with the job's exit code. When a failing rank's grace runs out (the others wait for it
+// elsewhere), it prints its own line and calls MPI_Abort: never while the others sit in
+// MPI_Finalize, which can deadlock Open MPI 4.1's mpirun.
+int run(Command command, Config& cfg, int provided, int rank, int size) {
+  MPI_Comm agree = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &agree);
+  std::string what;
+  const int code = run_command(command, cfg, provided, what);
+  const bool failed = !what.empty();
+  int mine[2] = {failed ? 1 : 0, code}, job[2] = {0, 0};  // any failure, the job's exit code
+  MPI_Request req;
+  MPI_Iallreduce(mine, job, 2, MPI_INT, MPI_MAX, agree, &req);
+  if (!wait_for(req, failed ? &kGrace : nullptr)) {
+    print_line(error_line(what, rank));
+    std::thread([code] {  // MPI_Abort should not return; if it hangs, leave anyway
+      std::this_thread::sleep_for(kFinalize);
+      std::_Exit(code);
+    })
+        .detach();
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+  if (job[0]) {
+    print_all(agree, what, rank, size);
+    finalize_and_exit(job[1]);  // 2 when bad input anywhere caused the other failures
+  }
+  MPI_Comm_free(&agree);
+  return code;
 }
 
 }  // namespace

@@ -83,16 +83,20 @@ class CliErrors(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def run_case(self, np, args, code=None, says=(), rank=None, bound=60, outputs=True,
-                 killed=False):
+                 killed=False, prepare=None, trained=False):
         """Runs starring (np 0: without mpirun) and checks what every failure must satisfy.
         `says`: substrings of the first error line, which is the launcher's when a rank was
-        `killed` (it cannot speak for itself). Returns (stderr, files left in the output folder).
+        `killed` (it cannot speak for itself); a run that `trained` to the end leaves whole
+        metrics. `prepare(out)` may plant files first. Returns (stderr, files left over).
         """
         out = tempfile.mkdtemp(dir=self.tmp)
         argv = ([BIN] if np == 0 else [MPIRUN, "-np", str(np), BIN]) + list(args)
         if outputs and args and args[0] == "train":
             argv += ["--metrics-file", f"{out}/m.jsonl", "--summary-file", f"{out}/s.json",
                      "--trace", f"{out}/t%r.json"]
+        planted = set(os.listdir(out))
+        if prepare:
+            planted = prepare(out)
         t0 = time.monotonic()
         p = subprocess.run(argv, capture_output=True, text=True, timeout=bound + 30, cwd=out)
         took = time.monotonic() - t0
@@ -117,14 +121,18 @@ class CliErrors(unittest.TestCase):
         if launcher and not killed:  # the program's line comes first
             lines = p.stderr.splitlines()
             self.assertLess(lines.index(first), lines.index(launcher[0]), where)
-        files = sorted(os.listdir(out))
+        files = sorted(set(os.listdir(out)) - set(planted))
         for f in files:  # nothing half-written: the documented .partial, or whole files
             self.assertFalse(".tmp" in f or f.startswith(".starring-write-test"), where + str(files))
             if f.endswith(".json"):
                 with open(os.path.join(out, f)) as fh:
                     json.load(fh)
         self.assertNotIn("s.json", files, where)
-        self.assertNotIn("m.jsonl", files, where)
+        if trained:
+            with open(os.path.join(out, "m.jsonl")) as fh:
+                self.assertTrue([json.loads(l) for l in fh], where)
+        else:
+            self.assertNotIn("m.jsonl", files, where)
         return p.stderr, files
 
     # --- bad input: exit 2, one line, no MPI_Abort ------------------------------------------
@@ -179,6 +187,18 @@ class CliErrors(unittest.TestCase):
         write_idx_dir(trunc, cut=500)
         err, _ = self.run_case(2, ["train", "--backend", "ring", "--data-dir", trunc, "--batch",
                                    "8"], 2, ["truncated", "train-images"])
+        self.assertNotIn("MPI_Abort", err)
+
+    def test_late_failure_on_one_rank(self):
+        # The summary cannot be written (its temporary name is taken by a folder) after rank 1
+        # has finished: rank 0 fails alone, at the end. Agreed with rank 1, not aborted (an
+        # MPI_Abort while a peer sits in MPI_Finalize can deadlock mpirun).
+        def plant(out):
+            os.mkdir(os.path.join(out, "s.json.tmp"))
+            return ["s.json.tmp"]
+        err, _ = self.run_case(2, ["train", "--backend", "ring"] + TINY, 1,
+                               ["cannot write", "s.json.tmp"], rank=0, bound=30, prepare=plant,
+                               trained=True)
         self.assertNotIn("MPI_Abort", err)
 
     # --- a rank dies or goes silent -----------------------------------------------------------
