@@ -5,7 +5,8 @@
 #   --oversubscribe      always (more ranks than cores time-share; harmless otherwise);
 #   --bind-to none       so oversubscribed ranks are not pinned to the same core;
 #   shared memory + self transports for single-host runs (set STARRING_MPI_ARGS to override,
-#   e.g. for a hostfile: STARRING_MPI_ARGS="--hostfile hosts").
+#   e.g. for a hostfile: STARRING_MPI_ARGS="--hostfile hosts");
+#   one short line instead of Open MPI's multi-line failure banners (see the end).
 set -euo pipefail
 args=(--oversubscribe --bind-to none)
 if [ "$(id -u)" -eq 0 ]; then args+=(--allow-run-as-root); fi
