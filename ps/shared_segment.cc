@@ -5,6 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -87,6 +93,18 @@ std::unique_ptr<SharedSegment> SharedSegment::open(const nlohmann::json& id) {
 SharedSegment::~SharedSegment() {
   if (map_) munmap(map_, map_bytes_);
   if (fd_ >= 0) close(fd_);
+}
+
+void copy_streaming(const float* __restrict a, float* __restrict o, std::size_t n) {
+#if defined(__SSE2__)
+  std::size_t i = 0;
+  for (; i < n && (reinterpret_cast<std::uintptr_t>(o + i) & 15); ++i) o[i] = a[i];
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(o + i, _mm_loadu_ps(a + i));
+  for (; i < n; ++i) o[i] = a[i];
+  _mm_sfence();
+#else
+  std::memcpy(o, a, n * sizeof(float));
+#endif
 }
 
 nlohmann::json SharedSegment::describe() const {

@@ -48,4 +48,10 @@ class SharedSegment {
   std::uint64_t nonce_ = 0;
 };
 
+// o = a for n floats, with streaming (non-temporal) stores where the CPU has them: for the
+// parameters a worker copies out of a server's segment, which nothing reads again soon, so they
+// need not be fetched into the cache before being overwritten. The stores are fenced before it
+// returns.
+void copy_streaming(const float* a, float* o, std::size_t n);
+
 }  // namespace starring::ps

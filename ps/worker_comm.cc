@@ -150,7 +150,7 @@ bool PsWorker::poll_flights() {
       STARRING_CHECK(got == want || (got == 0 && seg), where_, ": reply for chunk ", c,
                      " from server rank ", server_rank(c), " has ", got, " bytes, expected ", want);
       if (got == 0) {  // the parameters are in the server's segment (stable until our next push)
-        std::memcpy(buf_.params + ch.begin, seg->floats() + ch.begin, want);
+        copy_streaming(seg->floats() + ch.begin, buf_.params + ch.begin, ch.count);
         shm_recv_.fetch_add(want, std::memory_order_relaxed);
       }
       f.recv.reset();
