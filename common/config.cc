@@ -30,7 +30,8 @@ namespace {
 
 // Options read as text first, converted and checked after parsing.
 struct Staged {
-  std::string hidden, overlap, segment_bytes, ps_chunk_bytes, min_bytes, max_bytes, backends;
+  std::string hidden, overlap, segment_bytes, ps_chunk_bytes, ps_shm, min_bytes, max_bytes,
+      backends;
 };
 
 template <typename T>
@@ -133,7 +134,10 @@ struct Groups {
     ps.add_options()("servers", val(&y.servers), "dedicated server ranks, or 'colocated'")(
         "ps-partition", val(&y.ps_partition), "range (balanced by bytes) | tensor (round-robin)")(
         "ps-chunk-bytes", text(&s.ps_chunk_bytes, format_bytes(y.ps_chunk_bytes)),
-        "push/pull message chunk (e.g. 4M)")("consistency", val(&y.consistency), "bsp | asp | ssp")(
+        "push/pull message chunk (e.g. 4M)")(
+        "ps-shared-memory", text(&s.ps_shm, y.ps_shared_memory ? "on" : "off"),
+        "on | off: on one host, push/pull data through shared memory (off: in MPI messages, as "
+        "between hosts)")("consistency", val(&y.consistency), "bsp | asp | ssp")(
         "staleness", val(&y.staleness), "ssp: max clocks ahead of the slowest worker");
   }
   void add_bench(BenchConfig& b, Staged& s) {
@@ -245,6 +249,8 @@ void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::pars
     cfg.sync.segment_bytes = parse_bytes("--segment-bytes", s.segment_bytes);
   if (given("ps-chunk-bytes"))
     cfg.sync.ps_chunk_bytes = parse_bytes("--ps-chunk-bytes", s.ps_chunk_bytes);
+  if (given("ps-shared-memory"))
+    cfg.sync.ps_shared_memory = parse_on_off("--ps-shared-memory", s.ps_shm);
   if (given("min-bytes")) cfg.bench.min_bytes = parse_bytes("--min-bytes", s.min_bytes);
   if (given("max-bytes")) cfg.bench.max_bytes = parse_bytes("--max-bytes", s.max_bytes);
   if (given("backends")) cfg.bench.backends = split_list("--backends", s.backends);

@@ -65,6 +65,7 @@ struct SyncConfig {
   std::string servers = "1";           // number of dedicated server ranks, or "colocated"
   std::string ps_partition = "range";  // "range" (balanced key ranges) | "tensor" (round-robin)
   std::size_t ps_chunk_bytes = 4 << 20;
+  bool ps_shared_memory = true;  // workers and servers on one host exchange data in shared memory
   std::string consistency = "bsp";  // "bsp" | "asp" | "ssp"
   int staleness = 2;                // ssp bound
 };

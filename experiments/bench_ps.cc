@@ -69,6 +69,7 @@ class PsBenchOp : public BenchOp {
       ps::ServerOptions so;
       so.timeout = Seconds(cfg_.sync.timeout_s);
       so.chunk_bytes = cfg_.sync.ps_chunk_bytes;
+      so.shared_memory = cfg_.sync.ps_shared_memory;
       server_ = std::thread([this, so] {
         try {
           server_stats_ = ps::ServerLoop(comm_, group_, so).run();

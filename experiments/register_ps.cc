@@ -28,6 +28,7 @@ Backend make_ps_backend(const BackendContext& ctx) {
     ps::ServerOptions so;
     so.timeout = Seconds(sc.timeout_s);
     so.chunk_bytes = sc.ps_chunk_bytes;
+    so.shared_memory = sc.ps_shared_memory;
     so.fault = ctx.cfg.train.fault;
     so.trace = ctx.trace;
     auto result = std::make_shared<nlohmann::json>(nlohmann::json::object());

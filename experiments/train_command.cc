@@ -77,6 +77,7 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["compress"] = cfg.sync.compress;
   j["bucket_mb"] = cfg.sync.bucket_mb;
   j["overlap"] = cfg.sync.overlap;
+  if (cfg.sync.backend == "ps") j["ps_shared_memory"] = cfg.sync.ps_shared_memory;
   j["straggler"] = cfg.train.straggler;
   j["world_size"] = world_size;
   j["workers"] = workers;

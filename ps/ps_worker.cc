@@ -18,6 +18,7 @@ PsWorkerOptions worker_options(const SyncConfig& sync, Trace* trace) {
   o.consistency = sync.consistency;
   o.staleness = sync.staleness;
   o.overlap = sync.overlap;
+  o.shared_memory = sync.ps_shared_memory;
   o.trace = trace;
   return o;
 }
