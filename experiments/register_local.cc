@@ -89,6 +89,8 @@ const BackendRegistrar kLocal("local", [](const BackendContext& ctx) {
   STARRING_CONFIG_CHECK(ctx.world->size() == 1, "backend 'local' trains a single worker but ",
                         ctx.world->size(),
                         " ranks were started; use --backend ring|mpi|ps for several workers");
+  STARRING_CONFIG_CHECK(ctx.cfg.sync.compress == "none", "--compress ", ctx.cfg.sync.compress,
+                        ": backend 'local' has no wire to compress (use --backend ring)");
   Backend b;
   b.workers = ctx.world;
   b.sync = std::make_unique<LocalSync>();

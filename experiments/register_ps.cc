@@ -19,6 +19,9 @@ namespace {
 
 Backend make_ps_backend(const BackendContext& ctx) {
   const SyncConfig& sc = ctx.cfg.sync;
+  STARRING_CONFIG_CHECK(sc.compress == "none", "--compress ", sc.compress,
+                        " is implemented by the ring backend only (the parameter server moves "
+                        "float32)");
   auto group = ps::make_ps_group(sc.servers, ctx.world->size());
   const int rank = ctx.world->rank();
   Backend b;

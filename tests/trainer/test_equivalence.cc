@@ -63,14 +63,27 @@ TEST_P(Equivalence, SameParametersAsOneWorkerOnTheGlobalBatch) {
   EXPECT_EQ(workers_seen, c.workers);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Equivalence,
-                         ::testing::Values(Case{"ring", "", 2}, Case{"ring", "", 3},
-                                           Case{"ring", "", 4}, Case{"ps", "1", 1},
-                                           Case{"ps", "1", 2}, Case{"ps", "2", 2},
-                                           Case{"ps", "3", 2}, Case{"ps", "3", 4},
-                                           Case{"ps", "2", 4}, Case{"ps", "colocated", 2},
-                                           Case{"ps", "colocated", 4}),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Backends, Equivalence,
+    ::testing::Values(Case{"ring", "", 2}, Case{"ring", "", 3}, Case{"ring", "", 4},
+                      Case{"ps", "1", 1}, Case{"ps", "1", 2}, Case{"ps", "2", 2},
+                      Case{"ps", "3", 2}, Case{"ps", "3", 4}, Case{"ps", "2", 4},
+                      Case{"ps", "colocated", 2}, Case{"ps", "colocated", 4}, Case{"ps", "1", 4},
+                      Case{"ps", "2", 1}, Case{"ps", "3", 1}, Case{"ps", "colocated", 1}),
+    case_name);
+
+// Only the ring compresses (mpi and nccl refuse it in register_ring.cc); ps and local refuse it
+// too rather than ignore it and report bytes that disagree with the halved theory.
+TEST(Equivalence, CompressIsRefusedByBackendsThatDoNotImplementIt) {
+  Config cfg = testing::small_config();
+  cfg.train.max_steps = 1;
+  cfg.sync.compress = "fp16";
+  for (const char* backend : {"ps", "local"}) {
+    cfg.sync.backend = backend;
+    EXPECT_THROW(testing::train_inproc(cfg, std::string(backend) == "local" ? 1 : 2), ConfigError)
+        << backend;
+  }
+}
 
 TEST(Equivalence, OverlapOnAndOffGiveTheSameParameters) {
   // Same buckets, synchronized during backward or after it: the same arithmetic, bit for bit.
