@@ -14,8 +14,8 @@
 namespace starring {
 
 struct Dataset {
-  int n = 0;        // samples
-  int dim = 0;      // features per sample
+  int n = 0;    // samples
+  int dim = 0;  // features per sample
   int classes = 0;
   std::vector<float> x;  // n * dim, row-major
   std::vector<int> y;    // n

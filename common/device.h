@@ -18,7 +18,7 @@ namespace starring {
 class Device {
  public:
   virtual ~Device() = default;
-  virtual std::string name() const = 0;   // "cpu" | "cuda:0 (NVIDIA H200)"
+  virtual std::string name() const = 0;  // "cpu" | "cuda:0 (NVIDIA H200)"
   virtual bool is_gpu() const = 0;
 
   virtual float* alloc(std::size_t n) = 0;  // zero-initialised floats
@@ -66,10 +66,14 @@ std::unique_ptr<Device> make_device(const std::string& kind, int threads, int lo
 
 // What the GPU side of this build can see (for `starring env`): empty when CUDA was not built.
 struct GpuInfo {
-  bool built = false;            // CUDA compiled in
-  std::string error;             // why no device is usable, if none
+  bool built = false;  // CUDA compiled in
+  std::string error;   // why no device is usable, if none
   int driver_version = 0, runtime_version = 0;
-  struct Gpu { std::string name; std::size_t mem_bytes = 0; int cc_major = 0, cc_minor = 0; };
+  struct Gpu {
+    std::string name;
+    std::size_t mem_bytes = 0;
+    int cc_major = 0, cc_minor = 0;
+  };
   std::vector<Gpu> gpus;
   bool cublas = false;
 };

@@ -34,17 +34,17 @@ class Device;
 
 // Where the trainer's flat buffers live.
 struct SyncBuffers {
-  float* params = nullptr;  // ParamLayout::total() floats
-  float* grads = nullptr;   // same layout
-  bool on_device = false;   // true: GPU memory (only backends with accepts_device_buffers())
-  Device* device = nullptr; // the Device that owns the buffers (for GPU backends)
+  float* params = nullptr;   // ParamLayout::total() floats
+  float* grads = nullptr;    // same layout
+  bool on_device = false;    // true: GPU memory (only backends with accepts_device_buffers())
+  Device* device = nullptr;  // the Device that owns the buffers (for GPU backends)
 };
 
 // Per-step communication statistics a backend reports; the trainer adds its own compute and
 // wait timing and writes them to the metrics file.
 struct SyncStepStats {
-  double comm_s = 0;        // time the backend spent moving/reducing data (may overlap compute)
-  double wait_s = 0;        // time the trainer was blocked in wait_params()/flush()
+  double comm_s = 0;  // time the backend spent moving/reducing data (may overlap compute)
+  double wait_s = 0;  // time the trainer was blocked in wait_params()/flush()
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_recv = 0;
   std::map<std::string, double> extra;  // backend-specific: "push_s", "pull_s", "staleness", ...
@@ -56,7 +56,8 @@ class GradientSync {
 
   // Called once before training, on every worker, with identical initial parameters (the model
   // is initialised from the same seed). Backends may broadcast/verify them.
-  virtual void start(const ParamLayout& layout, SyncBuffers buffers, const OptimizerConfig& opt) = 0;
+  virtual void start(const ParamLayout& layout, SyncBuffers buffers,
+                     const OptimizerConfig& opt) = 0;
 
   virtual void begin_step(std::int64_t step, float lr) = 0;
   virtual void tensor_ready(std::size_t backward_index) = 0;

@@ -48,15 +48,21 @@ std::unique_ptr<SharedSegment> SharedSegment::create(std::size_t bytes) {
     close(fd);
     return nullptr;
   }
+  std::random_device rd;
+  const std::uint64_t nonce = (std::uint64_t{rd()} << 32) ^ rd();
+  *static_cast<Header*>(map) = Header{kMagic, nonce, bytes};
+  return adopt(fd, map, bytes, nonce);
+}
+
+std::unique_ptr<SharedSegment> SharedSegment::adopt(int fd, void* map, std::size_t bytes,
+                                                    std::uint64_t nonce) {
   std::unique_ptr<SharedSegment> s(new SharedSegment());
   s->fd_ = fd;
   s->map_ = map;
-  s->map_bytes_ = total;
+  s->map_bytes_ = kHeaderBytes + bytes;
   s->data_ = static_cast<unsigned char*>(map) + kHeaderBytes;
   s->bytes_ = bytes;
-  std::random_device rd;
-  s->nonce_ = (std::uint64_t{rd()} << 32) ^ rd();
-  *static_cast<Header*>(map) = Header{kMagic, s->nonce_, bytes};
+  s->nonce_ = nonce;
   return s;
 }
 
@@ -78,13 +84,7 @@ std::unique_ptr<SharedSegment> SharedSegment::open(const nlohmann::json& id) {
     close(fd);
     return nullptr;
   }
-  std::unique_ptr<SharedSegment> s(new SharedSegment());
-  s->fd_ = fd;
-  s->map_ = map;
-  s->map_bytes_ = total;
-  s->data_ = static_cast<unsigned char*>(map) + kHeaderBytes;
-  s->bytes_ = bytes;
-  s->nonce_ = nonce;
+  auto s = adopt(fd, map, bytes, nonce);
   const Header& h = *static_cast<const Header*>(map);
   if (h.magic != kMagic || h.nonce != nonce || h.bytes != bytes) return nullptr;  // someone else's
   return s;

@@ -40,6 +40,9 @@ class SharedSegment {
 
  private:
   SharedSegment() = default;
+  // Takes ownership of `fd` and of the mapping `map` (header + `bytes` of data).
+  static std::unique_ptr<SharedSegment> adopt(int fd, void* map, std::size_t bytes,
+                                              std::uint64_t nonce);
   int fd_ = -1;
   void* map_ = nullptr;
   std::size_t map_bytes_ = 0;

@@ -8,48 +8,16 @@
 
 #include "common/device.h"
 #include "common/error.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace starring {
 namespace {
 
-// Closed-form data: value of element i of buffer `which`.
-std::vector<float> data(std::size_t n, int which) {
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i)
-    v[i] = std::sin(0.3f * static_cast<float>(i) + 1.7f * static_cast<float>(which)) *
-           (1.0f + 0.01f * static_cast<float>(i % 13));
-  return v;
-}
-std::vector<int> labels(int rows, int cols) {
-  std::vector<int> l(rows);
-  for (int r = 0; r < rows; ++r) l[r] = (r * 7 + 3) % cols;
-  return l;
-}
-
-// Host copies in and out of a device buffer.
-struct Buf {
-  Device& d;
-  float* p;
-  std::size_t n;
-  Buf(Device& dev, const std::vector<float>& h) : d(dev), p(dev.alloc(h.size())), n(h.size()) {
-    d.to_device(p, h.data(), n);
-  }
-  Buf(Device& dev, std::size_t count) : d(dev), p(dev.alloc(count)), n(count) {}
-  ~Buf() { d.free(p); }
-  std::vector<float> get() const {
-    std::vector<float> h(n);
-    d.to_host(h.data(), p, n);
-    return h;
-  }
-};
-struct IntBuf {
-  Device& d;
-  int* p;
-  IntBuf(Device& dev, const std::vector<int>& h) : d(dev), p(dev.alloc_int(h.size())) {
-    d.to_device_int(p, h.data(), h.size());
-  }
-  ~IntBuf() { d.free_int(p); }
-};
+// Closed-form data, labels and host copies of device buffers: shared with the GPU tests.
+using gpu_test::Buf;
+using gpu_test::data;
+using gpu_test::IntBuf;
+using gpu_test::labels;
 
 // Naive row-major C = alpha op(A) op(B) + beta C in double.
 std::vector<float> ref_gemm(bool ta, bool tb, int m, int n, int k, float alpha,
