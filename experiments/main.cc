@@ -130,6 +130,23 @@ void check_output(const char* option, const std::string& path) {
   ::unlink(probe.c_str());
 }
 
+// A fresh run (no --resume) must not write into a folder holding another run's checkpoints: the
+// rotation keeps the highest steps whoever wrote them, and a later `--resume latest` would
+// continue the other run.
+void check_checkpoint_dir(const starring::CheckpointConfig& ck) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (ck.dir.empty() || !ck.resume.empty() || !fs::is_directory(ck.dir, ec)) return;
+  for (const auto& e : fs::directory_iterator(ck.dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "latest" || (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".ckpt"))
+      throw ConfigError(concat("--checkpoint-dir: folder '", ck.dir,
+                               "' already holds checkpoints (", name,
+                               "); continue that run with --resume latest, or give an empty "
+                               "folder"));
+  }
+}
+
 std::string expand_rank(std::string pattern, int rank) {
   for (auto at = pattern.find("%r"); at != std::string::npos; at = pattern.find("%r", at))
     pattern.replace(at, 2, std::to_string(rank));
@@ -140,6 +157,7 @@ void preflight(const Config& cfg, int rank) {
   if (rank == 0) {  // rank 0 writes the metrics and the summary
     check_output("--metrics-file", cfg.out.metrics_file);
     check_output("--summary-file", cfg.out.summary_file);
+    if (cfg.command == "train") check_checkpoint_dir(cfg.ckpt);
   }
   check_output("--trace", expand_rank(cfg.out.trace_file, rank));
   const std::string& ds = cfg.data.dataset;

@@ -141,6 +141,15 @@ ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int
   r.data = load_resume_on_workers(cfg, workers, r.path);
   // Every worker holds the same bytes, so every worker reaches the same verdict.
   check_checkpoint_fits(r.data, widths, num_params, cfg.train.opt.type, r.path, workers.where());
+  // The step counts optimizer steps of one global batch: the schedule, Adam's bias correction and
+  // the run's length are in those units, so a resume must keep the global batch (workers may
+  // change with it: 2 workers x 64 resume as 1 x 128).
+  const auto saved_gb = r.data.meta.value("global_batch", std::int64_t{0});
+  const auto gb = static_cast<std::int64_t>(cfg.train.batch) * cfg.train.accum * workers.size();
+  STARRING_CONFIG_CHECK(saved_gb == gb, workers.where(), ": checkpoint ", r.path,
+                        " does not fit this run: global batch ", saved_gb, " in the checkpoint, ",
+                        gb, " in this run (workers x --batch x --accum = ", workers.size(), " x ",
+                        cfg.train.batch, " x ", cfg.train.accum, ")");
   if (workers.rank() == 0)
     r.metrics_lines = metrics_lines_before(cfg.out.metrics_file, r.data.step);
   return r;

@@ -403,14 +403,6 @@ void TrainLoop::resume() {
   start_batch_ = c.next_batch;
   epoch_loss_ = c.epoch_loss_sum;
   epoch_batches_ = static_cast<int>(c.epoch_steps);
-  const auto saved_gb = c.meta.value("global_batch", std::int64_t{0});
-  const auto gb = static_cast<std::int64_t>(samples_per_step());
-  std::string note;
-  if (saved_gb > 0 && saved_gb != gb && start_batch_ > 0) {
-    start_batch_ = start_batch_ * saved_gb / gb;  // the samples of this epoch already seen
-    note = " (global batch " + std::to_string(saved_gb) + " -> " + std::to_string(gb) +
-           ": position in the epoch rounded down)";
-  }
   if (start_batch_ >= steps_per_epoch_) start_batch_ = 0, ++pos_epoch_;
   pos_batch_ = start_batch_;
   for (const auto& line : resume_.metrics_lines) metrics_.write(nlohmann::json::parse(line));
@@ -419,7 +411,7 @@ void TrainLoop::resume() {
   if (rank_ == 0)
     progress_.message("resuming from " + resume_.path + " at step " + std::to_string(step_) +
                       " (epoch " + std::to_string(pos_epoch_ + 1) + ", " +
-                      std::to_string(start_batch_) + " of its steps done)" + note);
+                      std::to_string(start_batch_) + " of its steps done)");
 }
 
 void TrainLoop::advance_position(std::int64_t s, int epoch) {

@@ -97,6 +97,16 @@ class CheckpointCli(unittest.TestCase):
         self.assertIn("rank 0: checkpoint " + path + ": truncated", bad.stderr)
         self.assertNotIn("Segmentation", bad.stderr)
 
+    def test_a_fresh_run_refuses_a_folder_holding_another_runs_checkpoints(self):
+        first = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        before = sorted(os.listdir(self.dir))
+        again = train("--backend", "ring", "--max-steps", "8", "--checkpoint-dir", self.dir)
+        self.assertEqual(again.returncode, 2, again.stderr)
+        self.assertIn("already holds checkpoints", again.stderr)
+        self.assertIn("--resume latest", again.stderr)
+        self.assertEqual(sorted(os.listdir(self.dir)), before)  # nothing written or deleted
+
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()

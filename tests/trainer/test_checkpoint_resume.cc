@@ -248,5 +248,17 @@ TEST(ResumeErrors, AModelThatDoesNotFitOrADamagedFileStopsEveryRank) {
   expect_failure(none, 2, {"no valid checkpoint in " + none.ckpt.dir});
 }
 
+// The step counts optimizer steps of one global batch, so another global batch is refused rather
+// than silently shortening or stretching the run and its schedule.
+TEST(ResumeErrors, AnotherGlobalBatchIsRefused) {
+  Config a = make_cfg(Case{"ring", "", 2, "sgd"});
+  a.ckpt.dir = fresh_dir("global-batch");
+  a.train.max_steps = 4;
+  train(a, 2);
+  Config b = make_cfg(Case{"local", "", 1, "sgd"});
+  b.ckpt.resume = ckpt(a.ckpt.dir, 4);  // 1 worker x 16 against 2 x 16
+  expect_failure(b, 1, {b.ckpt.resume, "global batch 32 in the checkpoint, 16 in this run"});
+}
+
 }  // namespace
 }  // namespace starring
