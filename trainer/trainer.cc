@@ -477,7 +477,17 @@ void TrainLoop::checkpoint() {
 
 TrainResult Trainer::run(const Dataset& train, const Dataset& test) {
   TrainLoop loop(cfg_, env_, train, test);
-  return loop.run();
+  try {
+    return loop.run();
+  } catch (...) {
+    // Stop the backend while the model's buffers still exist: its threads may still be writing
+    // parameters into them or reading gradients (the loop's destructor frees them).
+    try {
+      env_.sync.shutdown();
+    } catch (...) {  // the first error is the one to report
+    }
+    throw;
+  }
 }
 
 }  // namespace starring
