@@ -72,13 +72,22 @@ std::unique_ptr<SharedSegment> SharedSegment::open(const nlohmann::json& id) {
   const auto bytes = id.value("bytes", std::size_t{0});
   const std::string path =
       "/proc/" + std::to_string(id.value("pid", -1)) + "/fd/" + std::to_string(id.value("fd", -1));
-  // Non-blocking: should the path name something else (a FIFO), open must not wait.
+  const std::size_t total = kHeaderBytes + bytes;
+  // The same file as the owner's (inode and device), checked before opening: in another PID
+  // namespace the path could name some unrelated process's descriptor (a tty, a device), and
+  // opening those can have side effects. Non-blocking: should it still be a FIFO, open must not
+  // wait.
+  auto same_file = [&](const struct stat& st) {
+    return S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) == total &&
+           st.st_ino == id.value("ino", std::uint64_t{0}) &&
+           st.st_dev == id.value("dev", std::uint64_t{0});
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !same_file(st)) return nullptr;
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return nullptr;
-  struct stat st {};
-  const std::size_t total = kHeaderBytes + bytes;
   void* map = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) == total)
+  if (fstat(fd, &st) == 0 && same_file(st))
     map = mmap(nullptr, total, PROT_READ, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) {
     close(fd);
@@ -108,9 +117,13 @@ void copy_streaming(const float* __restrict a, float* __restrict o, std::size_t 
 }
 
 nlohmann::json SharedSegment::describe() const {
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) st = {};
   return {{"host", host_id()},
           {"pid", static_cast<int>(getpid())},
           {"fd", fd_},
+          {"ino", static_cast<std::uint64_t>(st.st_ino)},
+          {"dev", static_cast<std::uint64_t>(st.st_dev)},
           {"nonce", nonce_},
           {"bytes", bytes_}};
 }
