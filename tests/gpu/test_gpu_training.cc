@@ -22,22 +22,6 @@ namespace {
 constexpr int kSteps = 8;
 constexpr double kTol = 2e-5;
 
-// train_inproc with the model on `kind` ("cpu" or "cuda"); every rank on GPU 0.
-std::vector<RankOutcome> train_on(const Config& cfg, int world_size, const std::string& kind) {
-  auto data = load_data(cfg);
-  std::vector<RankOutcome> outs(world_size);
-  run_ranks(
-      world_size,
-      [&](Comm& c) {
-        std::shared_ptr<Comm> world(&c, [](Comm*) {});
-        auto dev = make_device(kind, 1, 0);
-        if (kind == "cuda" && !dev->is_gpu()) throw Error("no GPU for a cuda case");
-        outs[c.rank()] = run_rank(cfg, world, *dev, nullptr, &data.first, &data.second);
-      },
-      Seconds(cfg.sync.timeout_s));
-  return outs;
-}
-
 struct Case {
   std::string name, backend, cpu_backend;  // cpu_backend: the CPU side's (nccl -> ring)
   int workers;
@@ -68,13 +52,13 @@ TEST_P(GpuTraining, SameParametersAsTheCpuModel) {
   cpu_cfg.sync.backend = c.cpu_backend;
   std::vector<RankOutcome> gpu;
   try {
-    gpu = train_on(cfg, world, "cuda");
+    gpu = testing::train_inproc(cfg, world, "cuda");
   } catch (const ConfigError& e) {
     if (std::string(e.what()).find("built without NCCL") != std::string::npos)
       GTEST_SKIP() << e.what();
     throw;
   }
-  auto cpu = train_on(cpu_cfg, world, "cpu");
+  auto cpu = testing::train_inproc(cpu_cfg, world, "cpu");
   int workers_seen = 0;
   for (std::size_t r = 0; r < gpu.size(); ++r) {
     if (gpu[r].role != "worker") continue;

@@ -30,8 +30,10 @@ inline Config small_config() {
   return cfg;
 }
 
-// Trains on `world_size` in-process ranks; returns worker 0's outcome (and all outcomes).
-inline std::vector<RankOutcome> train_inproc(const Config& cfg, int world_size) {
+// Trains on `world_size` in-process ranks; returns every rank's outcome. `device`: the model's
+// Device, "cpu" or "cuda" (every rank on GPU 0; throws Error when no GPU is usable).
+inline std::vector<RankOutcome> train_inproc(const Config& cfg, int world_size,
+                                             const std::string& device = "cpu") {
   auto data = load_data(cfg);
   std::vector<RankOutcome> outs(world_size);
   run_ranks(
@@ -39,7 +41,8 @@ inline std::vector<RankOutcome> train_inproc(const Config& cfg, int world_size) 
       [&](Comm& c) {
         // run_ranks hands out a Comm&; the registry wants shared ownership without deleting it.
         std::shared_ptr<Comm> world(&c, [](Comm*) {});
-        auto dev = make_device("cpu", 1, c.rank());
+        auto dev = make_device(device, 1, device == "cpu" ? c.rank() : 0);
+        if (device == "cuda" && !dev->is_gpu()) throw Error("no GPU for a cuda case");
         outs[c.rank()] = run_rank(cfg, world, *dev, nullptr, &data.first, &data.second);
       },
       Seconds(cfg.sync.timeout_s));
