@@ -62,6 +62,8 @@ ShardServer::ShardServer(const PsInitSpec& spec, float* params)
     c.count = ref.count;
     if (!sum_only_) c.opt = std::make_unique<Optimizer>(spec.opt, ref.begin, ref.begin + ref.count);
     c.got.assign(w, 0);
+    c.early.assign(w, nullptr);
+    c.copies.resize(w);
     c.clock.assign(w, 0);
     c.release.assign(w, -1);
     index_[ref.id] = chunks_.size();
@@ -118,19 +120,53 @@ void ShardServer::push(int worker, int chunk, std::int64_t step, float lr, const
 void ShardServer::push_bsp(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
                            bool kept, std::vector<PsReply>& out) {
   const auto w = static_cast<std::size_t>(worker);
-  float* acc = acc_.get() + c.begin;
-  const std::size_t n = c.count;
-  const bool first = c.arrived == 0, last = c.arrived + 1 == workers_;
-  if (first) {
+  if (c.arrived == 0) {
     c.bsp_step = step;
     c.lr = lr;
   }
-  // Fewer passes over memory, the same roundings in the same order: a first push that stays
-  // valid until its reply (`kept`) is not copied, the second push adds both in one pass; the
-  // last push is added in the pass that scales the sum (or, for "sum", writes the parameters).
+  if (worker != c.next) {  // before its turn: hold it
+    if (!kept) {
+      auto& copy = c.copies[w];
+      copy.assign(grad, grad + c.count);
+      grad = copy.data();
+    }
+    c.early[w] = grad;
+  } else {
+    add_next(c, grad, kept);
+    while (c.next < workers_ && c.early[static_cast<std::size_t>(c.next)]) {
+      const float* g = c.early[static_cast<std::size_t>(c.next)];
+      c.early[static_cast<std::size_t>(c.next)] = nullptr;
+      add_next(c, g, true);
+    }
+  }
+  c.got[w] = 1;
+  ++awaiting_[w];
+  if (++c.arrived < workers_) return;
+  STARRING_CHECK(c.next == workers_, "parameter server ", spec_.server_index, ": chunk ", c.id,
+                 " summed ", c.next, " of ", workers_, " pushes");  // (cannot happen)
+  if (!sum_only_) c.opt->apply(params_, acc_.get(), c.begin, c.begin + c.count, c.lr, c.bsp_step);
+  ++updates_;
+  c.arrived = 0;
+  c.next = 0;
+  for (int v = 0; v < workers_; ++v) {
+    c.got[static_cast<std::size_t>(v)] = 0;
+    --awaiting_[static_cast<std::size_t>(v)];
+    out.push_back(reply(c, v));
+  }
+}
+
+// Adds worker c.next's push to the sum. Fewer passes over memory, the same roundings in the
+// same order: worker 0's push, if `stable` (valid until the reply), is not copied and the next
+// one adds both in one pass; the last one is added in the pass that scales the sum (or, for
+// "sum", writes the parameters).
+void ShardServer::add_next(Chunk& c, const float* grad, bool stable) {
+  float* acc = acc_.get() + c.begin;
+  const std::size_t n = c.count;
+  const bool first = c.next == 0, last = c.next + 1 == workers_;
   const float* prev = c.held ? c.held : acc;  // the sum so far (not first)
   c.held = nullptr;
-  if (first && kept && !last) {
+  ++c.next;
+  if (first && stable && !last) {
     c.held = grad;
   } else if (last && sum_only_) {
     if (first)
@@ -151,18 +187,6 @@ void ShardServer::push_bsp(Chunk& c, int worker, std::int64_t step, float lr, co
     add_scale(acc, grad, n, 1.0f);
   } else {
     add_to(prev, grad, acc, n, 1.0f);
-  }
-  c.got[w] = 1;
-  ++awaiting_[w];
-  if (++c.arrived < workers_) return;
-
-  if (!sum_only_) c.opt->apply(params_, acc_.get(), c.begin, c.begin + c.count, c.lr, c.bsp_step);
-  ++updates_;
-  c.arrived = 0;
-  for (int v = 0; v < workers_; ++v) {
-    c.got[static_cast<std::size_t>(v)] = 0;
-    --awaiting_[static_cast<std::size_t>(v)];
-    out.push_back(reply(c, v));
   }
 }
 

@@ -4,9 +4,14 @@
 // It owns the master copy of its chunks' parameters and one shared Optimizer per chunk (the same
 // code a ring worker applies to the whole buffer; per-slice application is bit-for-bit the same).
 // Every push carries a chunk of a worker's gradient, its step and that step's learning rate.
-//   bsp: pushes of a chunk are summed in an accumulator; when all W workers have pushed step t,
-//        the sum is scaled by 1/W, the optimizer is applied once, and all W workers get the new
-//        parameters: every worker sees exactly step t's parameters.
+//   bsp: pushes of a chunk are summed in an accumulator, always in worker order
+//        ((g0 + g1) + g2) + ..., whatever order they arrive in, so a run is reproducible bit for
+//        bit and does not depend on the number of servers or the partition; when all W workers
+//        have pushed step t, the sum is scaled by 1/W, the optimizer is applied once, and all W
+//        workers get the new parameters: every worker sees exactly step t's parameters.
+//        A push that arrives before its turn is held: by pointer when the caller keeps it valid
+//        (`kept`), else copied once; it is added as soon as every lower worker's push is in, so
+//        summing still overlaps the arrivals.
 //   asp: each push is scaled by 1/W and applied on arrival; the pusher gets the current values.
 //   ssp: applied on arrival as asp, but the reply to a worker that has pushed a chunk n times is
 //        withheld until the slowest worker has pushed it at least n - s times, so no worker
@@ -85,8 +90,11 @@ class ShardServer {
     std::int64_t bsp_step = 0;  // step being aggregated (bsp), valid when arrived > 0
     float lr = 0;
     int arrived = 0;
-    const float* held = nullptr;        // bsp: the round's first push, not yet added (kept)
+    int next = 0;                       // bsp: the next worker to add (all below are summed)
+    const float* held = nullptr;        // bsp: worker 0's push, not yet added (stable)
     std::vector<char> got;              // bsp: worker pushed the current step
+    std::vector<const float*> early;    // bsp: pushes waiting for their turn (stable)
+    std::vector<std::vector<float>> copies;  // bsp: copies of early pushes that were not kept
     std::vector<std::int64_t> clock;    // pushes received per worker
     std::vector<std::int64_t> release;  // ssp: withheld reply, released at min clock >= value
   };
@@ -94,6 +102,7 @@ class ShardServer {
   std::vector<float>& state_ref(int chunk, int part);
   void push_bsp(Chunk& c, int worker, std::int64_t step, float lr, const float* grad, bool kept,
                 std::vector<PsReply>& out);
+  void add_next(Chunk& c, const float* grad, bool stable);
   void push_async(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
                   std::vector<PsReply>& out);
   void release_ssp(Chunk& c, std::vector<PsReply>& out);

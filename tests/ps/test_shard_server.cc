@@ -2,6 +2,8 @@
 // replies when, what the parameters are, and what the staleness record says.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "ps/shard_server.h"
 
@@ -85,6 +87,44 @@ TEST(ShardServer, BspKeptPushesGiveTheSameBitsAsCopiedOnes) {
       EXPECT_EQ(finals[2], finals[0]) << update << ", " << workers << " workers, mixed";
     }
   }
+}
+
+// Under bsp the pushes of a round are summed in worker order whatever order they arrive in,
+// kept (held by pointer) or not (copied when early): every arrival order gives the bits of
+// ((g0 + g1) + g2) + g3, scaled by 1/4, then the optimizer.
+TEST(ShardServer, BspSumsInWorkerOrderWhateverTheArrivalOrder) {
+  constexpr int kW = 4;
+  std::vector<std::vector<float>> g(kW);
+  // Magnitudes far apart, so the order of additions shows: 1 + 1e8 rounds back to 1e8.
+  const float e0[kW] = {1.0f, 1e8f, -1e8f, 0.5f}, e1[kW] = {1e8f, 1.0f, 1.0f, -1e8f};
+  for (int w = 0; w < kW; ++w) g[w] = {e0[w], e1[w], 1.0f / static_cast<float>(w + 3)};
+  const float init[3] = {0.5f, -0.25f, 2.0f};
+  std::vector<float> expect(3);
+  for (int i = 0; i < 3; ++i) {
+    const float sum = ((g[0][i] + g[1][i]) + g[2][i]) + g[3][i];
+    expect[i] = init[i] - 0.5f * (sum * (1.0f / kW));
+  }
+  std::vector<int> order{0, 1, 2, 3};
+  int orders = 0;
+  do {
+    for (int kept_mask = 0; kept_mask < 16; kept_mask += 5) {
+      PsInitSpec sp = spec(kW, "bsp");
+      ShardServer s(sp);
+      s.set_params(0, init, 3);
+      s.set_params(1, init, 3);
+      std::vector<PsReply> out;
+      std::vector<std::vector<float>> sent = g;  // non-kept pushes are overwritten after push()
+      for (int w : order) {
+        s.push(w, 0, 1, 0.5f, sent[w].data(), 3, out, (kept_mask >> w) & 1);
+        if (!((kept_mask >> w) & 1)) sent[w].assign(3, 12345.0f);
+      }
+      ASSERT_EQ(out.size(), static_cast<std::size_t>(kW));
+      EXPECT_EQ(std::vector<float>(out[0].data, out[0].data + 3), expect)
+          << "order " << order[0] << order[1] << order[2] << order[3] << ", kept " << kept_mask;
+    }
+    ++orders;
+  } while (std::next_permutation(order.begin(), order.end()));
+  EXPECT_EQ(orders, 24);
 }
 
 TEST(ShardServer, SspWithholdsRepliesBeyondTheBound) {

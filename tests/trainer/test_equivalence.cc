@@ -102,5 +102,32 @@ TEST(Equivalence, OverlapOnAndOffGiveTheSameParameters) {
   EXPECT_LT(testing::max_abs_diff(on, one_bucket), 1e-6);
 }
 
+// A server sums the pushes of a chunk in worker order whatever order they arrive in, so under
+// bsp the parameter server gives the same bits run after run, with any number of servers, either
+// partition, and co-located: only the chunk boundaries move, never the order of an element's sum.
+TEST(Equivalence, PsBspGivesTheSameBitsWhateverTheServers) {
+  Config cfg = testing::small_config();
+  cfg.train.max_steps = kSteps;
+  cfg.sync.backend = "ps";
+  cfg.sync.consistency = "bsp";
+  cfg.sync.bucket_mb = 0.001;
+  cfg.sync.ps_chunk_bytes = 1024;
+  constexpr int kWorkers = 4;
+  std::vector<float> first;
+  for (const char* servers : {"1", "3", "colocated", "2", "1"}) {
+    for (const char* partition : {"range", "tensor"}) {
+      cfg.sync.servers = servers;
+      cfg.sync.ps_partition = partition;
+      const int world = kWorkers + (cfg.sync.servers == "colocated" ? 0 : std::stoi(servers));
+      for (auto& o : testing::train_inproc(cfg, world)) {
+        if (o.role != "worker") continue;
+        if (first.empty()) first = o.result.params;
+        EXPECT_EQ(testing::max_abs_diff(o.result.params, first), 0.0)
+            << "servers " << servers << ", partition " << partition;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace starring
