@@ -116,6 +116,13 @@ void BucketSync::wait_bucket(std::size_t b) {
     auto deadline = last_progress + std::chrono::duration_cast<Clock::duration>(timeout);
     if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && done_[b] < submitted_[b] &&
         !error_ && Clock::now() >= deadline) {
+      // The communication thread's own wait started later (when the bucket's job did) and its
+      // error names the peer that went silent: give it a moment to say so before ours, which
+      // can only name this rank.
+      const auto grace = std::chrono::duration_cast<Clock::duration>(
+          std::min(timeout, std::chrono::duration<double>(5.0)));
+      if (cv_.wait_until(lk, deadline + grace, [&] { return error_ || done_[b] >= submitted_[b]; }))
+        continue;
       throw TimeoutError(timeout_message(*workers_, Seconds(cfg_.timeout_s),
                                          "waiting for gradient bucket " + std::to_string(b) +
                                              " (step " + std::to_string(submitted_[b]) +

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/fault.h"
 #include "ps/backoff.h"
 
 namespace starring::ps {
@@ -336,9 +337,8 @@ void ServerLoop::check_liveness() {
 
 void ServerLoop::maybe_fault(std::int64_t step) {
   if (fault_rank_ != rank_ || step < fault_step_) return;
+  announce_fault(where_, fault_kind_, step);
   if (fault_kind_ == "kill") std::raise(SIGKILL);
-  std::fprintf(stderr, "[starring] %s: --fault hang: going silent at step %lld\n", where_.c_str(),
-               static_cast<long long>(step));
   std::this_thread::sleep_for(opt_.timeout * 3 + Seconds(1));
   for (auto& w : done_) w = 1;  // the workers have given up on us: tell nobody anything
   throw Error(where_ + ": --fault " + opt_.fault + " injected");

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/fault.h"
 #include "trainer/checkpoint.h"
 #include "trainer/evaluate.h"
 #include "trainer/metrics.h"
@@ -256,9 +257,8 @@ TrainResult TrainLoop::run() {
 
 void TrainLoop::inject_fault() const {
   if (fault_.first != rank_ || step_ != fault_.second) return;
+  announce_fault("rank " + std::to_string(rank_), fault_kind_, step_);
   if (fault_kind_ == "kill") std::raise(SIGKILL);
-  std::fprintf(stderr, "[starring] rank %d: --fault hang: going silent at step %lld\n", rank_,
-               static_cast<long long>(step_));
   std::this_thread::sleep_for(std::chrono::hours(24));
 }
 
