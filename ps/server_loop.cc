@@ -317,8 +317,8 @@ void ServerLoop::check_liveness() {
   const auto now = last_check_ = Clock::now();
   for (const auto& p : sends_)
     if (now - p.since > opt_.timeout)
-      throw TimeoutError(where_ + ": timeout after " + std::to_string(opt_.timeout.count()) +
-                         " s: " + who(p.worker) + " did not take " + p.what);
+      throw TimeoutError(detail::concat(where_, ": timeout after ", opt_.timeout.count(),
+                                        " s: ", who(p.worker), " did not take ", p.what));
   int silent = -1;
   for (int w = 0; w < workers_; ++w) {
     const auto wi = static_cast<std::size_t>(w);
@@ -329,10 +329,9 @@ void ServerLoop::check_liveness() {
     if (silent < 0 || last_heard_[wi] < last_heard_[static_cast<std::size_t>(silent)]) silent = w;
   }
   if (silent >= 0)
-    throw TimeoutError(where_ + ": timeout after " + std::to_string(opt_.timeout.count()) +
-                       " s: " + who(silent) + " (worker " + std::to_string(silent) +
-                       ") sent nothing while this server waited for it" +
-                       (acked_ ? "" : " to start"));
+    throw TimeoutError(detail::concat(
+        where_, ": timeout after ", opt_.timeout.count(), " s: ", who(silent), " (worker ", silent,
+        ") sent nothing while this server waited for it", acked_ ? "" : " to start"));
 }
 
 void ServerLoop::maybe_fault(std::int64_t step) {
