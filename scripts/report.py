@@ -28,6 +28,7 @@ except ImportError:  # Debian's matplotlib lives with /usr/bin/python3; a pyenv 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report_model as rm  # noqa: E402
 import report_plots as rp  # noqa: E402
+import report_faults as rf  # noqa: E402
 import report_studies as rs  # noqa: E402
 import starring_results as sr  # noqa: E402
 
@@ -118,7 +119,8 @@ def text_table(rows):
 
 
 def not_ok(runs):
-    return [r for r in runs if r.get("status") != "ok"]
+    """Runs that did not succeed, except those that failed as an injected fault meant them to."""
+    return [r for r in runs if r.get("status") != "ok" and not sr.expected_failure(r)]
 
 
 def write_summary(out, runs, bench, figures):
@@ -139,6 +141,7 @@ def write_summary(out, runs, bench, figures):
                   for r in bad]
         parts.append("")
     parts += rm.summary_lines([r for r in runs if r.get("status") == "ok"], bench)
+    parts += rf.summary_lines(runs)
     parts += ["## Plots", ""] + [f"- `{f.file}`: {f.title}" for f in figures
                                  if isinstance(f, rp.Figure)]
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
@@ -166,6 +169,14 @@ def write_html(out, results, runs, bench, figures, rows, problems):
                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)
                                         + "</tr>" for row in rows) + "</table>")
     body.append(rm.html_section([r for r in runs if r.get("status") == "ok"], bench))
+    fault_rows = rf.rows(runs)
+    if fault_rows:
+        body.append("<h2>Faults</h2><p>Each run had a rank killed (SIGKILL) or silenced at a "
+                    "given step; 'ended after' is the time from the fault (the rank's own wall "
+                    "clock) to the job's exit.</p><table><tr>"
+                    + "".join(f"<th>{e(h)}</th>" for h in rf.HEADER) + "</tr>"
+                    + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
+                              for row in fault_rows) + "</table>")
     for f in figures:
         if isinstance(f, rp.Figure):
             with open(os.path.join(out, f.file), "rb") as img:
@@ -217,6 +228,7 @@ def make_figures(runs, bench, metrics, out):
               ("staleness", lambda: rs.staleness(ok, out)),
               ("crossover", lambda: rs.crossover(ok, out)),
               ("bucket", lambda: rs.bucket(ok, out)),
+              ("faults", lambda: rf.faults(runs, out)),
               ("cost model check", lambda: rm.predicted_vs_measured(ok, bench, out)),
               ("cost model scaling", lambda: rm.extrapolation(ok, bench, out))]
     figures = []

@@ -20,7 +20,10 @@ Launch: `scripts/mpirun.sh -np N build/bin/starring train ...` under `timeout` (
 changes the first part, e.g. 'srun -n {np} --mpi=pmix' under Slurm); ranks are
 W workers plus S dedicated servers for `backend = ps` with a numeric `servers`.
 Every run appends one record to OUT/runs.jsonl (status ok / failed / timeout / skipped, with the
-train summary merged in when there is one); bench rows go to OUT/bench.jsonl.
+train summary merged in when there is one); bench rows go to OUT/bench.jsonl. A run with
+`fault = KIND:RANK:STEP` is expected to fail: its record gets a `fault` object (time from the
+fault to the job's end, the error lines, whether they name the rank; see
+starring_results.fault_outcome), and it counts as a success when the job failed naming the rank.
 """
 import argparse
 import configparser
@@ -169,7 +172,10 @@ def launch(np_, argv, log_path, ctx):
         log.flush()
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO).returncode
     elapsed = time.monotonic() - start
-    status = "ok" if rc == 0 else ("timeout" if rc in (124, 137) else "failed")
+    # `timeout` exits 124 (or 137 after -k); a job whose rank was killed by SIGKILL exits 137
+    # too, long before the bound.
+    timed_out = rc in (124, 137) and elapsed >= float(ctx["timeout_s"]) - 1.0
+    status = "ok" if rc == 0 else ("timeout" if timed_out else "failed")
     return rc, status, elapsed, shlex.join(cmd)
 
 
@@ -207,6 +213,9 @@ def run_train(run, idx, ctx):
                               for r in range(np_)]
     rc, status, elapsed, cmd = launch(np_, argv, files["log_file"], ctx)
     rec.update(status=status, exit_code=rc, elapsed_s=round(elapsed, 3), command=cmd)
+    if run["flags"].get("fault"):  # a fault injected on purpose: how the job ended is the result
+        rec["fault"] = sr.fault_outcome(run["flags"]["fault"], tail(files["log_file"], 200),
+                                        time.time(), status, rc)
     if ctx["trace"]:  # one file with every rank, to open in Perfetto
         merged = os.path.join(rdir, "trace.json")
         if sr.merge_traces([os.path.join(ctx["out"], t) for t in rec["trace_files"]], merged):
@@ -260,6 +269,10 @@ def run_bench(name, np_, args, ctx):
 
 
 def describe(rec):
+    f = rec.get("fault")
+    if f:
+        ended = f"{f['detect_s']:.1f} s after the fault" if f["detect_s"] is not None else ""
+        return f"fault {f['spec']}: {f['outcome']} {ended} (exit {rec['exit_code']})"
     if rec["status"] != "ok":
         return f"{rec['status'].upper()} (exit {rec['exit_code']}) see {rec['log_file']}" \
             if rec["status"] != "skipped" else f"skipped: {rec.get('reason', '')}"
@@ -358,7 +371,8 @@ def main(argv=None):
               f"{' '.join(f'{k}={v}' for k, v in run['point'].items())} ...", end=" ", flush=True)
         rec = run_train(run, i, ctx)
         sr.append_jsonl(os.path.join(out, "runs.jsonl"), rec)
-        counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+        key = "fault " + rec["fault"]["outcome"] if rec.get("fault") else rec["status"]
+        counts[key] = counts.get(key, 0) + 1
         print(describe(rec), flush=True)
     for bname, b in benches.items():
         for np_ in b.get("np", "2").split():
@@ -369,7 +383,7 @@ def main(argv=None):
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
           flush=True)
-    rc = 0 if all(k in ("ok", "skipped", "bench ok") for k in counts) else 1
+    rc = 0 if all(k in ("ok", "skipped", "bench ok", "fault detected") for k in counts) else 1
     if sweep["report"].lower() in ("yes", "true", "on", "1") and not a.no_report:
         rc = run_report(out, ctx) or rc
     return rc

@@ -4,11 +4,17 @@
 Every number is a closed-form function of the configuration (workers, servers, model size), so
 the fixture is reproducible: `python3 tests/experiments/make_fixture.py` rewrites it identically.
 It holds what a real sweep folder holds: ok runs of three sweeps (main, straggler, crossover,
-bucket), a failed, a timed-out and a skipped run, bench rows, and per-run metrics files.
+bucket), a failed, a timed-out and a skipped run, runs of the faults sweep (a killed and a silent
+rank: detected and named, detected without a name, hung), bench rows, and per-run metrics files.
 """
 import json
 import os
 import shutil
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "scripts"))
+import starring_results as sr  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "fixtures", "results")
@@ -96,6 +102,38 @@ def not_ok(run_id, variant, status, rc, np_, workers, log_tail):
     return rec
 
 
+FAULT_T = 1795970000.0  # the faulted rank's wall clock at the fault
+
+
+def faulted(variant, backend, servers, spec, status, rc, after, errors):
+    """A faults-sweep record whose `fault` object comes from the real parser on a log."""
+    kind, rank, step = spec.split(":")
+    np_ = 2 + (int(servers) if servers.isdigit() else 0)
+    run_id = f"faults-{variant}-{kind}"
+    rec = not_ok(run_id, variant, status, rc, np_, 2, "\n".join(errors))
+    rec.update(sweep="faults", num_servers=np_ - 2, config={"backend": backend, "servers": servers,
+               "fault": spec, "timeout": "5"}, grid_point={"workers": "2", "fault": spec},
+               roles={"worker": 2, "server": np_ - 2}, elapsed_s=after + 0.4)
+    what = "hang: going silent" if kind == "hang" else kind
+    log = f"[starring] rank {rank}: --fault {what} at step {step} (unix time {FAULT_T:.6f})\n"
+    rec["fault"] = sr.fault_outcome(spec, log + "\n".join(errors), FAULT_T + after, status, rc)
+    return rec
+
+
+def fault_records():
+    kill = ["mpirun: job stopped: rank 1 on node vm was killed by signal 9 (Killed)"]
+    return [
+        faulted("ring", "ring", "-", "kill:1:30", "failed", 137, 1.0, kill),
+        faulted("ring", "ring", "-", "hang:1:30", "failed", 1, 8.0,
+                ["starring: error: rank 0: timeout after 5.0 s in shared-memory ring, waiting "
+                 "for data from rank 1 (tag 65536)"]),
+        faulted("mpi", "mpi", "-", "hang:1:30", "failed", 1, 8.0,
+                ["starring: error: rank 0: timeout after 5.0 s in MPI_Iallreduce of 235146 floats",
+                 "mpirun: job stopped: rank 0 called MPI_Abort (error code 1)"]),
+        faulted("ps-1-server", "ps", "1", "hang:2:30", "timeout", 124, 119.0, ["(killed)"]),
+    ]
+
+
 def bench_rows():
     rows = []
     for np_ in (2, 4):
@@ -181,6 +219,8 @@ def main():
         for rec in (not_ok("main-ps-1-w8", "ps-1", "failed", 1, 9, 8, "rank 3: timeout waiting for rank 8"),
                     not_ok("main-ps-1-w16", "ps-1", "timeout", 124, 17, 16, "(killed after 90 s)"),
                     not_ok("main-nccl-w2", "nccl", "skipped", 0, 2, 2, None)):
+            f.write(json.dumps(rec, sort_keys=True) + "\n")
+        for rec in fault_records():
             f.write(json.dumps(rec, sort_keys=True) + "\n")
     with open(os.path.join(OUT, "bench.jsonl"), "w") as f:
         f.writelines(json.dumps(r, sort_keys=True) + "\n" for r in bench_rows())

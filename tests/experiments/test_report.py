@@ -21,7 +21,7 @@ import starring_results as sr  # noqa: E402
 
 ALL_PLOTS = ["throughput.png", "efficiency.png", "breakdown.png", "bytes_per_rank.png",
              "busbw.png", "convergence.png", "straggler.png", "staleness.png", "crossover.png",
-             "bucket.png", "cost_model_check.png", "cost_model_scaling.png"]
+             "bucket.png", "cost_model_check.png", "cost_model_scaling.png", "faults.png"]
 
 
 def run_report(results, out):
@@ -84,6 +84,15 @@ class ReportOnFixture(unittest.TestCase):
         self.assertIn("`main-ps-1-w8`: failed", text)
         self.assertIn("`main-ps-1-w16`: timeout", text)
         self.assertIn("`main-nccl-w2`: skipped", text)
+        # runs that failed because a fault was injected on purpose are results, not failures,
+        # unless the job hung: they go to the faults table
+        failures = text.split("## Runs that did not succeed")[1].split("##")[0]
+        self.assertNotIn("faults-ring-kill", failures)
+        self.assertIn("`faults-ps-1-server-hang`: timeout", failures)
+        faults = text.split("## Faults")[1].split("##")[0]
+        rows = [l for l in faults.splitlines() if l.startswith("| ") and "backend" not in l]
+        self.assertEqual([l.split(" | ")[6] for l in rows],
+                         ["detected", "detected", "detected, rank not named", "hung"])
         # the fixture's bytes are the theory, so every deviation is 0%
         self.assertEqual(re.findall(r"\(([-+][0-9.]+%)\)", text), [])
 

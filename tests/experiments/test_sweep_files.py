@@ -10,6 +10,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
+import starring_results as sr  # noqa: E402
 import sweep as driver  # noqa: E402
 
 SWEEPS = os.path.join(REPO, "experiments", "sweeps")
@@ -59,6 +60,21 @@ class ShippedSweeps(unittest.TestCase):
             strag = sorted(r["flags"].get("straggler", "") for r in runs if r["variant"] == v)
             self.assertEqual(strag, ["", "1:50", "any:50"], v)  # none, persistent, moving
 
+    def test_faults_hit_a_worker_and_a_server_of_every_backend(self):
+        for quick in (False, True):
+            _, runs, _ = expand(os.path.join(SWEEPS, "faults.ini"), quick)
+            for r in runs:
+                kind, rank, step = r["flags"]["fault"].split(":")
+                np_, servers, _ = driver.roles_of(r["flags"], r["workers"])
+                # the server variant faults the server rank (the last), the others a worker
+                self.assertEqual(int(rank) >= np_ - servers and servers > 0,
+                                 r["variant"].endswith("-server"), r)
+                self.assertLess(int(rank), np_)
+            self.assertEqual(sorted({r["flags"]["fault"].split(":")[0] for r in runs}),
+                             ["hang", "kill"])
+            self.assertEqual(sorted({r["variant"] for r in runs}),
+                             ["mpi", "ps-1", "ps-1-server", "ps-colocated", "ring"])
+
     def test_every_shipped_sweep_and_its_quick_variant_expand(self):
         for name in sorted(os.listdir(SWEEPS)):
             for quick in (False, True):
@@ -67,6 +83,45 @@ class ShippedSweeps(unittest.TestCase):
                 self.assertGreater(float(sweep["timeout_s"]), 0)
                 for r in runs:
                     self.assertNotIn("timeout_s", r["flags"], name)  # a misplaced sweep key
+
+
+class FaultOutcome(unittest.TestCase):
+    LINE = "[starring] {who}: --fault {what} at step 30 (unix time 1795970000.500000)\n"
+
+    def outcome(self, who, what, errors, status="failed", rc=1, spec="hang:1:30"):
+        log = "step 29 ...\n" + self.LINE.format(who=who, what=what) + "\n".join(errors)
+        return sr.fault_outcome(spec, log, 1795970008.75, status, rc)
+
+    def test_a_named_silent_worker(self):
+        f = self.outcome("rank 1", "hang: going silent",
+                         ["starring: error: rank 0: timeout after 5.0 s in recv from rank 1 (tag 7)"])
+        self.assertEqual((f["kind"], f["rank"], f["step"], f["injected"]), ("hang", 1, 30, True))
+        self.assertAlmostEqual(f["detect_s"], 8.25)
+        self.assertEqual((f["names_rank"], f["outcome"]), (True, "detected"))
+
+    def test_the_reporting_rank_alone_is_not_a_name_for_the_faulty_one(self):
+        f = self.outcome("rank 1", "hang: going silent",
+                         ["starring: error: rank 0: timeout after 5.0 s in MPI_Iallreduce",
+                          "mpirun: job stopped: rank 0 called MPI_Abort (error code 1)"])
+        self.assertEqual((f["names_rank"], f["outcome"]), (False, "detected, rank not named"))
+        f = self.outcome("rank 1", "hang: going silent", ["starring: error: rank 10: timeout"])
+        self.assertFalse(f["names_rank"])  # rank 10 is not rank 1
+
+    def test_a_killed_server_hung_missed_and_never_reached(self):
+        kill = ["mpirun: job stopped: rank 4 on node vm was killed by signal 9 (Killed)"]
+        f = self.outcome("server rank 4", "kill", kill, rc=137, spec="kill:4:30")
+        self.assertEqual((f["rank"], f["outcome"]), (4, "detected"))
+        self.assertEqual(self.outcome("rank 1", "hang: going silent", [], status="timeout",
+                                      rc=124)["outcome"], "hung")
+        self.assertEqual(self.outcome("rank 1", "kill", [], status="ok", rc=0)["outcome"],
+                         "missed")
+        f = sr.fault_outcome("kill:1:30", "no fault line\n", 0.0, "ok", 0)
+        self.assertEqual((f["injected"], f["detect_s"], f["outcome"]), (False, None, "not injected"))
+        rec = {"status": "failed", "fault": self.outcome("rank 1", "kill", kill)}
+        self.assertEqual(rec["fault"]["outcome"], "detected, rank not named")  # rank 4 named
+        self.assertTrue(sr.expected_failure(rec))  # still the failure the fault was meant to cause
+        rec = {"status": "timeout", "fault": self.outcome("rank 1", "kill", [], "timeout", 124)}
+        self.assertFalse(sr.expected_failure(rec))
 
 
 class FileFormat(unittest.TestCase):

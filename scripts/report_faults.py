@@ -1,0 +1,111 @@
+"""The faults part of StarRing's report: for runs with an injected fault (`--fault`, the
+`faults` sweep), how long each backend's job took from the fault to its end, and whether its
+error named the rank at fault. Same conventions as report_plots.py (Figure or Skipped, Agg)."""
+import matplotlib.pyplot as plt
+
+import starring_results as sr
+from report_plots import Figure, Skipped, _save, label_axes, oversub_note
+
+KIND_COLOR = {"kill": "#C44E52", "hang": "#4C72B0"}
+
+
+def fault_runs(runs):
+    return [r for r in runs if r.get("fault")]
+
+
+def _target(r):
+    """Which role the fault hit: a worker or (dedicated PS) a server rank."""
+    rank = r["fault"].get("rank")
+    servers = r.get("num_servers", 0) or 0
+    if rank is not None and servers and rank >= r["np"] - servers:
+        return "server"
+    return "worker"
+
+
+def rows(runs):
+    """One row per faulted run: backend, W, fault, target, ended after (s), exit, outcome,
+    names rank, first error line."""
+    out = []
+    for r in fault_runs(runs):
+        f = r["fault"]
+        ended = f"{f['detect_s']:.1f}" if f.get("detect_s") is not None else "-"
+        err = next((e for e in f.get("errors", []) if e.startswith("starring: error:")),
+                   (f.get("errors") or [""])[0])
+        out.append([sr.backend_label(r), str(r["workers"]), f["spec"], _target(r), ended,
+                    str(r.get("exit_code")), f.get("outcome", "?"),
+                    "yes" if f.get("names_rank") else "no", err[:160]])
+    return out
+
+
+HEADER = ["backend", "W", "fault", "hits", "ended after (s)", "exit", "outcome", "names rank",
+          "error"]
+
+
+def summary_lines(runs):
+    table = rows(runs)
+    if not table:
+        return []
+    lines = ["## Faults", "",
+             "Each run had a rank killed (SIGKILL) or silenced at a given step; 'ended after' is "
+             "the time from the fault (the rank's own wall clock) to the job's exit.", "",
+             "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
+    return lines + [""]
+
+
+def _timeout_of(runs):
+    vals = {float(r.get("config", {}).get("timeout", 60)) for r in runs}
+    return vals.pop() if len(vals) == 1 else None
+
+
+def faults(runs, out_dir):
+    """Seconds from the fault to the job's end, per backend and fault kind."""
+    fr = [r for r in fault_runs(runs) if r["fault"].get("injected")]
+    if not fr:
+        return Skipped("Faults", "no run with an injected fault (scripts/sweep.sh faults)")
+    groups = sorted({(sr.backend_label(r), r["workers"]) for r in fr})
+    kinds = sorted({r["fault"]["kind"] for r in fr})
+    width = 0.8 / len(kinds)
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(groups) + 3), 4.6))
+    top = 0.0
+    for k, kind in enumerate(kinds):
+        for g, group in enumerate(groups):
+            match = [r for r in fr if (sr.backend_label(r), r["workers"]) == group
+                     and r["fault"]["kind"] == kind]
+            if not match:
+                continue
+            r = match[0]
+            f = r["fault"]
+            x = g - 0.4 + width * (k + 0.5)
+            hung = f["outcome"] == "hung"
+            y = f["detect_s"] or 0.0
+            top = max(top, y)
+            ax.bar(x, y, width, color=KIND_COLOR.get(kind, "#888"), hatch="//" if hung else None,
+                   edgecolor="black" if hung else None, label=kind if g == 0 else None)
+            mark = {"detected": "named", "hung": "HUNG", "missed": "MISSED",
+                    "detected, rank not named": "unnamed"}.get(f["outcome"], f["outcome"])
+            ax.annotate(f"{mark}\nexit {r.get('exit_code')}", (x, y), ha="center", va="bottom",
+                        fontsize=7)
+    timeout = _timeout_of(fr)
+    if timeout:
+        ax.axhline(timeout, color="#555", ls="--", lw=1)
+        ax.annotate(f"--timeout {timeout:g} s", (len(groups) - 0.5, timeout), ha="right",
+                    va="bottom", fontsize=8, color="#555")
+        top = max(top, timeout)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{b}\nW={w}" for b, w in groups], fontsize=8)
+    ax.set_ylim(0, 1.25 * top + 0.5)
+    ax.legend(title="fault", fontsize=8)
+    label_axes(ax, "backend, workers (which rank and step: the faults table)",
+               "seconds from the fault to the job's end", "Time to notice a dead or silent rank")
+    name = _save(fig, out_dir, "faults.png")
+    targets = sorted({_target(r) for r in fr})
+    return Figure(name, "Faults: time from a dead or silent rank to the job's end",
+                  "Each bar is one run in which a rank was killed (SIGKILL: mpirun sees the "
+                  "process die) or went silent (alive, sending nothing: only the other ranks' "
+                  "timeouts can tell) at a fixed step; the bar is the time from that moment, on "
+                  "the rank's own clock, to the job's exit. The label says whether the error "
+                  "named the rank at fault and the exit code; hatched bars hung until the "
+                  f"sweep's time bound. Faults hit {' and '.join(targets)} ranks (see the table). "
+                  "The dashed line is the wait bound every rank was given (--timeout): a silent "
+                  "rank cannot be told from a slow one sooner." + oversub_note(fr))
