@@ -196,6 +196,54 @@ class FailuresAreRecorded(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+FAULTS = """
+[sweep]
+timeout_s = 60
+report = no
+
+[train]
+dataset = synthetic
+synthetic-train = 512
+synthetic-test = 128
+hidden = 16
+batch = 16
+max-steps = 200
+timeout = 2
+progress = off
+
+[grid]
+workers = 2
+fault = kill:1:3 hang:1:3
+
+[variant ring]
+backend = ring
+"""
+
+
+class FaultsAreMeasured(unittest.TestCase):
+    def test_a_killed_and_a_silent_rank_are_detected_named_and_timed(self):
+        tmp = tempfile.mkdtemp(prefix="starring_sweep_test_")
+        try:
+            proc, out = sweep(FAULTS, tmp, "--no-bench")
+            msg = proc.stdout + proc.stderr
+            runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
+            self.assertEqual([r["fault"]["spec"] for r in runs], ["kill:1:3", "hang:1:3"], msg)
+            for r in runs:
+                f = r["fault"]
+                self.assertEqual(sr.check_record(r), [])
+                self.assertEqual((r["status"], f["outcome"], f["rank"], f["step"]),
+                                 ("failed", "detected", 1, 3), r.get("log_tail", "") + msg)
+                self.assertTrue(sr.expected_failure(r))
+                # measured from the rank's own clock: after the fault, before the sweep's bound
+                self.assertGreater(f["detect_s"], 0)
+                self.assertLess(f["detect_s"], r["elapsed_s"])
+            self.assertEqual(runs[0]["exit_code"], 137)  # mpirun passes on the rank's SIGKILL
+            self.assertGreaterEqual(runs[1]["fault"]["detect_s"], 2.0)  # not before --timeout
+            self.assertEqual(proc.returncode, 0, msg)  # the faults did what they were meant to
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 class ShippedSweeps(unittest.TestCase):
     def help_flags(self, command):
         proc = subprocess.run([BIN, command, "--help"], capture_output=True, text=True, timeout=60)
