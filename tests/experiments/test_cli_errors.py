@@ -259,7 +259,9 @@ class Filter(unittest.TestCase):
         race = ("[vm:10956] [[17970,0],0] ORTE_ERROR_LOG: Data unpack had inadequate space in file "
                 "../../../orte/util/show_help.c at line 513\n"
                 "[vm:10957] [[17971,0],0] ORTE_ERROR_LOG: Data unpack would read past end of "
-                "buffer in file ../../../orte/util/show_help.c at line 501\n")
+                "buffer in file ../../../orte/util/show_help.c at line 501\n"
+                "[vm:12607] [[24001,0],0] ORTE_ERROR_LOG: Out of resource in file "
+                "../../../orte/util/show_help.c at line 501\n")
         out = filtered(rank + ABORT + race + ABORT + agg)
         self.assertEqual(out, rank + "mpirun: job stopped: rank 1 called MPI_Abort (error code 1)"
                          "\n")
