@@ -3,13 +3,16 @@
 // spins (Open MPI only moves data inside MPI calls, so testing is what makes progress); after a
 // short while without progress it yields the core (ranks may outnumber cores), then sleeps with
 // a growing back-off. When no progress happened for `timeout` it throws TimeoutError with
-// `what()` describing the operation that is stuck.
+// `what()` describing the operation that is stuck, and a census (common/census.h) of which
+// ranks are stuck in it too: the one that is not is the one to look at.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
 
+#include "common/census.h"
 #include "common/comm.h"
 #include "common/comm_util.h"
 #include "common/error.h"
@@ -22,7 +25,7 @@ class ProgressWaiter {
   // spin: how long to keep polling without yielding after the last progress. Long spins give
   // the lowest latency when every rank has a core of its own; with more ranks than cores a rank
   // that spins steals the core its peer needs, so spin ~0 there.
-  ProgressWaiter(const Comm& comm, Seconds timeout,
+  ProgressWaiter(Comm& comm, Seconds timeout,
                  std::chrono::microseconds spin = std::chrono::microseconds(0))
       : comm_(comm), timeout_(timeout), spin_(spin) {
     progressed();
@@ -37,7 +40,10 @@ class ProgressWaiter {
     ++idle_iters_;
     if (idle_iters_ < 64) return;  // spin (each iteration already tested the requests)
     const auto waited = Clock::now() - last_;
-    if (waited > timeout_) throw TimeoutError(timeout_message(comm_, timeout_, what()));
+    if (waited > timeout_) {
+      const std::string msg = timeout_message(comm_, timeout_, what());
+      throw TimeoutError(msg + census(comm_, std::min(timeout_, Seconds(1.5))));
+    }
     if (waited < spin_) return;
     if (waited < std::chrono::milliseconds(2)) {
       std::this_thread::yield();
@@ -48,7 +54,7 @@ class ProgressWaiter {
   }
 
  private:
-  const Comm& comm_;
+  Comm& comm_;
   std::chrono::duration<double> timeout_;
   std::chrono::microseconds spin_;
   Clock::time_point last_;

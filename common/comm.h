@@ -89,6 +89,7 @@ class Comm {
 // other's messages. Within a range a protocol may encode bucket / chunk numbers.
 namespace tags {
 inline constexpr int kBarrier = 1;
+inline constexpr int kCensus = 99;             // common/census.h
 inline constexpr int kTrainerBase = 100;       // evaluation reductions, checks
 inline constexpr int kRingBase = 1 << 16;      // allreduce/ (bucket id added)
 inline constexpr int kPsBase = 1 << 20;        // ps/

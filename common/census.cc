@@ -1,0 +1,64 @@
+#include "common/census.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace starring {
+
+namespace {
+
+std::string list(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i) s += i + 1 == ranks.size() ? " and " : ", ";
+    s += std::to_string(ranks[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string census(Comm& comm, Seconds grace) {
+  const int n = comm.size(), me = comm.rank();
+  if (n < 2) return "";
+  try {
+    // The note outlives this call (a send to a silent peer may never complete).
+    static thread_local const int note = 1;
+    for (int p = 0; p < n; ++p)
+      if (p != me) comm.isend(&note, sizeof note, p, tags::kCensus).reset();  // released
+    std::vector<char> heard(static_cast<std::size_t>(n), 0);
+    heard[static_cast<std::size_t>(me)] = 1;
+    int missing = n - 1, in = 0;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(grace);
+    auto req = comm.irecv(&in, sizeof in, kAnySource, tags::kCensus);
+    while (missing > 0 && std::chrono::steady_clock::now() < deadline) {
+      if (!req->test()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        continue;
+      }
+      const int src = req->status().source;
+      if (src >= 0 && src < n && !heard[static_cast<std::size_t>(src)]) {
+        heard[static_cast<std::size_t>(src)] = 1;
+        --missing;
+      }
+      req = comm.irecv(&in, sizeof in, kAnySource, tags::kCensus);
+    }
+    req.reset();  // cancels the receive still posted
+    std::vector<int> stuck, quiet;
+    for (int p = 0; p < n; ++p)
+      if (p != me) (heard[static_cast<std::size_t>(p)] ? stuck : quiet).push_back(p);
+    if (quiet.empty()) return "";
+    if (stuck.empty())
+      return "; " + list(quiet) + " did not time out here (silent, slow or elsewhere)";
+    return "; " + list(stuck) + " timed out here too, " + list(quiet) +
+           " did not (silent, slow or elsewhere)";
+  } catch (...) {
+    return "";
+  }
+}
+
+}  // namespace starring
