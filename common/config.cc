@@ -31,7 +31,7 @@ namespace {
 // Options read as text first, converted and checked after parsing.
 struct Staged {
   std::string hidden, overlap, segment_bytes, ps_chunk_bytes, ps_shm, min_bytes, max_bytes,
-      backends;
+      backends, compute;
 };
 
 template <typename T>
@@ -143,7 +143,11 @@ struct Groups {
   void add_bench(BenchConfig& b, Staged& s) {
     timing.add_options()("iters,n", val(&b.iters), "timed iterations")(
         "warmup,w", val(&b.warmup), "untimed warm-up iterations")(
-        "json", flag(&b.json), "also print each result as a JSON line");
+        "json", flag(&b.json), "also print each result as a JSON line")(
+        "mode", val(&b.mode),
+        "bandwidth (nccl-tests table) | overlap (communication/computation overlap, OSU-style)")(
+        "compute", text(&s.compute, "sleep,busy,serial"),
+        "--mode overlap: compute kinds, comma list of sleep | busy | serial (the control)");
     sizes.add_options()("min-bytes,b", text(&s.min_bytes, format_bytes(b.min_bytes)),
                         "smallest message (K/M/G suffixes)")(
         "max-bytes,e", text(&s.max_bytes, format_bytes(b.max_bytes)), "largest message")(
@@ -254,6 +258,7 @@ void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::pars
   if (given("min-bytes")) cfg.bench.min_bytes = parse_bytes("--min-bytes", s.min_bytes);
   if (given("max-bytes")) cfg.bench.max_bytes = parse_bytes("--max-bytes", s.max_bytes);
   if (given("backends")) cfg.bench.backends = split_list("--backends", s.backends);
+  if (given("compute")) cfg.bench.compute = split_list("--compute", s.compute);
 }
 
 }  // namespace

@@ -88,6 +88,9 @@ struct BenchConfig {
   bool json = false;
   std::vector<std::string> backends;  // several backends side by side in one run
   bool memcpy_baseline = true;
+  // --mode overlap: the overlap benchmark (experiments/bench_overlap.h) instead of bandwidth
+  std::string mode = "bandwidth";                               // "bandwidth" | "overlap"
+  std::vector<std::string> compute{"sleep", "busy", "serial"};  // overlap: compute kinds
 };
 
 struct Config {

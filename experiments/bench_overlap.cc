@@ -1,0 +1,413 @@
+// The overlap benchmark (see bench_overlap.h for what it measures and how).
+#include "experiments/bench_overlap.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <thread>
+
+#include "common/device.h"
+#include "common/error.h"
+#include "common/sub_comm.h"
+#include "experiments/backend_registry.h"
+#include "experiments/bench_harness.h"
+#include "experiments/bench_on_ranks.h"
+
+namespace starring {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Control messages of this harness: a range of its own inside the bench's.
+constexpr int kTagBase = tags::kBenchBase + (1 << 22);
+
+// One compute kind, calibrated to last about `target` seconds on the training thread.
+class Compute {
+ public:
+  Compute(std::string kind, int threads) : kind_(std::move(kind)) {
+    if (kind_ != "busy") return;
+    dev_ = make_device("cpu", threads, 0);
+    a_ = dev_->alloc(kDim * kDim);
+    b_ = dev_->alloc(kDim * kDim);
+    c_ = dev_->alloc(kDim * kDim);
+    dev_->fill(a_, 0.5f, kDim * kDim);
+    dev_->fill(b_, 0.25f, kDim * kDim);
+  }
+  ~Compute() {
+    if (!dev_) return;
+    dev_->free(a_);
+    dev_->free(b_);
+    dev_->free(c_);
+  }
+  Compute(const Compute&) = delete;
+  Compute& operator=(const Compute&) = delete;
+
+  // The control posts the sync only after its compute.
+  bool posted_after() const { return kind_ == "serial"; }
+
+  void calibrate(double target_s) {
+    sleep_s_ = target_s;
+    if (!dev_) return;
+    gemm(2);  // warm the caches and OpenBLAS's threads
+    long reps = 0;
+    const auto t0 = Clock::now();
+    while (since(t0) < 0.02 || reps < 4) reps += gemm(4);  // at least 20 ms of it
+    const double per_rep = since(t0) / static_cast<double>(reps);
+    reps_ = std::max(1L, std::lround(target_s / per_rep));
+  }
+
+  // One compute; returns its duration in seconds.
+  double run() {
+    const auto t0 = Clock::now();
+    if (dev_) {
+      gemm(reps_);
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s_));
+    }
+    return since(t0);
+  }
+
+ private:
+  static constexpr int kDim = 128;
+  long gemm(long reps) {
+    for (long r = 0; r < reps; ++r)
+      dev_->gemm(false, false, kDim, kDim, kDim, 1.0f, a_, b_, r ? 1.0f : 0.0f, c_);
+    dev_->synchronize();
+    return reps;
+  }
+
+  std::string kind_;
+  double sleep_s_ = 0;
+  long reps_ = 1;
+  std::unique_ptr<Device> dev_;
+  float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr;
+};
+
+// The largest of every rank's `v`, on every rank of `comm`.
+double max_over(Comm& comm, double v, int tag) {
+  const Seconds t = comm.timeout();
+  if (comm.rank() != 0) {
+    comm.send(&v, sizeof v, 0, tag, t);
+    comm.recv(&v, sizeof v, 0, tag, t);
+    return v;
+  }
+  for (int r = 1; r < comm.size(); ++r) {
+    double x = 0;
+    comm.recv(&x, sizeof x, r, tag, t);
+    v = std::max(v, x);
+  }
+  for (int r = 1; r < comm.size(); ++r) comm.send(&v, sizeof v, r, tag, t);
+  return v;
+}
+
+// Every rank's `values` (same length), on rank 0; empty elsewhere.
+std::vector<std::vector<double>> gather(Comm& world, const std::vector<double>& values, int tag) {
+  std::vector<std::vector<double>> all;
+  if (world.rank() != 0) {
+    world.send(values.data(), values.size() * sizeof(double), 0, tag, world.timeout());
+    return all;
+  }
+  all.push_back(values);
+  for (int r = 1; r < world.size(); ++r) {
+    std::vector<double> v(values.size());
+    world.recv(v.data(), v.size() * sizeof(double), r, tag, world.timeout());
+    all.push_back(std::move(v));
+  }
+  return all;
+}
+
+// One iteration through the seam, as the trainer drives it (see bench_overlap.h).
+class Driver {
+ public:
+  Driver(GradientSync& sync, Comm& workers, std::size_t tensors)
+      : sync_(sync), workers_(workers), tensors_(tensors) {}
+
+  // Sync, with `c` overlapped (or before it, for the control); `inside` gets the compute's time.
+  double sync(Compute* c = nullptr, double* inside = nullptr) {
+    workers_.barrier(workers_.timeout());
+    sync_.begin_step(++step_, 0.0f);
+    const auto t0 = Clock::now();
+    double in = 0;
+    if (c && c->posted_after()) in = c->run();
+    for (std::size_t i = 0; i < tensors_; ++i) sync_.tensor_ready(i);
+    if (c && !c->posted_after()) in = c->run();
+    for (std::size_t i = tensors_; i-- > 0;) sync_.wait_params(i);  // forward: first layer first
+    sync_.flush();
+    const double t = since(t0);
+    if (inside) *inside = in;
+    return t;
+  }
+
+  double compute_alone(Compute& c) {
+    workers_.barrier(workers_.timeout());
+    return c.run();
+  }
+
+ private:
+  GradientSync& sync_;
+  Comm& workers_;
+  std::size_t tensors_;
+  std::int64_t step_ = 0;
+};
+
+// A worker's measurements for one size and backend (every worker calls it together).
+OverlapSample measure(Driver& d, Comm& workers, const BenchConfig& bc,
+                      std::vector<std::unique_ptr<Compute>>& kinds, int tag) {
+  // Calibration target: the median warm-up time, the first (set-up) iteration left out.
+  std::vector<double> warm(static_cast<std::size_t>(std::max(bc.warmup, 3)));
+  for (double& t : warm) t = d.sync();
+  warm.erase(warm.begin());
+  std::sort(warm.begin(), warm.end());
+  const std::size_t mid = warm.size() / 2;
+  double est = warm.size() % 2 ? warm[mid] : (warm[mid - 1] + warm[mid]) / 2;
+  est = max_over(workers, est, tag);
+  for (auto& k : kinds) k->calibrate(est);
+  OverlapSample s;
+  const std::size_t nk = kinds.size();
+  s.t_compute.assign(nk, 0.0);
+  s.t_total.assign(nk, 0.0);
+  s.t_inside.assign(nk, 0.0);
+  const double n = bc.iters;
+  for (int it = 0; it < bc.iters; ++it) {  // interleaved, so load changes hit all alike
+    s.t_comm += d.sync() / n;
+    for (std::size_t k = 0; k < nk; ++k) {
+      s.t_compute[k] += d.compute_alone(*kinds[k]) / n;
+      double inside = 0;
+      s.t_total[k] += d.sync(kinds[k].get(), &inside) / n;
+      s.t_inside[k] += inside / n;
+    }
+  }
+  return s;
+}
+
+// "ps-colocated" is the registry's "ps" with --servers colocated.
+std::pair<std::string, Config> registry_entry(const std::string& name, const Config& cfg) {
+  Config c = cfg;
+  if (name == "ps-colocated") {
+    c.sync.servers = "colocated";
+    return {"ps", c};
+  }
+  return {name, c};
+}
+
+struct Measured {
+  std::optional<OverlapSample> sample;  // workers only
+  int workers = 0;
+  nlohmann::json servers = 0;
+};
+
+// This rank's part of one size on one backend, on `comm` (the ranks that run it).
+Measured run_backend(const std::string& name, const Config& cfg, std::shared_ptr<Comm> comm,
+                     std::size_t count, int tag) {
+  const auto [entry, c] = registry_entry(name, cfg);
+  Backend be = BackendRegistry::instance().create(entry, BackendContext{c, comm, nullptr, nullptr});
+  Measured m;
+  m.workers = be.num_workers;
+  if (entry == "ps")
+    m.servers = c.sync.servers == "colocated" ? nlohmann::json("colocated")
+                                              : nlohmann::json(std::stoi(c.sync.servers));
+  if (be.role == "server") {
+    be.serve();  // until the workers shut down
+    return m;
+  }
+  const auto sizes = overlap_tensor_sizes(count);
+  ParamLayout layout;
+  for (std::size_t t = 0; t < sizes.size(); ++t)
+    layout.add("t" + std::to_string(t), {static_cast<int>(sizes[t])});
+  std::vector<float> params(count, 0.0f), grads(count);
+  for (std::size_t i = 0; i < count; ++i) grads[i] = input_value(be.worker_index, i);
+  std::vector<std::unique_ptr<Compute>> kinds;
+  for (const auto& k : cfg.bench.compute)
+    kinds.push_back(std::make_unique<Compute>(k, cfg.train.threads));
+  be.sync->start(layout, SyncBuffers{params.data(), grads.data(), false, nullptr},
+                 OptimizerConfig{});
+  Driver d(*be.sync, *be.workers, sizes.size());
+  m.sample = measure(d, *be.workers, cfg.bench, kinds, tag);
+  be.sync->shutdown();
+  return m;
+}
+
+std::vector<double> flatten(const std::optional<OverlapSample>& s, std::size_t kinds) {
+  std::vector<double> v(2 + 3 * kinds, 0.0);
+  if (!s) return v;
+  v[0] = 1;
+  v[1] = s->t_comm;
+  for (std::size_t k = 0; k < kinds; ++k) {
+    v[2 + 3 * k] = s->t_compute[k];
+    v[3 + 3 * k] = s->t_total[k];
+    v[4 + 3 * k] = s->t_inside[k];
+  }
+  return v;
+}
+
+std::vector<OverlapSample> unflatten(const std::vector<std::vector<double>>& all,
+                                     std::size_t kinds) {
+  std::vector<OverlapSample> out;
+  for (const auto& v : all) {
+    if (v[0] == 0) continue;  // not a worker
+    OverlapSample s;
+    s.t_comm = v[1];
+    for (std::size_t k = 0; k < kinds; ++k) {
+      s.t_compute.push_back(v[2 + 3 * k]);
+      s.t_total.push_back(v[3 + 3 * k]);
+      s.t_inside.push_back(v[4 + 3 * k]);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void print_header(const Config& cfg, int np) {
+  std::printf(
+      "#\n# starring bench --mode overlap: through GradientSync, post (tensor_ready every tensor), "
+      "compute, wait (wait_params, flush); np %d, --overlap %s, bucket %.4g MiB\n",
+      np, cfg.sync.overlap ? "on" : "off", cfg.sync.bucket_mb);
+  std::printf("#  %12s %-18s %-7s %12s %13s %12s %10s\n", "size(B)", "backend", "compute",
+              "t_comm(us)", "t_compute(us)", "t_total(us)", "overlap(%)");
+}
+
+void print_row(const OverlapRow& r, bool json) {
+  std::printf("   %12zu %-18s %-7s %12.1f %13.1f %12.1f %10.1f\n", r.bytes, r.backend.c_str(),
+              r.compute.c_str(), r.t_comm_us, r.t_compute_us, r.t_total_us, r.overlap_pct);
+  if (json) std::printf("%s\n", to_json(r).dump().c_str());
+}
+
+void print_footer(const std::vector<std::string>& names, const std::vector<std::string>& kinds,
+                  const std::vector<OverlapRow>& rows) {
+  for (const auto& n : names)
+    for (const auto& k : kinds) {
+      double sum = 0;
+      int cnt = 0;
+      for (const auto& r : rows)
+        if (r.backend == n && r.compute == k) sum += r.overlap_pct, ++cnt;
+      std::printf("#  %-18s %-7s Avg overlap : %5.1f %%\n", n.c_str(), k.c_str(),
+                  sum / std::max(cnt, 1));
+    }
+  std::printf(
+      "#  overlap = 100 * (1 - (t_total - t_compute) / t_comm), clamped to 0..100 (OSU's "
+      "formula); means over -n iterations, then over workers\n"
+      "#  sleep: the training thread sleeps (a GPU kernel, seen from the host); busy: it "
+      "multiplies matrices (CPU training);\n"
+      "#  serial: the control - the sleep, then post: nothing can overlap, so it must read "
+      "~0\n#\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+double overlap_percent(double t_comm, double t_compute, double t_total) {
+  if (!(t_comm > 0)) return 0.0;
+  const double pct = 100.0 * (1.0 - (t_total - t_compute) / t_comm);
+  return std::clamp(pct, 0.0, 100.0);
+}
+
+std::vector<std::size_t> overlap_tensor_sizes(std::size_t count) {
+  STARRING_CHECK(count > 0, "overlap bench: a buffer of 0 floats");
+  const std::size_t n = std::min<std::size_t>(4, count), each = count / n;
+  std::vector<std::size_t> sizes(n, each);
+  sizes.back() += count - each * n;
+  return sizes;
+}
+
+nlohmann::json to_json(const OverlapRow& r) {
+  return {{"bench", "overlap"},
+          {"backend", r.backend},
+          {"compute", r.compute},
+          {"np", r.np},
+          {"workers", r.workers},
+          {"servers", r.servers},
+          {"sync_overlap", r.sync_overlap},
+          {"size", r.bytes},
+          {"count", r.count},
+          {"tensors", r.tensors},
+          {"iters", r.iters},
+          {"t_comm_us", r.t_comm_us},
+          {"t_compute_us", r.t_compute_us},
+          {"t_total_us", r.t_total_us},
+          {"t_inside_us", r.t_inside_us},
+          {"overlap_pct", r.overlap_pct}};
+}
+
+std::vector<OverlapRow> overlap_rows(const OverlapRow& base, const std::vector<std::string>& kinds,
+                                     const std::vector<OverlapSample>& workers) {
+  std::vector<OverlapRow> rows;
+  const double nw = std::max<std::size_t>(workers.size(), 1);
+  double comm = 0;
+  for (const auto& s : workers) comm += s.t_comm / nw;
+  for (std::size_t k = 0; k < kinds.size(); ++k) {
+    OverlapRow r = base;
+    r.compute = kinds[k];
+    double compute = 0, total = 0, inside = 0;
+    for (const auto& s : workers) {
+      compute += s.t_compute.at(k) / nw;
+      total += s.t_total.at(k) / nw;
+      inside += s.t_inside.at(k) / nw;
+    }
+    r.t_comm_us = comm * 1e6;
+    r.t_compute_us = compute * 1e6;
+    r.t_total_us = total * 1e6;
+    r.t_inside_us = inside * 1e6;
+    r.overlap_pct = overlap_percent(comm, compute, total);
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Comm> world) {
+  const BenchConfig& bc = cfg.bench;
+  STARRING_CONFIG_CHECK(bc.factor >= 2 && bc.min_bytes >= 4 && bc.min_bytes <= bc.max_bytes &&
+                            bc.iters >= 1 && !bc.compute.empty(),
+                        "bench --mode overlap: need -f >= 2, 4 <= -b <= -e, -n >= 1 and a "
+                        "--compute kind");
+  std::vector<std::string> names = bc.backends;
+  if (names.empty()) names.push_back(cfg.sync.backend == "local" ? "ring" : cfg.sync.backend);
+  const bool leader = world->rank() == 0;
+  if (leader) print_header(cfg, world->size());
+  std::vector<OverlapRow> rows;
+  int tag = kTagBase;
+  for (std::size_t bytes = bc.min_bytes; bytes <= bc.max_bytes; bytes *= bc.factor) {
+    const std::size_t count = bytes / sizeof(float);
+    for (const auto& name : names) {
+      const auto [base_name, n] = split_ranks_suffix(name);
+      STARRING_CONFIG_CHECK(n <= world->size(), "bench backend '", name, "' on ", n,
+                            " ranks, but only ", world->size(), " were started");
+      Measured m;
+      if (n == 0 || n == world->size()) {
+        m = run_backend(base_name, cfg, world, count, ++tag);
+      } else if (world->rank() < n) {
+        std::vector<int> members(n);
+        for (int r = 0; r < n; ++r) members[r] = r;
+        m = run_backend(base_name, cfg, std::make_shared<SubComm>(world, members), count, ++tag);
+      } else {
+        ++tag;  // sits out
+      }
+      auto all = gather(*world, flatten(m.sample, bc.compute.size()), ++tag);
+      if (!leader) continue;
+      OverlapRow base;
+      base.backend = name;
+      base.np = world->size();
+      base.workers = m.workers;
+      base.servers = m.servers;
+      base.sync_overlap = cfg.sync.overlap;
+      base.bytes = count * sizeof(float);
+      base.count = count;
+      base.tensors = static_cast<int>(overlap_tensor_sizes(count).size());
+      base.iters = bc.iters;
+      for (auto& r : overlap_rows(base, bc.compute, unflatten(all, bc.compute.size()))) {
+        print_row(r, bc.json);
+        rows.push_back(std::move(r));
+      }
+      std::fflush(stdout);
+    }
+    if (bytes > bc.max_bytes / bc.factor) break;  // the next size would pass -e (or overflow)
+  }
+  if (leader) print_footer(names, bc.compute, rows);
+  return rows;
+}
+
+}  // namespace starring
