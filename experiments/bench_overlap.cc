@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "common/device.h"
 #include "common/error.h"
@@ -59,6 +60,7 @@ class Compute {
     while (since(t0) < 0.02 || reps < 4) reps += gemm(4);  // at least 20 ms of it
     const double per_rep = since(t0) / static_cast<double>(reps);
     reps_ = std::max(1L, std::lround(target_s / per_rep));
+    retune_ = true;
   }
 
   // One compute; returns its duration in seconds.
@@ -66,6 +68,10 @@ class Compute {
     const auto t0 = Clock::now();
     if (dev_) {
       gemm(reps_);
+      if (std::exchange(retune_, false)) {  // the calibration ran beside other ranks' set-up
+        const double t = since(t0);
+        if (t > 0) reps_ = std::max(1L, std::lround(static_cast<double>(reps_) * sleep_s_ / t));
+      }
     } else {
       std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s_));
     }
@@ -84,9 +90,17 @@ class Compute {
   std::string kind_;
   double sleep_s_ = 0;
   long reps_ = 1;
+  bool retune_ = false;  // rescale reps_ after the first timed run
   std::unique_ptr<Device> dev_;
   float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr;
 };
+
+double median(std::vector<double> v) {
+  STARRING_CHECK(!v.empty(), "overlap bench: median of no values");
+  std::sort(v.begin(), v.end());
+  const std::size_t mid = v.size() / 2;
+  return v.size() % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
 
 // The largest of every rank's `v`, on every rank of `comm`.
 double max_over(Comm& comm, double v, int tag) {
@@ -158,29 +172,31 @@ class Driver {
 // A worker's measurements for one size and backend (every worker calls it together).
 OverlapSample measure(Driver& d, Comm& workers, const BenchConfig& bc,
                       std::vector<std::unique_ptr<Compute>>& kinds, int tag) {
-  // Calibration target: the median warm-up time, the first (set-up) iteration left out.
-  std::vector<double> warm(static_cast<std::size_t>(std::max(bc.warmup, 3)));
-  for (double& t : warm) t = d.sync();
-  warm.erase(warm.begin());
-  std::sort(warm.begin(), warm.end());
-  const std::size_t mid = warm.size() / 2;
-  double est = warm.size() % 2 ? warm[mid] : (warm[mid - 1] + warm[mid]) / 2;
-  est = max_over(workers, est, tag);
+  // As OSU: the pure communication time first (-w warm-up, then -n timed), its median over the
+  // slowest worker the compute's target; then the interleaved rounds.
+  for (int i = 0; i < std::max(bc.warmup, 1); ++i) d.sync();
+  std::vector<double> pure;
+  for (int i = 0; i < bc.iters; ++i) pure.push_back(d.sync());
+  const double est = max_over(workers, median(pure), tag);
   for (auto& k : kinds) k->calibrate(est);
-  OverlapSample s;
   const std::size_t nk = kinds.size();
-  s.t_compute.assign(nk, 0.0);
-  s.t_total.assign(nk, 0.0);
-  s.t_inside.assign(nk, 0.0);
-  const double n = bc.iters;
+  std::vector<double> comm;
+  std::vector<std::vector<double>> compute(nk), total(nk), inside(nk);
   for (int it = 0; it < bc.iters; ++it) {  // interleaved, so load changes hit all alike
-    s.t_comm += d.sync() / n;
+    comm.push_back(d.sync());
     for (std::size_t k = 0; k < nk; ++k) {
-      s.t_compute[k] += d.compute_alone(*kinds[k]) / n;
-      double inside = 0;
-      s.t_total[k] += d.sync(kinds[k].get(), &inside) / n;
-      s.t_inside[k] += inside / n;
+      compute[k].push_back(d.compute_alone(*kinds[k]));
+      double in = 0;
+      total[k].push_back(d.sync(kinds[k].get(), &in));
+      inside[k].push_back(in);
     }
+  }
+  OverlapSample s;
+  s.t_comm = median(comm);
+  for (std::size_t k = 0; k < nk; ++k) {
+    s.t_compute.push_back(median(compute[k]));
+    s.t_total.push_back(median(total[k]));
+    s.t_inside.push_back(median(inside[k]));
   }
   return s;
 }
@@ -290,7 +306,7 @@ void print_footer(const std::vector<std::string>& names, const std::vector<std::
     }
   std::printf(
       "#  overlap = 100 * (1 - (t_total - t_compute) / t_comm), clamped to 0..100 (OSU's "
-      "formula); means over -n iterations, then over workers\n"
+      "formula); medians over -n iterations, then means over workers\n"
       "#  sleep: the training thread sleeps (a GPU kernel, seen from the host); busy: it "
       "multiplies matrices (CPU training);\n"
       "#  serial: the control - the sleep, then post: nothing can overlap, so it must read "

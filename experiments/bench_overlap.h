@@ -15,17 +15,18 @@
 //   t_comm     tensor_ready(every tensor), wait_params(last..first), flush   (no compute)
 //   t_compute  the compute alone
 //   t_total    tensor_ready(every tensor), compute, wait_params(last..first), flush
-// The compute is calibrated to the slowest worker's median warm-up t_comm (-w iterations, at
-// least 3, the first left out), as OSU sets its dummy compute to the pure communication
-// latency. Compute kinds:
+// As in OSU, -w warm-up and -n timed iterations of the sync alone come first: the slowest
+// worker's median of them is the compute's target (OSU sets its dummy compute to the pure
+// communication latency). Compute kinds:
 //   sleep   the training thread sleeps: the host is idle, as while a GPU kernel runs;
 //   busy    the training thread multiplies 128x128 matrices (OpenBLAS, --threads) for that long:
 //           CPU training, where the communication thread competes for the cores;
 //   serial  the control: the sleep, but the sync is posted only AFTER it (compute, tensor_ready,
 //           flush), so there is nothing to overlap and the measure must report ~0.
 // The -n timed iterations interleave the measurements (comm, then each kind's compute alone and
-// overlapped) so that a loaded machine slows them alike. Each time is the mean over iterations
-// and then over workers (as OSU averages over ranks), and
+// overlapped) so that a loaded machine slows them alike. Each time is the median over the
+// iterations (OSU takes the mean; the median keeps a burst of other jobs on a shared machine
+// from deciding a row), then the mean over workers (as OSU averages over ranks), and
 //   overlap % = overlap_percent(t_comm, t_compute, t_total), OSU's formula (below).
 // Rank 0 prints `size backend compute t_comm(us) t_compute(us) t_total(us) overlap(%)` rows,
 // a JSON line per row with --json, and a footer.
@@ -59,7 +60,7 @@ double overlap_percent(double t_comm, double t_compute, double t_total);
 // up to four tensors, the last one taking the remainder; all non-empty, summing to count.
 std::vector<std::size_t> overlap_tensor_sizes(std::size_t count);
 
-// One worker's means over the timed iterations (seconds). Per compute kind k: t_compute[k],
+// One worker's medians over the timed iterations (seconds). Per compute kind k: t_compute[k],
 // t_total[k] and t_inside[k] (the compute's own time inside the overlapped iteration).
 struct OverlapSample {
   double t_comm = 0;
