@@ -158,19 +158,32 @@ ShmRing::ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node)
 }
 
 ShmRing::~ShmRing() {
-  // Freeing the window is collective. Agree first, with a deadline: if a peer is gone (it would
-  // never join), the window is leaked rather than hanging this rank, which can then abort.
+  // Freeing the window is collective (MPI_Win_free returns only when every rank of the node has
+  // called it), so the ranks first vote, without blocking, on whether any ring failed. A rank
+  // whose ring failed (a peer silent for --timeout, or corrupt data) knows the answer already:
+  // it posts its vote and leaves at once, leaking the window, its communicator and the vote in
+  // flight (later MPI calls progress it). Waiting would not help: the peer it names may be hung
+  // or dead, and the caller then either agrees on the outcome with every rank or stops the job
+  // with MPI_Abort (experiments/main.cc). The other ranks wait for the vote and free only when
+  // no rank failed, so no rank enters MPI_Win_free without all the others. (np 2, --fault
+  // hang:1:5 --timeout 5: a failed rank that waited here for its peers delayed the end by 10 s.)
+  auto* vote = new int[2]{failed_ ? 1 : 0, 0};  // mine, the maximum: outlives a vote in flight
   MPI_Request req;
-  if (MPI_Ibarrier(node_, &req) != MPI_SUCCESS) return;
+  if (MPI_Iallreduce(vote, vote + 1, 1, MPI_INT, MPI_MAX, node_, &req) != MPI_SUCCESS || failed_)
+    return;
   // The grace does not depend on --timeout: ranks may reach this point far apart (one of them
-  // failed early, another was slow), and one that gives up while the others free would hang them.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(failed_ ? 10 : 120);
+  // failed early elsewhere, another was slow), and one that gave up while the others free would
+  // hang them. A peer that never votes is gone: leak, as above.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   int done = 0;
   while (!done && std::chrono::steady_clock::now() < deadline) {
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (!done) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   if (!done) return;
+  const bool any_failed = vote[1] != 0;
+  delete[] vote;
+  if (any_failed) return;
   MPI_Win_unlock_all(win_);
   MPI_Win_free(&win_);
   MPI_Comm_free(&node_);

@@ -18,9 +18,10 @@
 // results do not depend on the order). A rank never blocks on its successor while data is
 // waiting for it: when no slot is free it reduces into the output and queues a copy for later,
 // so the ring cannot deadlock. Every wait
-// polls with a deadline and throws TimeoutError naming the peer; the destructor frees the window
-// (collective) only after a barrier that completes within a deadline, so a rank whose peer is
-// gone leaks it instead of hanging, and can still abort.
+// polls with a deadline and throws TimeoutError naming the peer. The destructor frees the window
+// (collective) only when every rank votes that its ring did not fail; a rank whose ring failed
+// votes and leaks the window at once, and a vote that does not complete within a deadline is
+// left too, so a rank whose peer is gone never hangs here and can still abort.
 #pragma once
 #include <mpi.h>
 

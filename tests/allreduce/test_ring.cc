@@ -310,5 +310,28 @@ TEST(RingMpi, SilentPeerTimesOut) {
   world->barrier(Seconds(30));
 }
 
+// A rank whose shared-memory ring failed leaves it at once, without waiting for the peer it
+// timed out on (that one arrives 3 s later here; a hung peer never would), and that late rank,
+// whose ring did not fail, does not wait long either: nobody frees the window, nobody hangs.
+TEST(RingMpi, FailedSharedMemoryRingIsLeftAtOnce) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  RingOptions o;
+  o.timeout = Seconds(0.3);
+  auto eng = make_ring_allreducer(world, o);
+  if (world->rank() == world->size() - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  } else {
+    auto in = closed_form_input(world->rank(), 64 * world->size());
+    std::vector<float> out(in.size());
+    EXPECT_THROW(eng->run(in.data(), out.data(), in.size(), 1.0f), TimeoutError);
+  }
+  const auto t0 = Clock::now();
+  eng.reset();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 1.5)
+      << "rank " << world->rank() << " waited for its peers to leave a failed ring";
+  world->barrier(Seconds(30));
+}
+
 }  // namespace
 }  // namespace starring
