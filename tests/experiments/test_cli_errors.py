@@ -208,6 +208,14 @@ class CliErrors(unittest.TestCase):
                                  killed=True)
         self.assertIn("m.jsonl.partial", files)
 
+    def test_hung_ring_peer_ends_soon(self):
+        # Rank 1 goes silent: rank 0 times out after --timeout, waits 3 s for the others to agree
+        # on the outcome, and stops the job. Nothing else may hold the exit up (the shared-memory
+        # window's collective free once waited 10 s more: 15 s in all with --timeout 2).
+        timeout = 2
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", str(timeout), "--fault",
+                          "hang:1:5"] + LONG, 1, ["timeout after 2"], rank=0, bound=timeout + 8)
+
     def test_killed_server(self):
         self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--fault", "kill:2:5"]
                       + LONG, None, ["rank 2", "killed by signal 9"], bound=30, killed=True)
