@@ -221,7 +221,15 @@ struct Measured {
 Measured run_backend(const std::string& name, const Config& cfg, std::shared_ptr<Comm> comm,
                      std::size_t count, int tag) {
   const auto [entry, c] = registry_entry(name, cfg);
-  Backend be = BackendRegistry::instance().create(entry, BackendContext{c, comm, nullptr, nullptr});
+  Backend be;
+  if (entry == "mpi-nothread") {
+    be.workers = comm;
+    be.worker_index = comm->rank();
+    be.num_workers = comm->size();
+    be.sync = make_nothread_iallreduce(comm, Seconds(cfg.sync.timeout_s));
+  } else {
+    be = BackendRegistry::instance().create(entry, BackendContext{c, comm, nullptr, nullptr});
+  }
   Measured m;
   m.workers = be.num_workers;
   if (entry == "ps")

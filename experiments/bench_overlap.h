@@ -10,7 +10,8 @@
 //
 // For each size and backend, every rank asks the backend registry for the backend (as `starring
 // train` does: `ps` uses --servers, dedicated server ranks serve; `ps-colocated` is `ps` with
-// --servers colocated; NAME@N runs it on ranks 0..N-1 only), and each worker starts it on a
+// --servers colocated; `mpi-nothread` is the thread-less reference below; NAME@N runs it on
+// ranks 0..N-1 only), and each worker starts it on a
 // ParamLayout of a few tensors summing to the size. One iteration is: barrier, begin_step, then
 //   t_comm     tensor_ready(every tensor), wait_params(last..first), flush   (no compute)
 //   t_compute  the compute alone
@@ -39,6 +40,7 @@
 
 #include "common/comm.h"
 #include "common/config.h"
+#include "common/gradient_sync.h"
 
 namespace starring {
 
@@ -82,6 +84,13 @@ nlohmann::json to_json(const OverlapRow& row);
 // fields (backend, np, workers, servers, bytes, ...); `kinds` names the samples' entries.
 std::vector<OverlapRow> overlap_rows(const OverlapRow& base, const std::vector<std::string>& kinds,
                                      const std::vector<OverlapSample>& workers);
+
+// `mpi-nothread` (bench_overlap_nothread.cc): one MPI_Iallreduce posted at the last tensor_ready
+// and completed in wait_params/flush, without a communication thread - osu_iallreduce's pattern,
+// the reference that shows what the backends' threads buy. Collective over `world` (an MpiComm,
+// or a SubComm of one).
+std::unique_ptr<GradientSync> make_nothread_iallreduce(std::shared_ptr<Comm> world,
+                                                       Seconds timeout);
 
 // Runs the overlap benchmark on every rank of `world` (cfg.bench: sizes, -n, -w, backends,
 // compute kinds; cfg.sync for the backends) and prints on rank 0. Returns the rows (complete on

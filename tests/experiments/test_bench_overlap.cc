@@ -1,7 +1,8 @@
 // The overlap benchmark (experiments/bench_overlap.h): OSU's arithmetic, the rows' means, and -
 // measured in one run, compared with a wide margin, never against a fixed speed - that with a
 // sleeping training thread the backends' communication threads hide most of the sync while the
-// serial control (post after the compute) hides almost none.
+// serial control (post after the compute) hides almost none, nor does a backend without a
+// communication thread (a test backend in-process; osu_iallreduce's own pattern under MPI).
 #include "allreduce/allreducer.h"
 #include "allreduce/private_comm.h"
 #include "common/error.h"
@@ -181,6 +182,11 @@ TEST(OverlapBench, UnknownBackendIsAConfigError) {
   inproc(1, [](std::shared_ptr<Comm> c) {
     EXPECT_THROW(run_overlap_bench(overlap_config({"no-such-backend"}, 4096), c), ConfigError);
   });
+}
+
+TEST(OverlapBench, MpiIallreduceWithoutThreadReadsNoOverlap) {
+  MPI_ONLY();
+  expect_within_3_runs(overlap_config({"mpi-nothread"}, 8 << 20), mpi_world(), false);
 }
 
 TEST(OverlapBench, MpiBackendsSleepOverlapsAndTheControlDoesNot) {
