@@ -28,6 +28,10 @@ DROP = [
     # message ("Data unpack would read past end of buffer", "Data unpack had inadequate space",
     # "Out of resource", all in show_help.c); the ranks already said what went wrong.
     re.compile(rb"ORTE_ERROR_LOG: .* in file .*show_help\.c"),
+    # mpirun passing on the SIGCONT that `timeout` sends with its SIGTERM, and libevent's
+    # complaint about a socket of a rank that has just been aborted.
+    re.compile(rb"^mpirun: Forwarding signal 18 to job"),
+    re.compile(rb"^\[warn\] Epoll MOD\(\d+\) on fd \d+ failed"),
 ]
 
 

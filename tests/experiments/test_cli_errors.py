@@ -269,7 +269,10 @@ class Filter(unittest.TestCase):
                 "[vm:10957] [[17971,0],0] ORTE_ERROR_LOG: Data unpack would read past end of "
                 "buffer in file ../../../orte/util/show_help.c at line 501\n"
                 "[vm:12607] [[24001,0],0] ORTE_ERROR_LOG: Out of resource in file "
-                "../../../orte/util/show_help.c at line 501\n")
+                "../../../orte/util/show_help.c at line 501\n"
+                "mpirun: Forwarding signal 18 to job\n"
+                "[warn] Epoll MOD(1) on fd 24 failed. Old events were 6; read change was 0 (none); "
+                "write change was 2 (del); close change was 0 (none): Bad file descriptor\n")
         out = filtered(rank + ABORT + race + ABORT + agg)
         self.assertEqual(out, rank + "mpirun: job stopped: rank 1 called MPI_Abort (error code 1)"
                          "\n")
