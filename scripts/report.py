@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report_model as rm  # noqa: E402
 import report_plots as rp  # noqa: E402
 import report_faults as rf  # noqa: E402
+import report_overlap as ro  # noqa: E402
 import report_studies as rs  # noqa: E402
 import starring_results as sr  # noqa: E402
 
@@ -223,6 +224,7 @@ def make_figures(runs, bench, metrics, out):
               ("breakdown", lambda: rp.breakdown(ok, out)),
               ("bytes per rank", lambda: rp.bytes_per_rank(ok, out)),
               ("busbw", lambda: rp.busbw(bench, out)),
+              ("overlap", lambda: ro.overlap(bench, out)),
               ("convergence", lambda: rp.convergence(ok, metrics, out)),
               ("straggler", lambda: rs.straggler(ok, out)),
               ("staleness", lambda: rs.staleness(ok, out)),

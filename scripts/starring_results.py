@@ -40,6 +40,12 @@ BENCH_FIELDS = {
     "bench": str, "backend": str, "np": int, "workers": int, "size": int, "count": int,
     "type": str, "time_us": _NUM, "algbw_GBps": _NUM, "busbw_GBps": _NUM, "wrong": int,
 }
+# `starring bench --mode overlap --json` rows (experiments/bench_overlap.h), "bench": "overlap".
+OVERLAP_FIELDS = {
+    "bench": str, "backend": str, "compute": str, "np": int, "workers": int, "size": int,
+    "count": int, "sync_overlap": bool, "t_comm_us": _NUM, "t_compute_us": _NUM,
+    "t_total_us": _NUM, "overlap_pct": _NUM,
+}
 
 
 def read_jsonl(path):
@@ -143,6 +149,11 @@ def check_record(rec, where="record"):
 def check_bench_row(row, where="bench row"):
     if "status" in row and "size" not in row:  # a bench pass that failed: recorded, not a row
         return [] if row["status"] in STATUSES else [f"{where}: status {row['status']!r}"]
+    if row.get("bench") == "overlap":
+        problems = _check_fields(row, OVERLAP_FIELDS, where)
+        if not problems and not 0 <= row["overlap_pct"] <= 100:
+            problems.append(f"{where}: overlap_pct {row['overlap_pct']} outside [0, 100]")
+        return problems
     return _check_fields(row, BENCH_FIELDS, where)
 
 

@@ -171,6 +171,20 @@ def bench_rows():
                      "server_bytes_out": [size / 2, size / 2], "cores": CORES,
                      "oversubscribed": False})
         size *= 4
+    for backend, hide in (("ring", 0.95), ("mpi-nothread", 0.0)):  # bench --mode overlap
+        size = 1 << 20
+        while size <= 64 << 20:
+            comm = 10.0 + size / 4e9 * 1e6
+            for kind, h in (("sleep", hide), ("busy", 0.05 * hide), ("serial", 0.0)):
+                compute = comm * 1.05
+                total = compute + (1 - h) * comm
+                rows.append({"bench": "overlap", "backend": backend, "compute": kind, "np": 2,
+                             "workers": 2, "servers": 0, "sync_overlap": True, "size": size,
+                             "count": size // 4, "tensors": 4, "iters": 20, "t_comm_us": comm,
+                             "t_compute_us": compute, "t_total_us": total,
+                             "t_inside_us": compute, "overlap_pct": 100.0 * h,
+                             "cores": CORES, "oversubscribed": False})
+            size *= 4
     rows.append({"status": "failed", "exit_code": 1, "np": 8, "bench_id": "main-bench-x-np8",
                  "command": "scripts/mpirun.sh -np 8 ...", "log_tail": "error"})
     return rows

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 import starring_results as sr  # noqa: E402
 
 ALL_PLOTS = ["throughput.png", "efficiency.png", "breakdown.png", "bytes_per_rank.png",
-             "busbw.png", "convergence.png", "straggler.png", "staleness.png", "crossover.png",
+             "busbw.png", "overlap.png", "convergence.png", "straggler.png", "staleness.png", "crossover.png",
              "bucket.png", "cost_model_check.png", "cost_model_scaling.png", "faults.png"]
 
 
@@ -106,7 +106,7 @@ class ReportWithPartialData(unittest.TestCase):
             self.assertEqual(proc.returncode, 0, proc.stderr)
             out = os.path.join(tmp, "report")
             self.assertEqual(sorted(p for p in os.listdir(out) if p.endswith(".png")),
-                             ["busbw.png"])
+                             ["busbw.png", "overlap.png"])  # the bench plots
             with open(os.path.join(out, "report.html"), encoding="utf-8") as f:
                 page = f.read()
             self.assertIn("Plots not drawn", page)
@@ -155,6 +155,18 @@ class RecordChecks(unittest.TestCase):
         rec = copy.deepcopy(failed)
         rec.pop("log_tail")
         self.assertTrue(sr.check_record(rec))
+
+    def test_overlap_rows_are_checked_against_their_own_schema(self):
+        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        row = next(b for b in bench if b.get("bench") == "overlap")
+        self.assertEqual(sr.check_bench_row(row), [])
+        for breakit, expect in ((lambda r: r.pop("t_total_us"), "missing 't_total_us'"),
+                                (lambda r: r.update(overlap_pct=150.0), "outside [0, 100]"),
+                                (lambda r: r.update(sync_overlap=1), "'sync_overlap' is int")):
+            broken = copy.deepcopy(row)
+            breakit(broken)
+            problems = sr.check_bench_row(broken)
+            self.assertTrue(any(expect in p for p in problems), problems)
 
     def test_theory_bytes(self):
         ring = copy.deepcopy(self.ok)

@@ -1,0 +1,65 @@
+"""The overlap part of StarRing's report: `starring bench --mode overlap` rows (bench.jsonl,
+"bench": "overlap"), overlap % against message size, one panel per compute kind. Same
+conventions as report_plots.py (Figure or Skipped, Agg backend)."""
+from collections import defaultdict
+
+import matplotlib.pyplot as plt
+import matplotlib.ticker
+
+from report_plots import Figure, Skipped, _save, _size_label, color_of, label_axes, oversub_note
+
+KINDS = ("sleep", "busy", "serial")
+KIND_TITLE = {"sleep": "sleep (host idle, as under a GPU kernel)",
+              "busy": "busy (CPU compute on the training thread)",
+              "serial": "serial (the control: compute, then post)"}
+
+
+def overlap_rows(bench):
+    return [b for b in bench if b.get("bench") == "overlap" and "overlap_pct" in b]
+
+
+def _label(b):
+    name, _, sub = b["backend"].partition("@")
+    label = f"{name} W={b.get('workers', b['np'])}"
+    if isinstance(b.get("servers"), int) and b["servers"] > 0:
+        label += f" S={b['servers']}"
+    if b.get("sync_overlap") is False:
+        label += " --overlap off"
+    return label + (f" (of np={b['np']})" if sub else "")
+
+
+def overlap(bench, out_dir):
+    title = "Communication/computation overlap"
+    rows = overlap_rows(bench)
+    if not rows:
+        return Skipped(title, "no `starring bench --mode overlap` rows (bench.jsonl)")
+    kinds = [k for k in KINDS if any(b["compute"] == k for b in rows)]
+    kinds += sorted({b["compute"] for b in rows} - set(kinds))
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.4), squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        series = defaultdict(list)
+        for b in rows:
+            if b["compute"] == kind:
+                series[_label(b)].append(b)
+        for key, pts in sorted(series.items()):
+            pts.sort(key=lambda b: b["size"])
+            ax.plot([b["size"] for b in pts], [b["overlap_pct"] for b in pts], "o-",
+                    markersize=3, color=color_of(pts[0]["backend"].partition("@")[0]), label=key)
+        ax.set_ylim(-3, 103)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_size_label))
+        label_axes(ax, "message size (bytes, log scale)", "overlap (%)", KIND_TITLE.get(kind, kind))
+        ax.legend(fontsize=8)
+    name = _save(fig, out_dir, "overlap.png")
+    return Figure(name, title,
+                  "From `starring bench --mode overlap`: each backend driven through GradientSync "
+                  "as the trainer drives it; t_comm = the sync alone, t_compute = the compute "
+                  "alone (calibrated to t_comm), t_total = post, compute, wait, and overlap = "
+                  "100 x (1 - (t_total - t_compute) / t_comm) clamped to 0..100 (the OSU "
+                  "micro-benchmarks' formula). Near 100 % under sleep: the backend's "
+                  "communication thread progresses on its own; busy: what is left when the "
+                  "compute needs the cores; serial must stay near 0 % (the measure can fail); "
+                  "mpi-nothread is one MPI_Iallreduce with no thread (osu_iallreduce's pattern)."
+                  + oversub_note([dict(np=b["np"], cores=b.get("cores", 0),
+                                       oversubscribed=b.get("oversubscribed", False))
+                                  for b in rows]))
