@@ -153,7 +153,28 @@ std::string expand_rank(std::string pattern, int rank) {
   return pattern;
 }
 
-void preflight(const Config& cfg, int rank) {
+// Training options that only mean something with another backend or world size: refused rather
+// than ignored (their format is already checked by parse_config).
+void check_meaningful(const Config& cfg, int size) {
+  if (cfg.command != "train") return;
+  const auto& s = cfg.sync;
+  if (s.backend != "ps" && s.consistency != "bsp")
+    throw ConfigError(concat("--consistency ", s.consistency,
+                             ": only --backend ps relaxes "
+                             "consistency; '",
+                             s.backend, "' is synchronous (bsp)"));
+  const std::string& f = cfg.train.fault;  // KIND:RANK:STEP
+  if (f.empty()) return;
+  const auto a = f.find(':'), b = f.rfind(':');
+  const long long rank = std::stoll(f.substr(a + 1, b - a - 1)), step = std::stoll(f.substr(b + 1));
+  if (rank >= size)
+    throw ConfigError(
+        concat("--fault ", f, ": there is no rank ", rank, " (", size, " ranks were started)"));
+  if (step < 1) throw ConfigError(concat("--fault ", f, ": STEP must be >= 1"));
+}
+
+void preflight(const Config& cfg, int rank, int size) {
+  check_meaningful(cfg, size);
   if (rank == 0) {  // rank 0 writes the metrics and the summary
     check_output("--metrics-file", cfg.out.metrics_file);
     check_output("--summary-file", cfg.out.summary_file);
@@ -173,7 +194,7 @@ int setup(int argc, char** argv, int rank, int size, Config& cfg) {
   try {
     if (!starring::parse_config(argv[1], argc - 1, argv + 1, cfg, rank == 0 ? &std::cout : nullptr))
       return 0;  // --help: the same on every rank
-    preflight(cfg, rank);
+    preflight(cfg, rank, size);
   } catch (const std::exception& e) {
     what = e.what();
     code = exit_code_of(e);

@@ -145,6 +145,12 @@ class CliErrors(unittest.TestCase):
         self.run_case(2, ["train", "--lr", "-1"] + TINY, 2, ["--lr", "> 0", "-1"])
         self.run_case(2, ["train", "--backend", "ps", "--servers", "0"] + TINY, 2, ["--servers"])
         self.run_case(0, ["train"] + with_opts(TINY, hidden="0,5"), 2, ["--hidden", "width 1"])
+        # options that would be ignored are refused: relaxed consistency outside the PS, a
+        # fault on a rank that was not started
+        self.run_case(2, ["train", "--backend", "ring", "--consistency", "asp"] + TINY, 2,
+                      ["--consistency asp", "synchronous"])
+        self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:5:3"] + TINY, 2,
+                      ["--fault kill:5:3", "no rank 5", "2 ranks"])
 
     def test_config_files(self):
         ini = os.path.join(self.tmp, "bad.ini")
