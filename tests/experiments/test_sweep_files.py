@@ -106,6 +106,11 @@ class FaultOutcome(unittest.TestCase):
         self.assertEqual((f["names_rank"], f["outcome"]), (False, "detected, rank not named"))
         f = self.outcome("rank 1", "hang: going silent", ["starring: error: rank 10: timeout"])
         self.assertFalse(f["names_rank"])  # rank 10 is not rank 1
+        # a silenced server that nobody noticed ends the job itself, naming itself
+        f = self.outcome("server rank 4", "hang: going silent",
+                         ["starring: error: rank 4: server rank 4: --fault hang:4:30 injected"],
+                         spec="hang:4:30")
+        self.assertEqual((f["names_rank"], f["outcome"]), (False, "detected, rank not named"))
 
     def test_a_killed_server_hung_missed_and_never_reached(self):
         kill = ["mpirun: job stopped: rank 4 on node vm was killed by signal 9 (Killed)"]
