@@ -117,7 +117,7 @@ class MpiRequest : public Request {
   RecvStatus status_;
 };
 
-MpiComm::MpiComm(MPI_Comm parent) {
+MpiComm::MpiComm(MPI_Comm parent, int thread_level) {
   int init = 0;
   MPI_Initialized(&init);
   STARRING_CHECK(init, "MpiComm: MPI is not initialised (call MPI_Init_thread first)");
@@ -130,10 +130,10 @@ MpiComm::MpiComm(MPI_Comm parent) {
   CHECK_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
   CHECK_MPI(MPI_Comm_rank(node, &node_rank_));
   CHECK_MPI(MPI_Comm_free(&node));
-  STARRING_CHECK(provided == MPI_THREAD_MULTIPLE, where(),
-                 ": the MPI library provides thread level ", provided,
-                 ", StarRing needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE,
-                 "): rebuild Open MPI with thread support or initialise with MPI_Init_thread");
+  STARRING_CHECK(provided >= thread_level, where(), ": the MPI library provides thread level ",
+                 provided, ", StarRing needs ", thread_level,
+                 thread_level == MPI_THREAD_MULTIPLE ? " (MPI_THREAD_MULTIPLE)" : "",
+                 ": rebuild Open MPI with thread support or initialise with MPI_Init_thread");
   void* ub = nullptr;
   int flag = 0;
   CHECK_MPI(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &flag));

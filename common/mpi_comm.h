@@ -17,9 +17,11 @@ void check_mpi(int rc, const char* call, const char* file, int line);
 
 class MpiComm : public Comm {
  public:
-  // Duplicates `parent` (MPI_Comm_dup). Throws if MPI was not initialised with
-  // MPI_THREAD_MULTIPLE or if MPI_TAG_UB is below tags::kMaxTag.
-  explicit MpiComm(MPI_Comm parent);
+  // Duplicates `parent` (MPI_Comm_dup). Throws if MPI provides a thread level below
+  // `thread_level` or if MPI_TAG_UB is below tags::kMaxTag. The default, MPI_THREAD_MULTIPLE,
+  // is what every backend with a communication thread needs; a single-threaded program (the
+  // SimGrid/SMPI bench, smpi/smpi_bench.cc: SMPI provides MPI_THREAD_SINGLE) may ask for less.
+  explicit MpiComm(MPI_Comm parent, int thread_level = MPI_THREAD_MULTIPLE);
   ~MpiComm() override;
   MpiComm(const MpiComm&) = delete;
   MpiComm& operator=(const MpiComm&) = delete;
