@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Runs smpi_bench.so (smpi/smpi_bench.cc: the ring all-reduce and MPI_Allreduce built with
+# SimGrid's smpicxx) under `smpirun` on a simulated cluster, once per process count:
+#
+#   scripts/smpi_bench.sh [--bin build/smpi/smpi_bench.so] [--np 4,8,16] [--bandwidth-gbps 25]
+#       [--latency-us 5] [--coll-selector ompi] [--smpi-test-s 1e-7] [--compute]
+#       [--smpi-cfg KEY:VALUE]... [--json-out FILE] [-- smpi_bench options: -b 1M -e 64M -f 2 -n 1 -w 0 --json ...]
+#
+# The platform: N hosts, each with a private full-duplex link of --bandwidth-gbps to one switch
+# (SimGrid's <cluster>, flat/star topology, no backbone limit), so a message crosses two links:
+# each gets half of --latency-us, which is the host-to-host latency (the cost model's alpha).
+# The network model is CM02 (plain max-min sharing, no latency or bandwidth correction factors,
+# no TCP-ACK cross traffic): the network an alpha-beta model describes. The simulation's knobs:
+#   --coll-selector   which MPI_Allreduce algorithm SMPI runs: "ompi" (Open MPI's decision
+#                     rules, the MPI this project uses on real machines), "mpich", "default"...
+#   --smpi-test-s     simulated time an MPI_Test that finds nothing costs (smpi/test, not grown):
+#                     the ring polls, so this is its polling granularity. Measured at np 64,
+#                     1 MiB (16 KiB per step), against SMPI's blocking ring (smpi/allreduce:lr,
+#                     1291 us): 1e-6 s -> 1512 us, 1e-7 (default) -> 1310 us, 1e-8 -> 1293 us
+#                     but 5x slower to simulate;
+#   --smpi-cfg K:V    any other SimGrid option (e.g. smpi/allreduce:lr picks one algorithm);
+#   --compute         also charge the computation between MPI calls (the ring's reductions),
+#                     measured on this machine's CPU, to the simulated hosts (as fast as this
+#                     core); default off: only the network is simulated, reductions are free.
+# Rows go to stdout as `starring bench` prints them; --json-out FILE appends the JSON rows with
+# the platform added ("platform": {...}) for scripts/smpi_compare.py. Exit 77 when SimGrid is
+# not installed (so CTest reports a skip).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/build/smpi/smpi_bench.so"
+nps=4 bw=25 lat=5 selector=ompi test_s=1e-7 compute=0 json_out="" extra_cfg=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) bin=$2; shift 2 ;;
+    --np) nps=$2; shift 2 ;;
+    --bandwidth-gbps) bw=$2; shift 2 ;;
+    --latency-us) lat=$2; shift 2 ;;
+    --coll-selector) selector=$2; shift 2 ;;
+    --smpi-test-s) test_s=$2; shift 2 ;;
+    --compute) compute=1; shift ;;
+    --smpi-cfg) extra_cfg+=("--cfg=$2"); shift 2 ;;
+    --json-out) json_out=$2; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "smpi_bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+if ! command -v smpirun >/dev/null 2>&1; then
+  echo "smpi_bench.sh: smpirun not found (SimGrid: apt-get install libsimgrid-dev); skipping" >&2
+  exit 77
+fi
+[ -f "$bin" ] || { echo "smpi_bench.sh: $bin not built (cmake -DSTARRING_SMPI=ON ...)" >&2; exit 2; }
+
+[ -z "$json_out" ] || set -- "$@" --json
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+half_lat=$(python3 -c "print($lat / 2)")
+cfg=(--cfg=network/model:CM02 --cfg=network/crosstraffic:0 --cfg=smpi/coll-selector:"$selector"
+     --cfg=smpi/test:"$test_s" --cfg=smpi/grow-injected-times:no
+     --log=root.thres:warning --log=smpi_config.thres:error)
+if [ "$compute" = 1 ]; then
+  cfg+=(--cfg=smpi/simulate-computation:yes --cfg=smpi/host-speed:1e9)  # hosts are 1 Gflop/s
+else
+  cfg+=(--cfg=smpi/simulate-computation:no)
+fi
+platform="{\"hosts\":\"cluster\",\"bandwidth_gbps\":$bw,\"latency_us\":$lat,\"net_model\":\"CM02\",\
+\"coll_selector\":\"$selector\",\"smpi_test_s\":$test_s,\"compute\":$([ "$compute" = 1 ] && echo true || echo false)}"
+
+rc=0
+IFS=, read -ra np_list <<<"$nps"
+for np in "${np_list[@]}"; do
+  cat >"$tmp/platform.xml" <<EOF
+<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <cluster id="cluster" prefix="host" radical="0-$((np - 1))" suffix="" speed="1Gf"
+           bw="${bw}Gbps" lat="${half_lat}us" sharing_policy="SPLITDUPLEX"/>
+</platform>
+EOF
+  for ((i = 0; i < np; i++)); do echo "host$i"; done >"$tmp/hosts"
+  echo "# smpirun -np $np: cluster of $np hosts, ${bw} Gb/s links, ${lat} us host to host," \
+       "MPI_Allreduce by the '$selector' selector, computation $([ "$compute" = 1 ] && echo \
+       "charged" || echo "free")"
+  set +e
+  smpirun -np "$np" -platform "$tmp/platform.xml" -hostfile "$tmp/hosts" \
+    "${cfg[@]}" ${extra_cfg[@]+"${extra_cfg[@]}"} "$bin" "$@" >"$tmp/out"
+  r=$?
+  set -e
+  grep -v '^{' "$tmp/out" || true
+  if [ -n "$json_out" ]; then
+    grep '^{' "$tmp/out" | sed "s/}\$/,\"platform\":${platform//\//\\/}}/" >>"$json_out" || true
+  else
+    grep '^{' "$tmp/out" || true
+  fi
+  [ $r -eq 0 ] || { echo "smpi_bench.sh: np $np failed (exit $r)" >&2; rc=$r; }
+done
+exit $rc

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""The alpha-beta cost model (scripts/cost_model.py) against SimGrid/SMPI runs of the same code
+on the same network: smpi_bench rows written by `scripts/smpi_bench.sh --json-out FILE`.
+
+  scripts/smpi_compare.py FILE [--markdown] [--gamma-gbps G]
+
+Each row's platform (recorded by smpi_bench.sh) gives the model its constants: alpha = the
+host-to-host latency, 1/beta = the link bandwidth, gamma = 0 when the simulation charged no
+computation (the default; with --compute runs give --gamma-gbps). The model's time for both
+"ring" and "mpi" is the ring formula, cost_model.comm_time: 2(N-1) alpha + 2(N-1)/N D beta.
+SMPI's MPI_Allreduce runs whatever algorithm its collective selector picks; with the "ompi"
+selector at these sizes that is Rabenseifner's (recursive-halving reduce-scatter, recursive-
+doubling all-gather), whose time on this network is 2 log2(N) alpha + 2(N-1)/N D beta for N a
+power of two: printed beside, as this script's formula, not the cost model's.
+Standard library only.
+"""
+import argparse
+import math
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cost_model as cm  # noqa: E402
+import cost_model_cli as cli  # noqa: E402
+import starring_results as sr  # noqa: E402
+
+
+def consts_of(platform, gamma_gbps):
+    if platform.get("compute") and not gamma_gbps:
+        raise SystemExit("smpi_compare.py: rows simulated with --compute: give --gamma-gbps")
+    gamma = 1.0 / (gamma_gbps * 1e9) if platform.get("compute") else 0.0
+    return cm.Consts(alpha=platform["latency_us"] * 1e-6,
+                     beta=1.0 / (platform["bandwidth_gbps"] * 1e9 / 8), gamma=gamma,
+                     source="smpi platform")
+
+
+def rabenseifner(d, n, c):
+    if n <= 1:
+        return 0.0
+    return 2 * math.ceil(math.log2(n)) * c.alpha + 2.0 * (n - 1) / n * d * c.beta + \
+        (n - 1) / n * d * c.gamma
+
+
+def err(measured, model):
+    return f"{100 * (model - measured) / measured:+.1f}%" if measured > 0 else "-"
+
+
+def table(rows, gamma_gbps):
+    """One line per (platform, np, size): SMPI and model times (us) for ring and mpi."""
+    by = {}
+    for r in rows:
+        if r.get("simulated") and r.get("bench") == "allreduce":
+            key = (sr_key(r["platform"]), r["np"], r["size"])
+            name = "ring" if r["backend"] == "ring-p2p" else r["backend"]
+            by.setdefault(key, {"platform": r["platform"]})[name] = r
+    head = ["np", "size", "ring SMPI us", "model us", "model err", "mpi SMPI us", "model (ring) us",
+            "model err", "Rabenseifner us", "its err", "#wrong"]
+    out = []
+    for (_, n, size), g in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        c = consts_of(g["platform"], gamma_gbps)
+        model = cm.comm_time("ring", size, n, 0, c) * 1e6
+        rab = rabenseifner(size, n, c) * 1e6
+        ring, mpi = g.get("ring"), g.get("mpi")
+        line = [str(n), size_str(size)]
+        line += [f"{ring['time_us']:.1f}", f"{model:.1f}", err(ring["time_us"], model)] if ring \
+            else ["-", f"{model:.1f}", "-"]
+        line += [f"{mpi['time_us']:.1f}", f"{model:.1f}", err(mpi["time_us"], model),
+                 f"{rab:.1f}", err(mpi["time_us"], rab)] if mpi else ["-"] * 5
+        line.append(str(sum(x["wrong"] for x in (ring, mpi) if x)))
+        out.append(line)
+    return head, out
+
+
+def sr_key(platform):
+    return tuple(sorted((k, str(v)) for k, v in platform.items()))
+
+
+def size_str(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 and b % (1 << 20) == 0 else f"{b} B"
+
+
+def main(argv=None):
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("rows", help="JSON lines from scripts/smpi_bench.sh --json-out")
+    ap.add_argument("--markdown", action="store_true", help="a Markdown table")
+    ap.add_argument("--gamma-gbps", type=float, help="reduction speed for --compute runs")
+    a = ap.parse_args(argv)
+    rows, bad = sr.read_jsonl(a.rows)
+    for b in bad:
+        print(f"# skipped unreadable line {b}", file=sys.stderr)
+    if not rows:
+        raise SystemExit(f"smpi_compare.py: no rows in {a.rows}")
+    platforms = {sr_key(r["platform"]): r["platform"] for r in rows if "platform" in r}
+    for p in platforms.values():
+        print(f"# platform: {p['bandwidth_gbps']} Gb/s links, {p['latency_us']} us host to host, "
+              f"network model {p['net_model']}, MPI_Allreduce selector '{p['coll_selector']}', "
+              f"smpi/test {p['smpi_test_s']} s, computation "
+              f"{'charged' if p['compute'] else 'free'}")
+    print("# model err = (model - SMPI) / SMPI; model: scripts/cost_model.py comm_time('ring')")
+    head, out = table(rows, a.gamma_gbps)
+    print(cli.markdown(head, out) if a.markdown else cli.text(head, out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
