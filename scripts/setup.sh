@@ -14,6 +14,7 @@ PKGS=(
   nlohmann-json3-dev
   python3 python3-matplotlib python3-numpy
   dataset-fashion-mnist
+  libsimgrid-dev  # SimGrid SMPI (smpicxx, smpirun): smpi_bench.so and the smpi test, optional
 )
 
 missing=()

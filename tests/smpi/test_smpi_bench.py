@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""The SimGrid/SMPI bench end to end (CTest label smpi): scripts/smpi_bench.sh runs smpi_bench.so
+(the project's ring all-reduce and MPI_Allreduce built with smpicxx) on a simulated 4-host
+cluster of 25 Gb/s links and 5 us latency, on counts not divisible by the ranks. Checks:
+  - every element of every rank equals the closed-form sum (#wrong 0, both engines, all sizes);
+  - the times are simulated, not this machine's: at ~1 MiB both engines' busbw is within
+    [1/3, 1.05] of the link bandwidth (3.125 GB/s; busbw cannot exceed it, and this shared
+    2-core machine would give something else entirely);
+  - the alpha-beta cost model (scripts/smpi_compare.py) predicts the ring's time within 5 %.
+Exit 77 (CTest: skipped) when SimGrid is not installed.
+  test_smpi_bench.py --bin build/smpi/smpi_bench.so
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LINK_GBPS = 25.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows_path = os.path.join(tmp, "rows.jsonl")
+        cmd = [os.path.join(ROOT, "scripts", "smpi_bench.sh"), "--bin", a.bin, "--np", "4",
+               "--bandwidth-gbps", str(LINK_GBPS), "--latency-us", "5", "--json-out", rows_path,
+               "--", "-b", "4100", "-e", "2M", "-f", "16", "-n", "1", "-w", "1"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        print(p.stdout + p.stderr)
+        if p.returncode == 77:
+            return 77
+        assert p.returncode == 0, f"smpi_bench.sh exited {p.returncode}"
+        with open(rows_path, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        cmp = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "smpi_compare.py"),
+                              rows_path], capture_output=True, text=True, timeout=60)
+        print(cmp.stdout + cmp.stderr)
+        assert cmp.returncode == 0, "smpi_compare.py failed"
+    sizes = sorted({r["size"] for r in rows})
+    assert sizes == [4100, 65600, 1049600], f"sizes {sizes}"
+    assert {(r["backend"], r["size"]) for r in rows} == \
+        {(b, s) for b in ("ring-p2p", "mpi") for s in sizes}, "a row is missing"
+    for r in rows:
+        assert r["simulated"] and r["np"] == 4 and r["wrong"] == 0, f"wrong values: {r}"
+    link = LINK_GBPS / 8
+    for r in rows:
+        if r["size"] == sizes[-1]:
+            ratio = r["busbw_GBps"] / link
+            assert 1 / 3 <= ratio <= 1.05, f"{r['backend']}: busbw {r['busbw_GBps']:.3f} GB/s " \
+                f"is {ratio:.2f}x the {link} GB/s link"
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import smpi_compare  # noqa: E402
+    head, table = smpi_compare.table(rows, None)
+    big = [dict(zip(head, line)) for line in table if line[0] == "4" and "1049600" in line[1]]
+    assert len(big) == 1, f"no model line for the largest size: {table}"
+    ring_err = abs(float(big[0]["model err"].rstrip("%")))
+    assert ring_err <= 5.0, f"model vs SMPI ring: {ring_err}% apart ({big[0]})"
+    print("OK: correct sums, busbw near the simulated link, model within 5 % of the ring")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
