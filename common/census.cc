@@ -25,8 +25,9 @@ std::string census(Comm& comm, Seconds grace) {
   const int n = comm.size(), me = comm.rank();
   if (n < 2) return "";
   try {
-    // The note outlives this call (a send to a silent peer may never complete).
-    static thread_local const int note = 1;
+    // The note outlives this call and the calling thread (a send to a silent peer may never
+    // complete, and the communication thread that timed out exits right after).
+    static const int note = 1;
     for (int p = 0; p < n; ++p)
       if (p != me) comm.isend(&note, sizeof note, p, tags::kCensus).reset();  // released
     std::vector<char> heard(static_cast<std::size_t>(n), 0);
