@@ -59,7 +59,7 @@ cfg=(--cfg=network/model:CM02 --cfg=network/crosstraffic:0 --cfg=smpi/coll-selec
      --cfg=smpi/test:"$test_s" --cfg=smpi/grow-injected-times:no
      --log=root.thres:warning --log=smpi_config.thres:error)
 if [ "$compute" = 1 ]; then
-  cfg+=(--cfg=smpi/simulate-computation:yes --cfg=smpi/host-speed:1e9)  # hosts are 1 Gflop/s
+  cfg+=(--cfg=smpi/simulate-computation:yes --cfg=smpi/host-speed:1Gf)  # hosts are 1 Gflop/s
 else
   cfg+=(--cfg=smpi/simulate-computation:no)
 fi
