@@ -10,8 +10,9 @@ computation (the default; with --compute runs give --gamma-gbps). The model's ti
 "ring" and "mpi" is the ring formula, cost_model.comm_time: 2(N-1) alpha + 2(N-1)/N D beta.
 SMPI's MPI_Allreduce runs whatever algorithm its collective selector picks; with the "ompi"
 selector at these sizes that is Rabenseifner's (recursive-halving reduce-scatter, recursive-
-doubling all-gather), whose time on this network is 2 log2(N) alpha + 2(N-1)/N D beta for N a
-power of two: printed beside, as this script's formula, not the cost model's.
+doubling all-gather on p = 2^floor(log2 N) ranks, the N - p others folded in before and out
+after), whose time on this network is 2 log2(p) alpha + 2(p-1)/p D beta, plus 2 alpha + 2 D beta
+when N is not a power of two: printed beside, as this script's formula, not the cost model's.
 Standard library only.
 """
 import argparse
@@ -36,10 +37,15 @@ def consts_of(platform, gamma_gbps):
 
 
 def rabenseifner(d, n, c):
+    """Recursive halving + doubling on the p = 2^floor(log2 n) ranks; when n is not a power of
+    two the n - p extra ranks are folded in first (a full buffer to a partner) and sent the
+    result last: two more messages of d bytes on the busiest link."""
     if n <= 1:
         return 0.0
-    return 2 * math.ceil(math.log2(n)) * c.alpha + 2.0 * (n - 1) / n * d * c.beta + \
-        (n - 1) / n * d * c.gamma
+    p = 1 << (n.bit_length() - 1)
+    fold = 0 if p == n else 1
+    return (2 * math.log2(p) + 2 * fold) * c.alpha + \
+        (2.0 * (p - 1) / p + 2 * fold) * d * c.beta + (n - 1) / n * d * c.gamma
 
 
 def err(measured, model):
