@@ -1,6 +1,7 @@
 # Decides STARRING_HAVE_SMPI from STARRING_SMPI (AUTO|ON|OFF) and, when on, builds
 # smpi_bench.so: the ring all-reduce and the MPI_Allreduce baseline compiled with SimGrid's
-# smpicxx, to run under `smpirun` on simulated platforms (smpi/smpi_bench.cc, scripts/smpi_bench.sh).
+# smpicxx, to run under `smpirun` on simulated platforms (smpi/smpi_bench.cc,
+# scripts/smpi_bench.sh).
 # smpicxx is its own compiler driver (it swaps mpi.h for SMPI's and links a shared object that
 # smpirun loads), so the same sources are compiled a second time by a custom command rather than
 # linked from the project's libraries. AUTO builds it when smpicxx and smpirun are found
@@ -12,7 +13,8 @@ if(NOT STARRING_SMPI STREQUAL "OFF")
   if(STARRING_SMPICXX AND STARRING_SMPIRUN)
     set(STARRING_HAVE_SMPI ON)
   elseif(STARRING_SMPI STREQUAL "ON")
-    message(FATAL_ERROR "STARRING_SMPI=ON but smpicxx/smpirun (SimGrid, libsimgrid-dev) were not found")
+    message(FATAL_ERROR
+      "STARRING_SMPI=ON but smpicxx/smpirun (SimGrid, libsimgrid-dev) were not found")
   endif()
 endif()
 message(STATUS "StarRing: SMPI=${STARRING_HAVE_SMPI}")

@@ -4,15 +4,17 @@
 #
 #   scripts/smpi_bench.sh [--bin build/smpi/smpi_bench.so] [--np 4,8,16] [--bandwidth-gbps 25]
 #       [--latency-us 5] [--coll-selector ompi] [--smpi-test-s 1e-7] [--compute]
-#       [--smpi-cfg KEY:VALUE]... [--json-out FILE] [-- smpi_bench options: -b 1M -e 64M -f 2 -n 1 -w 0 --json ...]
+#       [--smpi-cfg KEY:VALUE]... [--json-out FILE]
+#       [-- `starring bench` options: -b 1M -e 64M -f 2 -n 1 -w 0 --backends ring-p2p,mpi ...]
+# (`--help` after `--` is taken by SimGrid itself: see `starring bench --help` for the options.)
 #
 # The platform: N hosts, each with a private full-duplex link of --bandwidth-gbps to one switch
 # (SimGrid's <cluster>, flat/star topology, no backbone limit), so a message crosses two links:
 # each gets half of --latency-us, which is the host-to-host latency (the cost model's alpha).
 # The network model is CM02 (plain max-min sharing, no latency or bandwidth correction factors,
 # no TCP-ACK cross traffic): the network an alpha-beta model describes. The simulation's knobs:
-#   --coll-selector   which MPI_Allreduce algorithm SMPI runs: "ompi" (Open MPI's decision
-#                     rules, the MPI this project uses on real machines), "mpich", "default"...
+#   --coll-selector   which MPI_Allreduce algorithm SMPI runs: "ompi" (SMPI's copy of Open MPI's
+#                     decision rules; Open MPI is this project's MPI), "mpich", "default"...
 #   --smpi-test-s     simulated time an MPI_Test that finds nothing costs (smpi/test, not grown):
 #                     the ring polls, so this is its polling granularity. Measured at np 64,
 #                     1 MiB (16 KiB per step), against SMPI's blocking ring (smpi/allreduce:lr,
@@ -49,7 +51,10 @@ if ! command -v smpirun >/dev/null 2>&1; then
   echo "smpi_bench.sh: smpirun not found (SimGrid: apt-get install libsimgrid-dev); skipping" >&2
   exit 77
 fi
-[ -f "$bin" ] || { echo "smpi_bench.sh: $bin not built (cmake -DSTARRING_SMPI=ON ...)" >&2; exit 2; }
+if [ ! -f "$bin" ]; then
+  echo "smpi_bench.sh: $bin not built (cmake -DSTARRING_SMPI=ON ...)" >&2
+  exit 2
+fi
 
 [ -z "$json_out" ] || set -- "$@" --json
 tmp=$(mktemp -d)
@@ -63,8 +68,9 @@ if [ "$compute" = 1 ]; then
 else
   cfg+=(--cfg=smpi/simulate-computation:no)
 fi
+compute_json=$([ "$compute" = 1 ] && echo true || echo false)
 platform="{\"hosts\":\"cluster\",\"bandwidth_gbps\":$bw,\"latency_us\":$lat,\"net_model\":\"CM02\",\
-\"coll_selector\":\"$selector\",\"smpi_test_s\":$test_s,\"compute\":$([ "$compute" = 1 ] && echo true || echo false)}"
+\"coll_selector\":\"$selector\",\"smpi_test_s\":$test_s,\"compute\":$compute_json}"
 
 rc=0
 IFS=, read -ra np_list <<<"$nps"
