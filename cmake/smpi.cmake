@@ -1,6 +1,6 @@
 # Decides STARRING_HAVE_SMPI from STARRING_SMPI (AUTO|ON|OFF) and, when on, builds
 # smpi_bench.so: the ring all-reduce and the MPI_Allreduce baseline compiled with SimGrid's
-# smpicxx, to run under `smpirun` on simulated platforms (smpi/smpi_bench.cc,
+# smpicxx, to run under `smpirun` on simulated platforms (experiments/smpi/smpi_bench.cc,
 # scripts/smpi_bench.sh).
 # smpicxx is its own compiler driver (it swaps mpi.h for SMPI's and links a shared object that
 # smpirun loads), so the same sources are compiled a second time by a custom command rather than
@@ -24,7 +24,7 @@ if(STARRING_HAVE_SMPI)
   # the bench sets RingOptions::shared_memory = false; shm_ring.cc is linked because
   # allreducer.cc, the engines' factory, refers to it).
   set(STARRING_SMPI_SOURCES
-    ${PROJECT_SOURCE_DIR}/smpi/smpi_bench.cc
+    ${PROJECT_SOURCE_DIR}/experiments/smpi/smpi_bench.cc
     ${PROJECT_SOURCE_DIR}/common/comm.cc
     ${PROJECT_SOURCE_DIR}/common/mpi_comm.cc
     ${PROJECT_SOURCE_DIR}/common/census.cc

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs smpi_bench.so (smpi/smpi_bench.cc: the ring all-reduce and MPI_Allreduce built with
+# Runs smpi_bench.so (experiments/smpi/smpi_bench.cc: the ring all-reduce and MPI_Allreduce built with
 # SimGrid's smpicxx) under `smpirun` on a simulated cluster, once per process count:
 #
 #   scripts/smpi_bench.sh [--bin build/smpi/smpi_bench.so] [--np 4,8,16] [--bandwidth-gbps 25]
