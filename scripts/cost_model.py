@@ -16,7 +16,13 @@ link in one direction, r the bytes it reduces:
 
   ring all-reduce   m = 2(N-1)              b = 2(N-1)/N D          r = (N-1)/N D
                     (reduce-scatter then all-gather; N-1 dependent steps each; segments stream
-                    inside a step, so a step pays its latency once)
+                    inside a step, so a step pays its latency once; also nccl)
+  MPI_Allreduce     m = 2 log2(p) + 2f      b = (2(p-1)/p + 2f) D   r = (N-1)/N D
+                    (Rabenseifner: recursive halving then doubling on p = 2^floor(log2 N) ranks,
+                    what Open MPI's fixed decision rules pick for large messages and what SimGrid
+                    SMPI's ompi selector reproduces exactly; when N is not a power of two, f = 1:
+                    the N - p extra ranks first hand their whole buffer to a partner and get the
+                    result back last, two more messages of D on the busiest link)
   co-located PS     m = 2(W-1) n, n = ceil(D/(W c))   b = 2(W-1)/W D   r = (W-1)/W D
                     (each rank owns a D/W shard: it pushes W-1 shards and answers W-1 pulls,
                     so the bytes equal the ring's but the messages are chunks of c bytes)
@@ -87,8 +93,15 @@ def terms(kind, d, workers, servers=0, chunk=PS_CHUNK_BYTES):
     w, d = int(workers), float(d)
     if d <= 0:
         return 0.0, 0.0, 0.0
+    if w <= 1 and kind in ALLREDUCE:
+        return 0.0, 0.0, 0.0
+    if kind == "mpi":
+        p = 1 << (w.bit_length() - 1)
+        fold = 0 if p == w else 1
+        return (2.0 * math.log2(p) + 2 * fold, (2.0 * (p - 1) / p + 2 * fold) * d,
+                (w - 1) / w * d)
     if kind in ALLREDUCE:
-        return (2.0 * (w - 1), 2.0 * (w - 1) / w * d, (w - 1) / w * d) if w > 1 else (0, 0, 0)
+        return 2.0 * (w - 1), 2.0 * (w - 1) / w * d, (w - 1) / w * d
     if kind == "ps-colocated":
         if w <= 1:
             return 0.0, 0.0, 0.0

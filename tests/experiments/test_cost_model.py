@@ -43,7 +43,13 @@ class Formulas(unittest.TestCase):
         self.assertAlmostEqual(cm.comm_time("ring", 1e6, 4, 0, self.C),
                                6 * 10e-6 + 1.5e6 * 1e-9 + 0.75e6 * 0.5e-9, delta=1e-15)
         self.assertEqual(cm.comm_time("ring", 1e6, 1, 0, self.C), 0.0)
-        self.assertEqual(cm.terms("mpi", 1e6, 4), cm.terms("ring", 1e6, 4))
+        # MPI_Allreduce is Rabenseifner's: the ring's bytes on a power of two in 2 log2 N
+        # messages; otherwise the extra ranks' full buffer twice more
+        self.assertEqual(cm.terms("mpi", 1e6, 4), (4.0,) + cm.terms("ring", 1e6, 4)[1:])
+        self.assertEqual(cm.terms("mpi", 1e6, 64)[0], 12.0)
+        m, b, r = cm.terms("mpi", 1e6, 12)
+        self.assertEqual((m, b), (2 * 3 + 2, (2 * 7 / 8 + 2) * 1e6))
+        self.assertEqual(r, cm.terms("ring", 1e6, 12)[2])
 
     def test_dedicated_ps(self):
         # W = 4, S = 1, D = 1e6 < one 4 MiB chunk: n = 1, m = 2 n max(W, S) = 8,
