@@ -24,23 +24,6 @@ std::vector<std::pair<std::string, BenchOpFactory>>& table() {
   return t;
 }
 
-// Every rank contributes `values`; rank 0 gets all ranks' vectors (others get an empty result).
-std::vector<std::vector<double>> gather(Comm& world, const std::vector<double>& values, int tag) {
-  const Seconds timeout = world.timeout();
-  std::vector<std::vector<double>> all;
-  if (world.rank() != 0) {
-    world.send(values.data(), values.size() * sizeof(double), 0, tag, timeout);
-    return all;
-  }
-  all.push_back(values);
-  for (int r = 1; r < world.size(); ++r) {
-    std::vector<double> v(values.size());
-    world.recv(v.data(), v.size() * sizeof(double), r, tag, timeout);
-    all.push_back(std::move(v));
-  }
-  return all;
-}
-
 struct Measured {
   double time_s = 0;
   long wrong = 0;
@@ -250,7 +233,7 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
       Measured m = measure(op, *world, bc, count, input, out);
       nlohmann::json extra = op.extra_fields(count, bc.iters);
       const double w = op.is_worker() ? 1 : 0;
-      auto all = gather(
+      auto all = gather_to_root(
           *world, {m.time_s * w, static_cast<double>(m.wrong), m.sent * w, m.recv * w, w}, ++tag);
       if (!leader) continue;
       size_rows.push_back(make_row(op, names[b], world->size(), count, all, m.bytes_measured));

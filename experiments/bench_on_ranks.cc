@@ -51,4 +51,21 @@ std::unique_ptr<BenchOp> make_bench_op_on_ranks(const BenchOpFactory& factory, i
   return factory(sub);
 }
 
+std::vector<std::vector<double>> gather_to_root(Comm& world, const std::vector<double>& values,
+                                                int tag) {
+  const Seconds timeout = world.timeout();
+  std::vector<std::vector<double>> all;
+  if (world.rank() != 0) {
+    world.send(values.data(), values.size() * sizeof(double), 0, tag, timeout);
+    return all;
+  }
+  all.push_back(values);
+  for (int r = 1; r < world.size(); ++r) {
+    std::vector<double> v(values.size());
+    world.recv(v.data(), v.size() * sizeof(double), r, tag, timeout);
+    all.push_back(std::move(v));
+  }
+  return all;
+}
+
 }  // namespace starring

@@ -11,6 +11,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "experiments/bench_harness.h"
 
@@ -24,5 +25,10 @@ std::pair<std::string, int> split_ranks_suffix(const std::string& name);
 // takes part in nothing (is_worker() false, every call a no-op). ConfigError if n > world size.
 std::unique_ptr<BenchOp> make_bench_op_on_ranks(const BenchOpFactory& factory, int n,
                                                 const BenchOpContext& ctx);
+
+// Every rank contributes `values` (the same length everywhere); rank 0 gets all ranks' vectors
+// in rank order, the others an empty result. Waits at most world.timeout() per message.
+std::vector<std::vector<double>> gather_to_root(Comm& world, const std::vector<double>& values,
+                                                int tag);
 
 }  // namespace starring

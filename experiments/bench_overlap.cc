@@ -120,21 +120,6 @@ double max_over(Comm& comm, double v, int tag) {
 }
 
 // Every rank's `values` (same length), on rank 0; empty elsewhere.
-std::vector<std::vector<double>> gather(Comm& world, const std::vector<double>& values, int tag) {
-  std::vector<std::vector<double>> all;
-  if (world.rank() != 0) {
-    world.send(values.data(), values.size() * sizeof(double), 0, tag, world.timeout());
-    return all;
-  }
-  all.push_back(values);
-  for (int r = 1; r < world.size(); ++r) {
-    std::vector<double> v(values.size());
-    world.recv(v.data(), v.size() * sizeof(double), r, tag, world.timeout());
-    all.push_back(std::move(v));
-  }
-  return all;
-}
-
 // One iteration through the seam, as the trainer drives it (see bench_overlap.h).
 class Driver {
  public:
@@ -410,7 +395,10 @@ std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Com
       } else {
         ++tag;  // sits out
       }
-      auto all = gather(*world, flatten(m.sample, bc.compute.size()), ++tag);
+      auto all = gather_to_root(*world, flatten(m.sample, bc.compute.size()), ++tag);
+      // Ranks that sat out a NAME@N backend wait here for its members: the next backend's set-up
+      // (a PS init, bounded by --timeout) must not start while they are still measuring.
+      world->barrier(Seconds(std::max(world->timeout().count(), 600.0)));
       if (!leader) continue;
       OverlapRow base;
       base.backend = name;
