@@ -125,18 +125,18 @@ void ShardServer::push_bsp(Chunk& c, int worker, std::int64_t step, float lr, co
     c.lr = lr;
   }
   if (worker != c.next) {  // before its turn: hold it
-    if (!kept) {
-      auto& copy = c.copies[w];
-      copy.assign(grad, grad + c.count);
-      grad = copy.data();
-    }
+    if (!kept) grad = copy_early(c, w, grad);
     c.early[w] = grad;
   } else {
     add_next(c, grad, kept);
     while (c.next < workers_ && c.early[static_cast<std::size_t>(c.next)]) {
-      const float* g = c.early[static_cast<std::size_t>(c.next)];
-      c.early[static_cast<std::size_t>(c.next)] = nullptr;
-      add_next(c, g, true);
+      const auto v = static_cast<std::size_t>(c.next);
+      add_next(c, c.early[v], true);  // never worker 0 (never early): not held past this call
+      c.early[v] = nullptr;
+      if (!c.copies[v].empty()) {  // its copy goes back to the pool
+        spare_.push_back(std::move(c.copies[v]));
+        c.copies[v] = {};
+      }
     }
   }
   c.got[w] = 1;
@@ -153,6 +153,21 @@ void ShardServer::push_bsp(Chunk& c, int worker, std::int64_t step, float lr, co
     --awaiting_[static_cast<std::size_t>(v)];
     out.push_back(reply(c, v));
   }
+}
+
+// A copy of an early push that the caller will not keep, in a buffer from the pool of spare
+// copies (so the server holds at most as many as were ever early at once, not one per chunk and
+// worker).
+const float* ShardServer::copy_early(Chunk& c, std::size_t w, const float* grad) {
+  auto& copy = c.copies[w];
+  auto fits = std::find_if(spare_.begin(), spare_.end(),
+                           [&](const std::vector<float>& b) { return b.capacity() >= c.count; });
+  if (fits != spare_.end()) {
+    copy = std::move(*fits);
+    spare_.erase(fits);
+  }
+  copy.assign(grad, grad + c.count);
+  return copy.data();
 }
 
 // Adds worker c.next's push to the sum. Fewer passes over memory, the same roundings in the

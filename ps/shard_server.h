@@ -10,8 +10,10 @@
 //        have pushed step t, the sum is scaled by 1/W, the optimizer is applied once, and all W
 //        workers get the new parameters: every worker sees exactly step t's parameters.
 //        A push that arrives before its turn is held: by pointer when the caller keeps it valid
-//        (`kept`), else copied once; it is added as soon as every lower worker's push is in, so
-//        summing still overlaps the arrivals.
+//        (`kept`: shared memory, a co-located worker), else copied once into a pooled buffer
+//        (messages); it is added as soon as every lower worker's push is in, so summing still
+//        overlaps the arrivals. The copies cost memory only while pushes wait for an earlier
+//        worker: at worst (worker 0 always last) (W-1) x this server's share of the model.
 //   asp: each push is scaled by 1/W and applied on arrival; the pusher gets the current values.
 //   ssp: applied on arrival as asp, but the reply to a worker that has pushed a chunk n times is
 //        withheld until the slowest worker has pushed it at least n - s times, so no worker
@@ -90,19 +92,20 @@ class ShardServer {
     std::int64_t bsp_step = 0;  // step being aggregated (bsp), valid when arrived > 0
     float lr = 0;
     int arrived = 0;
-    int next = 0;                       // bsp: the next worker to add (all below are summed)
-    const float* held = nullptr;        // bsp: worker 0's push, not yet added (stable)
-    std::vector<char> got;              // bsp: worker pushed the current step
-    std::vector<const float*> early;    // bsp: pushes waiting for their turn (stable)
+    int next = 0;                            // bsp: the next worker to add (all below are summed)
+    const float* held = nullptr;             // bsp: worker 0's push, not yet added (stable)
+    std::vector<char> got;                   // bsp: worker pushed the current step
+    std::vector<const float*> early;         // bsp: pushes waiting for their turn (stable)
     std::vector<std::vector<float>> copies;  // bsp: copies of early pushes that were not kept
-    std::vector<std::int64_t> clock;    // pushes received per worker
-    std::vector<std::int64_t> release;  // ssp: withheld reply, released at min clock >= value
+    std::vector<std::int64_t> clock;         // pushes received per worker
+    std::vector<std::int64_t> release;       // ssp: withheld reply, released at min clock >= value
   };
   Chunk& chunk_of(int chunk, int worker);
   std::vector<float>& state_ref(int chunk, int part);
   void push_bsp(Chunk& c, int worker, std::int64_t step, float lr, const float* grad, bool kept,
                 std::vector<PsReply>& out);
   void add_next(Chunk& c, const float* grad, bool stable);
+  const float* copy_early(Chunk& c, std::size_t w, const float* grad);
   void push_async(Chunk& c, int worker, std::int64_t step, float lr, const float* grad,
                   std::vector<PsReply>& out);
   void release_ssp(Chunk& c, std::vector<PsReply>& out);
@@ -117,6 +120,7 @@ class ShardServer {
   std::unordered_map<int, std::size_t> index_;
   std::size_t params_set_ = 0;
   std::vector<int> awaiting_;
+  std::vector<std::vector<float>> spare_;  // bsp: buffers for copies of early pushes, reused
   std::map<std::int64_t, std::uint64_t> hist_;
   std::uint64_t pushes_ = 0, updates_ = 0;
 };

@@ -127,6 +127,35 @@ TEST(ShardServer, BspSumsInWorkerOrderWhateverTheArrivalOrder) {
   EXPECT_EQ(orders, 24);
 }
 
+// Copies of early pushes come from a pool that is reused across rounds and chunks: reversed
+// arrivals over several steps and two chunks give the bits of in-order arrivals.
+TEST(ShardServer, BspEarlyCopiesAreReusedAcrossRoundsAndChunks) {
+  constexpr int kW = 3;
+  auto run = [&](bool reversed) {
+    PsInitSpec sp = spec(kW, "bsp");
+    sp.opt.momentum = 0.9f;
+    ShardServer s(sp);
+    const float init[3] = {0.3f, -1.7f, 2.9f};
+    s.set_params(0, init, 3);
+    s.set_params(1, init, 3);
+    std::vector<PsReply> out;
+    for (int step = 1; step <= 4; ++step)
+      for (int chunk : {1, 0})
+        for (int k = 0; k < kW; ++k) {
+          const int w = reversed ? kW - 1 - k : k;
+          std::vector<float> g(3);
+          for (int i = 0; i < 3; ++i)
+            g[i] = 1e7f * static_cast<float>((w + i) % 2 ? 1 : -1) + 0.37f * static_cast<float>(w) +
+                   static_cast<float>(step * 10 + chunk + i);
+          s.push(w, chunk, step, 0.05f, g.data(), 3, out);
+          g.assign(3, -999.0f);  // not kept: the server must have copied it
+        }
+    EXPECT_EQ(out.size(), static_cast<std::size_t>(4 * 2 * kW));
+    return std::vector<float>(s.params(), s.params() + 6);
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
 TEST(ShardServer, SspWithholdsRepliesBeyondTheBound) {
   ShardServer s(spec(2, "ssp", 1));
   const float z[3] = {0, 0, 0}, g[3] = {1, 1, 1};
