@@ -298,7 +298,8 @@ TEST(NcclEngine, RefusesWithoutGpuDevice) {
   EXPECT_THROW(make_nccl_allreducer(w.comm(0), cpu.get(), false, Seconds(5)), ConfigError);
 }
 
-// Keep these last: the abandoned messages use their own tag and never disturb earlier cases.
+// Keep these last: the messages they abandon (the ring's on its own tag, the census notes sent to
+// the silent rank on tags::kCensus) must not meet a later case.
 TEST(RingMpi, SilentPeerTimesOut) {
   MPI_ONLY();
   auto world = mpi_world();
