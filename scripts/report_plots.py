@@ -203,7 +203,10 @@ def breakdown(runs, out_dir):
         ax.set_ylabel("time per step (ms, mean over workers)")
         ax.set_title(model)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8)
+        tops = [c + w + o for c, w, o in zip(compute, wait, other)]
+        tops += [1e3 * t.get("comm_s", 0.0) for t in step]
+        ax.set_ylim(0, 1.35 * max(tops + [1e-3]))  # headroom: the legend sits above the bars
+        ax.legend(fontsize=8, loc="upper left", ncol=2)
     name = _save(fig, out_dir, "breakdown.png")
     return Figure(name, "Step-time breakdown",
                   "Mean wall-clock time of one training step per backend and worker count. The "
