@@ -25,8 +25,8 @@ struct Dataset {
 Dataset load_idx_dataset(const std::string& dir, bool train);
 // The cheap part of load_idx_dataset for both splits, for a check before a run starts: every
 // file is present, its header is an IDX header of the right kind, and images and labels agree in
-// number (payloads are not read). Throws the same ConfigErrors.
-void check_idx_dataset(const std::string& dir);
+// number (payloads are not read). Throws the same ConfigErrors. Returns the training samples.
+int check_idx_dataset(const std::string& dir);
 // Reads one IDX file (gz or plain); returns dims and raw bytes. Exposed for tests.
 struct IdxFile {
   std::vector<int> dims;

@@ -136,7 +136,8 @@ IdxFile read_idx_file(const std::string& path, int expected_rank) {
   return out;
 }
 
-void check_idx_dataset(const std::string& dir) {
+int check_idx_dataset(const std::string& dir) {
+  int train = 0;
   for (const char* prefix : {"train", "t10k"}) {
     const std::string images_path = locate(dir, std::string(prefix) + "-images-idx3-ubyte");
     const std::string labels_path = locate(dir, std::string(prefix) + "-labels-idx1-ubyte");
@@ -145,7 +146,9 @@ void check_idx_dataset(const std::string& dir) {
     open_idx(images_path, 3, images, count);
     open_idx(labels_path, 1, labels, count);
     check_counts(images, images_path, labels, labels_path);
+    if (std::string(prefix) == "train") train = images.dims[0];
   }
+  return train;
 }
 
 Dataset load_idx_dataset(const std::string& dir, bool train) {

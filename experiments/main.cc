@@ -181,9 +181,21 @@ void preflight(const Config& cfg, int rank, int size) {
     if (cfg.command == "train") check_checkpoint_dir(cfg.ckpt);
   }
   check_output("--trace", expand_rank(cfg.out.trace_file, rank));
+  if (cfg.command != "train") return;
   const std::string& ds = cfg.data.dataset;
-  if (cfg.command == "train" && (ds == "fashion-mnist" || ds == "mnist"))
-    starring::check_idx_dataset(cfg.data.data_dir);
+  const bool idx = ds == "fashion-mnist" || ds == "mnist";
+  const int n = idx ? starring::check_idx_dataset(cfg.data.data_dir) : cfg.data.synthetic_train;
+  // Each worker's shard must hold one optimizer step (as the trainer checks, but here every rank
+  // agrees before any communication, dedicated servers included).
+  const auto& s = cfg.sync;
+  const int servers = s.backend == "ps" && s.servers != "colocated" ? std::stoi(s.servers) : 0;
+  const int workers = size - servers;
+  const auto& t = cfg.train;
+  if (workers >= 1 && (ds == "synthetic" || idx) &&
+      static_cast<long long>(n / workers) < static_cast<long long>(t.batch) * t.accum)
+    throw ConfigError(concat("batch ", t.batch, " x accum ", t.accum,
+                             " is larger than each worker's shard (", n / workers, " of ", n,
+                             " samples over ", workers, " workers)"));
 }
 
 // Parses and checks on every rank, then agrees. Returns -1 to go on, else the exit code

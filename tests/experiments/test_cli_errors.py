@@ -111,6 +111,8 @@ class CliErrors(unittest.TestCase):
         head = "mpirun: job stopped: " if killed else "starring: error: "
         errors = [l for l in p.stderr.splitlines() if l.startswith(head)]
         self.assertTrue(errors, where)
+        if code == 2:  # bad input is agreed on before any communication: one line, from one rank
+            self.assertEqual(len(errors), 1, where)
         first = errors[0]
         for s in says:
             self.assertIn(s, first, where)
@@ -168,6 +170,9 @@ class CliErrors(unittest.TestCase):
     def test_batch_larger_than_shard(self):
         self.run_case(2, ["train", "--backend", "ring"] + with_opts(TINY, batch=300), 2,
                       ["batch 300", "shard"])
+        # with a dedicated server too: checked before any communication, so one line, exit 2
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1"] + with_opts(TINY, batch=300),
+                      2, ["batch 300", "shard", "over 2 workers"])
 
     def test_output_folder_missing(self):
         missing = os.path.join(self.tmp, "no", "such", "folder")
