@@ -68,6 +68,39 @@ std::string timeout_message(const Comm& comm, Seconds timeout, const std::string
   return comm.where() + ": timeout after " + secs + " s in " + op;
 }
 
+std::string first_error(Comm& comm, const std::string& mine, int tag, Seconds timeout) {
+  const int n = comm.size(), r = comm.rank();
+  std::string first = mine;
+  auto exchange_len = [&](int peer, bool send, std::uint64_t& len) {
+    if (send)
+      comm.send(&len, sizeof len, peer, tag, timeout);
+    else
+      comm.recv(&len, sizeof len, peer, tag, timeout);
+  };
+  if (r != 0) {  // to rank 0: my message; from rank 0: the first
+    std::uint64_t len = mine.size();
+    exchange_len(0, true, len);
+    if (len) comm.send(mine.data(), len, 0, tag, timeout);
+    exchange_len(0, false, len);
+    first.assign(len, '\0');
+    if (len) comm.recv(first.data(), len, 0, tag, timeout);
+    return first;
+  }
+  for (int p = 1; p < n; ++p) {
+    std::uint64_t len = 0;
+    exchange_len(p, false, len);
+    std::string theirs(len, '\0');
+    if (len) comm.recv(theirs.data(), len, p, tag, timeout);
+    if (first.empty()) first = std::move(theirs);
+  }
+  for (int p = 1; p < n; ++p) {
+    std::uint64_t len = first.size();
+    exchange_len(p, true, len);
+    if (len) comm.send(first.data(), len, p, tag, timeout);
+  }
+  return first;
+}
+
 void barrier_over_p2p(Comm& comm, Seconds timeout) {
   // Dissemination barrier: in round j every rank signals rank + 2^j and waits for rank - 2^j;
   // after ceil(log2 n) rounds every rank has (transitively) heard from every other.

@@ -1,8 +1,10 @@
 // One rank's part of a run: see train_run.h.
 #include "experiments/train_run.h"
 
+#include "common/comm_util.h"
 #include "common/error.h"
 #include "experiments/backend_registry.h"
+#include "ps/ps_group.h"
 
 namespace starring {
 
@@ -31,6 +33,26 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
 
 RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& device, Trace* trace,
                      const Dataset* train, const Dataset* test) {
+  // The ranks that train load the data first, and every rank agrees before any backend starts:
+  // a worker that cannot (a truncated or corrupt file) would otherwise leave dedicated servers
+  // waiting for it. On failure every rank throws the lowest failing rank's ConfigError, so the
+  // job ends with that one line and exit 2 (experiments/main.cc prints identical messages once).
+  const bool server =
+      cfg.sync.backend == "ps" && cfg.sync.servers != "colocated" &&
+      ps::make_ps_group(cfg.sync.servers, world->size()).is_dedicated_server(world->rank());
+  std::pair<Dataset, Dataset> own;
+  std::string failed;
+  if (!server && (!train || !test)) {
+    try {
+      own = load_data(cfg);
+    } catch (const ConfigError& e) {
+      failed = e.what();
+    }
+    train = &own.first;
+    test = &own.second;
+  }
+  failed = first_error(*world, failed, tags::kTrainerBase + 50, world->timeout());
+  if (!failed.empty()) throw ConfigError(failed);
   BackendContext ctx{cfg, world, trace, &device};
   Backend be = BackendRegistry::instance().create(cfg.sync.backend, ctx);
   RankOutcome out;
@@ -40,12 +62,6 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
     if (trace) trace->set_thread_name("server");
     be.serve();
   } else {
-    std::pair<Dataset, Dataset> own;
-    if (!train || !test) {
-      own = load_data(cfg);
-      train = &own.first;
-      test = &own.second;
-    }
     Trainer trainer(cfg, TrainerEnv{*be.workers, *be.sync, device, trace});
     out.result = trainer.run(*train, *test);
     be.sync->shutdown();

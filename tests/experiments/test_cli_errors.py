@@ -199,6 +199,11 @@ class CliErrors(unittest.TestCase):
         err, _ = self.run_case(2, ["train", "--backend", "ring", "--data-dir", trunc, "--batch",
                                    "8"], 2, ["truncated", "train-images"])
         self.assertNotIn("MPI_Abort", err)
+        # ... also with a dedicated server, which loads no data: the ranks agree before the
+        # parameter server starts, so it is not left waiting for the workers
+        err, _ = self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--data-dir",
+                                   trunc, "--batch", "8"], 2, ["truncated", "train-images"])
+        self.assertNotIn("MPI_Abort", err)
 
     def test_late_failure_on_one_rank(self):
         # The summary cannot be written (its temporary name is taken by a folder) after rank 1
