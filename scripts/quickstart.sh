@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is missing, builds, and runs the main job: star vs
 # ring on Fashion-MNIST (1, 2 and 4 workers; ring all-reduce, one parameter server, co-located
-# servers; plus a bandwidth bench pass), then writes the report and prints where it is.
+# servers; plus bandwidth bench passes), and the quick versions of the straggler and
+# compute/communication studies (2 workers, synthetic data, ~45 s) so that the report has every
+# plot; then writes the report, prints the main job's table and where the report is.
 #   scripts/quickstart.sh [--out DIR]        (default results/main)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,5 +16,15 @@ if [ -e "$out" ]; then  # keep an earlier run's results instead of mixing or del
   prev="$out.$(date -r "$out" +%Y%m%d-%H%M%S)"
   mv "$out" "$prev" && echo "[quickstart] earlier results moved to $prev"
 fi
-"$root/scripts/sweep.sh" main --out "$out"
+rc=0
+"$root/scripts/sweep.sh" main --out "$out" --no-report || rc=$?
+for study in straggler crossover; do
+  "$root/scripts/sweep.sh" "$study" --quick --out "$out" --no-report || rc=$?
+done
+py=python3
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1; then
+  py=/usr/bin/python3  # the one Debian's python3-matplotlib installs into
+fi
+"$py" "$root/scripts/report.py" "$out" --table-sweep main || rc=$?
 echo "[quickstart] done in $(( $(date +%s) - start )) s; open $out/report/report.html"
+exit "$rc"

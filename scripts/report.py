@@ -249,6 +249,9 @@ def main(argv=None):
     ap.add_argument("--out", help="where to write report.html, PNGs, summary.md "
                     "(default RESULTS/report)")
     ap.add_argument("--quiet", action="store_true", help="do not print the table")
+    ap.add_argument("--table-sweep", metavar="NAME",
+                    help="print only this sweep's runs in the terminal table (the HTML page and "
+                    "summary.md keep every run)")
     a = ap.parse_args(argv)
     if not os.path.exists(os.path.join(a.results, "runs.jsonl")) and \
             not os.path.exists(os.path.join(a.results, "bench.jsonl")):
@@ -260,6 +263,8 @@ def main(argv=None):
     rows = write_summary(out, runs, bench, figures)
     write_html(out, a.results, runs, bench, figures, rows, problems)
     if not a.quiet:
+        if a.table_sweep:
+            rows = table_rows([r for r in runs if r.get("sweep") == a.table_sweep])
         if rows:
             print(text_table(rows))
         for r in not_ok(runs):

@@ -46,6 +46,18 @@ class ReportOnFixture(unittest.TestCase):
         self.assertIn(os.path.join(self.out, "report.html"), self.proc.stdout)
         self.assertIn("FAILED: main-ps-1-w8", self.proc.stdout)
         self.assertIn("TIMEOUT: main-ps-1-w16", self.proc.stdout)
+        self.assertIn("straggler", self.proc.stdout)  # every sweep's runs in the table
+
+    def test_the_terminal_table_can_keep_to_one_sweep(self):
+        out = os.path.join(self.tmp, "one-sweep")
+        p = subprocess.run([sys.executable, REPORT, FIXTURE, "--out", out, "--table-sweep", "main"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        table = [l for l in p.stdout.splitlines() if "MLP" in l]
+        self.assertTrue(table, p.stdout)
+        self.assertFalse([l for l in table if "straggler" in l or "crossover" in l], p.stdout)
+        with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
+            self.assertIn("crossover", f.read())  # the page and summary keep every run
 
     def test_every_plot_exists_is_a_png_and_is_referenced(self):
         with open(os.path.join(self.out, "report.html"), encoding="utf-8") as f:
