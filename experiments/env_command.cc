@@ -4,10 +4,12 @@
 // OpenBLAS, and how this binary was built. It changes nothing and needs no data.
 #include <cblas.h>
 #include <mpi.h>
+#include <sched.h>
 #include <zlib.h>
 
 #include <boost/version.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <thread>
@@ -29,13 +31,60 @@ void row(const char* key, const std::string& value) {
   std::printf("  %-22s %s\n", key, value.c_str());
 }
 
-// "hostname\ncpus" for this rank.
+// The CPUs this process may run on, as ranges ("0-1", "0,2-3"); "?" when unknown.
+std::string allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "?";
+  std::string out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int last = c;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    if (!out.empty()) out += ',';
+    out += std::to_string(c);
+    if (last > c) out += '-' + std::to_string(last);
+    c = last;
+  }
+  return out;
+}
+
+// "hostname\ncpus\nallowed cpus" for this rank.
 std::string this_host() {
   char name[MPI_MAX_PROCESSOR_NAME] = {0};
   int len = 0;
   MPI_Get_processor_name(name, &len);
   return std::string(name, static_cast<std::size_t>(len)) + "\n" +
-         std::to_string(std::thread::hardware_concurrency());
+         std::to_string(std::thread::hardware_concurrency()) + "\n" + allowed_cpus();
+}
+
+// Variables that change how communication or compute behaves, as this rank sees them.
+void print_environment() {
+  static const char* const kPrefixes[] = {"NCCL_",
+                                          "UCX_",
+                                          "OMPI_MCA_btl",
+                                          "OMPI_MCA_pml",
+                                          "OMPI_MCA_coll",
+                                          "OMPI_MCA_osc",
+                                          "CUDA_VISIBLE_DEVICES",
+                                          "OMP_NUM_THREADS",
+                                          "OPENBLAS_NUM_THREADS"};
+  std::printf("Environment (rank 0)\n");
+  int shown = 0;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    for (const char* p : kPrefixes)
+      if (kv.rfind(p, 0) == 0) {
+        const auto eq = kv.find('=');
+        row(kv.substr(0, eq).c_str(), eq == std::string::npos ? "" : kv.substr(eq + 1));
+        ++shown;
+        break;
+      }
+  }
+  if (!shown)
+    row("(none set)",
+        "NCCL_*, UCX_*, OMPI_MCA_{btl,pml,coll,osc}*, CUDA_VISIBLE_DEVICES, "
+        "OMP/OPENBLAS_NUM_THREADS");
 }
 
 // Every rank's host line, on rank 0 (empty elsewhere).
@@ -91,18 +140,32 @@ void print_mpi(int size, const std::vector<std::string>& hosts) {
   row("thread level", thread_level_name(provided) +
                           (provided < MPI_THREAD_MULTIPLE ? "  (starring needs MULTIPLE)" : ""));
   row("world size", std::to_string(size));
-  std::map<std::string, std::vector<int>> by_host;  // "host (N cpus)" -> ranks
+  struct Host {
+    int cpus = 0;
+    std::vector<int> ranks;
+    std::string binding;  // "rank 0: cpus 0, rank 1: cpus 1"
+  };
+  std::map<std::string, Host> by_host;
   for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
-    auto nl = hosts[r].find('\n');
-    by_host[hosts[r].substr(0, nl) + " (" + hosts[r].substr(nl + 1) + " cpus)"].push_back(r);
+    const auto a = hosts[r].find('\n'), b = hosts[r].find('\n', a + 1);
+    Host& h = by_host[hosts[r].substr(0, a)];
+    h.cpus = std::atoi(hosts[r].substr(a + 1, b - a - 1).c_str());
+    h.ranks.push_back(r);
+    if (!h.binding.empty()) h.binding += ", ";
+    h.binding += std::to_string(r) + ": " + hosts[r].substr(b + 1);
   }
-  for (const auto& [host, ranks] : by_host) {
+  for (const auto& [name, h] : by_host) {
     std::string list;
-    for (int r : ranks) {
+    for (int r : h.ranks) {
       if (!list.empty()) list += ',';
       list += std::to_string(r);
     }
-    row(("host " + host).c_str(), "ranks " + list);
+    row(("host " + name + " (" + std::to_string(h.cpus) + " cpus)").c_str(), "ranks " + list);
+    row("  cpus per rank", h.binding);
+    if (static_cast<int>(h.ranks.size()) > h.cpus)
+      row("  oversubscribed", std::to_string(h.ranks.size()) + " ranks on " +
+                                  std::to_string(h.cpus) +
+                                  " cpus: they time-share; wall-clock scaling measures the host");
   }
 }
 
@@ -169,6 +232,7 @@ int run_env(Config& cfg, std::shared_ptr<Comm> world) {
   GpuInfo gpu = query_gpus();
   print_gpus(gpu);
   print_blas_and_build(cfg, gpu);
+  print_environment();
   std::fflush(stdout);
   return 0;
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""`starring env` under scripts/mpirun.sh (what a user checks before a run): every rank's host
+and the CPUs it may use, a warning when ranks outnumber the host's CPUs, and the variables that
+change communication (NCCL_*, UCX_*, OMPI_MCA_btl/pml/coll/osc, ...), read on rank 0.
+  test_env.py --bin build/bin/starring
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
+BIN = None  # set from --bin
+
+
+def env(np_, extra_env=None):
+    e = dict(os.environ)
+    e.update(extra_env or {})
+    p = subprocess.run([MPIRUN, "-np", str(np_), BIN, "env"], capture_output=True, text=True,
+                       timeout=120, env=e)
+    return p.returncode, p.stdout + p.stderr
+
+
+class EnvCommand(unittest.TestCase):
+    def test_ranks_cpus_and_oversubscription(self):
+        cpus = len(os.sched_getaffinity(0))
+        np_ = cpus + 1  # one more rank than this machine has CPUs
+        rc, out = env(np_)
+        self.assertEqual(rc, 0, out)
+        self.assertIn(f"world size             {np_}", out)
+        m = re.search(r"cpus per rank\s+(.*)", out)
+        self.assertTrue(m, out)
+        self.assertEqual([int(x.split(":")[0]) for x in m.group(1).split(", ")],
+                         list(range(np_)), out)
+        self.assertIn(f"oversubscribed       {np_} ranks on", out)
+
+    def test_communication_variables_are_shown(self):
+        rc, out = env(1, {"NCCL_ALGO": "Ring", "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+                          "UNRELATED_VARIABLE": "x"})
+        self.assertEqual(rc, 0, out)
+        section = out.split("Environment (rank 0)")[1]
+        self.assertRegex(section, r"NCCL_ALGO\s+Ring")
+        self.assertRegex(section, r"OMPI_MCA_coll_tuned_use_dynamic_rules\s+1")
+        self.assertNotIn("UNRELATED_VARIABLE", section)
+        self.assertNotIn("oversubscribed", out)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    a, rest = ap.parse_known_args()
+    BIN = os.path.abspath(a.bin)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
