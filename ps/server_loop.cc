@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "common/error.h"
 #include "common/fault.h"
@@ -73,7 +74,17 @@ void ServerLoop::loop() {
     Slot& s = slots_[head_];
     if (s.req->test()) {
       RecvStatus st = s.req->status();
+      take_slot_buffer_ = false;
       handle(s.buf.data(), st.bytes, st.source);
+      if (take_slot_buffer_) {  // an early push holds on to this buffer: post a spare one
+        const int chunk = header_of(s.buf.data(), st.bytes, where_).chunk;
+        std::vector<char> spare(s.buf.size());
+        if (!spare_bufs_.empty()) {
+          spare = std::move(spare_bufs_.back());
+          spare_bufs_.pop_back();
+        }
+        held_bufs_[chunk].push_back(std::exchange(s.buf, std::move(spare)));
+      }
       s.req = comm_->irecv(s.buf.data(), s.buf.size(), kAnySource, kReqTag);
       head_ = (head_ + 1) % slots_.size();
       progress = true;
@@ -110,8 +121,10 @@ void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
                  op_name(h.op), " from ", who(w), " carries ", payload, " bytes, header says ",
                  h.count, " floats");
   if (h.op == Op::kPush) push_bytes_in_ += payload;
+  // An early bsp push keeps the receive buffer (loop() swaps in a spare) instead of a copy.
+  take_slot_buffer_ = h.op == Op::kPush && core_ && core_->would_wait(w, h.chunk);
   on_message(h, floats ? reinterpret_cast<const float*>(buf + sizeof(PsHeader)) : nullptr,
-             floats ? std::string() : text_of(buf, bytes), w);
+             floats ? std::string() : text_of(buf, bytes), w, take_slot_buffer_);
 }
 
 // A push whose data waits in the worker's segment (a header with no payload).
@@ -226,6 +239,13 @@ void ServerLoop::on_push(const PsHeader& h, const float* data, int w, bool kept)
   const auto start = Clock::now();
   replies_.clear();
   core_->push(w, h.chunk, h.step, h.lr, data, h.count, replies_, kept);
+  if (!replies_.empty()) {  // the round of this chunk is summed: held receive buffers are free
+    auto it = held_bufs_.find(h.chunk);
+    if (it != held_bufs_.end()) {
+      for (auto& b : it->second) spare_bufs_.push_back(std::move(b));
+      held_bufs_.erase(it);
+    }
+  }
   send_replies(replies_);
   busy_s_ += since_s(start);
   if (opt_.trace && opt_.trace->enabled())

@@ -105,6 +105,11 @@ class ServerLoop {
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
   std::chrono::steady_clock::time_point started_, last_check_;
   std::vector<PsReply> replies_;  // scratch
+  // bsp pushes that arrived in a message before their turn keep their receive buffer (the slot
+  // gets a spare one) until their chunk's round is replied to: no copy.
+  bool take_slot_buffer_ = false;                                      // set by handle()
+  std::unordered_map<int, std::vector<std::vector<char>>> held_bufs_;  // chunk -> buffers
+  std::vector<std::vector<char>> spare_bufs_;
   // shared memory: our parameters; per worker, its push segment (null: data in the messages),
   // and whether it pushes through it (then stable replies are empty messages)
   std::unique_ptr<SharedSegment> params_seg_;

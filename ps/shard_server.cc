@@ -85,6 +85,12 @@ ShardServer::Chunk& ShardServer::chunk_of(int chunk, int worker) {
   return chunks_[it->second];
 }
 
+bool ShardServer::would_wait(int worker, int chunk) const {
+  auto it = index_.find(chunk);
+  return bsp_ && it != index_.end() && worker > 0 && worker < workers_ &&
+         worker != chunks_[it->second].next;
+}
+
 void ShardServer::set_params(int chunk, const float* data, std::size_t count) {
   Chunk& c = chunk_of(chunk, 0);
   STARRING_CHECK(count == c.count, "parameter server: initial parameters of chunk ", chunk,

@@ -10,10 +10,11 @@
 //        have pushed step t, the sum is scaled by 1/W, the optimizer is applied once, and all W
 //        workers get the new parameters: every worker sees exactly step t's parameters.
 //        A push that arrives before its turn is held: by pointer when the caller keeps it valid
-//        (`kept`: shared memory, a co-located worker), else copied once into a pooled buffer
-//        (messages); it is added as soon as every lower worker's push is in, so summing still
-//        overlaps the arrivals. The copies cost memory only while pushes wait for an earlier
-//        worker: at worst (worker 0 always last) (W-1) x this server's share of the model.
+//        (`kept`: shared memory, a co-located worker, or ServerLoop's receive buffer, which it
+//        keeps when would_wait() says so), else copied once into a pooled buffer; it is added as
+//        soon as every lower worker's push is in, so summing still overlaps the arrivals. Held
+//        pushes cost memory only while they wait for an earlier worker: at worst (worker 0
+//        always last) (W-1) x this server's share of the model.
 //   asp: each push is scaled by 1/W and applied on arrival; the pusher gets the current values.
 //   ssp: applied on arrival as asp, but the reply to a worker that has pushed a chunk n times is
 //        withheld until the slowest worker has pushed it at least n - s times, so no worker
@@ -64,6 +65,10 @@ class ShardServer {
   // may add it later instead of copying it now).
   void push(int worker, int chunk, std::int64_t step, float lr, const float* grad,
             std::size_t count, std::vector<PsReply>& out, bool kept = false);
+
+  // Whether a bsp push of `chunk` from `worker` now would wait for an earlier worker's (then a
+  // caller that can keep the data valid until the round's replies avoids a copy; see push()).
+  bool would_wait(int worker, int chunk) const;
 
   // Replies this server currently withholds from `worker` (the worker is waiting on us).
   int awaiting(int worker) const { return awaiting_.at(static_cast<std::size_t>(worker)); }
