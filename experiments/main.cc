@@ -38,6 +38,7 @@
 #include "common/error.h"
 #include "common/mpi_comm.h"
 #include "experiments/commands.h"
+#include "ps/ps_group.h"
 
 namespace {
 
@@ -188,8 +189,9 @@ void preflight(const Config& cfg, int rank, int size) {
   // Each worker's shard must hold one optimizer step (as the trainer checks, but here every rank
   // agrees before any communication, dedicated servers included).
   const auto& s = cfg.sync;
-  const int servers = s.backend == "ps" && s.servers != "colocated" ? std::stoi(s.servers) : 0;
-  const int workers = size - servers;
+  // (make_ps_group: --servers beyond int or with no rank left for a worker is a ConfigError)
+  const int workers =
+      s.backend == "ps" ? starring::ps::make_ps_group(s.servers, size).num_workers() : size;
   const auto& t = cfg.train;
   if (workers >= 1 && (ds == "synthetic" || idx) &&
       static_cast<long long>(n / workers) < static_cast<long long>(t.batch) * t.accum)

@@ -78,10 +78,12 @@ void ServerLoop::loop() {
       handle(s.buf.data(), st.bytes, st.source);
       if (take_slot_buffer_) {  // an early push holds on to this buffer: post a spare one
         const int chunk = header_of(s.buf.data(), st.bytes, where_).chunk;
-        std::vector<char> spare(s.buf.size());
+        std::vector<char> spare;  // from the pool; a new one only when it is empty
         if (!spare_bufs_.empty()) {
           spare = std::move(spare_bufs_.back());
           spare_bufs_.pop_back();
+        } else {
+          spare.resize(s.buf.size());
         }
         held_bufs_[chunk].push_back(std::exchange(s.buf, std::move(spare)));
       }

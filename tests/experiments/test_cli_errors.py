@@ -146,6 +146,11 @@ class CliErrors(unittest.TestCase):
     def test_bad_values(self):
         self.run_case(2, ["train", "--lr", "-1"] + TINY, 2, ["--lr", "> 0", "-1"])
         self.run_case(2, ["train", "--backend", "ps", "--servers", "0"] + TINY, 2, ["--servers"])
+        # a number beyond int, or no rank left for a worker: named, exit 2 (not std::stoi's text)
+        self.run_case(2, ["train", "--backend", "ps", "--servers", "3000000000"] + TINY, 2,
+                      ["--servers", "3000000000"])
+        self.run_case(2, ["train", "--backend", "ps", "--servers", "2"] + TINY, 2,
+                      ["--servers 2", "needs at least 3 ranks"])
         self.run_case(0, ["train"] + with_opts(TINY, hidden="0,5"), 2, ["--hidden", "width 1"])
         # options that would be ignored are refused: relaxed consistency outside the PS, a
         # fault on a rank that was not started
