@@ -7,10 +7,13 @@
 #include <sched.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <boost/version.hpp>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +48,22 @@ std::string allowed_cpus() {
     out += std::to_string(c);
     if (last > c) out += '-' + std::to_string(last);
     c = last;
+  }
+  return out;
+}
+
+// The CPUs in a list allowed_cpus() wrote ("0-1,3" -> {0, 1, 3}); empty for "?".
+std::set<int> parse_cpus(const std::string& list) {
+  std::set<int> out;
+  for (std::size_t at = 0; at < list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string part = list.substr(at, end - at);
+    const auto dash = part.find('-');
+    const int a = std::atoi(part.c_str());
+    const int b = dash == std::string::npos ? a : std::atoi(part.c_str() + dash + 1);
+    if (std::isdigit(static_cast<unsigned char>(part[0])))
+      for (int c = a; c <= b; ++c) out.insert(c);
+    at = end + 1;
   }
   return out;
 }
@@ -142,6 +161,7 @@ void print_mpi(int size, const std::vector<std::string>& hosts) {
   row("world size", std::to_string(size));
   struct Host {
     int cpus = 0;
+    std::set<int> usable;  // the CPUs some rank on it may use (empty: unknown)
     std::vector<int> ranks;
     std::string binding;  // "rank 0: cpus 0, rank 1: cpus 1"
   };
@@ -151,6 +171,8 @@ void print_mpi(int size, const std::vector<std::string>& hosts) {
     Host& h = by_host[hosts[r].substr(0, a)];
     h.cpus = std::atoi(hosts[r].substr(a + 1, b - a - 1).c_str());
     h.ranks.push_back(r);
+    const std::set<int> allowed = parse_cpus(hosts[r].substr(b + 1));
+    h.usable.insert(allowed.begin(), allowed.end());
     if (!h.binding.empty()) h.binding += ", ";
     h.binding += std::to_string(r) + ": " + hosts[r].substr(b + 1);
   }
@@ -162,9 +184,10 @@ void print_mpi(int size, const std::vector<std::string>& hosts) {
     }
     row(("host " + name + " (" + std::to_string(h.cpus) + " cpus)").c_str(), "ranks " + list);
     row("  cpus per rank", h.binding);
-    if (static_cast<int>(h.ranks.size()) > h.cpus)
-      row("  oversubscribed", std::to_string(h.ranks.size()) + " ranks on " +
-                                  std::to_string(h.cpus) +
+    // Ranks limited (affinity, a container's cpuset) to fewer CPUs than the host has share those.
+    const int cpus = h.usable.empty() ? h.cpus : static_cast<int>(h.usable.size());
+    if (static_cast<int>(h.ranks.size()) > cpus)
+      row("  oversubscribed", std::to_string(h.ranks.size()) + " ranks on " + std::to_string(cpus) +
                                   " cpus: they time-share; wall-clock scaling measures the host");
   }
 }

@@ -7,6 +7,7 @@ change communication (NCCL_*, UCX_*, OMPI_MCA_btl/pml/coll/osc, ...), read on ra
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import unittest
@@ -16,11 +17,11 @@ MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
 BIN = None  # set from --bin
 
 
-def env(np_, extra_env=None):
+def env(np_, extra_env=None, prefix=()):
     e = dict(os.environ)
     e.update(extra_env or {})
-    p = subprocess.run([MPIRUN, "-np", str(np_), BIN, "env"], capture_output=True, text=True,
-                       timeout=120, env=e)
+    p = subprocess.run(list(prefix) + [MPIRUN, "-np", str(np_), BIN, "env"], capture_output=True,
+                       text=True, timeout=120, env=e)
     return p.returncode, p.stdout + p.stderr
 
 
@@ -36,6 +37,15 @@ class EnvCommand(unittest.TestCase):
         self.assertEqual([int(x.split(":")[0]) for x in m.group(1).split(", ")],
                          list(range(np_)), out)
         self.assertIn(f"oversubscribed       {np_} ranks on", out)
+
+    @unittest.skipUnless(shutil.which("taskset"), "needs taskset")
+    def test_ranks_limited_to_fewer_cpus_than_the_host_has(self):
+        # Two ranks that may both use only one CPU share it, however many the host has.
+        cpu = min(os.sched_getaffinity(0))
+        rc, out = env(2, prefix=("taskset", "-c", str(cpu)))
+        self.assertEqual(rc, 0, out)
+        self.assertRegex(out, rf"cpus per rank\s+0: {cpu}, 1: {cpu}")
+        self.assertIn("oversubscribed       2 ranks on 1 cpus", out)
 
     def test_communication_variables_are_shown(self):
         rc, out = env(1, {"NCCL_ALGO": "Ring", "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
