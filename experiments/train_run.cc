@@ -41,18 +41,21 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
       cfg.sync.backend == "ps" && cfg.sync.servers != "colocated" &&
       ps::make_ps_group(cfg.sync.servers, world->size()).is_dedicated_server(world->rank());
   std::pair<Dataset, Dataset> own;
-  std::string failed;
+  std::string failed;  // its first character says what kind: 'C' bad input, 'E' anything else
   if (!server && (!train || !test)) {
     try {
       own = load_data(cfg);
     } catch (const ConfigError& e) {
-      failed = e.what();
+      failed = std::string("C") + e.what();
+    } catch (const std::exception& e) {  // e.g. out of memory: still agreed, exit 1
+      failed = std::string("E") + e.what();
     }
     train = &own.first;
     test = &own.second;
   }
   failed = first_error(*world, failed, tags::kTrainerBase + 50, world->timeout());
-  if (!failed.empty()) throw ConfigError(failed);
+  if (!failed.empty() && failed[0] == 'C') throw ConfigError(failed.substr(1));
+  if (!failed.empty()) throw Error(failed.substr(1));
   BackendContext ctx{cfg, world, trace, &device};
   Backend be = BackendRegistry::instance().create(cfg.sync.backend, ctx);
   RankOutcome out;

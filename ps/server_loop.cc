@@ -124,7 +124,9 @@ void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
                  h.count, " floats");
   if (h.op == Op::kPush) push_bytes_in_ += payload;
   // An early bsp push keeps the receive buffer (loop() swaps in a spare) instead of a copy.
-  take_slot_buffer_ = h.op == Op::kPush && core_ && core_->would_wait(w, h.chunk);
+  take_slot_buffer_ = h.op == Op::kPush && core_ && core_->would_wait(w, h.chunk) &&
+                      static_cast<double>(bytes) >=
+                          opt_.hold_min_fill * static_cast<double>(slots_.front().buf.size());
   on_message(h, floats ? reinterpret_cast<const float*>(buf + sizeof(PsHeader)) : nullptr,
              floats ? std::string() : text_of(buf, bytes), w, take_slot_buffer_);
 }

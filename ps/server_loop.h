@@ -37,6 +37,10 @@ struct ServerOptions {
   int recv_slots = 4;                 // receives kept posted
   std::string fault;                  // "hang:RANK:STEP" / "kill:RANK:STEP" (RANK: comm rank)
   bool shared_memory = true;          // data through shared segments with workers on this host
+  // A bsp push that arrives in a message before its turn keeps its receive buffer (no copy)
+  // only when it fills at least this fraction of it; smaller ones are copied, so that small
+  // chunks do not pin whole receive buffers (at least 1 MiB each) while they wait.
+  double hold_min_fill = 0.5;
   Trace* trace = nullptr;
 };
 

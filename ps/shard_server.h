@@ -11,10 +11,11 @@
 //        workers get the new parameters: every worker sees exactly step t's parameters.
 //        A push that arrives before its turn is held: by pointer when the caller keeps it valid
 //        (`kept`: shared memory, a co-located worker, or ServerLoop's receive buffer, which it
-//        keeps when would_wait() says so), else copied once into a pooled buffer; it is added as
-//        soon as every lower worker's push is in, so summing still overlaps the arrivals. Held
-//        pushes cost memory only while they wait for an earlier worker: at worst (worker 0
-//        always last) (W-1) x this server's share of the model.
+//        keeps when would_wait() says so and the push fills it), else copied once into a pooled
+//        buffer; it is added as soon as every lower worker's push is in, so summing still
+//        overlaps the arrivals. Held pushes cost memory only while they wait for an earlier
+//        worker: at worst (worker 0 always last) (W-1) x this server's share of the model (up
+//        to twice that in held receive buffers, which a push fills at least half).
 //   asp: each push is scaled by 1/W and applied on arrival; the pusher gets the current values.
 //   ssp: applied on arrival as asp, but the reply to a worker that has pushed a chunk n times is
 //        withheld until the slowest worker has pushed it at least n - s times, so no worker

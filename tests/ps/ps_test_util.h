@@ -118,6 +118,7 @@ inline ServerOptions server_options(const PsWorkerOptions& w) {
   s.chunk_bytes = w.chunk_bytes;
   s.fault = w.fault;
   s.shared_memory = w.shared_memory;
+  s.hold_min_fill = 0.0;  // the tests' chunks are tiny: still take the held-buffer path
   return s;
 }
 
