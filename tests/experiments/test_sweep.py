@@ -60,18 +60,22 @@ np = 2
 args = --backends ring -b 1K -e 4K -f 2 -n 2 -w 1
 """
 
-BROKEN = """
-[sweep]
-timeout_s = {timeout}
-report = no
-
-[train]
+# The [train] flags of the small failure and fault sweeps below.
+SMALL_TRAIN = """
 dataset = synthetic
 synthetic-train = 512
 synthetic-test = 128
 hidden = 16
 batch = 16
 progress = off
+"""
+
+BROKEN = """
+[sweep]
+timeout_s = {timeout}
+report = no
+
+[train]""" + SMALL_TRAIN + """
 
 [grid]
 workers = 1
@@ -201,15 +205,8 @@ FAULTS = """
 timeout_s = 60
 report = no
 
-[train]
-dataset = synthetic
-synthetic-train = 512
-synthetic-test = 128
-hidden = 16
-batch = 16
-max-steps = 200
+[train]""" + SMALL_TRAIN + """max-steps = 200
 timeout = 2
-progress = off
 
 [grid]
 workers = 2
