@@ -106,6 +106,9 @@ struct Groups {
   void add_train(TrainConfig& t) {
     train.add_options()("epochs", val(&t.epochs), "passes over the training set")(
         "max-steps", val(&t.max_steps), "stop after this many optimizer steps (-1: all epochs)")(
+        "untimed-steps", val(&t.untimed_steps),
+        "first steps left out of samples/s and step times (one-time costs: GPU kernel loading, "
+        "first-touch memory); at most a quarter of the run's steps")(
         "batch", val(&t.batch), "samples per worker per micro-batch")(
         "accum", val(&t.accum), "micro-batches accumulated per optimizer step")(
         "lr", val(&t.lr), "base learning rate (one worker)")(

@@ -107,6 +107,7 @@ void check_data(const DataConfig& d) {
 void check_train(const TrainConfig& t) {
   check(t.epochs > 0, "--epochs", "> 0", t.epochs);
   check(t.max_steps == -1 || t.max_steps > 0, "--max-steps", "> 0 or -1", t.max_steps);
+  check(t.untimed_steps >= 0, "--untimed-steps", ">= 0", t.untimed_steps);
   check(t.batch > 0, "--batch", "> 0", t.batch);
   check(t.accum > 0, "--accum", "> 0", t.accum);
   check(t.lr > 0, "--lr", "> 0", t.lr);

@@ -100,8 +100,8 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
       res.resumed_from.empty() ? nlohmann::json() : nlohmann::json(res.resumed_from);
   j["resumed_at_step"] = res.resumed_step;
   double sums[4] = {0, 0, 0, 0};  // worker sent, recv, server sent, recv
-  double tsum[4] = {0, 0, 0, 0};  // compute, comm, wait, wall per step (summed over workers)
-  double max_wall = 0, samples = 0;
+  double tsum[4] = {0, 0, 0, 0};  // compute, comm, wait, wall per timed step (over workers)
+  double max_wall = 0, samples = 0, max_all_wall = 0, untimed = 0;
   int nw = 0, ns = 0;
   nlohmann::json hist = nlohmann::json::object();
   for (auto& r : ranks) {
@@ -110,13 +110,16 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
     sums[server ? 2 : 0] += r["bytes_sent_per_step"].get<double>();
     sums[server ? 3 : 1] += r["bytes_recv_per_step"].get<double>();
     if (!server) {
-      tsum[0] += r["compute_s"].get<double>();
-      tsum[1] += r["comm_s"].get<double>();
-      tsum[2] += r["wait_s"].get<double>();
-      const double wall = r.value("wall_s", 0.0), rsteps = std::max(r.value("steps", 0.0), 1.0);
-      tsum[3] += wall / rsteps;
+      const double wall = r.value("wall_s", 0.0);
+      const double timed = std::max(r.value("steps", 0.0) - r.value("untimed_steps", 0.0), 1.0);
+      tsum[0] += r["compute_s"].get<double>() / timed;
+      tsum[1] += r["comm_s"].get<double>() / timed;
+      tsum[2] += r["wait_s"].get<double>() / timed;
+      tsum[3] += wall / timed;
       max_wall = std::max(max_wall, wall);
+      max_all_wall = std::max(max_all_wall, r.value("all_steps_wall_s", wall));
       samples += r.value("samples", 0.0);
+      untimed = std::max(untimed, r.value("untimed_steps", 0.0));
     }
     if (r.contains("staleness_hist"))
       for (auto& [k, v] : r["staleness_hist"].items())
@@ -125,12 +128,17 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   nw = std::max(nw, 1);
   // Throughput of the job: every sample every worker trained, over the slowest worker's training
   // time (under asp/ssp workers finish at different times; under bsp these all agree).
-  j["wall_s"] = max_wall;
+  // Throughput and step times leave out the first untimed steps (--untimed-steps); wall_s is the
+  // whole training loop's.
+  j["wall_s"] = max_all_wall;
   j["samples_per_s"] = max_wall > 0 ? samples / max_wall : 0.0;
+  j["untimed_steps"] = static_cast<long long>(untimed);
+  j["samples_per_s_all_steps"] =
+      max_all_wall > 0 ? steps * cfg.train.batch * cfg.train.accum * workers / max_all_wall : 0.0;
   j["step_time"] = {{"total_s", tsum[3] / nw},
-                    {"compute_s", tsum[0] / nw / steps},
-                    {"comm_s", tsum[1] / nw / steps},
-                    {"wait_s", tsum[2] / nw / steps}};
+                    {"compute_s", tsum[0] / nw},
+                    {"comm_s", tsum[1] / nw},
+                    {"wait_s", tsum[2] / nw}};
   j["bytes_per_step"] = {{"worker_sent", sums[0] / nw},
                          {"worker_recv", sums[1] / nw},
                          {"server_sent", ns ? sums[2] / ns : 0.0},
@@ -157,13 +165,20 @@ void print_summary(const nlohmann::json& j) {
   std::printf(
       "\n== StarRing train summary ==\n"
       "backend %s  workers %d  servers %d  model %s (%zu params)\n"
-      "steps %lld  wall %.2f s  throughput %.0f samples/s\n"
+      "steps %lld  wall %.2f s  throughput %.0f samples/s%s\n"
       "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
       "bytes per worker per step: sent %.0f  recv %.0f\n"
       "test accuracy %.4f  test loss %.4f\n%s",
       j["backend"].get<std::string>().c_str(), j["workers"].get<int>(), j["num_servers"].get<int>(),
       j["model"]["widths"].dump().c_str(), j["model"]["params"].get<std::size_t>(),
       j["steps"].get<long long>(), j["wall_s"].get<double>(), j["samples_per_s"].get<double>(),
+      j["untimed_steps"].get<long long>() > 0
+          ? (" (steps after the first " +
+             std::to_string(j["untimed_steps"].get<long long>()) +
+             "; all steps: " +
+             std::to_string(std::lround(j["samples_per_s_all_steps"].get<double>())) + ")")
+                .c_str()
+          : "",
       st["total_s"].get<double>() * 1e3, st["compute_s"].get<double>() * 1e3,
       st["wait_s"].get<double>() * 1e3, st["comm_s"].get<double>() * 1e3,
       b["worker_sent"].get<double>(), b["worker_recv"].get<double>(),
@@ -194,14 +209,17 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
       "bytes_sent", static_cast<double>(out.role == "server" ? c.bytes_sent : res.bytes_sent));
   mine["bytes_recv"] = extra.value(
       "bytes_recv", static_cast<double>(out.role == "server" ? c.bytes_recv : res.bytes_recv));
-  mine["compute_s"] = res.compute_s;
-  mine["comm_s"] = res.comm_s;
-  mine["wait_s"] = res.wait_s;
+  // Times are the steady state's: without the first untimed steps (see TrainResult).
+  mine["compute_s"] = res.timed_compute_s;
+  mine["comm_s"] = res.timed_comm_s;
+  mine["wait_s"] = res.timed_wait_s;
   mine["busy_s"] = extra.value("busy_s", 0.0);
   mine["steps"] = res.steps - res.resumed_step;  // trained by this run
-  mine["wall_s"] = res.wall_s;
-  mine["samples"] =
-      static_cast<double>(res.steps - res.resumed_step) * cfg.train.batch * cfg.train.accum;
+  mine["untimed_steps"] = res.untimed_steps;
+  mine["wall_s"] = res.timed_wall_s;
+  mine["all_steps_wall_s"] = res.wall_s;
+  mine["samples"] = static_cast<double>(res.steps - res.resumed_step - res.untimed_steps) *
+                    cfg.train.batch * cfg.train.accum;
   for (auto& [k, v] : res.extra) mine["extra"][k] = v;
   if (extra.contains("staleness_hist")) mine["staleness_hist"] = extra["staleness_hist"];
   if (!extra.empty()) mine["backend_stats"] = extra;

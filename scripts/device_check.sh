@@ -26,7 +26,8 @@
 #   bench      starring bench --backends nccl -b 1M -e 256M, np 1
 #   bmodel_*   starring bench-model --device cuda, then --device cpu
 #   train_*    Fashion-MNIST (or --dataset synthetic without data), 1 epoch, --device cuda with
-#              the local and nccl backends, and the CPU for the same steps
+#              the local and nccl backends, and the CPU for the same steps; then 4 ranks (ring)
+#              and 2 workers + 1 server (ps) sharing the GPU for compute
 # Verdicts: PASS; FAIL (non-zero exit; a GPU test that skipped counts: on this machine it means
 # the GPU path did not run); FALLBACK (a --device cuda run that used the CPU); TIMEOUT; SKIP (no
 # budget left). The bundle's binaries need glibc >= 2.36 and libstdc++ with GLIBCXX_3.4.30 on the
@@ -39,16 +40,27 @@
 #   scripts/device_check.sh [--dry-run] [--quick]
 #     --dry-run  print the steps and their commands, run nothing
 #     --quick    skip the bench and the training steps (tests and env only)
+#     --scale    instead of the checks: the Fashion-MNIST recipe (experiments/fmnist_mlp.ini) on
+#                the GPU, then the scaling sweep (1/2/4/8 workers x every backend x both models,
+#                20 steps a run instead of 60) with its report, on the GPU machine's cores;
+#                results and report in $OUT/scaling.tar.gz
+#     --torch    instead of the checks: `starring bench-model` next to PyTorch's own training
+#                step on the same MLPs (scripts/torch_baseline.py), one CPU thread and the GPU,
+#                then the Fashion-MNIST recipe on the GPU
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 dry=0
 quick=0
+scale=0
+torch=0
 budget=${DEVICE_CHECK_BUDGET_S:-480}  # whole run; steps are cut to what is left
 for a in "$@"; do
   case $a in
     --dry-run) dry=1 ;;
     --quick) quick=1 ;;
+    --scale) scale=1 ;;
+    --torch) torch=1 ;;
     -h | --help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "device_check: unknown argument $a" >&2; exit 2 ;;
   esac
@@ -123,7 +135,8 @@ extra=$(find_lib_dirs)
 # Open MPI: a singleton needs no orted; shared memory only; quiet about components it skips.
 export OMPI_MCA_ess_singleton_isolated=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 \
   OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_btl_vader_single_copy_mechanism=none \
-  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  PMIX_MCA_pcompress_base_silence_warning=1
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 export OPENBLAS_NUM_THREADS=1
 sr=$bin/starring
@@ -221,39 +234,68 @@ export bin res sr
 
 # ---- the checks ------------------------------------------------------------------------------
 step gpu 30 gpu_info
-step env 30 "$sr" env
-step t_gpu_device 150 gtest test_gpu_device
-step t_gpu_nccl 90 gtest test_gpu_nccl
-step t_gpu_training 120 gtest test_gpu_training
-step t_cuda_cases 90 cuda_cases
-step np2_1gpu 90 expect_fail_with "needs one GPU per rank" \
-  bash scripts/mpirun.sh -np 2 "$sr" bench --device cuda --backends nccl -b 1M -e 1M -n 2 -w 1 \
-  --timeout 30
-if [ "$quick" = 0 ]; then
-  step bench_nccl 120 "$sr" bench --device cuda --backends nccl -b 1M -e 256M \
-    --summary-file "$res/bench_nccl.json"
+fmnist_cuda() {
+  "$sr" train --config experiments/fmnist_mlp.ini --data-dir "$data_dir" --device cuda \
+    --progress lines --log-every 2000 --summary-file "$res/fmnist_cuda.json"
+}
+export -f fmnist_cuda
+export data_dir
+if [ "$torch" = 1 ]; then
+  step bmodel_cpu1 60 "$sr" bench-model --device cpu --threads 1 \
+    --summary-file "$res/bmodel_cpu1.json"
+  step torch_cpu1 60 python3 scripts/torch_baseline.py --device cpu --threads 1 \
+    --json "$res/torch_cpu1.jsonl"
   step bmodel_cuda 60 "$sr" bench-model --device cuda --summary-file "$res/bmodel_cuda.json"
-  step bmodel_cpu 60 "$sr" bench-model --device cpu --threads 8 \
-    --summary-file "$res/bmodel_cpu.json"
-  data=(--dataset fashion-mnist --data-dir "$data_dir")
-  [ -r "$data_dir/train-images-idx3-ubyte.gz" ] || data=(--dataset synthetic)
-  train=("$sr" train "${data[@]}" --epochs 1 --batch 128 --progress lines --log-every 100)
-  step train_cuda 60 "${train[@]}" --device cuda --summary-file "$res/train_cuda.json"
-  # NCCL_DEBUG=INFO (ENV): NCCL's own line that it read NCCL_ALGO=Ring (--nccl-force-ring).
-  step train_nccl 60 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV "${train[@]}" --device cuda \
-    --backend nccl --nccl-force-ring --summary-file "$res/train_nccl.json"
-  step train_cpu 90 "${train[@]}" --device cpu --threads 8 --summary-file "$res/train_cpu.json"
+  step torch_cuda 60 python3 scripts/torch_baseline.py --device cuda --json "$res/torch_cuda.jsonl"
+  step fmnist_cuda 60 fmnist_cuda
+elif [ "$scale" = 1 ]; then
+  step fmnist_cuda 60 fmnist_cuda
+  mkdir -p "$res/sweeps"
+  sed 's/^max-steps = 60/max-steps = 20/' experiments/sweeps/scaling.ini > "$res/sweeps/scaling.ini"
+  step sweep_scaling 420 python3 scripts/sweep.py "$res/sweeps/scaling.ini" --bin "$sr" \
+    --out "$res/scaling" --timeout 90
+  [ "$dry" = 1 ] || tar -C "$res" -czf "$OUT/scaling.tar.gz" scaling 2> /dev/null
+else  # the checks
+  step env 30 "$sr" env
+  step t_gpu_device 150 gtest test_gpu_device
+  step t_gpu_nccl 90 gtest test_gpu_nccl
+  step t_gpu_training 120 gtest test_gpu_training
+  step t_cuda_cases 90 cuda_cases
+  step np2_1gpu 90 expect_fail_with "needs one GPU per rank" \
+    bash scripts/mpirun.sh -np 2 "$sr" bench --device cuda --backends nccl -b 1M -e 1M -n 2 -w 1 \
+    --timeout 30
+  if [ "$quick" = 0 ]; then
+    step bench_nccl 120 "$sr" bench --device cuda --backends nccl -b 1M -e 256M \
+      --summary-file "$res/bench_nccl.json"
+    step bmodel_cuda 60 "$sr" bench-model --device cuda --summary-file "$res/bmodel_cuda.json"
+    step bmodel_cpu 60 "$sr" bench-model --device cpu --threads 8 \
+      --summary-file "$res/bmodel_cpu.json"
+    data=(--dataset fashion-mnist --data-dir "$data_dir")
+    [ -r "$data_dir/train-images-idx3-ubyte.gz" ] || data=(--dataset synthetic)
+    train=("$sr" train "${data[@]}" --epochs 1 --batch 128 --progress lines --log-every 100)
+    step train_cuda 60 "${train[@]}" --device cuda --summary-file "$res/train_cuda.json"
+    # NCCL_DEBUG=INFO (ENV): NCCL's own line that it read NCCL_ALGO=Ring (--nccl-force-ring).
+    step train_nccl 60 env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV "${train[@]}" --device cuda \
+      --backend nccl --nccl-force-ring --summary-file "$res/train_nccl.json"
+    step train_cpu 90 "${train[@]}" --device cpu --threads 8 --summary-file "$res/train_cpu.json"
+    # Several ranks sharing the one GPU for compute, gradients through the host backends.
+    step train_np4_ring 90 bash scripts/mpirun.sh -np 4 "${train[@]}" --device cuda --backend ring \
+      --summary-file "$res/train_np4_ring.json"
+    step train_np3_ps 90 bash scripts/mpirun.sh -np 3 "${train[@]}" --device cuda --backend ps \
+      --servers 1 --summary-file "$res/train_np3_ps.json"
+  fi
 fi
 
 echo
 echo "=== summary ($(($(date +%s) - t_start)) s)"
 cat "$summary"
 if [ "$dry" = 0 ]; then
-  tar -C "$res" -czf "$OUT/results.tar.gz" --exclude=bin . 2> /dev/null
+  tar -C "$res" -czf "$OUT/results.tar.gz" --exclude=./bin --exclude=./scaling . 2> /dev/null
   {
     echo "device_check: $fails step(s) did not pass, $(($(date +%s) - t_start)) s;" \
       "full log $log, per-step output and JSON in $OUT/results.tar.gz"
-    for f in bench_nccl bmodel_cuda bmodel_cpu train_cuda train_nccl train_cpu; do
+    for f in bench_nccl bmodel_cpu1 torch_cpu1 bmodel_cuda torch_cuda bmodel_cpu train_cuda \
+      train_nccl train_cpu train_np4_ring train_np3_ps fmnist_cuda; do
       [ -r "$res/$f.txt" ] || continue
       echo "--- $f"
       grep -v -E '^(step [0-9]+/|\[starring\])' "$res/$f.txt" | tail -n 14

@@ -130,7 +130,10 @@ def write_summary(out, runs, bench, figures):
              f"{len(runs)} runs: " + ", ".join(
                  f"{sum(1 for r in runs if r.get('status') == s)} {s}" for s in sr.STATUSES
                  if any(r.get("status") == s for r in runs)) + f"; {sum(1 for b in bench if 'size' in b)} bench rows.",
-             "", "Step ms is the mean per step over workers. Bytes are per rank per optimizer "
+             "", "Samples/s and step ms (the mean per step over workers) leave out each run's "
+             "first steps (`--untimed-steps`, 5 by default, at most a quarter of the run: GPU "
+             "kernel loading, first-touch memory, connection set-up); the summary's "
+             "`samples_per_s_all_steps` counts them. Bytes are per rank per optimizer "
              "step; theory: ring/MPI/co-located 2(N-1)/N x D per rank, dedicated PS D per "
              "worker and W x D/S per server (D = model bytes, halved with fp16/bf16).", "",
              markdown_table(rows) if rows else "(no successful run)", ""]

@@ -25,6 +25,9 @@ SUMMARY_FIELDS = {
     "test_accuracy": _NUM, "test_loss": _NUM, "final_train_loss": _NUM, "history": list,
     "staleness_hist": dict,
 }
+# Optional (runs recorded before they existed lack them): untimed_steps (int), the first steps
+# left out of samples_per_s and step_time, and samples_per_s_all_steps (number).
+OPTIONAL_SUMMARY_FIELDS = {"untimed_steps": int, "samples_per_s_all_steps": _NUM}
 STEP_TIME_FIELDS = ("total_s", "compute_s", "comm_s", "wait_s")
 BYTES_FIELDS = ("worker_sent", "worker_recv", "server_sent", "server_recv")
 RANK_FIELDS = ("rank", "role", "bytes_sent_per_step", "bytes_recv_per_step", "compute_s",
@@ -93,6 +96,8 @@ def check_summary(s, where="summary"):
     problems = _check_fields(s, SUMMARY_FIELDS, where)
     if problems:
         return problems
+    problems += [p for p in _check_fields(s, OPTIONAL_SUMMARY_FIELDS, where)
+                 if "missing" not in p]
     if s["schema"] != RUN_SCHEMA:
         problems.append(f"{where}: schema is {s['schema']!r}, expected {RUN_SCHEMA!r}")
     for key in ("widths", "params", "bytes"):

@@ -9,7 +9,8 @@ A sweep file (experiments/sweeps/<name>.ini) lists what to run:
   [variant NAME]     one backend configuration = one line in the plots. Its keys are train flags;
                      a key that is also a grid dimension replaces that dimension's list for this
                      variant. `servers = half` means max(1, workers/2); `requires = gpu` skips
-                     the variant on machines without a GPU (recorded as "skipped").
+                     the variant where the host has fewer GPUs than the run has ranks
+                     (recorded as "skipped", with the reason).
   [bench NAME]       one `starring bench --json` pass per value of `np`, with `args`.
   [quick]            --quick overrides for keys of [sweep], [train] and [grid] (new keys become
                      train flags); `variants = a b` / `benches = a b|none` keep only those.
@@ -60,12 +61,15 @@ def git_commit():
         return "unknown"
 
 
-def have_gpu():
+def gpu_count():
+    """GPUs nvidia-smi lists (0 without a driver or device)."""
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-        return out.returncode == 0 and "GPU" in out.stdout
     except (OSError, subprocess.TimeoutExpired):
-        return False
+        return 0
+    if out.returncode != 0:
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
 
 
 def cores():
@@ -200,9 +204,13 @@ def run_train(run, idx, ctx):
            "git": ctx["git"], "host": ctx["host"], "date": utc_now(), "cores": ctx["cores"],
            "oversubscribed": np_ > ctx["cores"], "quick": ctx["quick"]}
     rec.update({k: os.path.relpath(v, ctx["out"]) for k, v in files.items()})
-    if run["requires"] == "gpu" and not ctx["gpu"]:
+    if run["requires"] == "gpu" and ctx["gpus"] < np_:
+        # NCCL takes one GPU per rank: a run with more ranks than GPUs would only show the
+        # ConfigError (tested in tests/gpu), not a measurement.
         rec.update(status="skipped", exit_code=0, elapsed_s=0.0, command="",
-                   reason="variant requires a GPU and none was found")
+                   reason=("variant requires a GPU and none was found" if ctx["gpus"] == 0 else
+                           f"variant requires one GPU per rank: {np_} ranks, "
+                           f"{ctx['gpus']} GPU(s) on this host"))
         return rec
     argv = [ctx["bin"], "train"] + flag_args(run["flags"]) + [
         "--summary-file", files["summary_file"], "--metrics-file", files["metrics_file"],
@@ -342,7 +350,7 @@ def main(argv=None):
     ctx = {"name": name, "out": out, "bin": os.path.abspath(a.bin), "quick": a.quick,
            "launcher": a.launcher,
            "timeout_s": a.timeout or float(sweep["timeout_s"]), "git": git_commit(),
-           "host": socket.gethostname(), "cores": cores(), "gpu": have_gpu(),
+           "host": socket.gethostname(), "cores": cores(), "gpus": gpu_count(),
            "trace": sweep["trace"].lower() in ("yes", "true", "on", "1")}
     nbench = sum(len(b.get("np", "").split()) for b in benches.values())
     print(f"[sweep] {name}{' (quick)' if a.quick else ''}: {len(runs)} train runs, {nbench} bench "

@@ -141,6 +141,9 @@ class TrainLoop {
   double loss_acc_ = 0, epoch_loss_ = 0, eval_s_ = 0;
   int loss_n_ = 0, epoch_batches_ = 0;
   Clock::time_point t_start_;
+  // The totals when the untimed steps were done (wall, compute, comm, wait), see TrainResult.
+  std::int64_t untimed_ = 0;
+  double mark_[4] = {0, 0, 0, 0};
   // Checkpoints: where the next step is (epoch, optimizer step within it), the first one of this
   // run, and the step of the last checkpoint written (-1: none).
   int pos_epoch_ = 0;
@@ -226,6 +229,7 @@ TrainResult TrainLoop::run() {
     resume_.data = CheckpointData{};
   }
   t_start_ = Clock::now();
+  untimed_ = std::min<std::int64_t>(tc_.untimed_steps, (total_steps_ - res_.resumed_step) / 4);
   const int first_epoch = pos_epoch_;
   for (int epoch = first_epoch; epoch < epochs_ && step_ < total_steps_; ++epoch) {
     sampler_.set_epoch(epoch);
@@ -251,6 +255,12 @@ TrainResult TrainLoop::run() {
   res_.wall_s = seconds_since(t_start_) - eval_s_;
   res_.samples_per_s =
       (step_ - res_.resumed_step) * samples_per_step() / std::max(res_.wall_s, 1e-9);
+  if (step_ - res_.resumed_step <= untimed_) untimed_ = 0;  // stopped early: time every step
+  res_.untimed_steps = untimed_;
+  res_.timed_wall_s = res_.wall_s - (untimed_ ? mark_[0] : 0);
+  res_.timed_compute_s = res_.compute_s - (untimed_ ? mark_[1] : 0);
+  res_.timed_comm_s = res_.comm_s - (untimed_ ? mark_[2] : 0);
+  res_.timed_wait_s = res_.wait_s - (untimed_ ? mark_[3] : 0);
   metrics_.finish();
   return res_;
 }
@@ -271,6 +281,12 @@ void TrainLoop::step_once(std::int64_t s, int epoch) {
   double loss = 0, wait_s = 0, grad_sq = 0;
   for (int m = 0; m < tc_.accum; ++m) loss += micro_batch(s, m, &wait_s, &grad_sq) / tc_.accum;
   record_step(epoch, lr, loss, seconds_since(t_step), wait_s, grad_sq);
+  if (untimed_ > 0 && step_ - res_.resumed_step == untimed_) {
+    mark_[0] = seconds_since(t_start_) - eval_s_;
+    mark_[1] = res_.compute_s;
+    mark_[2] = res_.comm_s;
+    mark_[3] = res_.wait_s;
+  }
 }
 
 // One micro-batch: forward (waiting for each layer's parameters on the first micro-batch),

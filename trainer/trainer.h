@@ -56,6 +56,11 @@ struct TrainResult {
   std::vector<float> params;      // final parameters (host copy), for equivalence checks
   std::string resumed_from;       // the checkpoint this run resumed from (empty: a fresh run)
   std::int64_t resumed_step = 0;  // its step: this run trained steps - resumed_step steps
+  // Steady state: the totals above without the first `untimed_steps` steps of this run (one-time
+  // costs: GPU kernel loading and library set-up, first-touch memory, connections). The first
+  // step of a GPU run costs ~90 ms against ~0.3 ms for the next ones (H200, default MLP).
+  std::int64_t untimed_steps = 0;
+  double timed_wall_s = 0, timed_compute_s = 0, timed_comm_s = 0, timed_wait_s = 0;
 };
 
 struct TrainerEnv {

@@ -3,7 +3,8 @@
   test_sweep.py --bin build/bin/starring
 A tiny sweep (synthetic data, a 16-unit MLP, 4 steps, np 1 and 2, ring and PS) must write
 well-formed records (schema-checked), bench rows, a trace per rank, and the report; a run with a
-bad flag and a run past its time bound must be recorded as failed / timeout, not dropped; and the
+bad flag and a run past its time bound must be recorded as failed / timeout, not dropped; a
+`requires = gpu` variant runs only where each rank has a GPU; and the
 shipped sweep files must only use flags that `starring train/bench --help` knows.
 """
 import argparse
@@ -239,6 +240,62 @@ class FaultsAreMeasured(unittest.TestCase):
             self.assertEqual(proc.returncode, 0, msg)  # the faults did what they were meant to
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+GPU_VARIANT = """
+[sweep]
+timeout_s = 60
+report = no
+
+[train]""" + SMALL_TRAIN + """max-steps = 4
+
+[grid]
+workers = 1 2
+
+[variant needs-gpu]   # a CPU backend, so that the run the skip lets through works here
+backend = ring
+requires = gpu
+"""
+
+
+class GpuVariantsFitTheGpus(unittest.TestCase):
+    """`requires = gpu` runs only where every rank has a GPU (NCCL takes one per rank): with
+    one GPU (a stand-in nvidia-smi listing one) the 1-worker run runs and the 2-worker run is
+    skipped with the reason; with none (an nvidia-smi that fails) both are skipped."""
+
+    def run_with_gpus(self, listing):
+        tmp = tempfile.mkdtemp(prefix="starring_sweep_test_")
+        try:
+            fake = os.path.join(tmp, "bin")
+            os.mkdir(fake)
+            with open(os.path.join(fake, "nvidia-smi"), "w") as f:
+                f.write("#!/bin/sh\n" + (f"echo '{listing}'\n" if listing else "exit 9\n"))
+            os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
+            env = dict(os.environ, PATH=fake + os.pathsep + os.environ["PATH"])
+            ini = os.path.join(tmp, "sweep.ini")
+            with open(ini, "w") as f:
+                f.write(GPU_VARIANT)
+            proc = subprocess.run([SWEEP, ini, "--out", os.path.join(tmp, "results"), "--bin",
+                                   BIN, "--no-bench"], capture_output=True, text=True,
+                                  timeout=300, env=env)
+            runs, _ = sr.read_jsonl(os.path.join(tmp, "results", "runs.jsonl"))
+            for r in runs:
+                self.assertEqual(sr.check_record(r), [])
+            return [(r["workers"], r["status"], r.get("reason", "")) for r in runs], proc
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_one_gpu_runs_one_rank_and_skips_two(self):
+        got, proc = self.run_with_gpus("GPU 0: NVIDIA H200 (UUID: GPU-0)")
+        self.assertEqual(got, [(1, "ok", ""), (2, "skipped", "variant requires one GPU per rank: "
+                                                       "2 ranks, 1 GPU(s) on this host")],
+                         proc.stdout + proc.stderr)
+
+    def test_no_gpu_skips_every_run(self):
+        got, proc = self.run_with_gpus(None)
+        self.assertEqual([g[1:] for g in got],
+                         [("skipped", "variant requires a GPU and none was found")] * 2,
+                         proc.stdout + proc.stderr)
 
 
 class ShippedSweeps(unittest.TestCase):

@@ -2,7 +2,8 @@
 """`starring train` with checkpoints, end to end under mpirun (2 ranks, synthetic data):
   test_checkpoint_cli.py --bin build/bin/starring --mpirun scripts/mpirun.sh
 Trains 20 steps with --checkpoint-dir/--checkpoint-every, resumes with --resume latest up to
-40 steps, and checks the summary (steps, accuracy, resumed_from), the metrics file (every step
+40 steps, and checks the summary (steps, accuracy, resumed_from, the steady-state timing that
+leaves the first steps out), the metrics file (every step
 once), the checkpoint folder (--keep-checkpoints, no leftovers); that a run killed at step 21
 (--fault) resumes from its checkpoint of step 16 and ends with every step's metrics once; and
 that a damaged checkpoint and an empty folder each end the job with a non-zero exit and one
@@ -61,6 +62,16 @@ class CheckpointCli(unittest.TestCase):
         self.assertEqual(s["resumed_at_step"], 20)
         self.assertTrue(s["resumed_from"].endswith("ckpt-0000000020.ckpt"), s["resumed_from"])
         self.assertGreater(s["test_accuracy"], 0.0)
+        # Steady-state timing: samples/s and step times leave out the first 5 of the 20 steps
+        # this run trained (--untimed-steps 5, at most a quarter); wall_s counts every step.
+        self.assertEqual(s["untimed_steps"], 5)
+        workers = [r for r in s["ranks"] if r["role"] == "worker"]
+        self.assertEqual([(r["untimed_steps"], r["samples"]) for r in workers], [(5, 15 * 16)] * 2)
+        timed_wall = max(r["wall_s"] for r in workers)
+        self.assertAlmostEqual(s["samples_per_s"] * timed_wall / (2 * 15 * 16), 1.0, places=6)
+        self.assertLessEqual(timed_wall, s["wall_s"])
+        self.assertAlmostEqual(s["samples_per_s_all_steps"] * s["wall_s"] / (2 * 20 * 16), 1.0,
+                               places=6)
         self.assertEqual(steps_in(self.metrics), list(range(1, 41)))
         self.assertEqual(sorted(os.listdir(self.dir)),
                          ["ckpt-0000000020.ckpt", "ckpt-0000000040.ckpt", "latest"])  # every 0: only the end
