@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "allreduce/nccl_info.h"
+#include "common/blas_kernels.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "experiments/backend_registry.h"
@@ -87,7 +88,8 @@ void print_environment() {
                                           "OMPI_MCA_osc",
                                           "CUDA_VISIBLE_DEVICES",
                                           "OMP_NUM_THREADS",
-                                          "OPENBLAS_NUM_THREADS"};
+                                          "OPENBLAS_NUM_THREADS",
+                                          "OPENBLAS_CORETYPE"};
   std::printf("Environment (rank 0)\n");
   int shown = 0;
   for (char** e = environ; *e; ++e) {
@@ -103,7 +105,7 @@ void print_environment() {
   if (!shown)
     row("(none set)",
         "NCCL_*, UCX_*, OMPI_MCA_{btl,pml,coll,osc}*, CUDA_VISIBLE_DEVICES, "
-        "OMP/OPENBLAS_NUM_THREADS");
+        "OMP/OPENBLAS_NUM_THREADS, OPENBLAS_CORETYPE");
 }
 
 // Every rank's host line, on rank 0 (empty elsewhere).
@@ -219,6 +221,7 @@ void print_blas_and_build(const Config& cfg, const GpuInfo& gpu) {
                          std::to_string(cfg.train.threads) + ")");
   row("config", openblas_get_config());
   row("core", openblas_get_corename());
+  if (const std::string note = blas_core_note(); !note.empty()) row("", note);
   std::printf("StarRing build\n");
 #ifdef NDEBUG
   row("build type", "optimized (NDEBUG)");

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/blas_kernels.h"
 #include "common/config.h"
 #include "common/dataset.h"
 #include "common/error.h"
@@ -317,6 +318,7 @@ int run(Command command, Config& cfg, int provided, int rank, int size) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  starring::use_faster_blas_kernels(argv);  // may re-execute this program, before MPI starts
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0, size = 1;

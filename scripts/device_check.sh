@@ -222,6 +222,7 @@ libs_resolve() {
 gpu_info() {
   local rc=0
   nvidia-smi || rc=1
+  grep -m1 "model name" /proc/cpuinfo
   libs_resolve || rc=1
   return $rc
 }
@@ -241,6 +242,7 @@ fmnist_cuda() {
 export -f fmnist_cuda
 export data_dir
 if [ "$torch" = 1 ]; then
+  step env 30 "$sr" env
   step bmodel_cpu1 60 "$sr" bench-model --device cpu --threads 1 \
     --summary-file "$res/bmodel_cpu1.json"
   step torch_cpu1 60 python3 scripts/torch_baseline.py --device cpu --threads 1 \

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/blas_kernels.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -226,6 +227,17 @@ TEST(CudaVsCpu, Agree) {
   EXPECT_NEAR(loss[1], loss[0], 1e-4 * std::fabs(loss[0]));
   EXPECT_NEAR(ss[1], ss[0], 1e-5 * ss[0]);
   EXPECT_EQ(correct[1], correct[0]);
+}
+
+// OpenBLAS's unknown-CPU fallback (Prescott kernels) is replaced only on CPUs that can run the
+// faster kernels, and a core the library recognized is never second-guessed.
+TEST(BlasKernels, OnlyThePrescottFallbackIsReplaced) {
+  EXPECT_EQ(faster_blas_core("Prescott", true, true), "SkylakeX");
+  EXPECT_EQ(faster_blas_core("Prescott", false, true), "Haswell");
+  EXPECT_EQ(faster_blas_core("Prescott", false, false), "");
+  EXPECT_EQ(faster_blas_core("Haswell", true, true), "");
+  EXPECT_EQ(faster_blas_core("SkylakeX", true, true), "");
+  EXPECT_EQ(faster_blas_core("Zen", true, true), "");
 }
 
 }  // namespace
