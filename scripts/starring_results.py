@@ -216,7 +216,7 @@ def deviation_pct(measured, theory):
 
 def worker_rates(rec):
     """Samples/s each worker sustained over its own training loop: batch x accum x its steps /
-    (its compute + wait time), from the per-rank entries (totals over the run). With a straggler
+    (its compute + wait time), from the per-rank entries (totals over the timed steps). With a straggler
     under ASP/SSP the fast workers keep their own rate while rank 0's wall clock (samples_per_s)
     says little about the others; the sum of these rates is the aggregate the cluster sustains.
     Returns [] when the ranks lack what is needed."""
@@ -228,7 +228,8 @@ def worker_rates(rec):
         t = r.get("compute_s", 0.0) + r.get("wait_s", 0.0)
         if "steps" not in r or t <= 0:
             return []
-        rates.append(per_step * r["steps"] / t)
+        # compute_s and wait_s leave out the run's first untimed_steps steps, so do the steps
+        rates.append(per_step * (r["steps"] - r.get("untimed_steps", 0)) / t)
     return rates
 
 
