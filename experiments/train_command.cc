@@ -210,6 +210,15 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   mine["bytes_recv"] = extra.value(
       "bytes_recv", static_cast<double>(out.role == "server" ? c.bytes_recv : res.bytes_recv));
   // Times are the steady state's: without the first untimed steps (see TrainResult).
+  if (out.role != "server") {  // a co-located shard's set-up messages are not in res
+    mine["setup_bytes_sent"] = res.setup_bytes_sent;
+    mine["setup_bytes_recv"] = static_cast<double>(res.setup_bytes_recv) +
+                               extra.value("shard", nlohmann::json::object())
+                                   .value("setup_bytes_recv", 0.0);
+  } else {  // a dedicated server: what it received before the first step, its control messages
+    mine["setup_bytes_sent"] = extra.value("control_bytes_sent", 0.0);
+    mine["setup_bytes_recv"] = extra.value("setup_bytes_recv", 0.0);
+  }
   mine["compute_s"] = res.timed_compute_s;
   mine["comm_s"] = res.timed_comm_s;
   mine["wait_s"] = res.timed_wait_s;

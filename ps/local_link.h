@@ -47,6 +47,9 @@ class LocalLink {
   // Bytes the server moved with other workers through shared segments (pushes it read, replies
   // they copied): this process's traffic as much as the messages the Comm counts.
   std::atomic<std::uint64_t> shm_recv{0}, shm_sent{0};
+  // Bytes of set-up messages (the start spec, the initial parameters, a restored checkpoint's
+  // state) the server received from other ranks: the Comm counts them, per-step traffic does not.
+  std::atomic<std::uint64_t> setup_recv{0};
 
  private:
   std::mutex mu_;

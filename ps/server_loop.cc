@@ -113,6 +113,10 @@ void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
                  source_rank, ", which is not worker ", h.worker);
   bytes_in_ += bytes;
   ++msgs_in_;
+  if (h.op == Op::kInit || h.op == Op::kInitParams || h.op == Op::kSetState) {
+    setup_bytes_in_ += bytes;  // once per run, not per step (see the stats below)
+    if (local_) local_->setup_recv.fetch_add(bytes, std::memory_order_release);
+  }
   const bool floats = h.op == Op::kPush || h.op == Op::kInitParams || h.op == Op::kSetState;
   const std::size_t payload = bytes - sizeof(PsHeader);
   if (h.op == Op::kPush && payload == 0 && h.count > 0) {
@@ -318,6 +322,7 @@ void ServerLoop::send_ctl(int w, Op op, const std::string& text, bool timeout) {
   p.what = std::string("the ") + op_name(op) + " message";
   p.since = Clock::now();
   bytes_out_ += msg->size();
+  ctl_bytes_out_ += msg->size();
   ++msgs_out_;
   p.keep = std::move(msg);
   sends_.push_back(std::move(p));
@@ -415,8 +420,12 @@ nlohmann::json ServerLoop::stats() const {
           {"chunks", core_ ? core_->spec().chunks.size() : 0},
           {"bytes_in", bytes_in_},
           {"bytes_out", bytes_out_},
-          {"bytes_recv", bytes_in_},
-          {"bytes_sent", bytes_out_},
+          // The training's traffic; set-up messages in and control messages out (start acks,
+          // the closing bye with these stats) apart.
+          {"bytes_recv", bytes_in_ - setup_bytes_in_},
+          {"bytes_sent", bytes_out_ - ctl_bytes_out_},
+          {"setup_bytes_recv", setup_bytes_in_},
+          {"control_bytes_sent", ctl_bytes_out_},
           {"push_bytes_in", push_bytes_in_},
           {"reply_bytes_out", reply_bytes_out_},
           {"local_push_bytes", local_push_bytes_},

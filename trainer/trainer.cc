@@ -228,6 +228,11 @@ TrainResult TrainLoop::run() {
     env_.workers.barrier(env_.workers.timeout());  // every server has its state before any push
     resume_.data = CheckpointData{};
   }
+  // Traffic before the first step is the backend's set-up (a parameter server's start message and
+  // initial parameters, a restored checkpoint's state), not per-step traffic: kept apart.
+  const SyncStepStats setup = env_.sync.take_stats();
+  res_.setup_bytes_sent = setup.bytes_sent;
+  res_.setup_bytes_recv = setup.bytes_recv;
   t_start_ = Clock::now();
   untimed_ = std::min<std::int64_t>(tc_.untimed_steps, (total_steps_ - res_.resumed_step) / 4);
   const int first_epoch = pos_epoch_;

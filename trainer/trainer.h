@@ -46,7 +46,8 @@ struct TrainResult {
   double wall_s = 0;                             // training loop, excluding data loading
   double samples_per_s = 0;                      // global (all workers)
   double compute_s = 0, comm_s = 0, wait_s = 0;  // totals on this worker
-  std::uint64_t bytes_sent = 0, bytes_recv = 0;  // totals on this worker
+  std::uint64_t bytes_sent = 0, bytes_recv = 0;  // totals on this worker, over the steps
+  std::uint64_t setup_bytes_sent = 0, setup_bytes_recv = 0;  // before the first step
   double final_train_loss = 0;
   double test_accuracy = 0, test_loss = 0;  // valid on worker 0
   std::vector<EpochRecord> history;         // valid on worker 0

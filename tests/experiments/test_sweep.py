@@ -131,6 +131,22 @@ class TinySweep(unittest.TestCase):
         self.assertGreater(ps["bytes_per_step"]["server_recv"], 0)
         self.assertEqual(self.proc.returncode, 0, msg)
 
+    def test_bytes_per_step_are_the_theory_and_setup_is_apart(self):
+        # D = 2,792 bytes of gradients. Ring, 2 ranks: D each way per step, exactly. PS, 1
+        # worker and 1 server: D each way plus a 32-byte header per chunk (1 chunk); worker 0's
+        # initial parameters (D, once) are set-up bytes, not a quarter more on each of 4 steps.
+        d = self.runs[0]["model"]["bytes"]
+        self.assertEqual(d, (32 * 16 + 16 + 16 * 10 + 10) * 4)
+        ring = self.runs[1]["bytes_per_step"]
+        self.assertEqual((ring["worker_sent"], ring["worker_recv"]), (d, d))
+        ps = self.runs[2]
+        for k in ("worker_sent", "worker_recv", "server_sent", "server_recv"):
+            self.assertLess(abs(ps["bytes_per_step"][k] / d - 1), 0.02, (k, ps["bytes_per_step"]))
+        worker = next(r for r in ps["ranks"] if r["role"] == "worker")
+        server = next(r for r in ps["ranks"] if r["role"] == "server")
+        self.assertGreaterEqual(worker["setup_bytes_sent"], d)
+        self.assertGreaterEqual(server["setup_bytes_recv"], d)
+
     def test_metrics_file_has_one_line_per_step(self):
         for r in self.runs:
             lines, bad = sr.read_jsonl(os.path.join(self.out, r["metrics_file"]))
