@@ -23,8 +23,8 @@ void use_faster_blas_kernels(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv(kMarker)) return;  // the user's, or done
   __builtin_cpu_init();
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-                      __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vl");
   const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const std::string picked = openblas_get_corename();
   const std::string core = faster_blas_core(picked, avx512, avx2_fma);
@@ -45,8 +45,8 @@ std::string blas_core_note() {
   if (!was) return "";
   if (!std::strcmp(was, "exec-failed"))
     return "OpenBLAS fell back to Prescott kernels and re-running with OPENBLAS_CORETYPE failed";
-  return std::string("set by StarRing: this OpenBLAS did not recognize the CPU and picked ") +
-         was + " (OPENBLAS_CORETYPE overrides)";
+  return std::string("set by StarRing: this OpenBLAS did not recognize the CPU and picked ") + was +
+         " (OPENBLAS_CORETYPE overrides)";
 }
 
 }  // namespace starring

@@ -29,7 +29,7 @@ struct ModelConfig {
 struct TrainConfig {
   int epochs = 10;
   std::int64_t max_steps = -1;    // stop after this many optimizer steps (-1: run all epochs)
-  int untimed_steps = 5;  // first steps left out of throughput and step times (at most 1/4)
+  int untimed_steps = 5;          // first steps left out of throughput and step times (at most 1/4)
   int batch = 64;                 // per worker, per micro-batch
   int accum = 1;                  // gradient accumulation micro-batches per optimizer step
   float lr = 0.05f;               // base learning rate (for one worker)

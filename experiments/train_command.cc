@@ -173,8 +173,7 @@ void print_summary(const nlohmann::json& j) {
       j["model"]["widths"].dump().c_str(), j["model"]["params"].get<std::size_t>(),
       j["steps"].get<long long>(), j["wall_s"].get<double>(), j["samples_per_s"].get<double>(),
       j["untimed_steps"].get<long long>() > 0
-          ? (" (steps after the first " +
-             std::to_string(j["untimed_steps"].get<long long>()) +
+          ? (" (steps after the first " + std::to_string(j["untimed_steps"].get<long long>()) +
              "; all steps: " +
              std::to_string(std::lround(j["samples_per_s_all_steps"].get<double>())) + ")")
                 .c_str()
@@ -212,9 +211,9 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   // Times are the steady state's: without the first untimed steps (see TrainResult).
   if (out.role != "server") {  // a co-located shard's set-up messages are not in res
     mine["setup_bytes_sent"] = res.setup_bytes_sent;
-    mine["setup_bytes_recv"] = static_cast<double>(res.setup_bytes_recv) +
-                               extra.value("shard", nlohmann::json::object())
-                                   .value("setup_bytes_recv", 0.0);
+    mine["setup_bytes_recv"] =
+        static_cast<double>(res.setup_bytes_recv) +
+        extra.value("shard", nlohmann::json::object()).value("setup_bytes_recv", 0.0);
   } else {  // a dedicated server: what it received before the first step, its control messages
     mine["setup_bytes_sent"] = extra.value("control_bytes_sent", 0.0);
     mine["setup_bytes_recv"] = extra.value("setup_bytes_recv", 0.0);
