@@ -45,6 +45,11 @@ std::string blas_core_note() {
   if (!was) return "";
   if (!std::strcmp(was, "exec-failed"))
     return "OpenBLAS fell back to Prescott kernels and re-running with OPENBLAS_CORETYPE failed";
+  const char* asked = std::getenv("OPENBLAS_CORETYPE");
+  const std::string now = openblas_get_corename();
+  if (asked && now == was)  // e.g. an OpenBLAS built without DYNAMIC_ARCH ignores the variable
+    return std::string("StarRing asked for ") + asked + " kernels (OPENBLAS_CORETYPE); this " +
+           "OpenBLAS kept " + now;
   return std::string("set by StarRing: this OpenBLAS did not recognize the CPU and picked ") + was +
          " (OPENBLAS_CORETYPE overrides)";
 }

@@ -134,7 +134,9 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["samples_per_s"] = max_wall > 0 ? samples / max_wall : 0.0;
   j["untimed_steps"] = static_cast<long long>(untimed);
   j["samples_per_s_all_steps"] =
-      max_all_wall > 0 ? steps * cfg.train.batch * cfg.train.accum * workers / max_all_wall : 0.0;
+      max_all_wall > 0 && res.steps > res.resumed_step
+          ? steps * cfg.train.batch * cfg.train.accum * workers / max_all_wall
+          : 0.0;
   j["step_time"] = {{"total_s", tsum[3] / nw},
                     {"compute_s", tsum[0] / nw},
                     {"comm_s", tsum[1] / nw},

@@ -65,6 +65,10 @@ for a in "$@"; do
     *) echo "device_check: unknown argument $a" >&2; exit 2 ;;
   esac
 done
+if [ "$scale" = 1 ] && [ "$torch" = 1 ]; then
+  echo "device_check: --scale and --torch are separate runs: give one" >&2
+  exit 2
+fi
 OUT=${OUT:-/tmp/device_check_out}  # the device tool sets OUT
 mkdir -p "$OUT"
 res=$(mktemp -d)  # results to pack into $OUT/results.tar.gz
@@ -254,7 +258,7 @@ elif [ "$scale" = 1 ]; then
   step fmnist_cuda 60 fmnist_cuda
   mkdir -p "$res/sweeps"
   sed 's/^max-steps = 60/max-steps = 20/' experiments/sweeps/scaling.ini > "$res/sweeps/scaling.ini"
-  step sweep_scaling 420 python3 scripts/sweep.py "$res/sweeps/scaling.ini" --bin "$sr" \
+  step sweep_scaling 380 python3 scripts/sweep.py "$res/sweeps/scaling.ini" --bin "$sr" \
     --out "$res/scaling" --timeout 90
   [ "$dry" = 1 ] || tar -C "$res" -czf "$OUT/scaling.tar.gz" scaling 2> /dev/null
 else  # the checks

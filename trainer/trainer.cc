@@ -229,12 +229,15 @@ TrainResult TrainLoop::run() {
     resume_.data = CheckpointData{};
   }
   // Traffic before the first step is the backend's set-up (a parameter server's start message and
-  // initial parameters, a restored checkpoint's state), not per-step traffic: kept apart.
+  // initial parameters, a restored checkpoint's state), not per-step traffic: kept apart. The
+  // barrier after it keeps every worker's first push out of the others' set-up figures (a
+  // co-located shard counts what the other workers send it).
   const SyncStepStats setup = env_.sync.take_stats();
   res_.setup_bytes_sent = setup.bytes_sent;
   res_.setup_bytes_recv = setup.bytes_recv;
+  env_.workers.barrier(env_.workers.timeout());
   t_start_ = Clock::now();
-  untimed_ = std::min<std::int64_t>(tc_.untimed_steps, (total_steps_ - res_.resumed_step) / 4);
+  untimed_ = std::clamp<std::int64_t>((total_steps_ - res_.resumed_step) / 4, 0, tc_.untimed_steps);
   const int first_epoch = pos_epoch_;
   for (int epoch = first_epoch; epoch < epochs_ && step_ < total_steps_; ++epoch) {
     sampler_.set_epoch(epoch);
