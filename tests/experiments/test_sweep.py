@@ -56,6 +56,11 @@ backend = ps
 servers = 1
 workers = 1
 
+[variant ps-colocated]
+backend = ps
+servers = colocated
+workers = 2
+
 [bench allreduce]
 np = 2
 args = --backends ring -b 1K -e 4K -f 2 -n 2 -w 1
@@ -116,7 +121,8 @@ class TinySweep(unittest.TestCase):
         msg = self.proc.stdout + self.proc.stderr
         self.assertEqual(self.bad, [])
         self.assertEqual([(r["variant"], r["workers"], r["np"]) for r in self.runs],
-                         [("ring", 1, 1), ("ring", 2, 2), ("ps-1", 1, 2)], msg)
+                         [("ring", 1, 1), ("ring", 2, 2), ("ps-1", 1, 2), ("ps-colocated", 2, 2)],
+                         msg)
         for r in self.runs:
             self.assertEqual(r["status"], "ok", r.get("log_tail", "") + msg)
             self.assertEqual(sr.check_record(r, r["run_id"]), [])
@@ -146,6 +152,14 @@ class TinySweep(unittest.TestCase):
         server = next(r for r in ps["ranks"] if r["role"] == "server")
         self.assertGreaterEqual(worker["setup_bytes_sent"], d)
         self.assertGreaterEqual(server["setup_bytes_recv"], d)
+        # Co-located, 2 ranks: 2(N-1)/N D = D each way per rank; worker 0's initial parameters
+        # for rank 1's shard (D/2) are rank 1's set-up, and worker 0's first push to that shard
+        # is not (a missed push would put a rank 12 % under D over these 4 steps).
+        co = self.runs[3]
+        for r in co["ranks"]:
+            for k in ("bytes_sent_per_step", "bytes_recv_per_step"):
+                self.assertLess(abs(r[k] / d - 1), 0.02, (r["rank"], k, r[k], d))
+        self.assertGreaterEqual(co["ranks"][1]["setup_bytes_recv"], d / 2)
 
     def test_metrics_file_has_one_line_per_step(self):
         for r in self.runs:
