@@ -18,8 +18,10 @@
 #include "common/config.h"
 
 #include <boost/program_options.hpp>
+#include <charconv>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "common/config_detail.h"
 #include "common/error.h"
@@ -36,7 +38,14 @@ struct Staged {
 
 template <typename T>
 po::typed_value<T>* val(T* field) {
-  return po::value<T>(field)->default_value(*field);
+  if constexpr (std::is_floating_point_v<T>) {
+    // Shown as the shortest text that reads back as the same value (0.05, not 0.0500000007).
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof buf, *field);
+    return po::value<T>(field)->default_value(*field, std::string(buf, r.ptr));
+  } else {
+    return po::value<T>(field)->default_value(*field);
+  }
 }
 // A bool that may be given bare (`--json`) or with a value (`--json=false`, INI `json = off`).
 po::typed_value<bool>* flag(bool* field) {
