@@ -1,5 +1,6 @@
 # Decides STARRING_HAVE_SMPI from STARRING_SMPI (AUTO|ON|OFF) and, when on, builds
-# smpi_bench.so: the ring all-reduce and the MPI_Allreduce baseline compiled with SimGrid's
+# smpi_bench.so: the ring all-reduce, the MPI_Allreduce baseline and the parameter server's
+# message pattern (its roles and chunk plan from ps/) compiled with SimGrid's
 # smpicxx, to run under `smpirun` on simulated platforms (experiments/smpi/smpi_bench.cc,
 # scripts/smpi_bench.sh).
 # smpicxx is its own compiler driver (it swaps mpi.h for SMPI's and links a shared object that
@@ -34,10 +35,15 @@ if(STARRING_HAVE_SMPI)
     ${PROJECT_SOURCE_DIR}/allreduce/ring_allreduce.cc
     ${PROJECT_SOURCE_DIR}/allreduce/wire_codec.cc
     ${PROJECT_SOURCE_DIR}/allreduce/mpi_allreduce.cc
-    ${PROJECT_SOURCE_DIR}/allreduce/shm_ring.cc)
+    ${PROJECT_SOURCE_DIR}/allreduce/shm_ring.cc
+    ${PROJECT_SOURCE_DIR}/common/bucketing.cc
+    ${PROJECT_SOURCE_DIR}/common/param_layout.cc
+    ${PROJECT_SOURCE_DIR}/ps/partition.cc
+    ${PROJECT_SOURCE_DIR}/ps/ps_group.cc)
   set(STARRING_SMPI_BENCH ${PROJECT_BINARY_DIR}/smpi/smpi_bench.so)
   file(GLOB _smpi_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/common/*.h
-    ${PROJECT_SOURCE_DIR}/allreduce/*.h ${PROJECT_SOURCE_DIR}/experiments/bench_harness.h)
+    ${PROJECT_SOURCE_DIR}/allreduce/*.h ${PROJECT_SOURCE_DIR}/experiments/bench_harness.h
+    ${PROJECT_SOURCE_DIR}/ps/partition.h ${PROJECT_SOURCE_DIR}/ps/ps_group.h)
   add_custom_command(OUTPUT ${STARRING_SMPI_BENCH}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/smpi
     COMMAND ${STARRING_SMPICXX} -std=c++20 -O3 -march=native -DNDEBUG -Wall -Wextra

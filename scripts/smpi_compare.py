@@ -12,7 +12,10 @@ cost_model.comm_time: the ring formula, 2(N-1) alpha + 2(N-1)/N D beta, for "rin
 p = 2^floor(log2 N) ranks, the N - p others folded in before and out after), which is what
 SMPI's "ompi" collective selector runs at these sizes; the last columns show what the
 ring formula would say for MPI_Allreduce (the "as a ring" columns), which the model used before
-it was checked here.
+it was checked here. Push + pull rows of the parameter server's message pattern (smpi_bench
+--backends ps --servers S) get a second table against the dedicated-PS formula,
+2 n max(W, S) alpha + max(D, W D/S) (1 + 1/n) beta with n = ceil(D / (S c)) chunks per server
+(c = the rows' --ps-chunk-bytes, recorded in each row; --chunk-bytes for rows without it).
 Standard library only.
 """
 import argparse
@@ -65,6 +68,23 @@ def table(rows, gamma_gbps):
     return head, out
 
 
+def ps_table(rows, gamma_gbps, chunk):
+    """One line per PS row: (W, S, size), SMPI and the dedicated-PS formula's time (us)."""
+    head = ["W", "S", "size", "chunks/server", "PS SMPI us", "PS model us", "err", "#wrong"]
+    out = []
+    ps = [r for r in rows if r.get("simulated") and r.get("bench") == "pushpull"]
+    for r in sorted(ps, key=lambda r: (sr_key(r["platform"]), r["workers"], r["servers"],
+                                       r["size"])):
+        c = consts_of(r["platform"], gamma_gbps)
+        ch = r.get("ps_chunk_bytes", chunk)
+        model = cm.comm_time("ps", r["size"], r["workers"], r["servers"], c, ch) * 1e6
+        n = -(-r["size"] // (r["servers"] * ch))
+        out.append([str(r["workers"]), str(r["servers"]), size_str(r["size"]), str(n),
+                    f"{r['time_us']:.1f}", f"{model:.1f}", err(r["time_us"], model),
+                    str(r["wrong"])])
+    return head, out
+
+
 def sr_key(platform):
     return tuple(sorted((k, str(v)) for k, v in platform.items()))
 
@@ -79,6 +99,8 @@ def main(argv=None):
     ap.add_argument("rows", help="JSON lines from scripts/smpi_bench.sh --json-out")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
     ap.add_argument("--gamma-gbps", type=float, help="reduction speed for --compute runs")
+    ap.add_argument("--chunk-bytes", type=int, default=cm.PS_CHUNK_BYTES,
+                    help="--ps-chunk-bytes of PS rows that do not record it (default 4 MiB)")
     a = ap.parse_args(argv)
     rows, bad = sr.read_jsonl(a.rows)
     for b in bad:
@@ -92,8 +114,9 @@ def main(argv=None):
               f"smpi/test {p['smpi_test_s']} s, computation "
               f"{'charged' if p['compute'] else 'free'}")
     print("# model err = (model - SMPI) / SMPI; model: scripts/cost_model.py comm_time")
-    head, out = table(rows, a.gamma_gbps)
-    print(cli.markdown(head, out) if a.markdown else cli.text(head, out))
+    for head, out in (table(rows, a.gamma_gbps), ps_table(rows, a.gamma_gbps, a.chunk_bytes)):
+        if out:
+            print(cli.markdown(head, out) if a.markdown else cli.text(head, out))
     return 0
 
 

@@ -16,6 +16,18 @@
 // table (size count type time algbw busbw #wrong; busbw = algbw * 2(N-1)/N; "vs base" = busbw over
 // MPI_Allreduce's) and, with --json, one JSON line per row (the bench schema plus "simulated").
 //
+// `--backends ps --servers S` (alone: its ranks are W workers and S servers) times the parameter
+// server's message pattern instead, one push + pull of the buffer per iteration, since the real
+// PsWorker/ServerLoop cannot run here. What it shares with them: the roles (ps::make_ps_group,
+// the last S ranks serve) and the chunks (ps::make_plan with the range slicer and
+// --ps-chunk-bytes), so the same messages cross the same links; the order (each worker posts a
+// receive for every reply, then sends each server its chunks in plan order, one at a time as
+// over one MPI connection, the servers in parallel; a server sums a chunk's W pushes
+// in worker order as soon as all are in and sends the sum to every worker, as under bsp). What it
+// leaves out: the optimizer (the bench's servers run "sum"), headers and control messages, the
+// communication threads. busbw = algbw * max(1, W/S), bytes through the busiest link, as in
+// `starring bench`.
+//
 // Two adaptations, both options rather than code paths: MpiComm is asked for MPI_THREAD_SINGLE
 // (SMPI provides no more, and this program has one thread), and the ring's idle policy spins
 // (RingOptions::spin_us) instead of backing off, because a back-off sleep here becomes a simulated
@@ -26,6 +38,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -39,6 +52,8 @@
 #include "common/error.h"
 #include "common/mpi_comm.h"
 #include "experiments/bench_harness.h"
+#include "ps/partition.h"
+#include "ps/ps_group.h"
 
 namespace starring {
 namespace {
@@ -46,7 +61,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: smpirun ... smpi_bench.so [starring bench options: -b MIN -e MAX -f FACTOR -n ITERS\n"
     "       -w WARMUP -c 0|1 --backends ring-p2p,mpi --segment-bytes B --compress none|fp16|bf16\n"
-    "       --timeout S --json]\n";
+    "       --timeout S --json], or --backends ps --servers S [--ps-chunk-bytes B]\n";
 
 // `starring bench`'s own options (parse_config), restricted to what runs here.
 Config parse_args(int argc, char** argv, bool leader) {
@@ -55,10 +70,15 @@ Config parse_args(int argc, char** argv, bool leader) {
   STARRING_CONFIG_CHECK(cfg.bench.mode == "bandwidth", "smpi_bench: --mode ", cfg.bench.mode,
                         " is not simulated (bandwidth only)\n", kUsage);
   if (cfg.bench.backends.empty()) cfg.bench.backends = {"ring-p2p", "mpi"};
+  const auto& bs = cfg.bench.backends;
+  STARRING_CONFIG_CHECK(std::find(bs.begin(), bs.end(), "ps") == bs.end() || bs.size() == 1,
+                        "smpi_bench: --backends ps runs alone (its ranks are workers and "
+                        "servers)\n",
+                        kUsage);
   for (auto& b : cfg.bench.backends) {
     if (b == "ring") b = "ring-p2p";  // simulated hosts share no memory: the ring is ring-p2p
-    STARRING_CONFIG_CHECK(b == "ring-p2p" || b == "mpi", "smpi_bench: backend '", b,
-                          "' is not simulated (ring-p2p and mpi are; ps runs threads)\n", kUsage);
+    STARRING_CONFIG_CHECK(b == "ring-p2p" || b == "mpi" || b == "ps", "smpi_bench: backend '", b,
+                          "' is not simulated (ring-p2p, mpi and ps are)\n", kUsage);
   }
   return cfg;
 }
@@ -80,6 +100,8 @@ struct Row {
   std::size_t bytes = 0;
   double time_us = 0, algbw = 0, busbw = 0;
   long wrong = 0;
+  int workers = 0, servers = 0;  // ps: W and S; all-reduce: np and 0
+  std::size_t chunk_bytes = 0;   // ps: --ps-chunk-bytes
 };
 
 // input_value(w, i) depends on i only through i mod 61, so expected_sum(n, i) is a table of 61
@@ -94,31 +116,137 @@ std::vector<float> expected_period(int n) {
   return e;
 }
 
-// One size on one engine; every rank takes part, rank 0's return value is the row.
-Row measure(const std::string& name, Allreducer& engine, MPI_Comm world, const BenchConfig& b,
-            std::size_t count) {
-  int rank = 0, n = 1;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &n);
+// What one timed operation is on this rank: its input is input_value(input_of, i), and when
+// `checked` its result must be expected_sum(summed, i) (a parameter server's rank has none).
+struct OpRole {
+  int input_of = 0, summed = 1;
+  bool checked = true;
+};
+
+// One size of one operation; every rank takes part, rank 0's return value is the row (time,
+// algbw and #wrong; the caller sets busbw and the roles).
+Row measure(const std::string& name, const std::function<void(const float*, float*)>& op,
+            const OpRole& role, MPI_Comm world, const BenchConfig& b, std::size_t count) {
   std::vector<float> in(count), out(count, 0.0f);
-  for (std::size_t i = 0; i < count; ++i) in[i] = input_value(rank, i);
-  for (int i = 0; i < b.warmup; ++i) engine.run(in.data(), out.data(), count, 1.0f);
+  for (std::size_t i = 0; i < count; ++i) in[i] = input_value(role.input_of, i);
+  for (int i = 0; i < b.warmup; ++i) op(in.data(), out.data());
   std::fill(out.begin(), out.end(), 0.0f);
   CHECK_MPI(MPI_Barrier(world));
   const double t0 = MPI_Wtime();
-  for (int i = 0; i < b.iters; ++i) engine.run(in.data(), out.data(), count, 1.0f);
+  for (int i = 0; i < b.iters; ++i) op(in.data(), out.data());
   double t = (MPI_Wtime() - t0) / b.iters, t_max = 0;
   long wrong = 0, wrong_all = 0;
-  const std::vector<float> expected = expected_period(n);
-  if (b.check)
+  const std::vector<float> expected = expected_period(role.summed);
+  if (b.check && role.checked)
     for (std::size_t i = 0; i < count; ++i) wrong += out[i] != expected[i % kPeriod];
   CHECK_MPI(MPI_Reduce(&t, &t_max, 1, MPI_DOUBLE, MPI_MAX, 0, world));
   CHECK_MPI(MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG, MPI_SUM, 0, world));
   Row r{name, count * sizeof(float), t_max * 1e6, 0, 0, wrong_all};
   r.algbw = t_max > 0 ? r.bytes / t_max / 1e9 : 0;
-  r.busbw = r.algbw * 2.0 * (n - 1) / n;
   return r;
 }
+
+// The parameter server's push/pull message pattern (see the top), for one buffer size.
+class PsPattern {
+ public:
+  PsPattern(MPI_Comm world, const ps::PsGroup& g, std::size_t chunk_bytes, std::size_t count)
+      : world_(world), g_(g) {
+    int rank = 0;
+    MPI_Comm_rank(world, &rank);
+    worker_ = g.worker_index(rank);
+    server_ = g.server_index(rank);
+    ParamLayout layout;
+    layout.add("buffer", {static_cast<int>(count)});
+    plan_ = make_plan(layout, g.num_servers(), slicer_by_name("range"), chunk_bytes,
+                      count * sizeof(float));  // one bucket: the whole buffer
+    STARRING_CHECK(plan_.chunks.size() < 16384, "smpi_bench: too many chunks for the tags");
+    if (server_ >= 0)
+      for (int c : plan_.chunks_of_server[static_cast<std::size_t>(server_)])
+        for (int w = 0; w < g.num_workers(); ++w)
+          pushes_.emplace_back(plan_.chunks[static_cast<std::size_t>(c)].count);
+  }
+  void run(const float* in, float* out) {
+    if (worker_ >= 0) work(in, out);
+    if (server_ >= 0) serve();
+  }
+
+ private:
+  static int push_tag(int c) { return 2 * c; }
+  static int reply_tag(int c) { return 2 * c + 1; }
+
+  void work(const float* in, float* out) {
+    std::vector<MPI_Request> reqs;
+    for (std::size_t c = 0; c < plan_.chunks.size(); ++c) {  // every reply's receive first
+      const ChunkSpec& ch = plan_.chunks[c];
+      reqs.emplace_back();
+      CHECK_MPI(MPI_Irecv(out + ch.begin, static_cast<int>(ch.count), MPI_FLOAT,
+                          g_.server_ranks[static_cast<std::size_t>(ch.server)],
+                          reply_tag(static_cast<int>(c)), world_, &reqs.back()));
+    }
+    // One push at a time to each server, the servers in parallel: MPI delivers the messages
+    // between two ranks in order (one connection), while SimGrid would run every posted send as
+    // its own concurrent flow (all of a server's chunks ending together: no pipeline).
+    const int ns = g_.num_servers();
+    std::vector<std::size_t> next(static_cast<std::size_t>(ns), 0);
+    std::vector<MPI_Request> sending(static_cast<std::size_t>(ns), MPI_REQUEST_NULL);
+    auto push_next = [&](int s) {
+      const auto& list = plan_.chunks_of_server[static_cast<std::size_t>(s)];
+      std::size_t& k = next[static_cast<std::size_t>(s)];
+      if (k == list.size()) return;
+      const ChunkSpec& ch = plan_.chunks[static_cast<std::size_t>(list[k])];
+      CHECK_MPI(MPI_Isend(in + ch.begin, static_cast<int>(ch.count), MPI_FLOAT,
+                          g_.server_ranks[static_cast<std::size_t>(s)], push_tag(list[k]), world_,
+                          &sending[static_cast<std::size_t>(s)]));
+      ++k;
+    };
+    for (int s = 0; s < ns; ++s) push_next(s);
+    for (;;) {
+      int s = MPI_UNDEFINED;
+      CHECK_MPI(MPI_Waitany(ns, sending.data(), &s, MPI_STATUS_IGNORE));
+      if (s == MPI_UNDEFINED) break;  // every server's last push has gone
+      push_next(s);
+    }
+    CHECK_MPI(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+  }
+
+  void serve() {
+    const auto& mine = plan_.chunks_of_server[static_cast<std::size_t>(server_)];
+    const int nw = g_.num_workers();
+    std::vector<MPI_Request> recvs(pushes_.size()), sends;
+    for (std::size_t k = 0; k < mine.size(); ++k)
+      for (int w = 0; w < nw; ++w) {
+        auto& buf = pushes_[k * nw + w];
+        CHECK_MPI(MPI_Irecv(buf.data(), static_cast<int>(buf.size()), MPI_FLOAT,
+                            g_.worker_ranks[static_cast<std::size_t>(w)], push_tag(mine[k]), world_,
+                            &recvs[k * nw + w]));
+      }
+    std::vector<int> arrived(mine.size(), 0);
+    for (std::size_t done = 0; done < recvs.size(); ++done) {
+      int idx = 0;
+      CHECK_MPI(MPI_Waitany(static_cast<int>(recvs.size()), recvs.data(), &idx, MPI_STATUS_IGNORE));
+      const std::size_t k = static_cast<std::size_t>(idx) / nw;
+      if (++arrived[k] < nw) continue;
+      auto& sum = pushes_[k * nw];  // worker 0's push becomes the sum, in worker order
+      for (int w = 1; w < nw; ++w) {
+        const auto& p = pushes_[k * nw + w];
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += p[i];
+      }
+      for (int w = 0; w < nw; ++w) {
+        sends.emplace_back();
+        CHECK_MPI(MPI_Isend(sum.data(), static_cast<int>(sum.size()), MPI_FLOAT,
+                            g_.worker_ranks[static_cast<std::size_t>(w)], reply_tag(mine[k]),
+                            world_, &sends.back()));
+      }
+    }
+    CHECK_MPI(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE));
+  }
+
+  MPI_Comm world_;
+  ps::PsGroup g_;
+  int worker_ = -1, server_ = -1;
+  PsPlan plan_;
+  std::vector<std::vector<float>> pushes_;  // server: [chunk k of mine][worker], W per chunk
+};
 
 void print_row(const Row& r, int n, const Row* base, bool json) {
   char vs[16] = "";
@@ -128,11 +256,11 @@ void print_row(const Row& r, int n, const Row* base, bool json) {
               r.bytes, r.bytes / sizeof(float), "float", r.time_us, r.algbw, r.busbw, r.wrong, "",
               vs);
   if (json) {
-    nlohmann::json j{{"bench", "allreduce"},
+    nlohmann::json j{{"bench", r.engine == "ps" ? "pushpull" : "allreduce"},
                      {"backend", r.engine},
                      {"np", n},
-                     {"workers", n},
-                     {"servers", 0},
+                     {"workers", r.workers},
+                     {"servers", r.servers},
                      {"size", r.bytes},
                      {"count", r.bytes / 4},
                      {"type", "float"},
@@ -142,6 +270,7 @@ void print_row(const Row& r, int n, const Row* base, bool json) {
                      {"wrong", r.wrong},
                      {"bytes_measured", false},
                      {"simulated", true}};
+    if (r.engine == "ps") j["ps_chunk_bytes"] = r.chunk_bytes;
     std::printf("%s\n", j.dump().c_str());
   }
 }
@@ -156,11 +285,23 @@ int run(int argc, char** argv) {
   auto comm = std::make_shared<MpiComm>(MPI_COMM_WORLD, MPI_THREAD_SINGLE);
   comm->set_timeout(Seconds(cfg.sync.timeout_s));
   const int n = comm->size();
+  const bool ps = b.backends.front() == "ps";
+  const ps::PsGroup group = ps ? ps::make_ps_group(cfg.sync.servers, n) : ps::PsGroup{};
+  STARRING_CONFIG_CHECK(!group.colocated, "smpi_bench: --servers colocated is not simulated");
   std::vector<std::unique_ptr<Allreducer>> engines;
-  for (const auto& e : b.backends) engines.push_back(make_engine(e, comm, cfg.sync));
+  if (!ps)
+    for (const auto& e : b.backends) engines.push_back(make_engine(e, comm, cfg.sync));
   if (leader) {
-    std::printf("#\n# smpi_bench: all-reduce of float32, sum over ranks, np %d, simulated time\n",
-                n);
+    if (ps)
+      std::printf(
+          "#\n# smpi_bench: parameter-server push + pull of float32 (the message "
+          "pattern), %d workers, %d servers, simulated time\n",
+          group.num_workers(), group.num_servers());
+    else
+      std::printf(
+          "#\n# smpi_bench: all-reduce of float32, sum over ranks, np %d, simulated "
+          "time\n",
+          n);
     std::printf("#  %-10s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", "backend", "size", "count",
                 "type", "time(us)", "algbw", "busbw", "#wrong", "", "vs base");
     std::printf("#  %-10s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", "", "(B)", "(elements)", "",
@@ -169,8 +310,27 @@ int run(int argc, char** argv) {
   long wrong = 0;
   for (std::size_t bytes = b.min_bytes;; bytes *= b.factor) {
     std::vector<Row> rows;
-    for (std::size_t e = 0; e < engines.size(); ++e)
-      rows.push_back(measure(b.backends[e], *engines[e], comm->mpi_comm(), b, bytes / 4));
+    const std::size_t count = bytes / 4;
+    for (std::size_t e = 0; e < engines.size(); ++e) {
+      Allreducer& engine = *engines[e];
+      rows.push_back(measure(
+          b.backends[e], [&](const float* in, float* out) { engine.run(in, out, count, 1.0f); },
+          OpRole{comm->rank(), n, true}, comm->mpi_comm(), b, count));
+      rows.back().busbw = rows.back().algbw * 2.0 * (n - 1) / n;
+      rows.back().workers = n;
+    }
+    if (ps) {
+      PsPattern pattern(comm->mpi_comm(), group, cfg.sync.ps_chunk_bytes, count);
+      const int w = group.worker_index(comm->rank()), nw = group.num_workers();
+      rows.push_back(measure(
+          "ps", [&](const float* in, float* out) { pattern.run(in, out); },
+          OpRole{std::max(w, 0), nw, w >= 0}, comm->mpi_comm(), b, count));
+      rows.back().busbw =
+          rows.back().algbw * std::max(1.0, static_cast<double>(nw) / group.num_servers());
+      rows.back().workers = nw;
+      rows.back().servers = group.num_servers();
+      rows.back().chunk_bytes = cfg.sync.ps_chunk_bytes;
+    }
     const Row* base = nullptr;
     for (const auto& r : rows)
       if (r.engine == "mpi") base = &r;

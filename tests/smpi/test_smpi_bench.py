@@ -7,7 +7,10 @@ cluster of 25 Gb/s links and 5 us latency, on counts not divisible by the ranks.
     [1/3, 1.05] of the link bandwidth (3.125 GB/s; busbw cannot exceed it, and this shared
     2-core machine would give something else entirely);
   - the alpha-beta cost model (scripts/smpi_compare.py) predicts the ring's time within 5 %, and
-    the model's MPI_Allreduce (Rabenseifner's, what SMPI's 'ompi' selector runs at 1 MiB).
+    the model's MPI_Allreduce (Rabenseifner's, what SMPI's 'ompi' selector runs at 1 MiB);
+  - the parameter server's message pattern (--backends ps), 4 workers and 2 servers (6 hosts),
+    512 KiB chunks: correct sums on every worker, and the dedicated-PS formula within 5 % at
+    4 MiB (4 chunks per server, so the push/pull pipeline is in play).
 Exit 77 (CTest: skipped) when SimGrid is not installed.
   test_smpi_bench.py --bin build/smpi/smpi_bench.so
 """
@@ -28,16 +31,22 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         rows_path = os.path.join(tmp, "rows.jsonl")
-        cmd = [os.path.join(ROOT, "scripts", "smpi_bench.sh"), "--bin", a.bin, "--np", "4",
-               "--bandwidth-gbps", str(LINK_GBPS), "--latency-us", "5", "--json-out", rows_path,
-               "--", "-b", "4100", "-e", "2M", "-f", "16", "-n", "1", "-w", "1"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        print(p.stdout + p.stderr)
-        if p.returncode == 77:
-            return 77
-        assert p.returncode == 0, f"smpi_bench.sh exited {p.returncode}"
+        common = [os.path.join(ROOT, "scripts", "smpi_bench.sh"), "--bin", a.bin,
+                  "--bandwidth-gbps", str(LINK_GBPS), "--latency-us", "5", "--json-out", rows_path]
+        for np_, sizes_args, extra in (
+                ("4", ["-b", "4100", "-e", "2M", "-f", "16"], []),
+                ("6", ["-b", "1M", "-e", "4M", "-f", "4"],
+                 ["--backends", "ps", "--servers", "2", "--ps-chunk-bytes", "512K"])):
+            cmd = common + ["--np", np_, "--"] + sizes_args + ["-n", "1", "-w", "1"] + extra
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            print(p.stdout + p.stderr)
+            if p.returncode == 77:
+                return 77
+            assert p.returncode == 0, f"smpi_bench.sh exited {p.returncode}"
         with open(rows_path, encoding="utf-8") as f:
             rows = [json.loads(line) for line in f if line.strip()]
+        ps_rows = [r for r in rows if r["backend"] == "ps"]
+        rows = [r for r in rows if r["backend"] != "ps"]
         cmp = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "smpi_compare.py"),
                               rows_path], capture_output=True, text=True, timeout=60)
         print(cmp.stdout + cmp.stderr)
@@ -63,6 +72,13 @@ def main():
     assert ring_err <= 5.0, f"model vs SMPI ring: {ring_err}% apart ({big[0]})"
     rab_err = abs(float(big[0]["mpi err"].rstrip("%")))  # MPI_Allreduce ('ompi': Rabenseifner)
     assert rab_err <= 5.0, f"the model's MPI_Allreduce vs SMPI's: {rab_err}% apart"
+    assert [(r["workers"], r["servers"], r["size"], r["wrong"]) for r in ps_rows] == \
+        [(4, 2, s, 0) for s in (1 << 20, 4 << 20)], f"PS rows: {ps_rows}"
+    head, table = smpi_compare.ps_table(ps_rows, None, 4 << 20)
+    big = dict(zip(head, table[-1]))
+    assert big["chunks/server"] == "4", f"expected 4 chunks per server: {big}"
+    ps_err = abs(float(big["err"].rstrip("%")))
+    assert ps_err <= 5.0, f"model vs SMPI parameter server: {ps_err}% apart ({big})"
     print("OK: correct sums, busbw near the simulated link, formulas within 5 % of SMPI")
     return 0
 
