@@ -26,6 +26,7 @@ if(STARRING_HAVE_SMPI)
   # allreducer.cc, the engines' factory, refers to it).
   set(STARRING_SMPI_SOURCES
     ${PROJECT_SOURCE_DIR}/experiments/smpi/smpi_bench.cc
+    ${PROJECT_SOURCE_DIR}/experiments/smpi/ps_pattern.cc
     ${PROJECT_SOURCE_DIR}/common/comm.cc
     ${PROJECT_SOURCE_DIR}/common/mpi_comm.cc
     ${PROJECT_SOURCE_DIR}/common/census.cc
@@ -43,7 +44,8 @@ if(STARRING_HAVE_SMPI)
   set(STARRING_SMPI_BENCH ${PROJECT_BINARY_DIR}/smpi/smpi_bench.so)
   file(GLOB _smpi_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/common/*.h
     ${PROJECT_SOURCE_DIR}/allreduce/*.h ${PROJECT_SOURCE_DIR}/experiments/bench_harness.h
-    ${PROJECT_SOURCE_DIR}/ps/partition.h ${PROJECT_SOURCE_DIR}/ps/ps_group.h)
+    ${PROJECT_SOURCE_DIR}/ps/partition.h ${PROJECT_SOURCE_DIR}/ps/ps_group.h
+    ${PROJECT_SOURCE_DIR}/experiments/smpi/ps_pattern.h)
   add_custom_command(OUTPUT ${STARRING_SMPI_BENCH}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/smpi
     COMMAND ${STARRING_SMPICXX} -std=c++20 -O3 -march=native -DNDEBUG -Wall -Wextra

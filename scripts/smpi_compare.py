@@ -13,8 +13,9 @@ p = 2^floor(log2 N) ranks, the N - p others folded in before and out after), whi
 SMPI's "ompi" collective selector runs at these sizes; the last columns show what the
 ring formula would say for MPI_Allreduce (the "as a ring" columns), which the model used before
 it was checked here. Push + pull rows of the parameter server's message pattern (smpi_bench
---backends ps --servers S) get a second table against the dedicated-PS formula,
-2 n max(W, S) alpha + max(D, W D/S) (1 + 1/n) beta with n = ceil(D / (S c)) chunks per server
+--backends ps --servers S|colocated) get a second table against the dedicated-PS formula,
+2 n max(W, S) alpha + max(D, W D/S) (1 + 1/n) beta with n = ceil(D / (S c)) chunks per server,
+or the co-located one, 2 (W-1) n alpha + 2 (W-1)/W D beta with n = ceil(D / (W c))
 (c = the rows' --ps-chunk-bytes, recorded in each row; --chunk-bytes for rows without it).
 Standard library only.
 """
@@ -73,13 +74,15 @@ def ps_table(rows, gamma_gbps, chunk):
     head = ["W", "S", "size", "chunks/server", "PS SMPI us", "PS model us", "err", "#wrong"]
     out = []
     ps = [r for r in rows if r.get("simulated") and r.get("bench") == "pushpull"]
-    for r in sorted(ps, key=lambda r: (sr_key(r["platform"]), r["workers"], r["servers"],
-                                       r["size"])):
+    for r in sorted(ps, key=lambda r: (sr_key(r["platform"]), r["servers"] == "colocated",
+                                       r["workers"], str(r["servers"]), r["size"])):
         c = consts_of(r["platform"], gamma_gbps)
         ch = r.get("ps_chunk_bytes", chunk)
-        model = cm.comm_time("ps", r["size"], r["workers"], r["servers"], c, ch) * 1e6
-        n = -(-r["size"] // (r["servers"] * ch))
-        out.append([str(r["workers"]), str(r["servers"]), size_str(r["size"]), str(n),
+        coloc = r["servers"] == "colocated"
+        kind, s = ("ps-colocated", 0) if coloc else ("ps", r["servers"])
+        model = cm.comm_time(kind, r["size"], r["workers"], s, c, ch) * 1e6
+        n = -(-r["size"] // ((r["workers"] if coloc else s) * ch))
+        out.append([str(r["workers"]), "coloc." if coloc else str(s), size_str(r["size"]), str(n),
                     f"{r['time_us']:.1f}", f"{model:.1f}", err(r["time_us"], model),
                     str(r["wrong"])])
     return head, out

@@ -16,17 +16,11 @@
 // table (size count type time algbw busbw #wrong; busbw = algbw * 2(N-1)/N; "vs base" = busbw over
 // MPI_Allreduce's) and, with --json, one JSON line per row (the bench schema plus "simulated").
 //
-// `--backends ps --servers S` (alone: its ranks are W workers and S servers) times the parameter
-// server's message pattern instead, one push + pull of the buffer per iteration, since the real
-// PsWorker/ServerLoop cannot run here. What it shares with them: the roles (ps::make_ps_group,
-// the last S ranks serve) and the chunks (ps::make_plan with the range slicer and
-// --ps-chunk-bytes), so the same messages cross the same links; the order (each worker posts a
-// receive for every reply, then sends each server its chunks in plan order, one at a time as
-// over one MPI connection, the servers in parallel; a server sums a chunk's W pushes
-// in worker order as soon as all are in and sends the sum to every worker, as under bsp). What it
-// leaves out: the optimizer (the bench's servers run "sum"), headers and control messages, the
-// communication threads. busbw = algbw * max(1, W/S), bytes through the busiest link, as in
-// `starring bench`.
+// `--backends ps --servers S|colocated` (alone: its ranks are W workers and S servers, or N
+// workers with a shard each) times the parameter server's message pattern instead, one push +
+// pull of the buffer per iteration, since the real PsWorker/ServerLoop cannot run here: see
+// experiments/smpi/ps_pattern.h. busbw = bytes through the busiest link per second, as in
+// `starring bench`: algbw * max(1, W/S), co-located algbw * 2(W-1)/W.
 //
 // Two adaptations, both options rather than code paths: MpiComm is asked for MPI_THREAD_SINGLE
 // (SMPI provides no more, and this program has one thread), and the ring's idle policy spins
@@ -52,7 +46,7 @@
 #include "common/error.h"
 #include "common/mpi_comm.h"
 #include "experiments/bench_harness.h"
-#include "ps/partition.h"
+#include "experiments/smpi/ps_pattern.h"
 #include "ps/ps_group.h"
 
 namespace starring {
@@ -101,6 +95,7 @@ struct Row {
   double time_us = 0, algbw = 0, busbw = 0;
   long wrong = 0;
   int workers = 0, servers = 0;  // ps: W and S; all-reduce: np and 0
+  bool colocated = false;        // ps: a shard in every worker
   std::size_t chunk_bytes = 0;   // ps: --ps-chunk-bytes
 };
 
@@ -146,108 +141,6 @@ Row measure(const std::string& name, const std::function<void(const float*, floa
   return r;
 }
 
-// The parameter server's push/pull message pattern (see the top), for one buffer size.
-class PsPattern {
- public:
-  PsPattern(MPI_Comm world, const ps::PsGroup& g, std::size_t chunk_bytes, std::size_t count)
-      : world_(world), g_(g) {
-    int rank = 0;
-    MPI_Comm_rank(world, &rank);
-    worker_ = g.worker_index(rank);
-    server_ = g.server_index(rank);
-    ParamLayout layout;
-    layout.add("buffer", {static_cast<int>(count)});
-    plan_ = make_plan(layout, g.num_servers(), slicer_by_name("range"), chunk_bytes,
-                      count * sizeof(float));  // one bucket: the whole buffer
-    STARRING_CHECK(plan_.chunks.size() < 16384, "smpi_bench: too many chunks for the tags");
-    if (server_ >= 0)
-      for (int c : plan_.chunks_of_server[static_cast<std::size_t>(server_)])
-        for (int w = 0; w < g.num_workers(); ++w)
-          pushes_.emplace_back(plan_.chunks[static_cast<std::size_t>(c)].count);
-  }
-  void run(const float* in, float* out) {
-    if (worker_ >= 0) work(in, out);
-    if (server_ >= 0) serve();
-  }
-
- private:
-  static int push_tag(int c) { return 2 * c; }
-  static int reply_tag(int c) { return 2 * c + 1; }
-
-  void work(const float* in, float* out) {
-    std::vector<MPI_Request> reqs;
-    for (std::size_t c = 0; c < plan_.chunks.size(); ++c) {  // every reply's receive first
-      const ChunkSpec& ch = plan_.chunks[c];
-      reqs.emplace_back();
-      CHECK_MPI(MPI_Irecv(out + ch.begin, static_cast<int>(ch.count), MPI_FLOAT,
-                          g_.server_ranks[static_cast<std::size_t>(ch.server)],
-                          reply_tag(static_cast<int>(c)), world_, &reqs.back()));
-    }
-    // One push at a time to each server, the servers in parallel: MPI delivers the messages
-    // between two ranks in order (one connection), while SimGrid would run every posted send as
-    // its own concurrent flow (all of a server's chunks ending together: no pipeline).
-    const int ns = g_.num_servers();
-    std::vector<std::size_t> next(static_cast<std::size_t>(ns), 0);
-    std::vector<MPI_Request> sending(static_cast<std::size_t>(ns), MPI_REQUEST_NULL);
-    auto push_next = [&](int s) {
-      const auto& list = plan_.chunks_of_server[static_cast<std::size_t>(s)];
-      std::size_t& k = next[static_cast<std::size_t>(s)];
-      if (k == list.size()) return;
-      const ChunkSpec& ch = plan_.chunks[static_cast<std::size_t>(list[k])];
-      CHECK_MPI(MPI_Isend(in + ch.begin, static_cast<int>(ch.count), MPI_FLOAT,
-                          g_.server_ranks[static_cast<std::size_t>(s)], push_tag(list[k]), world_,
-                          &sending[static_cast<std::size_t>(s)]));
-      ++k;
-    };
-    for (int s = 0; s < ns; ++s) push_next(s);
-    for (;;) {
-      int s = MPI_UNDEFINED;
-      CHECK_MPI(MPI_Waitany(ns, sending.data(), &s, MPI_STATUS_IGNORE));
-      if (s == MPI_UNDEFINED) break;  // every server's last push has gone
-      push_next(s);
-    }
-    CHECK_MPI(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
-  }
-
-  void serve() {
-    const auto& mine = plan_.chunks_of_server[static_cast<std::size_t>(server_)];
-    const int nw = g_.num_workers();
-    std::vector<MPI_Request> recvs(pushes_.size()), sends;
-    for (std::size_t k = 0; k < mine.size(); ++k)
-      for (int w = 0; w < nw; ++w) {
-        auto& buf = pushes_[k * nw + w];
-        CHECK_MPI(MPI_Irecv(buf.data(), static_cast<int>(buf.size()), MPI_FLOAT,
-                            g_.worker_ranks[static_cast<std::size_t>(w)], push_tag(mine[k]), world_,
-                            &recvs[k * nw + w]));
-      }
-    std::vector<int> arrived(mine.size(), 0);
-    for (std::size_t done = 0; done < recvs.size(); ++done) {
-      int idx = 0;
-      CHECK_MPI(MPI_Waitany(static_cast<int>(recvs.size()), recvs.data(), &idx, MPI_STATUS_IGNORE));
-      const std::size_t k = static_cast<std::size_t>(idx) / nw;
-      if (++arrived[k] < nw) continue;
-      auto& sum = pushes_[k * nw];  // worker 0's push becomes the sum, in worker order
-      for (int w = 1; w < nw; ++w) {
-        const auto& p = pushes_[k * nw + w];
-        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += p[i];
-      }
-      for (int w = 0; w < nw; ++w) {
-        sends.emplace_back();
-        CHECK_MPI(MPI_Isend(sum.data(), static_cast<int>(sum.size()), MPI_FLOAT,
-                            g_.worker_ranks[static_cast<std::size_t>(w)], reply_tag(mine[k]),
-                            world_, &sends.back()));
-      }
-    }
-    CHECK_MPI(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE));
-  }
-
-  MPI_Comm world_;
-  ps::PsGroup g_;
-  int worker_ = -1, server_ = -1;
-  PsPlan plan_;
-  std::vector<std::vector<float>> pushes_;  // server: [chunk k of mine][worker], W per chunk
-};
-
 void print_row(const Row& r, int n, const Row* base, bool json) {
   char vs[16] = "";
   if (base && base != &r && base->busbw > 0)
@@ -256,20 +149,21 @@ void print_row(const Row& r, int n, const Row* base, bool json) {
               r.bytes, r.bytes / sizeof(float), "float", r.time_us, r.algbw, r.busbw, r.wrong, "",
               vs);
   if (json) {
-    nlohmann::json j{{"bench", r.engine == "ps" ? "pushpull" : "allreduce"},
-                     {"backend", r.engine},
-                     {"np", n},
-                     {"workers", r.workers},
-                     {"servers", r.servers},
-                     {"size", r.bytes},
-                     {"count", r.bytes / 4},
-                     {"type", "float"},
-                     {"time_us", r.time_us},
-                     {"algbw_GBps", r.algbw},
-                     {"busbw_GBps", r.busbw},
-                     {"wrong", r.wrong},
-                     {"bytes_measured", false},
-                     {"simulated", true}};
+    nlohmann::json j{
+        {"bench", r.engine == "ps" ? "pushpull" : "allreduce"},
+        {"backend", r.engine},
+        {"np", n},
+        {"workers", r.workers},
+        {"servers", r.colocated ? nlohmann::json("colocated") : nlohmann::json(r.servers)},
+        {"size", r.bytes},
+        {"count", r.bytes / 4},
+        {"type", "float"},
+        {"time_us", r.time_us},
+        {"algbw_GBps", r.algbw},
+        {"busbw_GBps", r.busbw},
+        {"wrong", r.wrong},
+        {"bytes_measured", false},
+        {"simulated", true}};
     if (r.engine == "ps") j["ps_chunk_bytes"] = r.chunk_bytes;
     std::printf("%s\n", j.dump().c_str());
   }
@@ -287,7 +181,6 @@ int run(int argc, char** argv) {
   const int n = comm->size();
   const bool ps = b.backends.front() == "ps";
   const ps::PsGroup group = ps ? ps::make_ps_group(cfg.sync.servers, n) : ps::PsGroup{};
-  STARRING_CONFIG_CHECK(!group.colocated, "smpi_bench: --servers colocated is not simulated");
   std::vector<std::unique_ptr<Allreducer>> engines;
   if (!ps)
     for (const auto& e : b.backends) engines.push_back(make_engine(e, comm, cfg.sync));
@@ -295,8 +188,9 @@ int run(int argc, char** argv) {
     if (ps)
       std::printf(
           "#\n# smpi_bench: parameter-server push + pull of float32 (the message "
-          "pattern), %d workers, %d servers, simulated time\n",
-          group.num_workers(), group.num_servers());
+          "pattern), %d workers, %d %s, simulated time\n",
+          group.num_workers(), group.num_servers(),
+          group.colocated ? "co-located shards" : "servers");
     else
       std::printf(
           "#\n# smpi_bench: all-reduce of float32, sum over ranks, np %d, simulated "
@@ -326,9 +220,11 @@ int run(int argc, char** argv) {
           "ps", [&](const float* in, float* out) { pattern.run(in, out); },
           OpRole{std::max(w, 0), nw, w >= 0}, comm->mpi_comm(), b, count));
       rows.back().busbw =
-          rows.back().algbw * std::max(1.0, static_cast<double>(nw) / group.num_servers());
+          rows.back().algbw *
+          (group.colocated ? 2.0 * (nw - 1) / nw : std::max(1.0, 1.0 * nw / group.num_servers()));
       rows.back().workers = nw;
       rows.back().servers = group.num_servers();
+      rows.back().colocated = group.colocated;
       rows.back().chunk_bytes = cfg.sync.ps_chunk_bytes;
     }
     const Row* base = nullptr;

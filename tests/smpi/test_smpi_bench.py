@@ -9,8 +9,9 @@ cluster of 25 Gb/s links and 5 us latency, on counts not divisible by the ranks.
   - the alpha-beta cost model (scripts/smpi_compare.py) predicts the ring's time within 5 %, and
     the model's MPI_Allreduce (Rabenseifner's, what SMPI's 'ompi' selector runs at 1 MiB);
   - the parameter server's message pattern (--backends ps), 4 workers and 2 servers (6 hosts),
-    512 KiB chunks: correct sums on every worker, and the dedicated-PS formula within 5 % at
-    4 MiB (4 chunks per server, so the push/pull pipeline is in play).
+    then 4 co-located shards (4 hosts), 512 KiB chunks: correct sums on every worker, and the
+    dedicated-PS and co-located formulas within 5 % at 4 MiB (4 and 2 chunks per shard, so the
+    push/pull pipeline is in play).
 Exit 77 (CTest: skipped) when SimGrid is not installed.
   test_smpi_bench.py --bin build/smpi/smpi_bench.so
 """
@@ -36,7 +37,9 @@ def main():
         for np_, sizes_args, extra in (
                 ("4", ["-b", "4100", "-e", "2M", "-f", "16"], []),
                 ("6", ["-b", "1M", "-e", "4M", "-f", "4"],
-                 ["--backends", "ps", "--servers", "2", "--ps-chunk-bytes", "512K"])):
+                 ["--backends", "ps", "--servers", "2", "--ps-chunk-bytes", "512K"]),
+                ("4", ["-b", "1M", "-e", "4M", "-f", "4"],
+                 ["--backends", "ps", "--servers", "colocated", "--ps-chunk-bytes", "512K"])):
             cmd = common + ["--np", np_, "--"] + sizes_args + ["-n", "1", "-w", "1"] + extra
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             print(p.stdout + p.stderr)
@@ -73,12 +76,13 @@ def main():
     rab_err = abs(float(big[0]["mpi err"].rstrip("%")))  # MPI_Allreduce ('ompi': Rabenseifner)
     assert rab_err <= 5.0, f"the model's MPI_Allreduce vs SMPI's: {rab_err}% apart"
     assert [(r["workers"], r["servers"], r["size"], r["wrong"]) for r in ps_rows] == \
-        [(4, 2, s, 0) for s in (1 << 20, 4 << 20)], f"PS rows: {ps_rows}"
+        [(4, s, b, 0) for s in (2, "colocated") for b in (1 << 20, 4 << 20)], f"PS: {ps_rows}"
     head, table = smpi_compare.ps_table(ps_rows, None, 4 << 20)
-    big = dict(zip(head, table[-1]))
-    assert big["chunks/server"] == "4", f"expected 4 chunks per server: {big}"
-    ps_err = abs(float(big["err"].rstrip("%")))
-    assert ps_err <= 5.0, f"model vs SMPI parameter server: {ps_err}% apart ({big})"
+    lines = [dict(zip(head, line)) for line in table if line[2] == "4 MiB"]
+    assert [(x["S"], x["chunks/server"]) for x in lines] == [("2", "4"), ("coloc.", "2")], lines
+    for x in lines:
+        ps_err = abs(float(x["err"].rstrip("%")))
+        assert ps_err <= 5.0, f"model vs SMPI parameter server: {ps_err}% apart ({x})"
     print("OK: correct sums, busbw near the simulated link, formulas within 5 % of SMPI")
     return 0
 
