@@ -50,6 +50,9 @@ class LocalLink {
   // Bytes of set-up messages (the start spec, the initial parameters, a restored checkpoint's
   // state) the server received from other ranks: the Comm counts them, per-step traffic does not.
   std::atomic<std::uint64_t> setup_recv{0};
+  // Bytes of the server's control messages to other ranks (start acks, bye, abort): counted by the
+  // Comm, not per-step traffic either.
+  std::atomic<std::uint64_t> ctl_sent{0};
 
  private:
   std::mutex mu_;

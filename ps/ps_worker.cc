@@ -263,13 +263,15 @@ CommCounters PsWorker::counters() const {
   // Read before the Comm's counters: the server adds a set-up message to setup_recv only after
   // the Comm has counted it, so the difference below never goes negative.
   const std::uint64_t setup = link_ ? link_->setup_recv.load(std::memory_order_acquire) : 0;
+  const std::uint64_t ctl = link_ ? link_->ctl_sent.load(std::memory_order_acquire) : 0;
   CommCounters c = comm_->counters();
   c.bytes_sent += shm_sent_.load(std::memory_order_relaxed);
   c.bytes_recv += shm_recv_.load(std::memory_order_relaxed);
-  if (link_) {  // co-located: this process's shard's traffic too, less its set-up messages
+  if (link_) {  // co-located: this process's shard's traffic too, less set-up and control
     c.bytes_sent += link_->shm_sent.load(std::memory_order_relaxed);
     c.bytes_recv += link_->shm_recv.load(std::memory_order_relaxed);
     c.bytes_recv -= setup;
+    c.bytes_sent -= ctl;
   }
   return c;
 }

@@ -323,6 +323,7 @@ void ServerLoop::send_ctl(int w, Op op, const std::string& text, bool timeout) {
   p.since = Clock::now();
   bytes_out_ += msg->size();
   ctl_bytes_out_ += msg->size();
+  if (local_) local_->ctl_sent.fetch_add(msg->size(), std::memory_order_release);
   ++msgs_out_;
   p.keep = std::move(msg);
   sends_.push_back(std::move(p));
