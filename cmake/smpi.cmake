@@ -21,26 +21,28 @@ endif()
 message(STATUS "StarRing: SMPI=${STARRING_HAVE_SMPI}")
 
 if(STARRING_HAVE_SMPI)
-  # The real sources of the ring-p2p and mpi engines, and what they need (no ShmRing at run time:
+  # The real sources of the ring-p2p and mpi engines and of the PS roles and chunk plan, and what
+  # they need (no ShmRing at run time:
   # the bench sets RingOptions::shared_memory = false; shm_ring.cc is linked because
   # allreducer.cc, the engines' factory, refers to it).
   set(STARRING_SMPI_SOURCES
-    ${PROJECT_SOURCE_DIR}/experiments/smpi/smpi_bench.cc
-    ${PROJECT_SOURCE_DIR}/experiments/smpi/ps_pattern.cc
-    ${PROJECT_SOURCE_DIR}/common/comm.cc
-    ${PROJECT_SOURCE_DIR}/common/mpi_comm.cc
-    ${PROJECT_SOURCE_DIR}/common/census.cc
-    ${PROJECT_SOURCE_DIR}/common/config.cc
-    ${PROJECT_SOURCE_DIR}/common/config_check.cc
-    ${PROJECT_SOURCE_DIR}/allreduce/allreducer.cc
-    ${PROJECT_SOURCE_DIR}/allreduce/ring_allreduce.cc
-    ${PROJECT_SOURCE_DIR}/allreduce/wire_codec.cc
-    ${PROJECT_SOURCE_DIR}/allreduce/mpi_allreduce.cc
-    ${PROJECT_SOURCE_DIR}/allreduce/shm_ring.cc
-    ${PROJECT_SOURCE_DIR}/common/bucketing.cc
-    ${PROJECT_SOURCE_DIR}/common/param_layout.cc
-    ${PROJECT_SOURCE_DIR}/ps/partition.cc
-    ${PROJECT_SOURCE_DIR}/ps/ps_group.cc)
+    experiments/smpi/smpi_bench.cc
+    experiments/smpi/ps_pattern.cc
+    common/comm.cc
+    common/mpi_comm.cc
+    common/census.cc
+    common/config.cc
+    common/config_check.cc
+    allreduce/allreducer.cc
+    allreduce/ring_allreduce.cc
+    allreduce/wire_codec.cc
+    allreduce/mpi_allreduce.cc
+    allreduce/shm_ring.cc
+    common/bucketing.cc
+    common/param_layout.cc
+    ps/partition.cc
+    ps/ps_group.cc)
+  list(TRANSFORM STARRING_SMPI_SOURCES PREPEND ${PROJECT_SOURCE_DIR}/)
   set(STARRING_SMPI_BENCH ${PROJECT_BINARY_DIR}/smpi/smpi_bench.so)
   file(GLOB _smpi_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/common/*.h
     ${PROJECT_SOURCE_DIR}/allreduce/*.h ${PROJECT_SOURCE_DIR}/experiments/bench_harness.h

@@ -96,13 +96,13 @@ epochs = 100000
 """
 
 
-def sweep(ini_text, tmp, *extra):
+def sweep(ini_text, tmp, *extra, env=None):
     ini = os.path.join(tmp, "sweep.ini")
     with open(ini, "w") as f:
         f.write(ini_text)
     out = os.path.join(tmp, "results")
     proc = subprocess.run([SWEEP, ini, "--out", out, "--bin", BIN, *extra], capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, env=env)
     return proc, out
 
 
@@ -302,13 +302,8 @@ class GpuVariantsFitTheGpus(unittest.TestCase):
                 f.write("#!/bin/sh\n" + (f"echo '{listing}'\n" if listing else "exit 9\n"))
             os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
             env = dict(os.environ, PATH=fake + os.pathsep + os.environ["PATH"])
-            ini = os.path.join(tmp, "sweep.ini")
-            with open(ini, "w") as f:
-                f.write(GPU_VARIANT)
-            proc = subprocess.run([SWEEP, ini, "--out", os.path.join(tmp, "results"), "--bin",
-                                   BIN, "--no-bench"], capture_output=True, text=True,
-                                  timeout=300, env=env)
-            runs, _ = sr.read_jsonl(os.path.join(tmp, "results", "runs.jsonl"))
+            proc, out = sweep(GPU_VARIANT, tmp, "--no-bench", env=env)
+            runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
             for r in runs:
                 self.assertEqual(sr.check_record(r), [])
             return [(r["workers"], r["status"], r.get("reason", "")) for r in runs], proc
