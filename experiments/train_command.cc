@@ -213,10 +213,12 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   // Times are the steady state's: without the first untimed steps (see TrainResult).
   if (out.role != "server") {  // a co-located shard's set-up messages are not in res
     mine["setup_bytes_sent"] = res.setup_bytes_sent;
+    mine["checkpoint_bytes_sent"] = res.checkpoint_bytes_sent;
+    mine["checkpoint_bytes_recv"] = res.checkpoint_bytes_recv;
     mine["setup_bytes_recv"] =
         static_cast<double>(res.setup_bytes_recv) +
         extra.value("shard", nlohmann::json::object()).value("setup_bytes_recv", 0.0);
-  } else {  // a dedicated server: what it received before the first step, its control messages
+  } else {  // a dedicated server: its set-up, control and checkpoint messages
     mine["setup_bytes_sent"] = extra.value("control_bytes_sent", 0.0);
     mine["setup_bytes_recv"] = extra.value("setup_bytes_recv", 0.0);
   }

@@ -47,11 +47,12 @@ class LocalLink {
   // Bytes the server moved with other workers through shared segments (pushes it read, replies
   // they copied): this process's traffic as much as the messages the Comm counts.
   std::atomic<std::uint64_t> shm_recv{0}, shm_sent{0};
-  // Bytes of set-up messages (the start spec, the initial parameters, a restored checkpoint's
-  // state) the server received from other ranks: the Comm counts them, per-step traffic does not.
+  // Bytes of set-up and checkpoint messages (the start spec, the initial parameters, a restored
+  // checkpoint's state, state requests) the server received from other ranks: the Comm counts
+  // them, per-step traffic does not.
   std::atomic<std::uint64_t> setup_recv{0};
-  // Bytes of the server's control messages to other ranks (start acks, bye, abort): counted by the
-  // Comm, not per-step traffic either.
+  // Bytes of the server's control and checkpoint messages to other ranks (start acks, bye, abort,
+  // optimizer state): counted by the Comm, not per-step traffic either.
   std::atomic<std::uint64_t> ctl_sent{0};
 
  private:

@@ -113,8 +113,9 @@ void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
                  source_rank, ", which is not worker ", h.worker);
   bytes_in_ += bytes;
   ++msgs_in_;
-  if (h.op == Op::kInit || h.op == Op::kInitParams || h.op == Op::kSetState) {
-    setup_bytes_in_ += bytes;  // once per run, not per step (see the stats below)
+  if (h.op == Op::kInit || h.op == Op::kInitParams || h.op == Op::kSetState ||
+      h.op == Op::kGetState) {
+    setup_bytes_in_ += bytes;  // set-up and checkpoints, not steps (see the stats below)
     if (local_) local_->setup_recv.fetch_add(bytes, std::memory_order_release);
   }
   const bool floats = h.op == Op::kPush || h.op == Op::kInitParams || h.op == Op::kSetState;
@@ -421,8 +422,8 @@ nlohmann::json ServerLoop::stats() const {
           {"chunks", core_ ? core_->spec().chunks.size() : 0},
           {"bytes_in", bytes_in_},
           {"bytes_out", bytes_out_},
-          // The training's traffic; set-up messages in and control messages out (start acks,
-          // the closing bye with these stats) apart.
+          // The steps' traffic; set-up and checkpoint messages in, control and checkpoint
+          // messages out (start acks, the closing bye with these stats, optimizer state) apart.
           {"bytes_recv", bytes_in_ - setup_bytes_in_},
           {"bytes_sent", bytes_out_ - ctl_bytes_out_},
           {"setup_bytes_recv", setup_bytes_in_},

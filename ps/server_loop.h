@@ -123,8 +123,10 @@ class ServerLoop {
   // statistics
   double busy_s_ = 0, wall_s_ = 0;
   std::uint64_t bytes_in_ = 0, bytes_out_ = 0, push_bytes_in_ = 0, reply_bytes_out_ = 0;
-  std::uint64_t setup_bytes_in_ = 0;  // part of bytes_in_: kInit, kInitParams, kSetState
-  std::uint64_t ctl_bytes_out_ = 0;   // part of bytes_out_: acks, bye, abort
+  // Parts of bytes_in_ / bytes_out_ that are no step's traffic: start, initial parameters and
+  // checkpoints in (kInit, kInitParams, kSetState, kGetState); acks, bye, abort, kState out.
+  std::uint64_t setup_bytes_in_ = 0;
+  std::uint64_t ctl_bytes_out_ = 0;
   std::uint64_t local_push_bytes_ = 0, msgs_in_ = 0, msgs_out_ = 0;
   std::uint64_t shm_push_bytes_ = 0, shm_reply_bytes_ = 0;
   int fault_rank_ = -1;

@@ -37,6 +37,8 @@ void ServerLoop::on_get_state(const PsHeader& h, int w) {
     p.what = "the optimizer state of chunk " + std::to_string(h.chunk);
     p.since = std::chrono::steady_clock::now();
     bytes_out_ += msg->size();
+    ctl_bytes_out_ += msg->size();  // a checkpoint's, not a step's
+    if (local_) local_->ctl_sent.fetch_add(msg->size(), std::memory_order_release);
     ++msgs_out_;
     p.keep = std::move(msg);
     sends_.push_back(std::move(p));

@@ -430,6 +430,7 @@ void TrainLoop::checkpoint() {
   const auto t0 = Clock::now();
   TraceScope tc(trace_, "checkpoint", "checkpoint");
   env_.sync.flush();
+  add_sync_stats(env_.sync.take_stats());  // the last step's traffic, now complete
   env_.workers.barrier(env_.workers.timeout());
   CheckpointData c;
   env_.sync.save_optimizer_state(c.state1, c.state2);
@@ -453,6 +454,10 @@ void TrainLoop::checkpoint() {
   }
   agree_with_worker0(env_.workers, error, "the checkpoint of step " + std::to_string(step_));
   if (!error.empty()) throw Error(error);
+  // Fetching the servers' state is the checkpoint's traffic, not a step's.
+  const SyncStepStats ck = env_.sync.take_stats();
+  res_.checkpoint_bytes_sent += ck.bytes_sent;
+  res_.checkpoint_bytes_recv += ck.bytes_recv;
   last_ckpt_step_ = step_;
   eval_s_ += seconds_since(t0);
   if (rank_ != 0) return;
