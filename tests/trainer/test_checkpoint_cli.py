@@ -89,8 +89,18 @@ class CheckpointCli(unittest.TestCase):
                       "--metrics-file", self.metrics, "--summary-file", self.summary)
         self.assertEqual(again.returncode, 0, again.stderr)
         with open(self.summary) as f:
-            self.assertEqual(json.load(f)["resumed_at_step"], 16)
+            s = json.load(f)
+        self.assertEqual(s["resumed_at_step"], 16)
         self.assertEqual(steps_in(self.metrics), list(range(1, 31)))
+        # Per-step bytes are the steps' alone (2 co-located ranks: D each way): restoring the
+        # shards' state (worker 0 sends shard 1 its parameters and momentum, D) is set-up, and the
+        # final checkpoint's fetch of them (D again) is checkpoint traffic.
+        d = s["model"]["bytes"]
+        for r in s["ranks"]:
+            for k in ("bytes_sent_per_step", "bytes_recv_per_step"):
+                self.assertLess(abs(r[k] / d - 1), 0.02, (r["rank"], k, r[k], d))
+        self.assertGreaterEqual(s["ranks"][0]["setup_bytes_sent"], d)
+        self.assertGreaterEqual(s["ranks"][0]["checkpoint_bytes_recv"], d)
 
     def test_damaged_or_missing_checkpoint_is_one_clear_error(self):
         empty = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir,
