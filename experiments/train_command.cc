@@ -246,6 +246,9 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
       for (const char* k : {"compute_s", "comm_s", "wait_s"}) r[k] = r[k].get<double>();
     }
     auto summary = build_summary(cfg, res, world->size(), out.num_workers, ranks);
+    // Where rank 0 computed (after any fallback: --device cuda without a GPU runs on the CPU).
+    summary["device"] = device->is_gpu() ? "cuda" : "cpu";
+    summary["device_name"] = device->name();
     print_summary(summary);
     write_json_atomically(cfg.out.summary_file, summary);
   }

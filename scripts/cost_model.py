@@ -293,29 +293,39 @@ def run_kind(rec):
     return rec.get("backend", "?")
 
 
+def device_kind(rec):
+    """"cuda" or "cpu": where a run or bench-model row computed (the summary's device, else the
+    flag it was given; runs recorded before the summary said so count as the flag's)."""
+    d = str(rec.get("device") or (rec.get("config") or {}).get("device") or "cpu")
+    return "cuda" if d.startswith("cuda") else "cpu"
+
+
 def compute_times(runs, bench=()):
-    """{(params, batch): (seconds, source)}: the 1-worker compute time per step of each model,
-    from BSP 1-worker runs without a straggler (median), else `starring bench-model` rows."""
+    """{(params, batch, device): (seconds, source)}: the 1-worker compute time per step of each
+    model on each kind of device, from BSP 1-worker runs without a straggler (median), else
+    `starring bench-model` rows."""
     found = {}
     for r in runs:
         if r.get("status", "ok") == "ok" and r.get("workers") == 1 and not r.get("straggler") \
                 and r.get("consistency", "bsp") == "bsp" and r.get("step_time"):
-            key = (r["model"]["params"], r.get("batch", 64))
+            key = (r["model"]["params"], r.get("batch", 64), device_kind(r))
             found.setdefault(key, []).append(r["step_time"]["compute_s"])
     out = {k: (sorted(v)[len(v) // 2], f"median of {len(v)} 1-worker run(s)")
            for k, v in found.items()}
     for b in bench:
         if b.get("bench") == "model" and b.get("step_ms"):
-            out.setdefault((b["params"], b.get("batch", 64)), (b["step_ms"] * 1e-3, "bench-model"))
+            out.setdefault((b["params"], b.get("batch", 64), device_kind(b)),
+                           (b["step_ms"] * 1e-3, "bench-model"))
     return out
 
 
-def compute_for(params, batch, computes):
+def compute_for(params, batch, computes, device="cpu"):
     """T_compute for a model: measured, else scaled by parameters (an MLP's FLOPs per sample are
-    about 6 x parameters) from the measured model closest in size at the same batch."""
-    if (params, batch) in computes:
-        return computes[(params, batch)]
-    near = [(abs(math.log(p / params)), p, t) for (p, b), (t, _) in computes.items() if b == batch]
+    about 6 x parameters) from the measured model closest in size at the same batch and device."""
+    if (params, batch, device) in computes:
+        return computes[(params, batch, device)]
+    near = [(abs(math.log(p / params)), p, t) for (p, b, d), (t, _) in computes.items()
+            if b == batch and d == device]
     if not near:
         return None
     _, p, t = min(near)
@@ -333,7 +343,7 @@ def run_buckets(rec):
 def predict_run(rec, ref, computes, chunk=PS_CHUNK_BYTES):
     """A dict describing the prediction for one ok run, or None when nothing can be said."""
     kind, w = run_kind(rec), rec["workers"]
-    tc = compute_for(rec["model"]["params"], rec.get("batch", 64), computes)
+    tc = compute_for(rec["model"]["params"], rec.get("batch", 64), computes, device_kind(rec))
     if tc is None:
         return None
     notes = []
@@ -346,6 +356,10 @@ def predict_run(rec, ref, computes, chunk=PS_CHUNK_BYTES):
         t_comm = step_comm(kind, run_buckets(rec), w, rec.get("num_servers", 0), consts, chunk)
     upper, lower = step_time(tc[0], t_comm)
     measured = rec["step_time"]["total_s"]
+    # The same no-overlap prediction with the run's own measured compute in place of the 1-worker
+    # one: what is left of the error is the communication model's (ranks sharing a node's memory
+    # bandwidth or cores slow each other's compute, which no network model describes).
+    own = rec["step_time"].get("compute_s", tc[0]) + t_comm
     if rec.get("oversubscribed"):
         notes.append(f"oversubscribed ({rec['np']} ranks on {rec.get('cores', '?')} cores)")
     if w == 1:
@@ -360,6 +374,7 @@ def predict_run(rec, ref, computes, chunk=PS_CHUNK_BYTES):
             "measured_comm": rec["step_time"].get("comm_s", 0.0),
             "lower": lower, "comm": t_comm, "compute": tc[0], "consts": consts,
             "err": (upper - measured) / measured if measured > 0 else float("nan"),
+            "own_compute_err": (own - measured) / measured if measured > 0 else float("nan"),
             "within": lower * 0.9 <= measured <= upper * 1.1,
             "expected": not [n for n in notes if n.startswith(("oversub", "straggler"))],
             "notes": notes}
