@@ -44,6 +44,9 @@
 #                the GPU, then the scaling sweep (1/2/4/8 workers x every backend x both models,
 #                20 steps a run instead of 60) with its report, on the GPU machine's cores;
 #                results and report in $OUT/scaling.tar.gz
+#     --gpu-sweep instead of the checks: the gpu_shared sweep (star vs ring with the wide MLP on
+#                the GPU, ranks sharing it, host backends) with its report, in
+#                $OUT/gpu_shared.tar.gz
 #     --torch    instead of the checks: `starring bench-model` next to PyTorch's own training
 #                step on the same MLPs (scripts/torch_baseline.py), one CPU thread and the GPU,
 #                then the Fashion-MNIST recipe on the GPU
@@ -54,6 +57,7 @@ dry=0
 quick=0
 scale=0
 torch=0
+gpu_sweep=0
 budget=${DEVICE_CHECK_BUDGET_S:-480}  # whole run; steps are cut to what is left
 for a in "$@"; do
   case $a in
@@ -61,12 +65,13 @@ for a in "$@"; do
     --quick) quick=1 ;;
     --scale) scale=1 ;;
     --torch) torch=1 ;;
+    --gpu-sweep) gpu_sweep=1 ;;
     -h | --help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "device_check: unknown argument $a" >&2; exit 2 ;;
   esac
 done
-if [ "$scale" = 1 ] && [ "$torch" = 1 ]; then
-  echo "device_check: --scale and --torch are separate runs: give one" >&2
+if [ $((scale + torch + gpu_sweep)) -gt 1 ]; then
+  echo "device_check: --scale, --torch and --gpu-sweep are separate runs: give one" >&2
   exit 2
 fi
 OUT=${OUT:-/tmp/device_check_out}  # the device tool sets OUT
@@ -254,6 +259,10 @@ if [ "$torch" = 1 ]; then
   step bmodel_cuda 60 "$sr" bench-model --device cuda --summary-file "$res/bmodel_cuda.json"
   step torch_cuda 60 python3 scripts/torch_baseline.py --device cuda --json "$res/torch_cuda.jsonl"
   step fmnist_cuda 60 fmnist_cuda
+elif [ "$gpu_sweep" = 1 ]; then
+  step sweep_gpu 400 python3 scripts/sweep.py gpu_shared --bin "$sr" --out "$res/gpu_shared" \
+    --timeout 120
+  [ "$dry" = 1 ] || tar -C "$res" -czf "$OUT/gpu_shared.tar.gz" gpu_shared 2> /dev/null
 elif [ "$scale" = 1 ]; then
   step fmnist_cuda 60 fmnist_cuda
   mkdir -p "$res/sweeps"
@@ -296,7 +305,8 @@ echo
 echo "=== summary ($(($(date +%s) - t_start)) s)"
 cat "$summary"
 if [ "$dry" = 0 ]; then
-  tar -C "$res" -czf "$OUT/results.tar.gz" --exclude=./bin --exclude=./scaling . 2> /dev/null
+  tar -C "$res" -czf "$OUT/results.tar.gz" --exclude=./bin --exclude=./scaling \
+    --exclude=./gpu_shared . 2> /dev/null
   {
     echo "device_check: $fails step(s) did not pass, $(($(date +%s) - t_start)) s;" \
       "full log $log, per-step output and JSON in $OUT/results.tar.gz"

@@ -9,8 +9,9 @@ A sweep file (experiments/sweeps/<name>.ini) lists what to run:
   [variant NAME]     one backend configuration = one line in the plots. Its keys are train flags;
                      a key that is also a grid dimension replaces that dimension's list for this
                      variant. `servers = half` means max(1, workers/2); `requires = gpu` skips
-                     the variant where the host has fewer GPUs than the run has ranks
-                     (recorded as "skipped", with the reason).
+                     the variant where the host has fewer GPUs than the run has ranks (NCCL),
+                     `requires = shared-gpu` where it has none (ranks share a GPU for compute
+                     and sync through host backends); skips are recorded, with the reason.
   [bench NAME]       one `starring bench --json` pass per value of `np`, with `args`.
   [quick]            --quick overrides for keys of [sweep], [train] and [grid] (new keys become
                      train flags); `variants = a b` / `benches = a b|none` keep only those.
@@ -139,8 +140,12 @@ def expand_runs(train, grid, variants):
             if flags.get("servers") == "half":
                 flags["servers"] = str(max(1, workers // 2))
             flags = {k: v for k, v in flags.items() if v != OMIT}
+            requires = vkeys.get("requires", "")
+            if requires not in ("", "gpu", "shared-gpu"):
+                raise SystemExit(f"sweep: variant {vname}: requires = {requires}: expected gpu "
+                                 "(one GPU per rank) or shared-gpu (ranks may share one)")
             runs.append({"variant": vname, "flags": flags, "workers": workers,
-                         "point": point, "requires": vkeys.get("requires", "")})
+                         "point": point, "requires": requires})
     return runs
 
 
@@ -204,6 +209,10 @@ def run_train(run, idx, ctx):
            "git": ctx["git"], "host": ctx["host"], "date": utc_now(), "cores": ctx["cores"],
            "oversubscribed": np_ > ctx["cores"], "quick": ctx["quick"]}
     rec.update({k: os.path.relpath(v, ctx["out"]) for k, v in files.items()})
+    if run["requires"] == "shared-gpu" and ctx["gpus"] == 0:
+        rec.update(status="skipped", exit_code=0, elapsed_s=0.0, command="",
+                   reason="variant requires a GPU and none was found")
+        return rec
     if run["requires"] == "gpu" and ctx["gpus"] < np_:
         # NCCL takes one GPU per rank: a run with more ranks than GPUs would only show the
         # ConfigError (tested in tests/gpu), not a measurement.

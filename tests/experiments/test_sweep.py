@@ -285,13 +285,18 @@ workers = 1 2
 [variant needs-gpu]   # a CPU backend, so that the run the skip lets through works here
 backend = ring
 requires = gpu
+
+[variant shares-gpu]
+backend = ring
+requires = shared-gpu
 """
 
 
 class GpuVariantsFitTheGpus(unittest.TestCase):
     """`requires = gpu` runs only where every rank has a GPU (NCCL takes one per rank): with
     one GPU (a stand-in nvidia-smi listing one) the 1-worker run runs and the 2-worker run is
-    skipped with the reason; with none (an nvidia-smi that fails) both are skipped."""
+    skipped with the reason; `requires = shared-gpu` runs both there (ranks share the GPU); with
+    none (an nvidia-smi that fails) every run is skipped."""
 
     def run_with_gpus(self, listing):
         tmp = tempfile.mkdtemp(prefix="starring_sweep_test_")
@@ -313,13 +318,13 @@ class GpuVariantsFitTheGpus(unittest.TestCase):
     def test_one_gpu_runs_one_rank_and_skips_two(self):
         got, proc = self.run_with_gpus("GPU 0: NVIDIA H200 (UUID: GPU-0)")
         self.assertEqual(got, [(1, "ok", ""), (2, "skipped", "variant requires one GPU per rank: "
-                                                       "2 ranks, 1 GPU(s) on this host")],
-                         proc.stdout + proc.stderr)
+                                                       "2 ranks, 1 GPU(s) on this host"),
+                               (1, "ok", ""), (2, "ok", "")], proc.stdout + proc.stderr)
 
     def test_no_gpu_skips_every_run(self):
         got, proc = self.run_with_gpus(None)
         self.assertEqual([g[1:] for g in got],
-                         [("skipped", "variant requires a GPU and none was found")] * 2,
+                         [("skipped", "variant requires a GPU and none was found")] * 4,
                          proc.stdout + proc.stderr)
 
 
