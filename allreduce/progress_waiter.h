@@ -2,9 +2,10 @@
 // event loop, the bucket communication thread). While requests are making progress the loop
 // spins (Open MPI only moves data inside MPI calls, so testing is what makes progress); after a
 // short while without progress it yields the core (ranks may outnumber cores), then sleeps with
-// a growing back-off. When no progress happened for `timeout` it throws TimeoutError with
-// `what()` describing the operation that is stuck, and a census (common/census.h) of which
-// ranks are stuck in it too: the one that is not is the one to look at.
+// a growing back-off (max_sleep_us, 0: yield only, for requests whose progress is invisible
+// until they complete and that advance only while tested). When no progress happened for `timeout`
+// it throws TimeoutError with `what()` describing the operation that is stuck, and a census
+// (common/census.h) of which ranks are stuck in it too: the one that is not is the one to look at.
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -26,8 +27,9 @@ class ProgressWaiter {
   // the lowest latency when every rank has a core of its own; with more ranks than cores a rank
   // that spins steals the core its peer needs, so spin ~0 there.
   ProgressWaiter(Comm& comm, Seconds timeout,
-                 std::chrono::microseconds spin = std::chrono::microseconds(0))
-      : comm_(comm), timeout_(timeout), spin_(spin) {
+                 std::chrono::microseconds spin = std::chrono::microseconds(0),
+                 int max_sleep_us = 500)
+      : comm_(comm), timeout_(timeout), spin_(spin), max_sleep_us_(max_sleep_us) {
     progressed();
   }
   void progressed() {
@@ -45,11 +47,11 @@ class ProgressWaiter {
       throw TimeoutError(msg + census(comm_, std::min(timeout_, Seconds(1.5))));
     }
     if (waited < spin_) return;
-    if (waited < std::chrono::milliseconds(2)) {
+    if (waited < std::chrono::milliseconds(2) || max_sleep_us_ == 0) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
-      sleep_us_ = std::min(sleep_us_ * 2, 500);
+      sleep_us_ = std::min(sleep_us_ * 2, max_sleep_us_);
     }
   }
 
@@ -57,6 +59,7 @@ class ProgressWaiter {
   Comm& comm_;
   std::chrono::duration<double> timeout_;
   std::chrono::microseconds spin_;
+  int max_sleep_us_;
   Clock::time_point last_;
   long idle_iters_ = 0;
   int sleep_us_ = 2;
