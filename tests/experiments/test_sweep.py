@@ -66,23 +66,26 @@ np = 2
 args = --backends ring -b 1K -e 4K -f 2 -n 2 -w 1
 """
 
-# The [train] flags of the small failure and fault sweeps below.
-SMALL_TRAIN = """
+def small_sweep(timeout, train_extra, rest):
+    """A sweep file for the failure, fault and GPU tests below: a 16-unit MLP on 512 synthetic
+    samples, `train_extra` more [train] lines, then `rest` (grid and variants)."""
+    return f"""
+[sweep]
+timeout_s = {timeout}
+report = no
+
+[train]
 dataset = synthetic
 synthetic-train = 512
 synthetic-test = 128
 hidden = 16
 batch = 16
 progress = off
-"""
+{train_extra}
+""" + rest
 
-BROKEN = """
-[sweep]
-timeout_s = {timeout}
-report = no
 
-[train]""" + SMALL_TRAIN + """
-
+BROKEN_REST = """
 [grid]
 workers = 1
 
@@ -215,9 +218,8 @@ class TinySweep(unittest.TestCase):
 
 class FailuresAreRecorded(unittest.TestCase):
     def test_bad_flag_fails_and_overrun_times_out(self):
-        tmp = tempfile.mkdtemp(prefix="starring_sweep_test_")
-        try:
-            proc, out = sweep(BROKEN.format(timeout=4), tmp, "--no-bench")
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            proc, out = sweep(small_sweep(4, "", BROKEN_REST), tmp, "--no-bench")
             runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
             self.assertEqual([(r["variant"], r["status"]) for r in runs],
                              [("bad-flag", "failed"), ("too-long", "timeout")],
@@ -227,31 +229,21 @@ class FailuresAreRecorded(unittest.TestCase):
             self.assertIn("no-such-flag", runs[0]["log_tail"])
             self.assertEqual(runs[1]["exit_code"], 124)
             self.assertNotEqual(proc.returncode, 0)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
-FAULTS = """
-[sweep]
-timeout_s = 60
-report = no
-
-[train]""" + SMALL_TRAIN + """max-steps = 200
-timeout = 2
-
+FAULTS = small_sweep(60, "max-steps = 200\ntimeout = 2", """
 [grid]
 workers = 2
 fault = kill:1:3 hang:1:3
 
 [variant ring]
 backend = ring
-"""
+""")
 
 
 class FaultsAreMeasured(unittest.TestCase):
     def test_a_killed_and_a_silent_rank_are_detected_named_and_timed(self):
-        tmp = tempfile.mkdtemp(prefix="starring_sweep_test_")
-        try:
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
             proc, out = sweep(FAULTS, tmp, "--no-bench")
             msg = proc.stdout + proc.stderr
             runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
@@ -268,17 +260,9 @@ class FaultsAreMeasured(unittest.TestCase):
             self.assertEqual(runs[0]["exit_code"], 137)  # mpirun passes on the rank's SIGKILL
             self.assertGreaterEqual(runs[1]["fault"]["detect_s"], 2.0)  # not before --timeout
             self.assertEqual(proc.returncode, 0, msg)  # the faults did what they were meant to
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
-GPU_VARIANT = """
-[sweep]
-timeout_s = 60
-report = no
-
-[train]""" + SMALL_TRAIN + """max-steps = 4
-
+GPU_VARIANT = small_sweep(60, "max-steps = 4", """
 [grid]
 workers = 1 2
 
@@ -289,7 +273,7 @@ requires = gpu
 [variant shares-gpu]
 backend = ring
 requires = shared-gpu
-"""
+""")
 
 
 class GpuVariantsFitTheGpus(unittest.TestCase):
@@ -299,8 +283,7 @@ class GpuVariantsFitTheGpus(unittest.TestCase):
     none (an nvidia-smi that fails) every run is skipped."""
 
     def run_with_gpus(self, listing):
-        tmp = tempfile.mkdtemp(prefix="starring_sweep_test_")
-        try:
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
             fake = os.path.join(tmp, "bin")
             os.mkdir(fake)
             with open(os.path.join(fake, "nvidia-smi"), "w") as f:
@@ -312,8 +295,6 @@ class GpuVariantsFitTheGpus(unittest.TestCase):
             for r in runs:
                 self.assertEqual(sr.check_record(r), [])
             return [(r["workers"], r["status"], r.get("reason", "")) for r in runs], proc
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def test_one_gpu_runs_one_rank_and_skips_two(self):
         got, proc = self.run_with_gpus("GPU 0: NVIDIA H200 (UUID: GPU-0)")
