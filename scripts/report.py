@@ -67,11 +67,20 @@ def _extra(r):
     return " ".join(f"{k}={v}" for k, v in point.items())
 
 
+def _rate(r):
+    """Samples/s; for a repeated configuration the median run's, with the range of all."""
+    rates = r.get("repeat_samples_per_s")
+    text = f"{r['samples_per_s']:,.0f}"
+    if rates:
+        text += f" [{rates[0]:,.0f}..{rates[-1]:,.0f}, {len(rates)} runs]"
+    return text
+
+
 def table_rows(runs):
     """One row per successful run; a leading sweep column when the folder holds several."""
     rows = []
     several = len({r.get("sweep") for r in runs if r.get("status") == "ok"}) > 1
-    ok = [r for r in runs if r.get("status") == "ok"]
+    ok = sr.collapse_repeats([r for r in runs if r.get("status") == "ok"])
     order = {}
     for r in ok:  # sweeps and backends in the order they ran
         order.setdefault(r.get("sweep", ""), len(order))
@@ -89,7 +98,7 @@ def table_rows(runs):
             f"{_mb(by['server_recv'])} / {_mb(th['server'])} ({_dev(by['server_recv'], th['server'])})"
         rows.append([
             sr.backend_label(r), rp.model_label(r).split(" (")[0], str(r["workers"]), str(servers),
-            f"{r['samples_per_s']:,.0f}",
+            _rate(r),
             f"{1e3 * st['total_s']:.2f} / {1e3 * st['compute_s']:.2f} / {1e3 * st['comm_s']:.2f}"
             f" / {1e3 * st['wait_s']:.2f}", wbytes, sbytes,
             f"{r['test_accuracy']:.4f}", _extra(r) or "-"])
@@ -135,7 +144,9 @@ def write_summary(out, runs, bench, figures):
              "kernel loading, first-touch memory, connection set-up); the summary's "
              "`samples_per_s_all_steps` counts them. Bytes are per rank per optimizer "
              "step; theory: ring/MPI/co-located 2(N-1)/N x D per rank, dedicated PS D per "
-             "worker and W x D/S per server (D = model bytes, halved with fp16/bf16).", "",
+             "worker and W x D/S per server (D = model bytes, halved with fp16/bf16). A "
+             "configuration run several times (`scripts/sweep.sh --repeat N`) shows its median "
+             "run (by samples/s), with the range of all its runs in brackets.", "",
              markdown_table(rows) if rows else "(no successful run)", ""]
     bad = not_ok(runs)
     if bad:
@@ -144,7 +155,8 @@ def write_summary(out, runs, bench, figures):
                   f"{': ' + r['reason'] if r.get('reason') else ''}; log: `{r.get('log_file', '')}`"
                   for r in bad]
         parts.append("")
-    parts += rm.summary_lines([r for r in runs if r.get("status") == "ok"], bench)
+    parts += rm.summary_lines(sr.collapse_repeats([r for r in runs if r.get("status") == "ok"]),
+                              sr.collapse_bench_repeats(bench))
     parts += rf.summary_lines(runs)
     parts += ["## Plots", ""] + [f"- `{f.file}`: {f.title}" for f in figures
                                  if isinstance(f, rp.Figure)]
@@ -172,7 +184,8 @@ def write_html(out, results, runs, bench, figures, rows, problems):
         body.append("<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER)
                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)
                                         + "</tr>" for row in rows) + "</table>")
-    body.append(rm.html_section([r for r in runs if r.get("status") == "ok"], bench))
+    body.append(rm.html_section(sr.collapse_repeats([r for r in runs if r.get("status") == "ok"]),
+                                sr.collapse_bench_repeats(bench)))
     fault_rows = rf.rows(runs)
     if fault_rows:
         body.append("<h2>Faults</h2><p>Each run had a rank killed (SIGKILL) or silenced at a "
@@ -221,7 +234,10 @@ def write_html(out, results, runs, bench, figures, rows, problems):
 
 
 def make_figures(runs, bench, metrics, out):
-    ok = [r for r in runs if r.get("status") == "ok"]
+    # A configuration run several times is drawn as its median run (with the spread where a
+    # plot can show it); the fault table keeps every run.
+    ok = sr.collapse_repeats([r for r in runs if r.get("status") == "ok"])
+    bench = sr.collapse_bench_repeats(bench)
     makers = [("throughput", lambda: rp.throughput(ok, out)),
               ("efficiency", lambda: rp.efficiency(ok, out)),
               ("breakdown", lambda: rp.breakdown(ok, out)),

@@ -77,6 +77,25 @@ def oversub_note(runs):
             f"beyond {cores} ranks measures this machine, not the algorithm.")
 
 
+def repeat_note(runs, field="repeat_samples_per_s"):
+    """The caption sentence for plots of repeated configurations."""
+    counts = sorted({len(r[field]) for r in runs if r.get(field)})
+    if not counts:
+        return ""
+    n = f"{counts[0]}-{counts[-1]}" if len(counts) > 1 else str(counts[0])
+    return (f" Points run {n} times show the median run; the bars span the fastest and the "
+            "slowest.")
+
+
+def _spread_bars(ax, xs, items, ys, field, color):
+    """Vertical min-max bars at the points whose item carries a list of repeats in `field`."""
+    for x, it, y in zip(xs, items, ys):
+        vals = it.get(field)
+        if vals:
+            ax.errorbar([x], [y], yerr=[[y - vals[0]], [vals[-1] - y]], fmt="none",
+                        ecolor=color, capsize=3, linewidth=1)
+
+
 def _save(fig, out_dir, name):
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, name), dpi=DPI)
@@ -129,6 +148,8 @@ def throughput(runs, out_dir):
             ws = sorted(pts)
             ys = [pts[w]["samples_per_s"] for w in ws]
             ax.plot(ws, ys, "o-", color=color_of(label), label=label)
+            _spread_bars(ax, ws, [pts[w] for w in ws], ys, "repeat_samples_per_s",
+                         color_of(label))
             ideal = [ys[0] * w / ws[0] for w in ws]
             ax.plot(ws, ideal, ":", color=color_of(label), linewidth=1)
             used += pts.values()
@@ -141,7 +162,8 @@ def throughput(runs, out_dir):
                   "Training throughput of all workers together (samples per second, wall clock) "
                   "for each backend as the number of workers grows, with each backend's ideal "
                   "linear scaling from its smallest run drawn dotted in the same color. Every "
-                  "worker processes the same per-worker batch (weak scaling)." + oversub_note(used))
+                  "worker processes the same per-worker batch (weak scaling)." + repeat_note(used)
+                  + oversub_note(used))
 
 
 def efficiency(runs, out_dir):
@@ -320,9 +342,11 @@ def busbw(bench, out_dir):
             pts.sort(key=lambda b: b["size"])
             workers = pts[0].get("workers", pts[0]["np"])
             style = styles.setdefault(workers, ["-", "--", ":", "-."][len(styles) % 4])
+            color = color_of(pts[0]["backend"].partition("@")[0])
             ax.plot([b["size"] for b in pts], [b["busbw_GBps"] for b in pts], style,
-                    marker="s" if "(of np" in key else "o", markersize=3,
-                    color=color_of(pts[0]["backend"].partition("@")[0]), label=key)
+                    marker="s" if "(of np" in key else "o", markersize=3, color=color, label=key)
+            _spread_bars(ax, [b["size"] for b in pts], pts, [b["busbw_GBps"] for b in pts],
+                         "repeat_busbw_GBps", color)
         if memcpy:
             mean = sum(memcpy) / len(memcpy)
             top = max(b["busbw_GBps"] for pts in series.values() for b in pts)
@@ -345,7 +369,7 @@ def busbw(bench, out_dir):
                   "bandwidth measured in the same run (a dotted line when it fits the axis). "
                   "Color: backend; line style: number of workers. \"(of np=N)\": the operation "
                   "ran on W of the job's N ranks, beside a parameter-server run with the other "
-                  "ranks as servers." + oversub_note(
+                  "ranks as servers." + repeat_note(rows, "repeat_busbw_GBps") + oversub_note(
                       [dict(np=b["np"], cores=b.get("cores", 0),
                             oversubscribed=b.get("oversubscribed", False)) for b in rows]))
 

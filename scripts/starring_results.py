@@ -235,6 +235,67 @@ def worker_rates(rec):
     return rates
 
 
+# ---- repeated runs ----------------------------------------------------------------------------
+
+def _median_of(group, value):
+    """The group's member whose value is the median (the lower one for an even count): a real
+    run or row, so every other field stays consistent with the figure it is chosen by."""
+    return sorted(group, key=value)[(len(group) - 1) // 2]
+
+
+def _collapse(items, key, value, spread_field):
+    groups, order = {}, []
+    for it in items:
+        k = key(it)
+        if k not in groups:
+            groups[k] = []
+            order.append(k)
+        groups[k].append(it)
+    out = []
+    for k in order:
+        group = groups[k]
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        pick = dict(_median_of(group, value))
+        pick[spread_field] = sorted(value(g) for g in group)
+        out.append(pick)
+    return out
+
+
+def collapse_repeats(runs):
+    """Successful runs of one configuration made several times (scripts/sweep.sh --repeat) ->
+    one record each: the run with the median samples_per_s, carrying every repeat's figure in
+    `repeat_samples_per_s` (sorted). Runs of different configurations, and other statuses,
+    pass through unchanged."""
+    def key(r):
+        return (r.get("sweep"), r.get("variant"), r.get("workers"),
+                json.dumps(r.get("config", {}), sort_keys=True),
+                json.dumps(r.get("grid_point", {}), sort_keys=True))
+    ok = [r for r in runs if r.get("status") == "ok"]
+    return _collapse(ok, key, lambda r: r["samples_per_s"], "repeat_samples_per_s") + \
+        [r for r in runs if r.get("status") != "ok"]
+
+
+_BENCH_KEY = ("sweep", "bench", "backend", "np", "workers", "servers", "size", "type", "compute",
+              "sync_overlap")
+
+
+def collapse_bench_repeats(rows):
+    """Bench rows of one pass made several times -> the median row of each (by time; by overlap
+    for overlap rows), with every repeat's busbw (or overlap %) in `repeat_busbw_GBps`
+    (`repeat_overlap_pct`). Failed-pass records pass through."""
+    def key(b):
+        return tuple(b.get(k) for k in _BENCH_KEY) + (re.sub(r"-r\d+$", "", b.get("bench_id", "")),)
+    sized = [b for b in rows if "size" in b]
+    rest = [b for b in rows if "size" not in b]
+    overlap = [b for b in sized if b.get("bench") == "overlap"]
+    plain = [b for b in sized if b.get("bench") != "overlap"]
+    return (_collapse(plain, key, lambda b: b.get("busbw_GBps") or 0.0, "repeat_busbw_GBps")
+            + _collapse(overlap, key, lambda b: b.get("overlap_pct") or 0.0, "repeat_overlap_pct")
+            + rest)
+
+
 def merge_traces(paths, out):
     """Merges per-rank Chrome trace files (pid = rank; timestamps on the host's monotonic clock)
     into one file that Perfetto / chrome://tracing shows with one process per rank. Missing or

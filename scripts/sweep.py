@@ -2,7 +2,8 @@
 
 A sweep file (experiments/sweeps/<name>.ini) lists what to run:
 
-  [sweep]            description, timeout_s (per run), trace (yes/no), report (yes/no)
+  [sweep]            description, timeout_s (per run), trace (yes/no), report (yes/no),
+                     repeats (how many times every run and bench pass is made; default 1)
   [train]            flags given to every `starring train` run: `key = value` -> `--key value`
   [grid]             lists (space separated); every combination is one run of every variant.
                      `workers` is the number of worker ranks; other keys are train flags.
@@ -21,6 +22,10 @@ A value `-` leaves the flag out (e.g. `straggler = - 1:200` runs without and wit
 Launch: `scripts/mpirun.sh -np N build/bin/starring train ...` under `timeout` (--launcher
 changes the first part, e.g. 'srun -n {np} --mpi=pmix' under Slurm); ranks are
 W workers plus S dedicated servers for `backend = ps` with a numeric `servers`.
+With repeats = N (or --repeat N) the whole list runs N times in rounds (every configuration
+once, then again), so that drift in a shared machine's load spreads over all of them; each
+record carries `repeat` (1..N) and `repeats`, and the report shows the median run of each
+configuration with the spread of the others.
 Every run appends one record to OUT/runs.jsonl (status ok / failed / timeout / skipped, with the
 train summary merged in when there is one); bench rows go to OUT/bench.jsonl. A run with
 `fault = KIND:RANK:STEP` is expected to fail: its record gets a `fault` object (time from the
@@ -89,7 +94,8 @@ def load_sweep(path, quick):
     if not cp.read(path):
         sys.exit(f"sweep: cannot read sweep file {path}")
     sec = {name: dict(cp[name]) for name in cp.sections()}
-    sweep = {"timeout_s": "600", "trace": "no", "report": "yes", "description": ""}
+    sweep = {"timeout_s": "600", "trace": "no", "report": "yes", "description": "",
+             "repeats": "1"}
     sweep.update(sec.get("sweep", {}))
     train = dict(sec.get("train", {}))
     grid = {k: v.split() for k, v in sec.get("grid", {}).items()}
@@ -195,8 +201,13 @@ def flag_args(flags):
     return args
 
 
-def run_train(run, idx, ctx):
-    run_id = f"{ctx['name']}-{idx:03d}-{run['variant']}-w{run['workers']}"
+def repeat_suffix(ctx, rep):
+    return f"-r{rep}" if ctx["repeats"] > 1 else ""
+
+
+def run_train(run, idx, ctx, rep=1):
+    run_id = (f"{ctx['name']}-{idx:03d}-{run['variant']}-w{run['workers']}"
+              + repeat_suffix(ctx, rep))
     rdir = os.path.join(ctx["out"], "runs", run_id)
     os.makedirs(rdir, exist_ok=True)
     np_, nserv, roles = roles_of(run["flags"], run["workers"])
@@ -207,7 +218,8 @@ def run_train(run, idx, ctx):
            "variant": run["variant"], "config": run["flags"], "grid_point": run["point"],
            "np": np_, "workers": run["workers"], "num_servers": nserv, "roles": roles,
            "git": ctx["git"], "host": ctx["host"], "date": utc_now(), "cores": ctx["cores"],
-           "oversubscribed": np_ > ctx["cores"], "quick": ctx["quick"]}
+           "oversubscribed": np_ > ctx["cores"], "quick": ctx["quick"],
+           "repeat": rep, "repeats": ctx["repeats"]}
     rec.update({k: os.path.relpath(v, ctx["out"]) for k, v in files.items()})
     if run["requires"] == "shared-gpu" and ctx["gpus"] == 0:
         rec.update(status="skipped", exit_code=0, elapsed_s=0.0, command="",
@@ -255,14 +267,15 @@ def run_train(run, idx, ctx):
     return rec
 
 
-def run_bench(name, np_, args, ctx):
-    bench_id = f"{ctx['name']}-bench-{name}-np{np_}"
+def run_bench(name, np_, args, ctx, rep=1):
+    bench_id = f"{ctx['name']}-bench-{name}-np{np_}" + repeat_suffix(ctx, rep)
     log_path = os.path.join(ctx["out"], "runs", bench_id + ".log")
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     argv = [ctx["bin"], "bench", "--json"] + shlex.split(args)
     rc, status, elapsed, cmd = launch(np_, argv, log_path, ctx)
     extra = {"sweep": ctx["name"], "bench_id": bench_id, "git": ctx["git"], "host": ctx["host"],
-             "date": utc_now(), "cores": ctx["cores"], "oversubscribed": np_ > ctx["cores"]}
+             "date": utc_now(), "cores": ctx["cores"], "oversubscribed": np_ > ctx["cores"],
+             "repeat": rep, "repeats": ctx["repeats"]}
     rows = []
     with open(log_path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -344,6 +357,9 @@ def main(argv=None):
     ap.add_argument("--launcher", default=LAUNCHER,
                     help="how to start N ranks, with {np} for N (default: scripts/mpirun.sh -np "
                     "{np}; under Slurm e.g. 'srun -n {np} --mpi=pmix')")
+    ap.add_argument("--repeat", type=int, metavar="N",
+                    help="make every run and bench pass N times, in rounds (default: the sweep's "
+                    "repeats, 1); the report shows each configuration's median run and the spread")
     ap.add_argument("--no-bench", action="store_true", help="skip the bench passes")
     ap.add_argument("--no-report", action="store_true", help="do not run scripts/report.py")
     ap.add_argument("--dry-run", action="store_true", help="print the runs, launch nothing")
@@ -356,14 +372,23 @@ def main(argv=None):
         benches = {}
     out = os.path.abspath(a.out) if a.out else os.path.join(
         REPO, "results", name + ("-quick" if a.quick else ""))
+    repeats = a.repeat if a.repeat is not None else sweep["repeats"]
+    try:
+        repeats = int(repeats)
+    except ValueError:
+        repeats = 0
+    if repeats < 1:
+        sys.exit(f"sweep: repeats must be a whole number >= 1, got {repeats!r}")
     ctx = {"name": name, "out": out, "bin": os.path.abspath(a.bin), "quick": a.quick,
+           "repeats": repeats,
            "launcher": a.launcher,
            "timeout_s": a.timeout or float(sweep["timeout_s"]), "git": git_commit(),
            "host": socket.gethostname(), "cores": cores(), "gpus": gpu_count(),
            "trace": sweep["trace"].lower() in ("yes", "true", "on", "1")}
     nbench = sum(len(b.get("np", "").split()) for b in benches.values())
+    times = f" x {repeats} repeats" if repeats > 1 else ""
     print(f"[sweep] {name}{' (quick)' if a.quick else ''}: {len(runs)} train runs, {nbench} bench "
-          f"passes, at most {ctx['timeout_s']:.0f} s each -> {out}", flush=True)
+          f"passes{times}, at most {ctx['timeout_s']:.0f} s each -> {out}", flush=True)
     if sweep["description"]:
         print(f"[sweep] {sweep['description']}", flush=True)
     if a.dry_run:
@@ -382,21 +407,24 @@ def main(argv=None):
     os.makedirs(out, exist_ok=True)
     counts = {}
     t0 = time.monotonic()
-    for i, run in enumerate(runs, 1):
-        np_, _, _ = roles_of(run["flags"], run["workers"])
-        print(f"[sweep] [{i}/{len(runs)}] {run['variant']} W={run['workers']} np={np_} "
-              f"{' '.join(f'{k}={v}' for k, v in run['point'].items())} ...", end=" ", flush=True)
-        rec = run_train(run, i, ctx)
-        sr.append_jsonl(os.path.join(out, "runs.jsonl"), rec)
-        key = "fault " + rec["fault"]["outcome"] if rec.get("fault") else rec["status"]
-        counts[key] = counts.get(key, 0) + 1
-        print(describe(rec), flush=True)
-    for bname, b in benches.items():
-        for np_ in b.get("np", "2").split():
-            print(f"[sweep] bench {bname} np={np_} ...", end=" ", flush=True)
-            status, nrows, elapsed = run_bench(bname, int(np_), b.get("args", ""), ctx)
-            counts["bench " + status] = counts.get("bench " + status, 0) + 1
-            print(f"{status} {elapsed:.1f}s, {nrows} rows", flush=True)
+    for rep in range(1, repeats + 1):
+        round_ = f" round {rep}/{repeats}" if repeats > 1 else ""
+        for i, run in enumerate(runs, 1):
+            np_, _, _ = roles_of(run["flags"], run["workers"])
+            print(f"[sweep]{round_} [{i}/{len(runs)}] {run['variant']} W={run['workers']} "
+                  f"np={np_} {' '.join(f'{k}={v}' for k, v in run['point'].items())} ...",
+                  end=" ", flush=True)
+            rec = run_train(run, i, ctx, rep)
+            sr.append_jsonl(os.path.join(out, "runs.jsonl"), rec)
+            key = "fault " + rec["fault"]["outcome"] if rec.get("fault") else rec["status"]
+            counts[key] = counts.get(key, 0) + 1
+            print(describe(rec), flush=True)
+        for bname, b in benches.items():
+            for np_ in b.get("np", "2").split():
+                print(f"[sweep]{round_} bench {bname} np={np_} ...", end=" ", flush=True)
+                status, nrows, elapsed = run_bench(bname, int(np_), b.get("args", ""), ctx, rep)
+                counts["bench " + status] = counts.get("bench " + status, 0) + 1
+                print(f"{status} {elapsed:.1f}s, {nrows} rows", flush=True)
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
           flush=True)

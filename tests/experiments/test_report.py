@@ -136,6 +136,73 @@ class ReportWithPartialData(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class RepeatedRuns(unittest.TestCase):
+    """A configuration run several times (sweep.sh --repeat) is shown as its median run, with
+    the spread of the others, in the table and the plots; other configurations are untouched."""
+
+    def setUp(self):
+        self.runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        self.bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        self.base = next(r for r in self.runs if r["status"] == "ok" and r["workers"] == 2)
+
+    def repeats(self, rates):
+        out = []
+        for i, rate in enumerate(rates, 1):
+            r = copy.deepcopy(self.base)
+            r.update(run_id=f"{self.base['run_id']}-r{i}", repeat=i, repeats=len(rates),
+                     samples_per_s=rate)
+            out.append(r)
+        return out
+
+    def test_the_median_run_carries_every_repeat(self):
+        others = [r for r in self.runs if r is not self.base]
+        got = sr.collapse_repeats(self.repeats([300.0, 100.0, 200.0]) + others)
+        mine = [r for r in got if r.get("variant") == self.base["variant"]
+                and r["workers"] == 2 and r.get("sweep") == self.base["sweep"]
+                and r["status"] == "ok" and r["config"] == self.base["config"]
+                and r.get("grid_point") == self.base.get("grid_point")]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual(mine[0]["samples_per_s"], 200.0)
+        self.assertEqual(mine[0]["run_id"], self.base["run_id"] + "-r3")  # a real run
+        self.assertEqual(mine[0]["repeat_samples_per_s"], [100.0, 200.0, 300.0])
+        self.assertEqual(len(got), len(others) + 1)
+        self.assertNotIn("repeat_samples_per_s", sr.collapse_repeats([self.base])[0])
+        # an even count takes the lower median
+        two = sr.collapse_repeats(self.repeats([5.0, 7.0]))
+        self.assertEqual([r["samples_per_s"] for r in two], [5.0])
+
+    def test_bench_rows_of_repeated_passes_collapse_per_size(self):
+        rows = [b for b in self.bench if b.get("bench") == "allreduce" and "size" in b]
+        twice = []
+        for rep, scale in ((1, 1.0), (2, 2.0), (3, 0.5)):
+            for b in rows:
+                c = dict(b, repeat=rep, bench_id=f"x-bench-a-np2-r{rep}")
+                c["busbw_GBps"] = b["busbw_GBps"] * scale
+                twice.append(c)
+        got = [b for b in sr.collapse_bench_repeats(twice) if b.get("bench") == "allreduce"]
+        self.assertEqual(len(got), len(rows))
+        for b, orig in zip(got, rows):
+            self.assertAlmostEqual(b["busbw_GBps"], orig["busbw_GBps"])
+            self.assertEqual(len(b["repeat_busbw_GBps"]), 3)
+
+    def test_report_shows_the_range_and_says_so(self):
+        with tempfile.TemporaryDirectory(prefix="starring_report_rep_") as tmp:
+            shutil.copytree(FIXTURE, os.path.join(tmp, "results"))
+            path = os.path.join(tmp, "results", "runs.jsonl")
+            with open(path, "a", encoding="utf-8") as f:
+                for r in self.repeats([self.base["samples_per_s"] * 0.5,
+                                       self.base["samples_per_s"] * 1.5])[1:]:
+                    f.write(json.dumps(r) + "\n")
+            p = run_report(os.path.join(tmp, "results"), os.path.join(tmp, "out"))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("2 runs]", p.stdout)
+            with open(os.path.join(tmp, "out", "report.html"), encoding="utf-8") as f:
+                page = f.read()
+            self.assertIn("Points run 2 times show the median run", page)
+            for plot in ALL_PLOTS:
+                self.assertIn(f'alt="{plot}"', page)
+
+
 class RecordChecks(unittest.TestCase):
     def setUp(self):
         self.runs, bad = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))

@@ -231,6 +231,29 @@ class FailuresAreRecorded(unittest.TestCase):
             self.assertNotEqual(proc.returncode, 0)
 
 
+class RepeatsRunInRounds(unittest.TestCase):
+    def test_every_run_is_made_n_times_and_named_apart(self):
+        rest = "[grid]\nworkers = 1\n\n[variant a]\nbackend = ring\n\n[variant b]\nbackend = mpi\n"
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            proc, out = sweep(small_sweep(60, "max-steps = 3", rest), tmp, "--no-bench",
+                              "--repeat", "2")
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            runs, bad = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
+            self.assertEqual(bad, [])
+            # in rounds: every configuration once, then again
+            self.assertEqual([(r["variant"], r["repeat"], r["repeats"]) for r in runs],
+                             [("a", 1, 2), ("b", 1, 2), ("a", 2, 2), ("b", 2, 2)])
+            self.assertEqual(len({r["run_id"] for r in runs}), 4)
+            self.assertTrue(all(r["run_id"].endswith(f"-r{r['repeat']}") for r in runs))
+            for r in runs:
+                self.assertEqual(r["status"], "ok", r.get("log_tail"))
+                self.assertEqual(sr.check_record(r), [])
+            self.assertEqual(len(sr.collapse_repeats(runs)), 2)
+            proc, _ = sweep(small_sweep(60, "", rest), tmp, "--repeat", "0", "--dry-run")
+            self.assertNotEqual(proc.returncode, 0)
+            self.assertIn("repeats must be a whole number >= 1", proc.stderr)
+
+
 FAULTS = small_sweep(60, "max-steps = 200\ntimeout = 2", """
 [grid]
 workers = 2
