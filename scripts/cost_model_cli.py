@@ -89,21 +89,30 @@ def crossover_lines(widths, consts_of, workers, bucket_mb=cm.BUCKET_MB,
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="scripts/cost_model.py",
-                                 description=cm.__doc__.split("\n")[0],
+                                 description=" ".join(cm.__doc__.split("\n\n")[0].split()),
                                  epilog="The model, its assumptions and the fit: see the top of "
                                  "scripts/cost_model.py.")
     ap.add_argument("results", help="a results folder (bench.jsonl, runs.jsonl) or a bench.jsonl")
-    ap.add_argument("--alpha-us", type=float, help="network latency per message (us)")
-    ap.add_argument("--bandwidth-gbps", type=float, help="link bandwidth (Gb/s, each direction)")
+    ap.add_argument("--alpha-us", type=float, help="network latency per message (us); default: "
+                    "fitted on the folder's bench rows")
+    ap.add_argument("--bandwidth-gbps", type=float, help="link bandwidth (Gb/s, each direction); "
+                    "default: fitted on the folder's bench rows")
     ap.add_argument("--gamma-gbps", type=float, help="reduction speed (GB/s of floats summed); "
                     "default 2/3 of the bench's memcpy bandwidth")
-    ap.add_argument("--workers", default="2,4,8,16,32,64,128,256", help="workers to predict")
-    ap.add_argument("--models", default="default,wide", help="presets or hidden widths (a-b)")
+    ap.add_argument("--workers", default="2,4,8,16,32,64,128,256",
+                    help="workers to predict, comma list (default: %(default)s)")
+    ap.add_argument("--models", default="default,wide",
+                    help="comma list of presets or hidden widths as a-b, e.g. 512-256 "
+                    "(default: %(default)s)")
     ap.add_argument("--batch", type=int, default=64, help="samples per worker per step")
     ap.add_argument("--compute-ms", action="append", default=[],
                     help="MODEL=MS: 1-worker compute per step (default: measured)")
-    ap.add_argument("--bucket-mb", type=float, default=cm.BUCKET_MB)
-    ap.add_argument("--ps-chunk-mb", type=float, default=cm.PS_CHUNK_BYTES / cm.MIB)
+    ap.add_argument("--bucket-mb", type=float, default=cm.BUCKET_MB,
+                    help="gradient bucket size assumed for the predictions, MiB (as train's --bucket-mb; default "
+                    "%(default)s)")
+    ap.add_argument("--ps-chunk-mb", type=float, default=cm.PS_CHUNK_BYTES / cm.MIB,
+                    help="PS push/pull chunk assumed for the predictions, MiB (as train's --ps-chunk-bytes; default "
+                    "%(default)s)")
     ap.add_argument("--fit-sizes", choices=("auto", "all"), default="auto",
                     help="calibrate each prediction on the bench sizes within 8x of its largest "
                     "bucket (auto) or on all sizes")
