@@ -179,6 +179,9 @@ def efficiency(runs, out_dir):
             base = pts[ws[0]]["samples_per_s"] / ws[0]
             eff = [100.0 * pts[w]["samples_per_s"] / (w * base) if base > 0 else 0 for w in ws]
             ax.plot(ws, eff, "o-", color=color_of(label), label=label)
+            scaled = [{"spread": [100.0 * v / (w * base) for v in pts[w]["repeat_samples_per_s"]]}
+                      if pts[w].get("repeat_samples_per_s") and base > 0 else {} for w in ws]
+            _spread_bars(ax, ws, scaled, eff, "spread", color_of(label))
             used += pts.values()
         ax.axhline(100, color="k", linestyle=":", linewidth=1, label="ideal (100%)")
         _log2_workers(ax, sorted({r["workers"] for r in rs}))
@@ -189,7 +192,7 @@ def efficiency(runs, out_dir):
     return Figure(name, "Scaling efficiency",
                   "Throughput at W workers divided by W times the per-worker throughput of the "
                   "same backend's smallest run, in percent; 100% is perfect linear scaling."
-                  + oversub_note(used))
+                  + repeat_note(used) + oversub_note(used))
 
 
 def breakdown(runs, out_dir):
