@@ -170,15 +170,31 @@ struct Groups {
         "memcpy-baseline", flag(&b.memcpy_baseline), "measure memcpy bandwidth for reference");
   }
 
-  // The groups a command shows and accepts on its command line.
+  // The named options of a group only, for a command that uses a few of them.
+  static po::options_description pick(const std::string& caption, const po::options_description& g,
+                                      std::initializer_list<const char*> names) {
+    po::options_description out(caption);
+    for (const char* name : names)
+      for (const auto& o : g.options())
+        if (o->long_name() == name) out.add(o);
+    return out;
+  }
+
+  // The groups a command shows and accepts on its command line: only options it uses, so a
+  // flag that would do nothing there (bench --summary-file) is an error, not silently ignored.
+  // An INI file may still hold any option (one file can serve every command).
   void select(const std::string& command, po::options_description& out) const {
     out.add(general);
     if (command == "train") {
       out.add(data).add(model).add(train).add(runtime).add(output).add(ckpt).add(sync).add(ps);
     } else if (command == "bench") {
-      out.add(runtime).add(output).add(sync).add(ps).add(timing).add(sizes);
+      out.add(runtime).add(sync).add(ps).add(timing).add(sizes);
     } else if (command == "bench-model" || command == "bench_model") {
-      out.add(model).add(train).add(runtime).add(output).add(timing);
+      out.add(model)
+          .add(pick("Training step", train,
+                    {"batch", "optimizer", "momentum", "weight-decay", "beta1", "beta2", "eps"}))
+          .add(runtime)
+          .add(pick("Benchmark timing", timing, {"iters", "warmup", "json"}));
     } else if (command == "env") {
       out.add(runtime);
     } else {

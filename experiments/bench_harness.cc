@@ -166,7 +166,8 @@ BenchRow make_row(const BenchOp& op, const std::string& name, int np, std::size_
 void print_row(const BenchRow& r, double base_busbw, bool is_base, bool json) {
   char vs[16] = "", pct[16] = "";
   if (!is_base && base_busbw > 0) std::snprintf(vs, sizeof vs, "%.2fx", r.busbw_GBps / base_busbw);
-  if (r.memcpy_GBps > 0) std::snprintf(pct, sizeof pct, "%.2f", r.busbw_GBps / r.memcpy_GBps);
+  if (r.memcpy_GBps > 0)
+    std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * r.busbw_GBps / r.memcpy_GBps);
   std::printf("   %-10s %12zu %12zu %6s %11.1f %9.2f %9.2f %7ld %8s %8s\n", r.backend.c_str(),
               r.bytes, r.count, "float", r.time_us, r.algbw_GBps, r.busbw_GBps, r.wrong, pct, vs);
   if (json) std::printf("%s\n", to_json(r).dump().c_str());
@@ -189,8 +190,8 @@ void print_footer(const std::vector<std::string>& names, const std::vector<Bench
     std::printf("#  %-10s Avg bus bandwidth    : %.3f GB/s\n", n.c_str(), busbw / std::max(k, 1));
   }
   std::printf(
-      "#  busbw = algbw * bus factor (all-reduce: 2(N-1)/N); %%memcpy = busbw / memcpy "
-      "bandwidth; vs base = busbw / busbw of %s\n#\n",
+      "#  busbw = algbw * bus factor (all-reduce: 2(N-1)/N); %%memcpy = busbw as a percentage "
+      "of memcpy bandwidth; vs base = busbw / busbw of %s\n#\n",
       base.c_str());
   std::fflush(stdout);
 }

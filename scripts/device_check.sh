@@ -33,7 +33,8 @@
 # budget left). The bundle's binaries need glibc >= 2.36 and libstdc++ with GLIBCXX_3.4.30 on the
 # GPU machine (Debian 12 / Ubuntu 24.04 have them); `gpu` shows any library that does not resolve.
 # Output ($OUT, at most 8 files): device_check.log (everything), summary.txt (one line per step),
-# results.tar.gz (each step's output, gtest XML, bench/training JSON summaries).
+# results.tar.gz (each step's output with the bench rows as --json lines, gtest XML, training
+# JSON summaries).
 # The whole run keeps to DEVICE_CHECK_BUDGET_S (default 480 s): a step gets at most what is left
 # (steps that no longer fit are reported SKIP), so the device call (timeout_s 600) always returns
 # the log and the summary.
@@ -252,11 +253,10 @@ export -f fmnist_cuda
 export data_dir
 if [ "$torch" = 1 ]; then
   step env 30 "$sr" env
-  step bmodel_cpu1 60 "$sr" bench-model --device cpu --threads 1 \
-    --summary-file "$res/bmodel_cpu1.json"
+  step bmodel_cpu1 60 "$sr" bench-model --device cpu --threads 1 --json
   step torch_cpu1 60 python3 scripts/torch_baseline.py --device cpu --threads 1 \
     --json "$res/torch_cpu1.jsonl"
-  step bmodel_cuda 60 "$sr" bench-model --device cuda --summary-file "$res/bmodel_cuda.json"
+  step bmodel_cuda 60 "$sr" bench-model --device cuda --json
   step torch_cuda 60 python3 scripts/torch_baseline.py --device cuda --json "$res/torch_cuda.jsonl"
   step fmnist_cuda 60 fmnist_cuda
 elif [ "$gpu_sweep" = 1 ]; then
@@ -280,11 +280,9 @@ else  # the checks
     bash scripts/mpirun.sh -np 2 "$sr" bench --device cuda --backends nccl -b 1M -e 1M -n 2 -w 1 \
     --timeout 30
   if [ "$quick" = 0 ]; then
-    step bench_nccl 120 "$sr" bench --device cuda --backends nccl -b 1M -e 256M \
-      --summary-file "$res/bench_nccl.json"
-    step bmodel_cuda 60 "$sr" bench-model --device cuda --summary-file "$res/bmodel_cuda.json"
-    step bmodel_cpu 60 "$sr" bench-model --device cpu --threads 8 \
-      --summary-file "$res/bmodel_cpu.json"
+    step bench_nccl 120 "$sr" bench --device cuda --backends nccl -b 1M -e 256M --json
+    step bmodel_cuda 60 "$sr" bench-model --device cuda --json
+    step bmodel_cpu 60 "$sr" bench-model --device cpu --threads 8 --json
     data=(--dataset fashion-mnist --data-dir "$data_dir")
     [ -r "$data_dir/train-images-idx3-ubyte.gz" ] || data=(--dataset synthetic)
     train=("$sr" train "${data[@]}" --epochs 1 --batch 128 --progress lines --log-every 100)

@@ -171,6 +171,9 @@ class CliErrors(unittest.TestCase):
         self.run_case(0, [], 2, ["no command"])
         self.run_case(2, ["frobnicate"], 2, ["unknown command 'frobnicate'"])
         self.run_case(2, ["bench", "--backends", "ring", "-b", "1X"], 2, ["--min-bytes", "1X"])
+        # a training option that would do nothing in a benchmark is refused, not ignored
+        self.run_case(0, ["bench", "--summary-file", "s.json"], 2, ["'--summary-file'"])
+        self.run_case(0, ["bench-model", "--epochs", "3"], 2, ["'--epochs'"])
 
     def test_batch_larger_than_shard(self):
         self.run_case(2, ["train", "--backend", "ring"] + with_opts(TINY, batch=300), 2,
