@@ -77,8 +77,10 @@ struct Groups {
         "device", val(&c.train.device), "cpu | cuda | auto (no usable GPU: falls back to cpu)")(
         "threads", val(&c.train.threads), "OpenBLAS threads per rank")(
         "timeout", val(&c.sync.timeout_s), "seconds any wait may block before failing");
-    output.add_options()("metrics-file", val(&c.out.metrics_file), "JSON-lines metrics (rank 0)")(
-        "summary-file", val(&c.out.summary_file), "one JSON summary at the end")(
+    output.add_options()("metrics-file", val(&c.out.metrics_file),
+                              "JSON-lines metrics, one line per step and per evaluation (worker 0)")(
+        "summary-file", val(&c.out.summary_file),
+        "one JSON summary at the end (rank 0, schema starring.run.v1)")(
         "trace", val(&c.out.trace_file), "Chrome trace file per rank ('%r' = rank)")(
         "progress", val(&c.out.progress), "auto | bar | lines | off")(
         "log-every", val(&c.out.log_every), "steps between progress lines when not a terminal");
@@ -123,7 +125,7 @@ struct Groups {
         "lr", val(&t.lr), "base learning rate (one worker)")(
         "lr-scale", val(&t.lr_scale), "none | linear | sqrt: scale lr with the number of workers")(
         "warmup-steps", val(&t.warmup_steps), "linear warm-up steps to the scaled lr")(
-        "lr-schedule", val(&t.lr_schedule), "constant | cosine")("optimizer", val(&t.opt.type),
+        "lr-schedule", val(&t.lr_schedule), "constant | cosine (decays to 0 at the last step)")("optimizer", val(&t.opt.type),
                                                                  "sgd (with momentum) | adamw")(
         "momentum", val(&t.opt.momentum), "sgd momentum")("weight-decay", val(&t.opt.weight_decay),
                                                           "sgd: L2; adamw: decoupled")(
@@ -132,7 +134,9 @@ struct Groups {
                                                  "evaluate on the test set after each epoch")(
         "straggler", val(&t.straggler),
         "RANK:MS: worker RANK sleeps MS ms every step; any:MS: one worker drawn at random per step "
-        "sleeps MS ms")("fault", val(&t.fault), "kill:RANK:STEP | hang:RANK:STEP (fault tests)");
+        "sleeps MS ms")("fault", val(&t.fault),
+            "kill:RANK:STEP: rank RANK dies (SIGKILL) at step STEP; hang:RANK:STEP: it stays alive "
+            "but stops communicating (fault tests)");
   }
   void add_sync(SyncConfig& y, Staged& s) {
     sync.add_options()("backend", val(&y.backend), "local | ring | mpi | nccl | ps")(
@@ -143,7 +147,9 @@ struct Groups {
         "segment-bytes", text(&s.segment_bytes, format_bytes(y.segment_bytes)),
         "ring pipelining segment (e.g. 1M)")("nccl-force-ring", flag(&y.nccl_force_ring),
                                              "force NCCL's ring algorithm");
-    ps.add_options()("servers", val(&y.servers), "dedicated server ranks, or 'colocated'")(
+    ps.add_options()("servers", val(&y.servers),
+                     "N dedicated server ranks (the last N: ranks = workers + N), or 'colocated' "
+                     "(a server shard in every worker)")(
         "ps-partition", val(&y.ps_partition), "range (balanced by bytes) | tensor (round-robin)")(
         "ps-chunk-bytes", text(&s.ps_chunk_bytes, format_bytes(y.ps_chunk_bytes)),
         "push/pull message chunk (e.g. 4M)")(
@@ -166,7 +172,8 @@ struct Groups {
         "factor,f", val(&b.factor), "size multiplier between rows")(
         "check,c", val(&b.check), "check results against the closed form (0: off)")(
         "backends", text(&s.backends, ""),
-        "comma list of backends side by side (default: --backend)")(
+        "comma list side by side (default: --backend): ring, ring-p2p, mpi, nccl, ps, "
+        "ps-colocated; NAME@N runs on ranks 0..N-1 only; mpi-nothread with --mode overlap")(
         "memcpy-baseline", flag(&b.memcpy_baseline), "measure memcpy bandwidth for reference");
   }
 

@@ -166,12 +166,13 @@ void print_summary(const nlohmann::json& j) {
   auto& b = j["bytes_per_step"];
   std::printf(
       "\n== StarRing train summary ==\n"
-      "backend %s  workers %d  servers %d  model %s (%zu params)\n"
+      "backend %s  workers %d  servers %s  model %s (%zu params)\n"
       "steps %lld  wall %.2f s  throughput %.0f samples/s%s\n"
       "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
       "bytes per worker per step: sent %.0f  recv %.0f\n"
       "test accuracy %.4f  test loss %.4f\n%s",
-      j["backend"].get<std::string>().c_str(), j["workers"].get<int>(), j["num_servers"].get<int>(),
+      j["backend"].get<std::string>().c_str(), j["workers"].get<int>(),
+      j["servers"] == "colocated" ? "colocated" : std::to_string(j["num_servers"].get<int>()).c_str(),
       j["model"]["widths"].dump().c_str(), j["model"]["params"].get<std::size_t>(),
       j["steps"].get<long long>(), j["wall_s"].get<double>(), j["samples_per_s"].get<double>(),
       j["untimed_steps"].get<long long>() > 0
