@@ -78,7 +78,7 @@ struct Groups {
         "threads", val(&c.train.threads), "OpenBLAS threads per rank")(
         "timeout", val(&c.sync.timeout_s), "seconds any wait may block before failing");
     output.add_options()("metrics-file", val(&c.out.metrics_file),
-                              "JSON-lines metrics, one line per step and per evaluation (worker 0)")(
+                         "JSON-lines metrics, one line per step and per evaluation (worker 0)")(
         "summary-file", val(&c.out.summary_file),
         "one JSON summary at the end (rank 0, schema starring.run.v1)")(
         "trace", val(&c.out.trace_file), "Chrome trace file per rank ('%r' = rank)")(
@@ -125,8 +125,8 @@ struct Groups {
         "lr", val(&t.lr), "base learning rate (one worker)")(
         "lr-scale", val(&t.lr_scale), "none | linear | sqrt: scale lr with the number of workers")(
         "warmup-steps", val(&t.warmup_steps), "linear warm-up steps to the scaled lr")(
-        "lr-schedule", val(&t.lr_schedule), "constant | cosine (decays to 0 at the last step)")("optimizer", val(&t.opt.type),
-                                                                 "sgd (with momentum) | adamw")(
+        "lr-schedule", val(&t.lr_schedule), "constant | cosine (decays to 0 at the last step)")(
+        "optimizer", val(&t.opt.type), "sgd (with momentum) | adamw")(
         "momentum", val(&t.opt.momentum), "sgd momentum")("weight-decay", val(&t.opt.weight_decay),
                                                           "sgd: L2; adamw: decoupled")(
         "beta1", val(&t.opt.beta1), "adamw beta1")("beta2", val(&t.opt.beta2), "adamw beta2")(
@@ -134,9 +134,10 @@ struct Groups {
                                                  "evaluate on the test set after each epoch")(
         "straggler", val(&t.straggler),
         "RANK:MS: worker RANK sleeps MS ms every step; any:MS: one worker drawn at random per step "
-        "sleeps MS ms")("fault", val(&t.fault),
-            "kill:RANK:STEP: rank RANK dies (SIGKILL) at step STEP; hang:RANK:STEP: it stays alive "
-            "but stops communicating (fault tests)");
+        "sleeps MS ms")(
+        "fault", val(&t.fault),
+        "kill:RANK:STEP: rank RANK dies (SIGKILL) at step STEP; hang:RANK:STEP: it stays alive "
+        "but stops communicating (fault tests)");
   }
   void add_sync(SyncConfig& y, Staged& s) {
     sync.add_options()("backend", val(&y.backend), "local | ring | mpi | nccl | ps")(

@@ -172,7 +172,8 @@ void print_summary(const nlohmann::json& j) {
       "bytes per worker per step: sent %.0f  recv %.0f\n"
       "test accuracy %.4f  test loss %.4f\n%s",
       j["backend"].get<std::string>().c_str(), j["workers"].get<int>(),
-      j["servers"] == "colocated" ? "colocated" : std::to_string(j["num_servers"].get<int>()).c_str(),
+      j["servers"] == "colocated" ? "colocated"
+                                  : std::to_string(j["num_servers"].get<int>()).c_str(),
       j["model"]["widths"].dump().c_str(), j["model"]["params"].get<std::size_t>(),
       j["steps"].get<long long>(), j["wall_s"].get<double>(), j["samples_per_s"].get<double>(),
       j["untimed_steps"].get<long long>() > 0
