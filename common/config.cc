@@ -204,7 +204,7 @@ struct Groups {
           .add(runtime)
           .add(pick("Benchmark timing", timing, {"iters", "warmup", "json"}));
     } else if (command == "env") {
-      out.add(runtime);
+      out.add(pick("Runtime", runtime, {"threads", "timeout"}));
     } else {
       all(out, false);
     }
