@@ -194,9 +194,11 @@ void silent_worker(const std::string& backend, std::shared_ptr<Comm> world) {
   Config cfg = sync_config(1000, true);
   cfg.sync.timeout_s = 0.5;
   BackendContext ctx{cfg, world, nullptr, nullptr};
-  Backend b = BackendRegistry::instance().create(backend, ctx);
+  // The buffers outlive the backend: wait_params may give up (its own timeout) while the
+  // communication thread is still inside the ring on them, and only ~Backend joins that thread.
   ParamLayout l = test_layout();
   std::vector<float> params(l.total()), grads(l.total());
+  Backend b = BackendRegistry::instance().create(backend, ctx);
   b.sync->start(l, SyncBuffers{params.data(), grads.data(), false, nullptr}, OptimizerConfig{});
   b.sync->begin_step(1, 0.1f);
   if (world->rank() == world->size() - 1) {
