@@ -19,6 +19,7 @@
 
 #include <boost/program_options.hpp>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <type_traits>
@@ -233,6 +234,9 @@ std::string trim(const std::string& s) {
 // Reads the INI file, drops section headers and ';' comments, and checks every key against the
 // known options so an unknown key is reported with its line number.
 po::parsed_options parse_ini(const std::string& path, const po::options_description& all) {
+  std::error_code ec;  // a folder opens as an empty stream: every option would stay at its default
+  STARRING_CONFIG_CHECK(!std::filesystem::is_directory(path, ec), "--config: '", path,
+                        "' is a folder, not an INI file");
   std::ifstream in(path);
   STARRING_CONFIG_CHECK(in.good(), "--config: cannot read '", path, "' (missing or unreadable)");
   std::ostringstream kept;

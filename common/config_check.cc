@@ -4,6 +4,7 @@
 // conversions the parser uses (sizes with K/M/G suffixes, comma lists, on/off).
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <sstream>
@@ -52,6 +53,11 @@ template <typename T>
 void check(bool ok, const char* option, const char* rule, const T& got) {
   if (!ok) throw ConfigError(detail::concat(option, ": must be ", rule, " (got ", got, ")"));
 }
+
+// Beyond these a value overflows where it is converted (a timeout into a clock deadline in
+// nanoseconds, a bucket into bytes): 'inf' or 1e10 s timed out at once.
+constexpr double kMaxTimeoutS = 1e6;      // 11.6 days
+constexpr double kMaxBucketMb = 1 << 20;  // 1 TiB
 
 // "A:B" or "A:B:C" where the listed parts (1-based) are integers >= 0.
 void check_colon_spec(const char* option, const std::string& spec, std::size_t parts,
@@ -110,16 +116,17 @@ void check_train(const TrainConfig& t) {
   check(t.untimed_steps >= 0, "--untimed-steps", ">= 0", t.untimed_steps);
   check(t.batch > 0, "--batch", "> 0", t.batch);
   check(t.accum > 0, "--accum", "> 0", t.accum);
-  check(t.lr > 0, "--lr", "> 0", t.lr);
+  check(std::isfinite(t.lr) && t.lr > 0, "--lr", "finite and > 0", t.lr);
   check_choice("--lr-scale", t.lr_scale, {"none", "linear", "sqrt"});
   check(t.warmup_steps >= 0, "--warmup-steps", ">= 0", t.warmup_steps);
   check_choice("--lr-schedule", t.lr_schedule, {"constant", "cosine"});
   check_choice("--optimizer", t.opt.type, {"sgd", "adamw"});
   check(t.opt.momentum >= 0 && t.opt.momentum < 1, "--momentum", "in [0, 1)", t.opt.momentum);
-  check(t.opt.weight_decay >= 0, "--weight-decay", ">= 0", t.opt.weight_decay);
+  check(std::isfinite(t.opt.weight_decay) && t.opt.weight_decay >= 0, "--weight-decay",
+        "finite and >= 0", t.opt.weight_decay);
   check(t.opt.beta1 >= 0 && t.opt.beta1 < 1, "--beta1", "in [0, 1)", t.opt.beta1);
   check(t.opt.beta2 >= 0 && t.opt.beta2 < 1, "--beta2", "in [0, 1)", t.opt.beta2);
-  check(t.opt.eps > 0, "--eps", "> 0", t.opt.eps);
+  check(std::isfinite(t.opt.eps) && t.opt.eps > 0, "--eps", "finite and > 0", t.opt.eps);
   check_choice("--device", t.device, {"cpu", "cuda", "auto"});
   check(t.threads > 0, "--threads", "> 0", t.threads);
   check_colon_spec("--straggler", t.straggler, 2, t.straggler.rfind("any:", 0) == 0 ? 1 : 0,
@@ -131,8 +138,10 @@ void check_train(const TrainConfig& t) {
 
 void check_sync(const SyncConfig& s) {
   if (s.backend.empty()) throw ConfigError("--backend: must name a backend (e.g. local, ring, ps)");
-  check(s.timeout_s > 0, "--timeout", "> 0 seconds", s.timeout_s);
-  check(s.bucket_mb > 0, "--bucket-mb", "> 0", s.bucket_mb);
+  check(s.timeout_s > 0 && s.timeout_s <= kMaxTimeoutS, "--timeout", "> 0 and at most 1e6 seconds",
+        s.timeout_s);
+  check(s.bucket_mb > 0 && s.bucket_mb <= kMaxBucketMb, "--bucket-mb",
+        "> 0 and at most 1048576 (1 TiB)", s.bucket_mb);
   check_choice("--compress", s.compress, {"none", "fp16", "bf16"});
   check(s.segment_bytes >= sizeof(float), "--segment-bytes", ">= 4", s.segment_bytes);
   check(s.ps_chunk_bytes >= sizeof(float), "--ps-chunk-bytes", ">= 4", s.ps_chunk_bytes);
@@ -143,6 +152,18 @@ void check_sync(const SyncConfig& s) {
   check_choice("--ps-partition", s.ps_partition, {"range", "tensor"});
   check_choice("--consistency", s.consistency, {"bsp", "asp", "ssp"});
   check(s.staleness >= 0, "--staleness", ">= 0", s.staleness);
+}
+
+// A straggler's sleep is a wait no peer can outlast: at --timeout or more, the others fail (and
+// alone, 0:99999999999 slept for three years).
+void check_straggler_delay(const std::string& spec, double timeout_s) {
+  if (spec.empty()) return;
+  std::int64_t ms = 0;
+  parse_int64(spec.substr(spec.find(':') + 1), ms);  // the format is already checked
+  if (double(ms) >= timeout_s * 1000)
+    throw ConfigError(detail::concat("--straggler ", spec, ": a delay of ", ms,
+                                     " ms per step must be shorter than --timeout (", timeout_s,
+                                     " s), which the other ranks would wait out"));
 }
 
 void check_checkpoint(const CheckpointConfig& k) {
@@ -253,6 +274,7 @@ void finalize_config(Config& cfg) {
   check_model(cfg);
   check_train(cfg.train);
   check_sync(cfg.sync);
+  check_straggler_delay(cfg.train.straggler, cfg.sync.timeout_s);
   check_bench(cfg.bench);
   check_checkpoint(cfg.ckpt);
   check(cfg.out.log_every > 0, "--log-every", "> 0", cfg.out.log_every);
