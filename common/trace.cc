@@ -9,7 +9,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -121,11 +123,19 @@ void Trace::close() {
   const nlohmann::json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
   const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
   {
+    errno = 0;
     std::ofstream out(tmp);
-    STARRING_CHECK(out.good(), "rank ", rank_, ": cannot write trace file ", tmp);
+    if (!out)
+      throw Error(detail::concat("rank ", rank_, ": --trace: cannot write ", tmp, ": ",
+                                 std::strerror(errno)));
     out << doc.dump() << '\n';
     out.close();
-    STARRING_CHECK(out.good(), "rank ", rank_, ": writing trace file ", tmp, " failed");
+    if (!out) {  // a full disk: no half-written file is left behind
+      const int err = errno;
+      std::remove(tmp.c_str());
+      throw Error(detail::concat("rank ", rank_, ": --trace: writing ", tmp, " failed",
+                                 err ? ": " : "", err ? std::strerror(err) : ""));
+    }
   }
   if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
     std::remove(tmp.c_str());

@@ -210,8 +210,11 @@ void write_file_atomically(const std::string& path, const std::string& bytes,
     ::unlink(tmp.c_str());
     throw Error(where + ": writing " + tmp + " failed: " + why);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(where + ": cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw Error(where + ": cannot rename " + tmp + " to " + path + ": " + why);
+  }
   fsync_dir(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string(),
             where);
 }

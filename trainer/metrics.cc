@@ -2,23 +2,20 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "common/error.h"
+#include "trainer/checkpoint.h"
 
 namespace starring {
 
 void write_json_atomically(const std::string& path, const nlohmann::json& j) {
   if (path.empty()) return;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw Error("cannot write " + tmp);
-    out << j.dump(1) << "\n";
-    if (!out) throw Error("write failed: " + tmp);
-  }
-  std::filesystem::rename(tmp, path);
+  // tmp file, fsync, rename; a failed write (a full disk) removes the tmp file
+  write_file_atomically(path, j.dump(1) + "\n", "--summary-file");
 }
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
@@ -31,18 +28,40 @@ MetricsWriter::~MetricsWriter() {
   // Not finished (an exception unwound the run): leave only the .partial file behind.
 }
 
+// A write that fails (a full disk) is reported at once on stderr and fails the run at finish(),
+// when no peer waits for this rank any more (thrown mid-step, the other ranks sat out --timeout);
+// the lines before it stay in the .partial file, and no complete-looking file is left.
+void MetricsWriter::check_stream(const char* doing) {
+  if (out_ || !failure_.empty()) return;
+  const int err = errno;
+  failure_ = detail::concat("--metrics-file: ", doing, " ", path_, ".partial failed",
+                            err ? ": " : "", err ? std::strerror(err) : "");
+  std::fprintf(stderr, "[starring] %s (the run goes on and fails at its end)\n", failure_.c_str());
+  std::fflush(stderr);
+}
+
 void MetricsWriter::write(const nlohmann::json& record) {
-  if (!enabled()) return;
+  if (!enabled() || !failure_.empty()) return;
+  errno = 0;
   out_ << record.dump() << '\n';
+  check_stream("writing");
 }
 
 void MetricsWriter::flush() {
-  if (enabled()) out_.flush();
+  if (!enabled() || !failure_.empty()) return;
+  errno = 0;
+  out_.flush();
+  check_stream("writing");
 }
 
 void MetricsWriter::finish() {
   if (!enabled() || finished_) return;
-  out_.close();
+  if (failure_.empty()) {
+    errno = 0;
+    out_.close();
+    check_stream("closing");
+  }
+  if (!failure_.empty()) throw Error(failure_);
   std::filesystem::rename(path_ + ".partial", path_);
   finished_ = true;
 }

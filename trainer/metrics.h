@@ -26,6 +26,10 @@ class MetricsWriter {
   void finish();  // flush and rename into place
 
  private:
+  void check_stream(const char* doing);  // notes (and reports) the first failed write
+
+  std::string failure_;  // the first failed write, thrown by finish()
+
   std::string path_;
   std::ofstream out_;
   bool finished_ = false;
