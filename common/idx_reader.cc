@@ -102,11 +102,16 @@ GzPtr open_idx(const std::string& path, int expected_rank, IdxFile& out, std::ui
   std::vector<std::uint8_t> dims(4 * static_cast<std::size_t>(expected_rank));
   read_exact(f.get(), path, dims.data(), dims.size(), 4);
   count = 1;
+  std::string shape;
   for (int i = 0; i < expected_rank; ++i) {
     std::uint32_t d = big_endian(&dims[4 * i]);
-    count *= d;
-    if (d == 0 || d > kMaxElements || count > kMaxElements)
+    if (d == 0 || d > kMaxElements)
       throw ConfigError(detail::concat("'", path, "': corrupt header: dimension ", i, " is ", d));
+    count *= d;  // both factors < 2^31: no overflow
+    shape += (i ? " x " : "") + std::to_string(d);
+    if (count > kMaxElements)
+      throw ConfigError(detail::concat("'", path, "': corrupt header: dimensions ", shape,
+                                       " make more than 2^31 - 1 elements"));
     out.dims.push_back(static_cast<int>(d));
   }
   return f;
@@ -138,6 +143,8 @@ IdxFile read_idx_file(const std::string& path, int expected_rank) {
 
 int check_idx_dataset(const std::string& dir) {
   int train = 0;
+  std::vector<int> train_shape;
+  std::string train_path;
   for (const char* prefix : {"train", "t10k"}) {
     const std::string images_path = locate(dir, std::string(prefix) + "-images-idx3-ubyte");
     const std::string labels_path = locate(dir, std::string(prefix) + "-labels-idx1-ubyte");
@@ -146,7 +153,16 @@ int check_idx_dataset(const std::string& dir) {
     open_idx(images_path, 3, images, count);
     open_idx(labels_path, 1, labels, count);
     check_counts(images, images_path, labels, labels_path);
-    if (std::string(prefix) == "train") train = images.dims[0];
+    if (std::string(prefix) == "train") {
+      train = images.dims[0];
+      train_shape = images.dims;
+      train_path = images_path;
+    } else if (images.dims[1] != train_shape[1] || images.dims[2] != train_shape[2]) {
+      // found before training, not by the first evaluation
+      throw ConfigError(detail::concat("'", images_path, "' holds ", images.dims[1], "x",
+                                       images.dims[2], " images but '", train_path, "' ",
+                                       train_shape[1], "x", train_shape[2]));
+    }
   }
   return train;
 }
