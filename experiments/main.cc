@@ -8,9 +8,10 @@
 // other failure (a timeout, a dead peer, ...). Two phases, so that bad input never needs
 // MPI_Abort (whose launcher banner buries the message):
 //  1. Setup, before any communication: parse the options and check what each rank can check
-//     alone (output folders writable, data files present with sane headers). Every rank gets
-//     here, so one MPI_Allreduce tells all of them whether and where it failed; the first
-//     failing rank prints its line and all ranks MPI_Finalize and exit together.
+//     alone (output paths writable plain files, data files present with sane headers, on rank 0
+//     the checkpoint to resume from). Every rank gets here, so one MPI_Allreduce tells all of
+//     them whether and where it failed; the first failing rank prints its line and all ranks
+//     MPI_Finalize and exit together.
 //  2. The command. An error may hit every rank (an unknown backend, a corrupt data file) or only
 //     some (a dead or silent peer, while the others wait for it). At the end every rank takes
 //     part in a non-blocking all-reduce of the outcome on a communicator of its own; a failing
@@ -22,12 +23,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <new>
 #include <string>
 #include <thread>
 #include <utility>
@@ -35,11 +38,13 @@
 
 #include "common/blas_kernels.h"
 #include "common/config.h"
+#include "common/config_detail.h"
 #include "common/dataset.h"
 #include "common/error.h"
 #include "common/mpi_comm.h"
 #include "experiments/commands.h"
 #include "ps/ps_group.h"
+#include "trainer/checkpoint.h"
 
 namespace {
 
@@ -112,17 +117,8 @@ void print_line(const std::string& line) {
 
 // --- phase 1: checks each rank can make alone, before any communication --------------------
 
-// `path` (an output file) can be created: its folder exists and this process may write there.
-void check_output(const char* option, const std::string& path) {
-  namespace fs = std::filesystem;
-  if (path.empty()) return;
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    throw ConfigError(concat(option, ": '", path, "' is a folder; give a file name"));
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  if (!fs::is_directory(dir, ec))
-    throw ConfigError(concat(option, ": folder '", dir.string(), "' does not exist"));
+// A file can be created in folder `dir` by this process (a probe file, removed again).
+void check_writable_folder(const char* option, const std::filesystem::path& dir) {
   std::string probe = (dir / ".starring-write-test-XXXXXX").string();
   const int fd = ::mkstemp(probe.data());
   if (fd < 0)
@@ -130,6 +126,41 @@ void check_output(const char* option, const std::string& path) {
                              std::strerror(errno), ")"));
   ::close(fd);
   ::unlink(probe.c_str());
+}
+
+// `path` (an output file) can be created: its folder exists and this process may write there.
+// Outputs are written next to `path` and renamed over it, so an existing `path` must be a plain
+// file: renamed over /dev/null, a run as root replaced the device with a regular file.
+void check_output(const char* option, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw ConfigError(concat(option, ": '", path, "' is a folder; give a file name"));
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    throw ConfigError(concat(option, ": '", path,
+                             "' is not a regular file (a device, pipe or socket); give a file "
+                             "name, or leave the option out"));
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec))
+    throw ConfigError(concat(option, ": folder '", dir.string(), "' does not exist"));
+  check_writable_folder(option, dir);
+}
+
+// --checkpoint-dir is created when the first checkpoint is written (the end of the run at the
+// latest): what would stop that is found now, before the training it would lose.
+void check_checkpoint_dir_writable(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::path existing = fs::absolute(dir, ec);
+  while (!fs::exists(existing, ec) && existing.has_relative_path())
+    existing = existing.parent_path();
+  if (!fs::is_directory(existing, ec))
+    throw ConfigError(concat("--checkpoint-dir: cannot create '", dir, "': '", existing.string(),
+                             "' is not a folder"));
+  check_writable_folder("--checkpoint-dir", existing);
 }
 
 // A fresh run (no --resume) must not write into a folder holding another run's checkpoints: the
@@ -175,14 +206,59 @@ void check_meaningful(const Config& cfg, int size) {
   if (step < 1) throw ConfigError(concat("--fault ", f, ": STEP must be >= 1"));
 }
 
+// A bench message every rank cannot even hold twice (its input and output) fails here: found by
+// one rank's allocation (the memcpy baseline runs on rank 0 alone), the others waited at a
+// barrier for minutes.
+void check_bench_memory(std::size_t max_bytes) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;
+  const double memory = double(pages) * double(page), need = 2.0 * double(max_bytes);
+  if (need > memory)
+    throw ConfigError(concat("--max-bytes ", starring::format_bytes(max_bytes),
+                             ": each rank holds at least two buffers of this size, more than this "
+                             "machine's memory (",
+                             std::round(memory / (1 << 30) * 10) / 10, " GiB)"));
+}
+
+// --resume: worker 0 (rank 0) reads and checks the checkpoint before any communication, so a
+// missing, corrupt or misfit one is bad input all ranks agree on (found later, a dedicated server
+// waited for the failed workers until MPI_Abort). The model's input and output widths come from
+// the data, read later: the trainer checks those.
+void check_resume(const Config& cfg, int workers) {
+  if (cfg.ckpt.resume.empty()) return;
+  std::string path;
+  const starring::CheckpointData c = starring::load_resume(cfg.ckpt, "rank 0", path);
+  const auto& t = cfg.train;
+  std::vector<int> widths = c.meta.value("widths", std::vector<int>{});
+  if (widths.size() >= 2) {
+    widths = {widths.front(), widths.back()};
+    widths.insert(widths.begin() + 1, cfg.model.hidden.begin(), cfg.model.hidden.end());
+  }
+  std::size_t params = 0;
+  for (std::size_t i = 0; i + 1 < widths.size(); ++i)
+    params += std::size_t(widths[i]) * widths[i + 1] + widths[i + 1];
+  starring::check_checkpoint_fits(c, widths, params, t.opt.type, path, "rank 0");
+  const auto saved = c.meta.value("global_batch", std::int64_t{0});
+  const auto gb = static_cast<std::int64_t>(t.batch) * t.accum * workers;
+  if (saved != gb)
+    throw ConfigError(concat("rank 0: checkpoint ", path, " does not fit this run: global batch ",
+                             saved, " in the checkpoint, ", gb,
+                             " in this run (workers x --batch x --accum = ", workers, " x ",
+                             t.batch, " x ", t.accum, ")"));
+}
+
 void preflight(const Config& cfg, int rank, int size) {
   check_meaningful(cfg, size);
   if (rank == 0) {  // rank 0 writes the metrics and the summary
     check_output("--metrics-file", cfg.out.metrics_file);
     check_output("--summary-file", cfg.out.summary_file);
-    if (cfg.command == "train") check_checkpoint_dir(cfg.ckpt);
+    if (cfg.command == "train") {
+      check_checkpoint_dir(cfg.ckpt);
+      check_checkpoint_dir_writable(cfg.ckpt.dir);
+    }
   }
   check_output("--trace", expand_rank(cfg.out.trace_file, rank));
+  if (cfg.command == "bench") check_bench_memory(cfg.bench.max_bytes);
   if (cfg.command != "train") return;
   const std::string& ds = cfg.data.dataset;
   const bool idx = ds == "fashion-mnist" || ds == "mnist";
@@ -199,6 +275,7 @@ void preflight(const Config& cfg, int rank, int size) {
     throw ConfigError(concat("batch ", t.batch, " x accum ", t.accum,
                              " is larger than each worker's shard (", n / workers, " of ", n,
                              " samples over ", workers, " workers)"));
+  if (rank == 0) check_resume(cfg, workers);
 }
 
 // Parses and checks on every rank, then agrees. Returns -1 to go on, else the exit code
@@ -273,6 +350,9 @@ int run_command(Command command, Config& cfg, int provided, std::string& what) {
       throw starring::Error("the MPI library does not provide MPI_THREAD_MULTIPLE");
     auto world = std::make_shared<starring::MpiComm>(MPI_COMM_WORLD);
     return command(cfg, world);
+  } catch (const std::bad_alloc&) {
+    what = "out of memory (std::bad_alloc): ask for less (--max-bytes, --hidden, --batch)";
+    return 1;
   } catch (const std::exception& e) {
     what = *e.what() ? e.what() : "error without a message";
     return exit_code_of(e);
