@@ -2,6 +2,7 @@
 that file) and the tables it prints, which the report (scripts/report_model.py) shows too.
 Standard library only."""
 import argparse
+import math
 import os
 import signal
 import sys
@@ -87,36 +88,80 @@ def crossover_lines(widths, consts_of, workers, bucket_mb=cm.BUCKET_MB,
             "2(W-1)/W D), within W/(W-1) of the ring from S = W"]
 
 
+def positive(kind):
+    """argparse type: a finite number > 0 of `kind` (int or float)."""
+    def convert(text):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        if not math.isfinite(v) or v <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0 (got {text})")
+        return v
+    convert.__name__ = kind.__name__
+    return convert
+
+
+def int_list(text):
+    """argparse type: a comma list of integers > 0."""
+    return [positive(int)(x) for x in text.split(",")]
+
+
+def model_list(text):
+    """argparse type: presets or hidden widths as a-b (each > 0)."""
+    names = text.split(",")
+    for name in names:
+        if name not in cm.PRESETS:
+            try:
+                [positive(int)(x) for x in name.split("-")]
+            except argparse.ArgumentTypeError:
+                raise argparse.ArgumentTypeError(
+                    f"'{name}' is neither a preset ({', '.join(cm.PRESETS)}) nor widths like "
+                    "512-256") from None
+    return names
+
+
+def compute_ms(text):
+    """argparse type: MODEL=MS with MS > 0."""
+    name, eq, ms = text.partition("=")
+    if not eq or not name:
+        raise argparse.ArgumentTypeError(f"expected MODEL=MS (got '{text}')")
+    return name, positive(float)(ms)
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="scripts/cost_model.py",
                                  description=" ".join(cm.__doc__.split("\n\n")[0].split()),
                                  epilog="The model, its assumptions and the fit: see the top of "
                                  "scripts/cost_model.py.")
     ap.add_argument("results", help="a results folder (bench.jsonl, runs.jsonl) or a bench.jsonl")
-    ap.add_argument("--alpha-us", type=float, help="network latency per message (us); default: "
+    ap.add_argument("--alpha-us", type=positive(float), help="network latency per message (us); default: "
                     "fitted on the folder's bench rows")
-    ap.add_argument("--bandwidth-gbps", type=float, help="link bandwidth (Gb/s, each direction); "
+    ap.add_argument("--bandwidth-gbps", type=positive(float), help="link bandwidth (Gb/s, each direction); "
                     "default: fitted on the folder's bench rows")
-    ap.add_argument("--gamma-gbps", type=float, help="reduction speed (GB/s of floats summed); "
+    ap.add_argument("--gamma-gbps", type=positive(float), help="reduction speed (GB/s of floats summed); "
                     "default 2/3 of the bench's memcpy bandwidth")
-    ap.add_argument("--workers", default="2,4,8,16,32,64,128,256",
+    ap.add_argument("--workers", type=int_list, default="2,4,8,16,32,64,128,256",
                     help="workers to predict, comma list (default: %(default)s)")
-    ap.add_argument("--models", default="default,wide",
+    ap.add_argument("--models", type=model_list, default="default,wide",
                     help="comma list of presets or hidden widths as a-b, e.g. 512-256 "
                     "(default: %(default)s)")
-    ap.add_argument("--batch", type=int, default=64, help="samples per worker per step")
-    ap.add_argument("--compute-ms", action="append", default=[],
+    ap.add_argument("--batch", type=positive(int), default=64, help="samples per worker per step")
+    ap.add_argument("--compute-ms", type=compute_ms, action="append", default=[],
                     help="MODEL=MS: 1-worker compute per step (default: measured)")
-    ap.add_argument("--bucket-mb", type=float, default=cm.BUCKET_MB,
+    ap.add_argument("--bucket-mb", type=positive(float), default=cm.BUCKET_MB,
                     help="gradient bucket size assumed for the predictions, MiB (as train's --bucket-mb; default "
                     "%(default)s)")
-    ap.add_argument("--ps-chunk-mb", type=float, default=cm.PS_CHUNK_BYTES / cm.MIB,
+    ap.add_argument("--ps-chunk-mb", type=positive(float), default=cm.PS_CHUNK_BYTES / cm.MIB,
                     help="PS push/pull chunk assumed for the predictions, MiB (as train's --ps-chunk-bytes; default "
                     "%(default)s)")
     ap.add_argument("--fit-sizes", choices=("auto", "all"), default="auto",
                     help="calibrate each prediction on the bench sizes within 8x of its largest "
                     "bucket (auto) or on all sizes")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if not os.path.exists(a.results):
+        ap.error(f"{a.results}: no such folder or file")
+    return a
 
 
 def load(path):
@@ -155,11 +200,11 @@ def main(argv=None):
                   f"[overlap, no overlap] +-10%; max |error| of the no-overlap prediction "
                   f"{100 * max(abs(p['err']) for p in good):.0f}%, with each run's own compute "
                   f"{100 * max(abs(p['own_compute_err']) for p in good):.0f}%")
-    workers = [int(x) for x in a.workers.split(",")]
+    workers = a.workers
     net = a.alpha_us is not None or a.bandwidth_gbps is not None
     gamma_net = gamma if gamma is not None else (fits[0].consts.gamma if fits else 0.0)
-    user = dict(x.split("=", 1) for x in a.compute_ms)
-    for name in a.models.split(","):
+    user = dict(a.compute_ms)
+    for name in a.models:
         widths = model_widths(name)
         ref_m = cm.model_reference(bench, widths, gamma, chunk, a.bucket_mb, windowed)
 

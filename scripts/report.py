@@ -272,6 +272,8 @@ def main(argv=None):
                     help="print only this sweep's runs in the terminal table (the HTML page and "
                     "summary.md keep every run)")
     a = ap.parse_args(argv)
+    if not os.path.isdir(a.results):
+        sys.exit(f"report.py: {a.results}: no such folder (give the results folder of a sweep)")
     if not os.path.exists(os.path.join(a.results, "runs.jsonl")) and \
             not os.path.exists(os.path.join(a.results, "bench.jsonl")):
         sys.exit(f"report.py: {a.results} has neither runs.jsonl nor bench.jsonl")

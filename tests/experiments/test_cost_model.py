@@ -237,6 +237,22 @@ class OnTheFixture(unittest.TestCase):
         rows = [l.split()[0] for l in p.stdout.splitlines() if l[:3] in ("64 ", "256")]
         self.assertEqual(rows, ["64", "256"])
 
+    def test_cli_bad_values_are_one_usage_error(self):
+        # each once ended in a traceback (ValueError, ZeroDivisionError) or printed nonsense
+        # with exit 0 (--workers 0, a missing folder)
+        for args, says in ((["--workers", "0"], "--workers"), (["--workers", "2,,4"], "--workers"),
+                           (["--bandwidth-gbps", "0"], "--bandwidth-gbps"),
+                           (["--ps-chunk-mb", "0"], "--ps-chunk-mb"),
+                           (["--models", "x"], "'x'"), (["--compute-ms", "-1"], "MODEL=MS")):
+            p = self.run_cli(*args)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(says, p.stderr)
+            self.assertNotIn("Traceback", p.stderr)
+        p = subprocess.run([sys.executable, os.path.join(SCRIPTS, "cost_model.py"),
+                            FIXTURE + "-missing"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("no such folder", p.stderr)
+
     def test_report_has_the_cost_model_section(self):
         tmp = tempfile.mkdtemp(prefix="starring_cost_model_test_")
         try:
