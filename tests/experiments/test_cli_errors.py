@@ -56,13 +56,14 @@ def idx(magic_dims, payload):
     return struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + payload
 
 
-def write_idx_dir(path, n_train=64, n_labels=None, magic=0x803, cut=None):
+def write_idx_dir(path, n_train=64, n_labels=None, magic=0x803, cut=None, test_side=28):
     """Tiny Fashion-MNIST-shaped IDX files; pixels and labels a closed form of the index."""
     os.makedirs(path, exist_ok=True)
     n_labels = n_train if n_labels is None else n_labels
     for prefix, n, nl in (("train", n_train, n_labels), ("t10k", 16, 16)):
-        images = idx((magic if prefix == "train" else 0x803, (n, 28, 28)),
-                     bytes((i * 7 + 3) % 256 for i in range(n * 784)))
+        side = 28 if prefix == "train" else test_side
+        images = idx((magic if prefix == "train" else 0x803, (n, side, side)),
+                     bytes((i * 7 + 3) % 256 for i in range(n * side * side)))
         labels = idx((0x801, (nl,)), bytes(i % 10 for i in range(nl)))
         blob = gzip.compress(images)
         if cut and prefix == "train":
@@ -158,6 +159,17 @@ class CliErrors(unittest.TestCase):
                       ["--consistency asp", "synchronous"])
         self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:5:3"] + TINY, 2,
                       ["--fault kill:5:3", "no rank 5", "2 ranks"])
+        # values that overflowed where they are converted: 'inf' s timed out at once
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", "inf"] + TINY, 2,
+                      ["--timeout", "inf"])
+        self.run_case(0, ["train", "--lr", "inf"] + TINY, 2, ["--lr", "finite", "inf"])
+        # a straggler that outsleeps --timeout (alone, 0:99999999999 slept for years)
+        self.run_case(0, ["train", "--straggler", "0:99999999999"] + TINY, 2,
+                      ["--straggler 0:99999999999", "--timeout"])
+        # a bench message no rank can hold: refused before rank 0 alone failed to allocate it
+        # (the others sat at a barrier for minutes)
+        self.run_case(2, ["bench", "--backends", "ring", "-b", "4", "-e", "65536G"], 2,
+                      ["--max-bytes", "memory"])
 
     def test_config_files(self):
         ini = os.path.join(self.tmp, "bad.ini")
@@ -166,6 +178,8 @@ class CliErrors(unittest.TestCase):
         self.run_case(2, ["train", "--config", ini] + TINY, 2, [ini + ":3", "learning_rate"])
         self.run_case(1, ["train", "--config", ini + ".missing"] + TINY, 2,
                       ["--config", ini + ".missing"])
+        # a folder opened as an empty file: every option silently stayed at its default
+        self.run_case(0, ["train", "--config", self.tmp] + TINY, 2, ["--config", "is a folder"])
 
     def test_commands(self):
         self.run_case(0, [], 2, ["no command"])
@@ -189,6 +203,20 @@ class CliErrors(unittest.TestCase):
         self.run_case(0, ["train", "--trace", self.tmp] + TINY, 2, ["--trace", "is a folder"],
                       outputs=False)
 
+    def test_output_not_a_plain_file(self):
+        # Outputs are renamed over their path: as root, --metrics-file /dev/null replaced the
+        # device with a regular file. A FIFO stands in for the device here.
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        self.run_case(0, ["train", "--metrics-file", fifo] + TINY, 2,
+                      ["--metrics-file", "not a regular file"], outputs=False)
+        self.assertFalse(os.path.isfile(fifo))
+        # --checkpoint-dir that cannot be created: refused up front, not after the training
+        plain = os.path.join(self.tmp, "plain")
+        open(plain, "w").close()
+        self.run_case(2, ["train", "--backend", "ring", "--checkpoint-dir", plain + "/ck"]
+                      + TINY, 2, ["--checkpoint-dir", "not a folder"])
+
     def test_data_files(self):
         gone = os.path.join(self.tmp, "no-data")
         self.run_case(0, ["train", "--data-dir", gone, "--max-steps", "1"], 2,
@@ -201,6 +229,11 @@ class CliErrors(unittest.TestCase):
         write_idx_dir(mismatch, n_labels=32)
         self.run_case(2, ["train", "--backend", "ring", "--data-dir", mismatch, "--batch", "8"],
                       2, ["64 images", "32 labels"])
+        # test images of another shape: found before training, not by the first evaluation
+        shape = os.path.join(self.tmp, "shape")
+        write_idx_dir(shape, test_side=32)
+        self.run_case(0, ["train", "--data-dir", shape, "--batch", "8"], 2,
+                      ["t10k-images", "32x32", "28x28"])
         # Found only when the payload is read, by every rank at once: agreed, not aborted.
         trunc = os.path.join(self.tmp, "trunc")
         write_idx_dir(trunc, cut=500)
@@ -223,6 +256,18 @@ class CliErrors(unittest.TestCase):
         err, _ = self.run_case(2, ["train", "--backend", "ring"] + TINY, 1,
                                ["cannot write", "s.json.tmp"], rank=0, bound=30, prepare=plant,
                                trained=True)
+        self.assertNotIn("MPI_Abort", err)
+
+    def test_resume_misfit_with_a_dedicated_server(self):
+        # A checkpoint that does not fit is bad input found before any communication: one line,
+        # exit 2 (found by the workers later, the server waited for them until MPI_Abort).
+        ck = os.path.join(self.tmp, "ck-misfit")
+        p = subprocess.run([BIN, "train", "--checkpoint-dir", ck] + TINY, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        err, _ = self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--resume",
+                                   "latest", "--checkpoint-dir", ck] + TINY, 2,
+                               ["does not fit", "global batch 16", "32"], rank=0)
         self.assertNotIn("MPI_Abort", err)
 
     # --- a rank dies or goes silent -----------------------------------------------------------
