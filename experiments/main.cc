@@ -247,8 +247,30 @@ void check_resume(const Config& cfg, int workers) {
                              t.batch, " x ", t.accum, ")"));
 }
 
+// Two outputs on one path: the one renamed last silently replaced the other (--metrics-file and
+// --summary-file the same, or one --trace without '%r' for several ranks).
+void check_distinct_outputs(const Config& cfg, int size) {
+  const auto& o = cfg.out;
+  if (size > 1 && !o.trace_file.empty() && o.trace_file.find("%r") == std::string::npos)
+    throw ConfigError(concat("--trace ", o.trace_file, ": all ", size,
+                             " ranks would write this one file; put '%r' (the rank) in the "
+                             "name, e.g. trace.%r.json"));
+  const std::pair<const char*, std::string> outs[] = {{"--metrics-file", o.metrics_file},
+                                                      {"--summary-file", o.summary_file},
+                                                      {"--trace", expand_rank(o.trace_file, 0)}};
+  namespace fs = std::filesystem;
+  for (std::size_t i = 0; i < std::size(outs); ++i)
+    for (std::size_t j = i + 1; j < std::size(outs); ++j)
+      if (!outs[i].second.empty() && !outs[j].second.empty() &&
+          fs::absolute(outs[i].second).lexically_normal() ==
+              fs::absolute(outs[j].second).lexically_normal())
+        throw ConfigError(concat(outs[i].first, " and ", outs[j].first, " name the same file '",
+                                 outs[i].second, "'"));
+}
+
 void preflight(const Config& cfg, int rank, int size) {
   check_meaningful(cfg, size);
+  check_distinct_outputs(cfg, size);
   if (rank == 0) {  // rank 0 writes the metrics and the summary
     check_output("--metrics-file", cfg.out.metrics_file);
     check_output("--summary-file", cfg.out.summary_file);

@@ -203,6 +203,14 @@ class CliErrors(unittest.TestCase):
         self.run_case(0, ["train", "--trace", self.tmp] + TINY, 2, ["--trace", "is a folder"],
                       outputs=False)
 
+    def test_outputs_on_one_path(self):
+        # the file renamed last silently replaced the other
+        same = os.path.join(self.tmp, "same.json")
+        self.run_case(0, ["train", "--metrics-file", same, "--summary-file", same] + TINY, 2,
+                      ["--metrics-file and --summary-file", "same file"], outputs=False)
+        self.run_case(2, ["train", "--backend", "ring", "--trace", same] + TINY, 2,
+                      ["--trace", "2 ranks", "%r"], outputs=False)
+
     def test_output_not_a_plain_file(self):
         # Outputs are renamed over their path: as root, --metrics-file /dev/null replaced the
         # device with a regular file. A FIFO stands in for the device here.
