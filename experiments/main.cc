@@ -223,9 +223,10 @@ void check_bench_memory(std::size_t max_bytes) {
 // --resume: worker 0 (rank 0) reads and checks the checkpoint before any communication, so a
 // missing, corrupt or misfit one is bad input all ranks agree on (found later, a dedicated server
 // waited for the failed workers until MPI_Abort). The model's input and output widths come from
-// the data, read later: the trainer checks those.
-void check_resume(const Config& cfg, int workers) {
-  if (cfg.ckpt.resume.empty()) return;
+// the data, read later: the trainer checks those. Returns the file (--resume latest resolved, so
+// the trainer reads the same one, and warns of a corrupt newer one only once).
+std::string check_resume(const Config& cfg, int workers) {
+  if (cfg.ckpt.resume.empty()) return "";
   std::string path;
   const starring::CheckpointData c = starring::load_resume(cfg.ckpt, "rank 0", path);
   const auto& t = cfg.train;
@@ -245,6 +246,7 @@ void check_resume(const Config& cfg, int workers) {
                              saved, " in the checkpoint, ", gb,
                              " in this run (workers x --batch x --accum = ", workers, " x ",
                              t.batch, " x ", t.accum, ")"));
+  return path;
 }
 
 // Two outputs on one path: the one renamed last silently replaced the other (--metrics-file and
@@ -268,7 +270,7 @@ void check_distinct_outputs(const Config& cfg, int size) {
                                  outs[i].second, "'"));
 }
 
-void preflight(const Config& cfg, int rank, int size) {
+void preflight(Config& cfg, int rank, int size) {
   check_meaningful(cfg, size);
   check_distinct_outputs(cfg, size);
   if (rank == 0) {  // rank 0 writes the metrics and the summary
@@ -297,7 +299,7 @@ void preflight(const Config& cfg, int rank, int size) {
     throw ConfigError(concat("batch ", t.batch, " x accum ", t.accum,
                              " is larger than each worker's shard (", n / workers, " of ", n,
                              " samples over ", workers, " workers)"));
-  if (rank == 0) check_resume(cfg, workers);
+  if (rank == 0) cfg.ckpt.resume = check_resume(cfg, workers);
 }
 
 // Parses and checks on every rank, then agrees. Returns -1 to go on, else the exit code
