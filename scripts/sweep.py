@@ -404,7 +404,10 @@ def main(argv=None):
                  "(cmake -S . -B build && cmake --build build --target starring)")
     if not a.out:
         default_out(name, a.quick)
-    os.makedirs(out, exist_ok=True)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:  # before any run, not as a traceback
+        sys.exit(f"sweep: cannot create the results folder {out}: {e.strerror}")
     counts = {}
     t0 = time.monotonic()
     for rep in range(1, repeats + 1):

@@ -230,6 +230,20 @@ class FailuresAreRecorded(unittest.TestCase):
             self.assertEqual(runs[1]["exit_code"], 124)
             self.assertNotEqual(proc.returncode, 0)
 
+    def test_results_folder_that_cannot_be_made_is_one_line(self):
+        # it was a traceback from os.makedirs
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            plain = os.path.join(tmp, "plain")
+            open(plain, "w").close()
+            ini = os.path.join(tmp, "sweep.ini")
+            with open(ini, "w") as f:
+                f.write(small_sweep(4, "", BROKEN_REST))
+            proc = subprocess.run([SWEEP, ini, "--out", os.path.join(plain, "results"), "--bin",
+                                   BIN, "--no-bench"], capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(proc.returncode, 0)
+            self.assertIn("cannot create the results folder", proc.stderr)
+            self.assertNotIn("Traceback", proc.stderr)
+
 
 class RepeatsRunInRounds(unittest.TestCase):
     def test_every_run_is_made_n_times_and_named_apart(self):
