@@ -21,6 +21,7 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <type_traits>
 
@@ -240,9 +241,14 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
   std::ifstream in(path);
   STARRING_CONFIG_CHECK(in.good(), "--config: cannot read '", path, "' (missing or unreadable)");
   std::ostringstream kept;
+  std::map<std::string, int> line_of;  // key -> its line, for errors found by the parser
   std::string line;
   for (int no = 1; std::getline(in, line); ++no) {
     std::string t = trim(line);
+    // ';' starts a comment after a value too, as '#' does ("lr = 0.1 ; note")
+    if (auto semi = t.find(';');
+        semi != std::string::npos && semi > 0 && (t[semi - 1] == ' ' || t[semi - 1] == '\t'))
+      t = trim(t.substr(0, semi));
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     if (t.front() == '[') {
       STARRING_CONFIG_CHECK(t.back() == ']', path, ":", no, ": bad section header '", t, "'");
@@ -254,11 +260,23 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
     std::string key = trim(t.substr(0, eq));
     STARRING_CONFIG_CHECK(key != "config" && key != "help" && all.find_nothrow(key, false), path,
                           ":", no, ": unknown option '", key, "'");
+    STARRING_CONFIG_CHECK(!line_of.count(key), path, ":", no, ": '", key,
+                          "' given twice (first on line ", line_of[key], ")");
+    line_of[key] = no;
     kept << key << '=' << trim(t.substr(eq + 1)) << '\n';
   }
   std::istringstream stripped(kept.str());
   try {
-    return po::parse_config_file(stripped, all, false);
+    po::parsed_options parsed = po::parse_config_file(stripped, all, false);
+    po::variables_map scratch;  // converts every value now, so a bad one is named with its line
+    po::store(parsed, scratch);
+    return parsed;
+  } catch (const po::error_with_option_name& e) {
+    std::string key = e.get_option_name();
+    key.erase(0, key.find_first_not_of('-'));
+    const auto at = line_of.find(key);
+    if (at == line_of.end()) throw ConfigError(detail::concat(path, ": ", e.what()));
+    throw ConfigError(detail::concat(path, ":", at->second, ": ", e.what()));
   } catch (const po::error& e) {
     throw ConfigError(detail::concat(path, ": ", e.what()));
   }
@@ -311,7 +329,7 @@ bool parse_config(const std::string& command, int argc, const char* const* argv,
   po::options_description visible("Usage: starring " + command + " [options]");
   groups.select(command, visible);
   po::options_description all;
-  groups.all(all, false);
+  groups.all(all, true);  // --run-name too ('config' and 'help' parse_ini refuses by name)
 
   po::variables_map vm;
   po::parsed_options cmd(nullptr);

@@ -180,6 +180,12 @@ class CliErrors(unittest.TestCase):
                       ["--config", ini + ".missing"])
         # a folder opened as an empty file: every option silently stayed at its default
         self.run_case(0, ["train", "--config", self.tmp] + TINY, 2, ["--config", "is a folder"])
+        # a bad value is named with its line (the parser's error had none); ';' after a value
+        # starts a comment, as '#' does; --run-name is a key like any other (it was unknown)
+        with open(ini, "w") as f:
+            f.write("[train]\nrun-name = x ; a label\nmomentum = 0.5 ; sgd\nbatch = many\n")
+        self.run_case(0, ["train", "--config", ini] + TINY[:-4], 2,
+                      [ini + ":4", "'many'", "batch"])
 
     def test_commands(self):
         self.run_case(0, [], 2, ["no command"])
