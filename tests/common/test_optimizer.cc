@@ -31,8 +31,10 @@ std::vector<float> grads_at(std::size_t n, int t) {
   return g;
 }
 
+// Empty vectors (SGD has no second state) may have null data(), which memcmp must not get.
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 OptimizerConfig sgd_cfg() {
