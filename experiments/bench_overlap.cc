@@ -236,7 +236,17 @@ Measured run_backend(const std::string& name, const Config& cfg, std::shared_ptr
   be.sync->start(layout, SyncBuffers{params.data(), grads.data(), false, nullptr},
                  OptimizerConfig{});
   Driver d(*be.sync, *be.workers, sizes.size());
-  m.sample = measure(d, *be.workers, cfg.bench, kinds, tag);
+  try {
+    m.sample = measure(d, *be.workers, cfg.bench, kinds, tag);
+  } catch (...) {
+    // As in Trainer::run: stop the backend while params/grads still exist (a wait that gave up
+    // on its own deadline leaves the communication thread inside the all-reduce on them).
+    try {
+      be.sync->shutdown();
+    } catch (...) {  // the first error is the one to report
+    }
+    throw;
+  }
   be.sync->shutdown();
   return m;
 }
