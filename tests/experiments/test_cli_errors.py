@@ -13,6 +13,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import shutil
 import struct
 import subprocess
@@ -84,7 +85,7 @@ class CliErrors(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def run_case(self, np, args, code=None, says=(), rank=None, bound=60, outputs=True,
-                 killed=False, prepare=None, trained=False):
+                 killed=False, prepare=None, trained=False, preexec=None):
         """Runs starring (np 0: without mpirun) and checks what every failure must satisfy.
         `says`: substrings of the first error line, which is the launcher's when a rank was
         `killed` (it cannot speak for itself); a run that `trained` to the end leaves whole
@@ -99,7 +100,8 @@ class CliErrors(unittest.TestCase):
         if prepare:
             planted = prepare(out)
         t0 = time.monotonic()
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=bound + 30, cwd=out)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=bound + 30, cwd=out,
+                           preexec_fn=preexec)
         took = time.monotonic() - t0
         text = p.stdout + p.stderr
         where = f"\n$ {' '.join(argv)}\nexit {p.returncode}\n{text}"
@@ -170,6 +172,20 @@ class CliErrors(unittest.TestCase):
         # (the others sat at a barrier for minutes)
         self.run_case(2, ["bench", "--backends", "ring", "-b", "4", "-e", "65536G"], 2,
                       ["--max-bytes", "memory"])
+
+    def test_model_beyond_memory(self):
+        # refused before any allocation (the OOM killer ended such a run with no word); only
+        # where a model under the 2^31-parameter cap can exceed memory
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        params = 1.5 * memory / 20  # the check counts 20 bytes a parameter
+        if params > 2.0e9:
+            self.skipTest(f"{memory / 2**30:.0f} GiB of memory holds every model under 2^31")
+        widths = f"60000,{int(params / 60000) + 1}"
+
+        def cap():  # a binary without the check fails to allocate instead of calling the OOM killer
+            resource.setrlimit(resource.RLIMIT_AS, (memory // 2, memory // 2))
+        self.run_case(0, ["train"] + with_opts(TINY, hidden=widths), 2,
+                      ["--hidden", widths, "memory"], preexec=cap)
 
     def test_config_files(self):
         ini = os.path.join(self.tmp, "bad.ini")
