@@ -204,6 +204,9 @@ void check_meaningful(const Config& cfg, int size) {
     throw ConfigError(
         concat("--fault ", f, ": there is no rank ", rank, " (", size, " ranks were started)"));
   if (step < 1) throw ConfigError(concat("--fault ", f, ": STEP must be >= 1"));
+  if (cfg.train.max_steps > 0 && step > cfg.train.max_steps)  // it would never fire
+    throw ConfigError(concat("--fault ", f, ": the run stops at --max-steps ", cfg.train.max_steps,
+                             ", before step ", step));
 }
 
 // A bench message every rank cannot even hold twice (its input and output) fails here: found by

@@ -161,6 +161,9 @@ class CliErrors(unittest.TestCase):
                       ["--consistency asp", "synchronous"])
         self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:5:3"] + TINY, 2,
                       ["--fault kill:5:3", "no rank 5", "2 ranks"])
+        # a fault after the last step never fired
+        self.run_case(0, ["train", "--fault", "hang:0:5"] + TINY, 2,
+                      ["--fault hang:0:5", "--max-steps 4"])
         # values that overflowed where they are converted: 'inf' s timed out at once
         self.run_case(2, ["train", "--backend", "ring", "--timeout", "inf"] + TINY, 2,
                       ["--timeout", "inf"])
