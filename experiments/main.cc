@@ -355,9 +355,16 @@ void print_all(MPI_Comm comm, const std::string& what, int rank, int size) {
   MPI_Gatherv(what.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0,
               comm);
   if (rank != 0) return;
+  // Each message without its own "rank R: " prefix, so that ranks that failed the same way
+  // (every rank: an unavailable backend) print one line, not one each.
   std::vector<std::pair<int, std::string>> msgs;
-  for (int r = 0; r < size; ++r)
-    if (lens[r] > 0) msgs.emplace_back(r, all.substr(offsets[r], lens[r]));
+  for (int r = 0; r < size; ++r) {
+    if (lens[r] == 0) continue;
+    std::string m = all.substr(offsets[r], lens[r]);
+    const std::string own = concat("rank ", r, ": ");
+    if (starts_with(m, own)) m.erase(0, own.size());
+    msgs.emplace_back(r, m);
+  }
   bool same = msgs.size() == static_cast<std::size_t>(size);
   for (const auto& m : msgs) same = same && m.second == msgs[0].second;
   for (std::size_t i = 0; i < msgs.size(); ++i) {
@@ -366,7 +373,12 @@ void print_all(MPI_Comm comm, const std::string& what, int rank, int size) {
     for (std::size_t j = 0; j < i; ++j)
       seen = seen || mine.find(msgs[j].second) != std::string::npos ||
              msgs[j].second.find(mine) != std::string::npos;
-    if (!seen) print_line(error_line(mine, same ? -1 : msgs[i].first));
+    if (seen) continue;
+    std::string also;  // other ranks with the very same message
+    for (std::size_t j = i + 1; !same && j < msgs.size(); ++j)
+      if (msgs[j].second == mine)
+        also += (also.empty() ? " (also rank " : ", ") + std::to_string(msgs[j].first);
+    print_line(error_line(mine, same ? -1 : msgs[i].first) + (also.empty() ? "" : also + ")"));
   }
 }
 

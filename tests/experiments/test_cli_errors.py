@@ -214,6 +214,14 @@ class CliErrors(unittest.TestCase):
         self.run_case(0, ["bench", "--summary-file", "s.json"], 2, ["'--summary-file'"])
         self.run_case(0, ["bench-model", "--epochs", "3"], 2, ["'--epochs'"])
 
+    def test_every_rank_failing_alike_is_one_line(self):
+        # each rank's message starts with its own rank: they were printed once per rank
+        p = subprocess.run([BIN, "train", "--backend", "nccl"] + TINY, capture_output=True,
+                           text=True, timeout=60)
+        if "not available" not in p.stderr:
+            self.skipTest("built with NCCL")
+        self.run_case(3, ["train", "--backend", "nccl"] + TINY, 2, ["'nccl' is not available"])
+
     def test_batch_larger_than_shard(self):
         self.run_case(2, ["train", "--backend", "ring"] + with_opts(TINY, batch=300), 2,
                       ["batch 300", "shard"])
