@@ -12,4 +12,12 @@ namespace starring {
 // `who`: "rank 1" / "server rank 4"; `kind`: "kill" or "hang".
 void announce_fault(const std::string& who, const std::string& kind, std::int64_t step);
 
+// SIGINT, SIGTERM and SIGHUP (Ctrl-C, mpirun passing one on, a batch system's time limit) print
+// one line on stderr, then end the process by the same signal as before, so the exit status
+// still says which signal it was:
+//   starring: rank 0: stopped by SIGINT; checkpoints written so far are whole, metrics stay in
+//   FILE.partial
+// Only where `announce` is true (rank 0: mpirun signals every rank at once).
+void announce_interrupts(bool announce, int rank);
+
 }  // namespace starring

@@ -41,6 +41,7 @@
 #include "common/config_detail.h"
 #include "common/dataset.h"
 #include "common/error.h"
+#include "common/fault.h"
 #include "common/mpi_comm.h"
 #include "experiments/commands.h"
 #include "ps/ps_group.h"
@@ -443,6 +444,7 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  starring::announce_interrupts(rank == 0, rank);
 
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     if (rank == 0 && argc < 2) print_line("starring: error: no command given");

@@ -63,6 +63,12 @@ def condense(frame):
     return None
 
 
+# A rank's note that mpirun's SIGTERM stopped it (common/fault.h): what the user needs after
+# Ctrl-C, noise when another rank's failure made mpirun stop the job. Held to the end and
+# dropped when mpirun names a rank that failed.
+STOPPED = re.compile(rb"^starring: rank \d+: stopped by SIG[A-Z]+;")
+
+
 class Filter:
     def __init__(self, out):
         self.out = out
@@ -70,6 +76,7 @@ class Filter:
         self.midline = False  # the current line was passed on in part already
         self.frame = None  # lines of an open frame, dashes included
         self.said = False  # the one condensed line of this job was written
+        self.stopped = []  # STOPPED lines held until the end
 
     def write(self, data):
         if data:
@@ -84,6 +91,8 @@ class Filter:
             return
         if DASHES.match(bare):
             self.frame = [ln]
+        elif STOPPED.match(bare):
+            self.stopped.append(ln)
         elif not any(p.search(bare) for p in DROP):
             self.write(ln)
 
@@ -131,6 +140,8 @@ class Filter:
             self.line(self.pending)
         if self.frame is not None:
             self.write(b"".join(self.frame))
+        if not self.said:
+            self.write(b"".join(self.stopped))
 
 
 def main():

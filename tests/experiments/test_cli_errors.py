@@ -10,11 +10,13 @@ Also scripts/mpirun_filter.py alone on canned Open MPI 4.1 output.
 Small data: synthetic, a 16-unit MLP; the IDX cases use tiny files written here.
 """
 import argparse
+import glob
 import gzip
 import json
 import os
 import resource
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -312,6 +314,27 @@ class CliErrors(unittest.TestCase):
         self.assertNotIn("MPI_Abort", err)
 
     # --- a rank dies or goes silent -----------------------------------------------------------
+    def test_interrupted_run_says_so_and_leaves_whole_files(self):
+        out = tempfile.mkdtemp(dir=self.tmp)
+        long_run = [a if a != "4" else "100000" for a in TINY]  # --max-steps 100000
+        long_run[long_run.index("--epochs") + 1] = "1000"
+        p = subprocess.Popen([BIN, "train", *long_run, "--metrics-file", f"{out}/m.jsonl",
+                              "--checkpoint-dir", f"{out}/ck", "--checkpoint-every", "20"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not glob.glob(f"{out}/ck/*.ckpt") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, -signal.SIGTERM, err)  # still ended by the signal
+        self.assertIn("starring: rank 0: stopped by SIGTERM", err)
+        self.assertTrue(glob.glob(f"{out}/ck/*.ckpt"), os.listdir(out))
+        self.assertFalse(os.path.exists(f"{out}/m.jsonl"), os.listdir(out))
+        with open(f"{out}/m.jsonl.partial") as fh:
+            lines = fh.read().splitlines()
+        for line in lines[:-1]:  # whole lines (the last may be cut by the signal)
+            json.loads(line)
+
     def test_killed_worker(self):
         _, files = self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:1:5"] + LONG,
                                  None, ["rank 1", "killed by signal 9"], bound=30,
@@ -392,6 +415,13 @@ class Filter(unittest.TestCase):
                          "code 2\n")
         self.assertEqual(filtered(KILLED), "mpirun: job stopped: rank 1 on node vm was killed by "
                          "signal 9 (Killed)\n")
+
+    def test_a_stopped_note_shows_unless_mpirun_names_a_failed_rank(self):
+        note = ("starring: rank 0: stopped by SIGTERM; checkpoints written so far are whole, "
+                "metrics stay in their .partial file\n")
+        self.assertEqual(filtered("a\n" + note + "b\n"), "a\nb\n" + note)  # Ctrl-C: at the end
+        self.assertEqual(filtered(note + KILLED), "mpirun: job stopped: rank 1 on node vm was "
+                         "killed by signal 9 (Killed)\n")  # another rank died: only that
 
     def test_everything_else_passes_unchanged(self):
         text = ("\r[####....] step 3/8 loss 2.1\r[########] step 8/8 loss 1.9\n"
