@@ -88,15 +88,25 @@ inline std::vector<float> train_worker(GradientSync& sync, int worker, int steps
   std::vector<float> p(l.total()), g(l.total());
   for (std::size_t i = 0; i < p.size(); ++i) p[i] = init_value(i);
   sync.start(l, {p.data(), g.data(), false, nullptr}, oc);
-  for (int t = 1; t <= steps; ++t) {
-    for (std::size_t k = l.num_tensors(); k-- > 0;) sync.wait_params(k);  // forward
-    if (before_step) before_step(t);
-    sync.begin_step(t, lr_of(t));
-    for (std::size_t i = 0; i < g.size(); ++i) g[i] = grad_value(worker, t, i);
-    for (std::size_t k = 0; k < l.num_tensors(); ++k) sync.tensor_ready(k);  // backward
-    (void)sync.take_stats();
+  try {
+    for (int t = 1; t <= steps; ++t) {
+      for (std::size_t k = l.num_tensors(); k-- > 0;) sync.wait_params(k);  // forward
+      if (before_step) before_step(t);
+      sync.begin_step(t, lr_of(t));
+      for (std::size_t i = 0; i < g.size(); ++i) g[i] = grad_value(worker, t, i);
+      for (std::size_t k = 0; k < l.num_tensors(); ++k) sync.tensor_ready(k);  // backward
+      (void)sync.take_stats();
+    }
+    sync.flush();
+  } catch (...) {
+    // As Trainer::run: stop the communication thread before p and g go (after a failure it
+    // still cancels the receives it posted into p).
+    try {
+      sync.shutdown();
+    } catch (...) {
+    }
+    throw;
   }
-  sync.flush();
   sync.shutdown();
   return p;
 }
