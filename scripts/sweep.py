@@ -38,6 +38,7 @@ import datetime
 import itertools
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -50,6 +51,12 @@ import starring_results as sr  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(REPO, "scripts", "mpirun.sh") + " -np {np}"
 OMIT = "-"
+
+
+def usage_error(message):
+    """Bad input (a sweep file, an option): one line, exit 2, as `starring` does."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
 
 
 def utc_now():
@@ -92,7 +99,7 @@ def load_sweep(path, quick):
                                    delimiters=("=",))
     cp.optionxform = str  # keep flag names as written
     if not cp.read(path):
-        sys.exit(f"sweep: cannot read sweep file {path}")
+        usage_error(f"sweep: cannot read sweep file {path}")
     sec = {name: dict(cp[name]) for name in cp.sections()}
     sweep = {"timeout_s": "600", "trace": "no", "report": "yes", "description": "",
              "repeats": "1"}
@@ -148,11 +155,48 @@ def expand_runs(train, grid, variants):
             flags = {k: v for k, v in flags.items() if v != OMIT}
             requires = vkeys.get("requires", "")
             if requires not in ("", "gpu", "shared-gpu"):
-                raise SystemExit(f"sweep: variant {vname}: requires = {requires}: expected gpu "
-                                 "(one GPU per rank) or shared-gpu (ranks may share one)")
+                usage_error(f"sweep: variant {vname}: requires = {requires}: expected gpu "
+                            "(one GPU per rank) or shared-gpu (ranks may share one)")
             runs.append({"variant": vname, "flags": flags, "workers": workers,
                          "point": point, "requires": requires})
     return runs
+
+
+def help_flags(binary, command):
+    """The options `starring COMMAND --help` lists (long names, and one-letter ones), or None
+    when the program cannot be run."""
+    try:
+        proc = subprocess.run([binary, command, "--help"], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    return set(re.findall(r"--([a-z0-9][a-z0-9-]*)", proc.stdout)) | set(
+        re.findall(r"(?:^|\s)-([a-z]),? ", proc.stdout))
+
+
+def unknown_flags(binary, runs, benches):
+    """One line per key of the sweep file that `starring train` (or, in a bench's args,
+    `starring bench`) does not know; checked before anything runs, so a typo costs no sweep."""
+    problems = []
+    train = help_flags(binary, "train")
+    if train:
+        for r in runs:
+            for key in r["flags"]:
+                line = (f"sweep: variant {r['variant']}: '{key}' is not a `starring train` option "
+                        "(see starring train --help)")
+                if key not in train and line not in problems:
+                    problems.append(line)
+    bench = help_flags(binary, "bench")
+    if bench:
+        for name, b in benches.items():
+            for tok in shlex.split(b.get("args", "")):
+                flag = tok[2:].split("=")[0] if tok.startswith("--") else None
+                if flag and flag not in bench:
+                    problems.append(f"sweep: bench {name}: '--{flag}' is not a `starring bench` "
+                                    "option (see starring bench --help)")
+    return problems
 
 
 def roles_of(flags, workers):
@@ -317,7 +361,7 @@ def resolve_sweep(arg):
     if not os.path.exists(path):
         names = sorted(f[:-4] for f in os.listdir(os.path.join(REPO, "experiments", "sweeps"))
                        if f.endswith(".ini"))
-        sys.exit(f"sweep: no sweep file '{arg}' (known: {', '.join(names)})")
+        usage_error(f"sweep: no sweep file '{arg}' (known: {', '.join(names)})")
     return path, arg
 
 
@@ -378,7 +422,7 @@ def main(argv=None):
     except ValueError:
         repeats = 0
     if repeats < 1:
-        sys.exit(f"sweep: repeats must be a whole number >= 1, got {repeats!r}")
+        usage_error(f"sweep: repeats must be a whole number >= 1, got {repeats!r}")
     ctx = {"name": name, "out": out, "bin": os.path.abspath(a.bin), "quick": a.quick,
            "repeats": repeats,
            "launcher": a.launcher,
@@ -400,8 +444,11 @@ def main(argv=None):
             print(f"  bench {bname}: np {b.get('np', '')}: {b.get('args', '')}")
         return 0
     if not os.access(ctx["bin"], os.X_OK):
-        sys.exit(f"sweep: {ctx['bin']} is not an executable: build it first "
+        usage_error(f"sweep: {ctx['bin']} is not an executable: build it first "
                  "(cmake -S . -B build && cmake --build build --target starring)")
+    problems = unknown_flags(ctx["bin"], runs, benches)
+    if problems:
+        usage_error("\n".join(problems))
     if not a.out:
         default_out(name, a.quick)
     try:
