@@ -76,6 +76,8 @@ void register_bench_op(const std::string& name, BenchOpFactory f) {
 
 std::unique_ptr<BenchOp> make_bench_op(const std::string& name, const BenchOpContext& ctx) {
   const auto [base, ranks] = split_ranks_suffix(name);  // "ring@4": ranks 0..3 (bench_on_ranks.h)
+  STARRING_CONFIG_CHECK(ranks <= ctx.world->size(), "--backends ", name, ": ", ranks,
+                        " ranks, but only ", ctx.world->size(), " were started");
   for (auto& [n, f] : table())
     if (n == base) return ranks ? make_bench_op_on_ranks(f, ranks, ctx) : f(ctx);
   std::string known;
