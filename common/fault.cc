@@ -49,6 +49,9 @@ void announce_interrupts(bool announce, int rank) {
     g_lens[i] = n > 0 ? std::min<std::size_t>(n, sizeof g_lines[i] - 1) : 0;
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
+    // A signal the caller set to be ignored stays ignored (nohup, `cmd &` in a script).
+    if (sigaction(kSignals[i], nullptr, &sa) == 0 && sa.sa_handler == SIG_IGN) continue;
+    std::memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
     sigaction(kSignals[i], &sa, nullptr);

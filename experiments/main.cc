@@ -275,19 +275,18 @@ void check_distinct_outputs(const Config& cfg, int size) {
 }
 
 void preflight(Config& cfg, int rank, int size) {
+  if (cfg.command == "bench") check_bench_memory(cfg.bench.max_bytes);
+  // Only `train` writes these files (an INI shared with bench or env may still name them).
+  if (cfg.command != "train") return;
   check_meaningful(cfg, size);
   check_distinct_outputs(cfg, size);
   if (rank == 0) {  // rank 0 writes the metrics and the summary
     check_output("--metrics-file", cfg.out.metrics_file);
     check_output("--summary-file", cfg.out.summary_file);
-    if (cfg.command == "train") {
-      check_checkpoint_dir(cfg.ckpt);
-      check_checkpoint_dir_writable(cfg.ckpt.dir);
-    }
+    check_checkpoint_dir(cfg.ckpt);
+    check_checkpoint_dir_writable(cfg.ckpt.dir);
   }
   check_output("--trace", expand_rank(cfg.out.trace_file, rank));
-  if (cfg.command == "bench") check_bench_memory(cfg.bench.max_bytes);
-  if (cfg.command != "train") return;
   const std::string& ds = cfg.data.dataset;
   const bool idx = ds == "fashion-mnist" || ds == "mnist";
   const int n = idx ? starring::check_idx_dataset(cfg.data.data_dir) : cfg.data.synthetic_train;

@@ -254,6 +254,8 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
     print_summary(summary);
     write_json_atomically(cfg.out.summary_file, summary);
   }
+  // After the summary, so a failed metrics file does not cost the run's results too.
+  if (!res.output_error.empty()) throw Error(res.output_error);
   return 0;
 }
 

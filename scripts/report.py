@@ -256,7 +256,7 @@ def make_figures(runs, bench, metrics, out):
     for name, make in makers:
         try:
             figures.append(make())
-        except (KeyError, TypeError, ValueError, ZeroDivisionError) as err:
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as err:
             # A malformed record must not cost the rest of the report: say which plot failed.
             figures.append(rp.Skipped(name, f"could not be drawn: {err!r}"))
     return figures

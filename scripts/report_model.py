@@ -145,7 +145,7 @@ def extrapolation(runs, bench, out_dir):
                        f"{name} MLP ({params / 1e6:.2f}M params), {net}")
             ax.legend(fontsize=7)
             cross = cli.crossover_lines(widths, consts_of, WORKERS)
-            notes.append(f"{name}, {net}: {cross[0]}; {cross[1]}")
+            notes.append(f"{name}, {net}: " + "; ".join(cross[:2]))
         if row == 0:
             notes.insert(0, "compute: " + "; ".join(
                 f"{n} {1e3 * tc[0]:.3g} ms ({tc[1]})" for n, _, _, tc in models))

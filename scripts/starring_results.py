@@ -282,9 +282,10 @@ _BENCH_KEY = ("sweep", "bench", "backend", "np", "workers", "servers", "size", "
 
 
 def collapse_bench_repeats(rows):
-    """Bench rows of one pass made several times -> the median row of each (by time; by overlap
-    for overlap rows), with every repeat's busbw (or overlap %) in `repeat_busbw_GBps`
-    (`repeat_overlap_pct`). Failed-pass records pass through."""
+    """Bench rows of one pass made several times -> the median row of each (by busbw, the lower
+    median for an even count; by overlap % for overlap rows), with every repeat's busbw (or
+    overlap %) in `repeat_busbw_GBps` (`repeat_overlap_pct`). Failed-pass records pass
+    through."""
     def key(b):
         return tuple(b.get(k) for k in _BENCH_KEY) + (re.sub(r"-r\d+$", "", b.get("bench_id", "")),)
     sized = [b for b in rows if "size" in b]

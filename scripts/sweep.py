@@ -416,13 +416,13 @@ def main(argv=None):
         benches = {}
     out = os.path.abspath(a.out) if a.out else os.path.join(
         REPO, "results", name + ("-quick" if a.quick else ""))
-    repeats = a.repeat if a.repeat is not None else sweep["repeats"]
+    given = a.repeat if a.repeat is not None else sweep["repeats"]
     try:
-        repeats = int(repeats)
+        repeats = int(given)
     except ValueError:
         repeats = 0
     if repeats < 1:
-        usage_error(f"sweep: repeats must be a whole number >= 1, got {repeats!r}")
+        usage_error(f"sweep: repeats must be a whole number >= 1, got {given!r}")
     ctx = {"name": name, "out": out, "bin": os.path.abspath(a.bin), "quick": a.quick,
            "repeats": repeats,
            "launcher": a.launcher,

@@ -205,8 +205,10 @@ void write_file_atomically(const std::string& path, const std::string& bytes,
     }
     done += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = std::strerror(errno);
+  const int synced = ::fsync(fd), sync_errno = errno;
+  const int closed = ::close(fd);  // always: a failed fsync must not leak the descriptor
+  if (synced != 0 || closed != 0) {
+    const std::string why = std::strerror(synced != 0 ? sync_errno : errno);
     ::unlink(tmp.c_str());
     throw Error(where + ": writing " + tmp + " failed: " + why);
   }

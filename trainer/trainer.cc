@@ -239,7 +239,11 @@ TrainResult TrainLoop::run() {
   res_.timed_compute_s = res_.compute_s - (untimed_ ? mark_[1] : 0);
   res_.timed_comm_s = res_.comm_s - (untimed_ ? mark_[2] : 0);
   res_.timed_wait_s = res_.wait_s - (untimed_ ? mark_[3] : 0);
-  metrics_.finish();
+  try {
+    metrics_.finish();
+  } catch (const Error& e) {
+    res_.output_error = e.what();
+  }
   return res_;
 }
 

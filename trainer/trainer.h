@@ -63,6 +63,9 @@ struct TrainResult {
   // step of a GPU run costs ~90 ms against ~0.3 ms for the next ones (H200, default MLP).
   std::int64_t untimed_steps = 0;
   double timed_wall_s = 0, timed_compute_s = 0, timed_comm_s = 0, timed_wait_s = 0;
+  // An output that failed while training went on (the metrics file on a full disk): the caller
+  // still writes the summary, then fails the run with this message.
+  std::string output_error;
 };
 
 struct TrainerEnv {
