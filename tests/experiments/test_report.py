@@ -126,6 +126,20 @@ class ReportWithPartialData(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_a_bench_without_parameter_server_rows_still_gives_the_cost_model(self):
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            shutil.copy(os.path.join(FIXTURE, "runs.jsonl"), tmp)
+            shutil.copytree(os.path.join(FIXTURE, "runs"), os.path.join(tmp, "runs"))
+            bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+            with open(os.path.join(tmp, "bench.jsonl"), "w", encoding="utf-8") as f:
+                for b in bench:
+                    if b.get("backend") == "ring":
+                        f.write(json.dumps(b) + "\n")
+            proc = run_report(tmp, os.path.join(tmp, "report"))
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertTrue(os.path.exists(os.path.join(tmp, "report", "cost_model_scaling.png")),
+                            proc.stdout)
+
     def test_a_folder_without_results_is_an_error(self):
         tmp = tempfile.mkdtemp(prefix="starring_report_test_")
         try:
