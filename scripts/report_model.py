@@ -16,6 +16,10 @@ REF_NET = {"alpha_us": 5.0, "bandwidth_gbps": 25.0}
 SERIES_KINDS = ("ring", "ps", "ps-colocated")
 STYLE = {"ring": ("-", "o"), "ps S=1": ("--", "v"), "ps S=W/2": ("-.", "^"),
          "ps co-located": (":", "s")}
+# Fixed colors: color_of's shared cycle of 10 gave two of these series the same color once the
+# other plots had used up its first labels (ring and ps co-located both blue).
+SERIES_COLOR = {"ring": "#1f77b4", "ps S=1": "#ff7f0e", "ps S=W/2": "#9467bd",
+                "ps co-located": "#2ca02c"}
 
 
 def analyse(runs, bench):
@@ -132,14 +136,17 @@ def extrapolation(runs, bench, out_dir):
             for series, pts in ext.items():
                 ws = [p[0] for p in pts]
                 line, marker = STYLE[series]
+                color = SERIES_COLOR.get(series) or color_of(series)
                 ax.plot(ws, [1e3 * p[1] for p in pts], line, marker=marker, markersize=4,
-                        markerfacecolor="none", color=color_of(series), label=series)
+                        markerfacecolor="none", color=color, label=series)
                 ax.fill_between(ws, [1e3 * p[2] for p in pts], [1e3 * p[1] for p in pts],
-                                color=color_of(series), alpha=0.12)
+                                color=color, alpha=0.12)
             ax.axhline(1e3 * tc[0], color="k", linewidth=0.8, linestyle=":",
                        label="T_compute (1 worker)")
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(  # < 1 decade: 2, 5
+                lambda v, _p: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
             _log2_workers(ax, WORKERS)
             label_axes(ax, "workers (log2 scale)", "step time (ms, log scale)",
                        f"{name} MLP ({params / 1e6:.2f}M params), {net}")

@@ -115,7 +115,7 @@ def _log2_workers(ax, workers):
     ax.set_xscale("log", base=2)
     ax.set_xticks(workers)
     ax.set_xticklabels([str(w) for w in workers])
-    ax.minorticks_off()
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())  # the y axis may be log too
 
 
 def _facets(runs):
