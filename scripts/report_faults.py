@@ -68,6 +68,7 @@ def faults(runs, out_dir):
     width = 0.8 / len(kinds)
     fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(groups) + 3), 4.6))
     top = 0.0
+    labelled = set()
     for k, kind in enumerate(kinds):
         for g, group in enumerate(groups):
             match = [r for r in fr if (sr.backend_label(r), r["workers"]) == group
@@ -81,16 +82,17 @@ def faults(runs, out_dir):
             y = f["detect_s"] or 0.0
             top = max(top, y)
             ax.bar(x, y, width, color=KIND_COLOR.get(kind, "#888"), hatch="//" if hung else None,
-                   edgecolor="black" if hung else None, label=kind if g == 0 else None)
+                   edgecolor="black" if hung else None,
+                   label=kind if kind not in labelled else None)  # once per kind, wherever it is
+            labelled.add(kind)
             mark = {"detected": "named", "hung": "HUNG", "missed": "MISSED",
                     "detected, rank not named": "unnamed"}.get(f["outcome"], f["outcome"])
             ax.annotate(f"{mark}\nexit {r.get('exit_code')}", (x, y), ha="center", va="bottom",
                         fontsize=7)
     timeout = _timeout_of(fr)
     if timeout:
-        ax.axhline(timeout, color="#555", ls="--", lw=1)
-        ax.annotate(f"--timeout {timeout:g} s", (len(groups) - 0.5, timeout), ha="right",
-                    va="bottom", fontsize=8, color="#555")
+        # In the legend: a label on the line ran into the bars' own labels.
+        ax.axhline(timeout, color="#555", ls="--", lw=1, label=f"--timeout {timeout:g} s")
         top = max(top, timeout)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([f"{b}\nW={w}" for b, w in groups], fontsize=8)
