@@ -73,30 +73,58 @@ def straggler(runs, out_dir):
                   "training on stale parameters." + oversub_note([p[1] for p in pairs]))
 
 
+def _staleness_label(r):
+    return f"{sr.backend_label(r)} W={r['workers']}" + (
+        f" straggler {r['straggler']}" if r.get("straggler") else "")
+
+
 def staleness(runs, out_dir):
     runs = [r for r in runs if r.get("staleness_hist") and r.get("consistency") in ("ssp", "asp")]
     if not runs:
         return Skipped("Observed staleness", "no PS run under ssp/asp recorded a staleness histogram")
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    n = len(runs)
-    width = 0.8 / n
-    for i, r in enumerate(sorted(runs, key=sr.backend_label)):
-        hist = {int(k): v for k, v in r["staleness_hist"].items()}
-        total = sum(hist.values()) or 1
-        ks = sorted(hist)
-        label = f"{sr.backend_label(r)} W={r['workers']}" + (
-            f" straggler {r['straggler']}" if r.get("straggler") else "")
-        ax.bar([k - 0.4 + width * (i + 0.5) for k in ks], [100 * hist[k] / total for k in ks],
-               width, label=label)
-    ax.set_xlabel("staleness (server clock - clock of the worker's parameters, in steps)")
-    ax.set_ylabel("pushes (%)")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    # One panel per consistency: ASP's long tail (tens of steps) on a shared axis squeezed SSP's
+    # few bars into a sliver.
+    kinds = [k for k in ("ssp", "asp") if any(r["consistency"] == k for r in runs)]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6.4 * len(kinds), 4.4), squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        mine = sorted((r for r in runs if r["consistency"] == kind), key=_staleness_label)
+        width = 0.8 / len(mine)
+        for i, r in enumerate(mine):
+            hist = {int(k): v for k, v in r["staleness_hist"].items()}
+            total = sum(hist.values()) or 1
+            ks = sorted(hist)
+            color = plt.get_cmap("tab10")(i % 10)
+            if kind == "ssp":
+                ax.bar([k - 0.4 + width * (i + 0.5) for k in ks],
+                       [100 * hist[k] / total for k in ks], width, color=color,
+                       label=_staleness_label(r))
+            else:  # cumulative: a tail of 1% bins is invisible as bars
+                cum, acc = [], 0.0
+                for k in ks:
+                    acc += hist[k]
+                    cum.append(100 * acc / total)
+                ax.step(ks, cum, where="post", color=color, label=_staleness_label(r))
+        bounds = sorted({r["staleness"] for r in mine if isinstance(r.get("staleness"), int)})
+        if kind == "ssp":
+            for b in bounds:
+                ax.axvline(b + 0.5, color="k", linestyle=":", linewidth=1,
+                           label=f"bound --staleness {b}")
+            ax.set_xticks(range(0, max(int(k) for r in mine for k in r["staleness_hist"]) + 1))
+            label_axes(ax, "staleness (steps)", "pushes (%)", "SSP: share of pushes")
+        else:
+            ax.set_ylim(0, 102)
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+            label_axes(ax, "staleness (steps)", "pushes with at most this staleness (%)",
+                       "ASP: cumulative share of pushes")
+        ax.legend(fontsize=8)
     name = _save(fig, out_dir, "staleness.png")
     return Figure(name, "Observed staleness (PS, SSP/ASP)",
                   "How stale the parameters were that each gradient push was computed from, as "
-                  "recorded by the servers: the share of pushes at each staleness. Under SSP "
-                  "the bound --staleness caps it; under ASP it is unbounded.")
+                  "recorded by the servers: staleness = the server's clock minus the clock of "
+                  "the parameters the worker computed on, in steps. SSP (bars: the share of "
+                  "pushes at each staleness): the bound --staleness (dotted) caps it. ASP "
+                  "(cumulative share of pushes with at most a given staleness): unbounded, so "
+                  "a long tail; the curve reaches 100% at the stalest push.")
 
 
 def crossover(runs, out_dir):
