@@ -150,14 +150,20 @@ def crossover(runs, out_dir):
     axes[0].axhline(50, color="k", linestyle=":", linewidth=1, label="crossover (50%)")
     axes[0].set_ylabel("communication / (communication + compute) (%)")
     axes[0].set_ylim(0, 100)
-    axes[1].set_ylabel("throughput (samples/s)")
+    axes[0].set_title("communication share of the step")
+    axes[1].set_ylabel("throughput (samples/s, log scale)")
     axes[1].set_yscale("log")
+    axes[1].set_title("throughput")
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xlabel("model parameters (count, log scale)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     name = _save(fig, out_dir, "crossover.png")
+    line = {"-": "solid", "--": "dashed", "-.": "dash-dot", ":": "dotted"}
+    batch_note = ("(a larger batch means more compute per byte; batch " + ", ".join(
+        f"{b} {line[st]}" for b, st in styles.items()) + ")" if len(batches) > 1 else
+        f"(a larger batch means more compute per byte; here one batch size, {batches[0]})")
     return Figure(name, "Compute/communication crossover",
                   "The MLP's hidden width swept from small to very wide at a fixed number of "
                   "workers. Left: communication time as a share of communication plus computation "
@@ -165,10 +171,11 @@ def crossover(runs, out_dir):
                   "gradients than computing them, so no overlap can hide it: communication-bound. "
                   "For an MLP both the FLOPs (about 6 x parameters x batch) and the bytes (4 x "
                   "parameters per copy) grow with the width, so for wide models the ratio is set "
-                  "by the batch size (a larger batch, dashed, means more compute per byte) and by "
-                  "the link's bandwidth against the cores' FLOP rate; for narrow models fixed "
-                  "per-message latency dominates and communication dominates the step. Right: "
-                  "throughput."
+                  f"by the batch size {batch_note} and by "
+                  "the link's bandwidth against the cores' FLOP rate; for narrow models the fixed "
+                  "per-message latency weighs most, so communication can dominate the step "
+                  "(whether it does depends on the backend: see the left panel). Right: "
+                  "throughput (log scale)."
                   + oversub_note(runs))
 
 
