@@ -77,6 +77,11 @@ def oversub_note(runs):
             f"beyond {cores} ranks measures this machine, not the algorithm.")
 
 
+def _hollow_note(runs):
+    return (" Hollow markers are those runs (a dedicated-PS run has W + S ranks)."
+            if any(r.get("oversubscribed") for r in runs) else "")
+
+
 def repeat_note(runs, field="repeat_samples_per_s"):
     """The caption sentence for plots of repeated configurations."""
     counts = sorted({len(r[field]) for r in runs if r.get(field)})
@@ -85,6 +90,21 @@ def repeat_note(runs, field="repeat_samples_per_s"):
     n = f"{counts[0]}-{counts[-1]}" if len(counts) > 1 else str(counts[0])
     return (f" Points run {n} times show the median run; the bars span the fastest and the "
             "slowest.")
+
+
+def _hollow_oversubscribed(ax, xs, items, ys, color):
+    """Hollow markers over the points whose run had more ranks than cores; True if any."""
+    over = [(x, y) for x, it, y in zip(xs, items, ys) if it.get("oversubscribed")]
+    if over:
+        ax.plot([p[0] for p in over], [p[1] for p in over], "o", color=color,
+                markerfacecolor="white")
+    return bool(over)
+
+
+def _hollow_legend(ax, any_over):
+    if any_over:
+        ax.plot([], [], "o", color="gray", markerfacecolor="white",
+                label="hollow: more ranks than cores")
 
 
 def _spread_bars(ax, xs, items, ys, field, color):
@@ -144,16 +164,19 @@ def throughput(runs, out_dir):
     used = []
     for ax, (model, rs) in zip(axes[0], facets.items()):
         workers = sorted({r["workers"] for r in rs})
+        over = False
         for label, pts in _series(rs).items():
             ws = sorted(pts)
             ys = [pts[w]["samples_per_s"] for w in ws]
             ax.plot(ws, ys, "o-", color=color_of(label), label=label)
+            over |= _hollow_oversubscribed(ax, ws, [pts[w] for w in ws], ys, color_of(label))
             _spread_bars(ax, ws, [pts[w] for w in ws], ys, "repeat_samples_per_s",
                          color_of(label))
             ideal = [ys[0] * w / ws[0] for w in ws]
             ax.plot(ws, ideal, ":", color=color_of(label), linewidth=1)
             used += pts.values()
         ax.plot([], [], "k:", linewidth=1, label="ideal linear (dotted)")
+        _hollow_legend(ax, over)
         _log2_workers(ax, workers)
         label_axes(ax, "workers", "throughput (samples/s, all workers)", model)
         ax.legend(fontsize=8)
@@ -163,7 +186,7 @@ def throughput(runs, out_dir):
                   "for each backend as the number of workers grows, with each backend's ideal "
                   "linear scaling from its smallest run drawn dotted in the same color. Every "
                   "worker processes the same per-worker batch (weak scaling)." + repeat_note(used)
-                  + oversub_note(used))
+                  + oversub_note(used) + _hollow_note(used))
 
 
 def efficiency(runs, out_dir):
@@ -174,16 +197,19 @@ def efficiency(runs, out_dir):
     fig, axes = plt.subplots(1, len(facets), figsize=(6.2 * len(facets), 4.2), squeeze=False)
     used = []
     for ax, (model, rs) in zip(axes[0], facets.items()):
+        over = False
         for label, pts in _series(rs).items():
             ws = sorted(pts)
             base = pts[ws[0]]["samples_per_s"] / ws[0]
             eff = [100.0 * pts[w]["samples_per_s"] / (w * base) if base > 0 else 0 for w in ws]
             ax.plot(ws, eff, "o-", color=color_of(label), label=label)
+            over |= _hollow_oversubscribed(ax, ws, [pts[w] for w in ws], eff, color_of(label))
             scaled = [{"spread": [100.0 * v / (w * base) for v in pts[w]["repeat_samples_per_s"]]}
                       if pts[w].get("repeat_samples_per_s") and base > 0 else {} for w in ws]
             _spread_bars(ax, ws, scaled, eff, "spread", color_of(label))
             used += pts.values()
         ax.axhline(100, color="k", linestyle=":", linewidth=1, label="ideal (100%)")
+        _hollow_legend(ax, over)
         _log2_workers(ax, sorted({r["workers"] for r in rs}))
         label_axes(ax, "workers", "scaling efficiency (% of linear)", model)
         ax.set_ylim(bottom=0)
@@ -192,7 +218,7 @@ def efficiency(runs, out_dir):
     return Figure(name, "Scaling efficiency",
                   "Throughput at W workers divided by W times the per-worker throughput of the "
                   "same backend's smallest run, in percent; 100% is perfect linear scaling."
-                  + repeat_note(used) + oversub_note(used))
+                  + repeat_note(used) + oversub_note(used) + _hollow_note(used))
 
 
 def breakdown(runs, out_dir):
