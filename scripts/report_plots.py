@@ -212,7 +212,7 @@ def efficiency(runs, out_dir):
         _hollow_legend(ax, over)
         _log2_workers(ax, sorted({r["workers"] for r in rs}))
         label_axes(ax, "workers", "scaling efficiency (% of linear)", model)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, max(110, ax.get_ylim()[1]))  # a top of 100 clipped points at 100%
         ax.legend(fontsize=8)
     name = _save(fig, out_dir, "efficiency.png")
     return Figure(name, "Scaling efficiency",
