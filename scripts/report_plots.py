@@ -301,12 +301,15 @@ def bytes_per_rank(runs, out_dir):
         for s in sorted({r["num_servers"] for r in servers}):
             ax.plot(ws, [w / s for w in ws], "k-", linewidth=1, alpha=0.3 + 0.7 / s,
                     label=f"theory server, S={s}: W/S")
+        labels = list(dict.fromkeys(sr.backend_label(r) for r in servers))
         for r in servers:
             d = sr.wire_bytes(r)
             label = sr.backend_label(r)
-            ax.plot(r["workers"], r["bytes_per_step"]["server_recv"] / d, "o",
+            # side by side like the left panel: ps-bsp/ssp/asp sat exactly under ps-1
+            x = r["workers"] * 2 ** (0.04 * (labels.index(label) - (len(labels) - 1) / 2))
+            ax.plot(x, r["bytes_per_step"]["server_recv"] / d, "o",
                     color=color_of(label), label=f"{label} (S={r['num_servers']})")
-            ax.plot(r["workers"], r["bytes_per_step"]["server_sent"] / d, "x",
+            ax.plot(x, r["bytes_per_step"]["server_sent"] / d, "x",
                     color=color_of(label))
         _dedupe_legend(ax)
         _log2_workers(ax, sorted({r["workers"] for r in servers}))
