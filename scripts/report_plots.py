@@ -252,7 +252,8 @@ def breakdown(runs, out_dir):
         ax.bar([i + 0.19 for i in x], [1e3 * t.get("comm_s", 0.0) for t in step], 0.2,
                color=COLORS["comm_s"], label="communication (backend, may overlap compute)")
         ax.set_xticks(x)
-        ax.set_xticklabels([f"{sr.backend_label(r)}\nW={r['workers']}" for r in bars], fontsize=8)
+        ax.set_xticklabels([f"{sr.backend_label(r)}\nW={r['workers']}"
+                            + ("*" if r.get("oversubscribed") else "") for r in bars], fontsize=8)
         ax.set_ylabel("time per step (ms, mean over workers)")
         ax.set_title(model)
         ax.grid(axis="y", alpha=0.3)
@@ -268,7 +269,8 @@ def breakdown(runs, out_dir):
                   "are reduced or parameters pulled: communication that was not hidden, and slow "
                   "peers). The narrow bar is the time the backend spent communicating; when it is "
                   "taller than the wait segment, that much communication overlapped computation."
-                  + oversub_note(runs))
+                  + oversub_note(runs) + (" Those runs are marked * (a dedicated-PS run has "
+                                          "W + S ranks)." if oversub_note(runs) else ""))
 
 
 def bytes_per_rank(runs, out_dir):
