@@ -32,7 +32,7 @@ def straggler(runs, out_dir):
         return 100.0 * r["test_accuracy"]
 
     for ax, key, ylabel in ((axes[0], "rate", "aggregate worker rate (samples/s)"),
-                            (axes[1], "acc", "test accuracy (%)")):
+                            (axes[1], "acc", "test accuracy (%, axis not from 0)")):
         without = [value(p[0], key) for p in pairs]
         with_ = [value(p[1], key) for p in pairs]
         ax.bar([i - width / 2 for i in x], without, width, color="#4C72B0", label="no straggler")
@@ -70,7 +70,8 @@ def straggler(runs, out_dir):
                   "(any:MS) are absorbed: each worker is slow on 1/W of the steps, so SSP pays "
                   "about MS/W per step where BSP pays MS; under ASP nobody waits. Right: test accuracy after the same "
                   "number of steps per worker, with the change in percentage points: the cost of "
-                  "training on stale parameters." + oversub_note([p[1] for p in pairs]))
+                  "training on stale parameters (its axis starts near the lowest accuracy, so "
+                  "bar heights exaggerate the differences: read the labels)." + oversub_note([p[1] for p in pairs]))
 
 
 def _staleness_label(r):
