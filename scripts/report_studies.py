@@ -61,17 +61,20 @@ def straggler(runs, out_dir):
     return Figure(name, "Straggler: throughput kept and accuracy cost",
                   f"Workers slowed down (--straggler {', '.join(what)}: RANK:MS puts MS "
                   "milliseconds of extra compute on worker RANK every step; any:MS on one worker "
-                  "drawn at random each step). Left: the samples per second the workers sustain together (the "
-                  "sum over workers of each one's steps x batch / its own training-loop time) "
-                  "without (blue) and with (red) the straggler, with the change in percent. "
-                  "Synchronous backends (ring, PS BSP) wait for the slow worker every step. Under "
-                  "SSP the others may run at most --staleness steps ahead, so a straggler that is "
-                  "slow on every step still bounds them, while delays that move between workers "
-                  "(any:MS) are absorbed: each worker is slow on 1/W of the steps, so SSP pays "
-                  "about MS/W per step where BSP pays MS; under ASP nobody waits. Right: test accuracy after the same "
+                  "drawn at random each step). Left: the samples per second the workers sustain "
+                  "together (the sum over workers of each one's steps x batch / its own "
+                  "training-loop time) without (blue) and with (red) the straggler, with the "
+                  "change in percent. Synchronous backends (ring, PS BSP) wait for the slow "
+                  "worker every step. Under SSP the others may run at most --staleness steps "
+                  "ahead, so a straggler that is slow on every step still bounds them, while "
+                  "delays that move between workers (any:MS) are absorbed: each worker is slow "
+                  "on 1/W of the steps, so SSP pays about MS/W per step where BSP pays MS; under "
+                  "ASP nobody waits, but any:MS still puts about MS/W of extra compute on every "
+                  "worker's step, so its rate falls too. Right: test accuracy after the same "
                   "number of steps per worker, with the change in percentage points: the cost of "
                   "training on stale parameters (its axis starts near the lowest accuracy, so "
-                  "bar heights exaggerate the differences: read the labels)." + oversub_note([p[1] for p in pairs]))
+                  "bar heights exaggerate the differences: read the labels)."
+                  + oversub_note([p[1] for p in pairs]))
 
 
 def _staleness_label(r):
