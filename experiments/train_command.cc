@@ -251,11 +251,15 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
     // Where rank 0 computed (after any fallback: --device cuda without a GPU runs on the CPU).
     summary["device"] = device->is_gpu() ? "cuda" : "cpu";
     summary["device_name"] = device->name();
+    if (res.diverged_step >= 0) summary["diverged_at_step"] = res.diverged_step;
     print_summary(summary);
     write_json_atomically(cfg.out.summary_file, summary);
   }
-  // After the summary, so a failed metrics file does not cost the run's results too.
+  // After the summary, so a failed metrics file or a diverged run does not cost its results too.
   if (!res.output_error.empty()) throw Error(res.output_error);
+  if (world->rank() == 0 && res.diverged_step >= 0)
+    throw Error(detail::concat("training diverged: the loss was not finite from step ",
+                               res.diverged_step, " on (lower --lr, or more --warmup-steps)"));
   return 0;
 }
 

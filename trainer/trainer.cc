@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <thread>
 
 #include "common/error.h"
@@ -336,6 +337,17 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
   add_sync_stats(st);
   res_.compute_s += step_s - wait_s;
   res_.wait_s += wait_s;
+  if (!std::isfinite(loss) && res_.diverged_step < 0) {
+    res_.diverged_step = step_;
+    if (rank_ == 0) {
+      std::fprintf(stderr,
+                   "[starring] rank 0: the training loss is %g at step %lld: training diverged "
+                   "(a lower --lr or more --warmup-steps may help); the run goes on and fails at "
+                   "its end\n",
+                   loss, static_cast<long long>(step_));
+      std::fflush(stderr);
+    }
+  }
   epoch_loss_ += loss;
   ++epoch_batches_;
   loss_acc_ += loss;

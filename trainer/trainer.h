@@ -66,6 +66,9 @@ struct TrainResult {
   // An output that failed while training went on (the metrics file on a full disk): the caller
   // still writes the summary, then fails the run with this message.
   std::string output_error;
+  // The first step whose training loss was not finite on this worker (-1: none): a diverged run,
+  // which the caller fails after writing the summary.
+  std::int64_t diverged_step = -1;
 };
 
 struct TrainerEnv {

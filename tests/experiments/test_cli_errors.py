@@ -314,6 +314,16 @@ class CliErrors(unittest.TestCase):
         self.assertNotIn("MPI_Abort", err)
 
     # --- a rank dies or goes silent -----------------------------------------------------------
+    def test_diverged_run_fails_after_its_summary(self):
+        out = tempfile.mkdtemp(dir=self.tmp)
+        argv = [BIN, "train", *with_opts(TINY, lr="1e30"), "--summary-file", f"{out}/s.json"]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("starring: error: training diverged: the loss was not finite from step",
+                      p.stderr)
+        with open(f"{out}/s.json") as fh:  # the results are kept, and say so
+            self.assertIn("diverged_at_step", json.load(fh))
+
     def test_interrupted_run_says_so_and_leaves_whole_files(self):
         out = tempfile.mkdtemp(dir=self.tmp)
         long_run = [a if a != "4" else "100000" for a in TINY]  # --max-steps 100000
