@@ -105,9 +105,8 @@ void check_model(const Config& c) {
   // A rank holds about five float copies of the model (weights, gradients, optimizer state,
   // bucket and staging buffers: 20 bytes a parameter measured with sgd on the wide preset, 24
   // with adamw); beyond memory the kernel's OOM killer ended the run with no word.
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  const double memory = double(pages) * double(page), need = 20.0 * params;
-  if (pages > 0 && page > 0 && need > memory)
+  const double memory = physical_memory_bytes(), need = 20.0 * params;
+  if (memory > 0 && need > memory)
     throw ConfigError(detail::concat("--hidden: ", join_ints(h), " gives ", params,
                                      " parameters, about ", std::round(need / (1 << 30)),
                                      " GiB per rank: more than this machine's memory (",
@@ -199,6 +198,11 @@ void check_bench(const BenchConfig& b) {
 }
 
 }  // namespace
+
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
+}
 
 std::vector<int> preset_hidden(const std::string& preset) {
   if (preset == "default") return {256, 128};

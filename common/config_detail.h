@@ -20,6 +20,9 @@ std::string join_ints(const std::vector<int>& v);
 std::vector<std::string> split_list(const std::string& option, const std::string& text);
 // Hidden widths of a model preset: "default" {256, 128}, "wide" {4096, 4096}; {} otherwise.
 std::vector<int> preset_hidden(const std::string& preset);
+// This machine's physical memory in bytes (0 when the system does not say), for the checks that
+// refuse a model or a bench message it cannot hold.
+double physical_memory_bytes();
 // "on"/"off" (also true/false, yes/no, 1/0).
 bool parse_on_off(const std::string& option, const std::string& text);
 

@@ -214,10 +214,8 @@ void check_meaningful(const Config& cfg, int size) {
 // one rank's allocation (the memcpy baseline runs on rank 0 alone), the others waited at a
 // barrier for minutes.
 void check_bench_memory(std::size_t max_bytes) {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return;
-  const double memory = double(pages) * double(page), need = 2.0 * double(max_bytes);
-  if (need > memory)
+  const double memory = starring::physical_memory_bytes(), need = 2.0 * double(max_bytes);
+  if (memory > 0 && need > memory)
     throw ConfigError(concat("--max-bytes ", starring::format_bytes(max_bytes),
                              ": each rank holds at least two buffers of this size, more than this "
                              "machine's memory (",
