@@ -67,6 +67,12 @@ def _extra(r):
     return " ".join(f"{k}={v}" for k, v in point.items())
 
 
+def shown_runs(runs):
+    """The successful runs as the report shows them: one per configuration, a repeated one as
+    its median run carrying the others' figures (starring_results.collapse_repeats)."""
+    return sr.collapse_repeats([r for r in runs if r.get("status") == "ok"])
+
+
 def _rate(r):
     """Samples/s; for a repeated configuration the median run's, with the range of all."""
     rates = r.get("repeat_samples_per_s")
@@ -80,7 +86,7 @@ def table_rows(runs):
     """One row per successful run; a leading sweep column when the folder holds several."""
     rows = []
     several = len({r.get("sweep") for r in runs if r.get("status") == "ok"}) > 1
-    ok = sr.collapse_repeats([r for r in runs if r.get("status") == "ok"])
+    ok = shown_runs(runs)
     order = {}
     for r in ok:  # sweeps and backends in the order they ran
         order.setdefault(r.get("sweep", ""), len(order))
@@ -155,7 +161,7 @@ def write_summary(out, runs, bench, figures):
                   f"{': ' + r['reason'] if r.get('reason') else ''}; log: `{r.get('log_file', '')}`"
                   for r in bad]
         parts.append("")
-    parts += rm.summary_lines(sr.collapse_repeats([r for r in runs if r.get("status") == "ok"]),
+    parts += rm.summary_lines(shown_runs(runs),
                               sr.collapse_bench_repeats(bench))
     parts += rf.summary_lines(runs)
     parts += ["## Plots", ""] + [f"- `{f.file}`: {f.title}" for f in figures
@@ -184,7 +190,7 @@ def write_html(out, results, runs, bench, figures, rows, problems):
         body.append("<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER)
                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)
                                         + "</tr>" for row in rows) + "</table>")
-    body.append(rm.html_section(sr.collapse_repeats([r for r in runs if r.get("status") == "ok"]),
+    body.append(rm.html_section(shown_runs(runs),
                                 sr.collapse_bench_repeats(bench)))
     fault_rows = rf.rows(runs)
     if fault_rows:
@@ -236,7 +242,7 @@ def write_html(out, results, runs, bench, figures, rows, problems):
 def make_figures(runs, bench, metrics, out):
     # A configuration run several times is drawn as its median run (with the spread where a
     # plot can show it); the fault table keeps every run.
-    ok = sr.collapse_repeats([r for r in runs if r.get("status") == "ok"])
+    ok = shown_runs(runs)
     bench = sr.collapse_bench_repeats(bench)
     makers = [("throughput", lambda: rp.throughput(ok, out)),
               ("efficiency", lambda: rp.efficiency(ok, out)),
