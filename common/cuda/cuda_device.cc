@@ -5,6 +5,7 @@
 // All work is queued on one stream owned by the device; the results that return a number
 // (loss, correct count, sum of squares) wait for it. Any thread may call in: each entry point
 // makes this device's GPU current first.
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -118,7 +119,19 @@ class CudaDevice final : public Device {
   void* zeroed(std::size_t bytes) {
     use();
     void* p = nullptr;
-    CHECK_CUDA(cudaMalloc(&p, bytes ? bytes : 1));
+    const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: reset it so later calls do not report it again
+      std::size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      constexpr double mib = 1 << 20;
+      throw Error(detail::concat("out of GPU memory on ", name_, ": ", std::round(bytes / mib),
+                                 " MiB asked, ", std::round(free_b / mib), " of ",
+                                 std::round(total_b / mib),
+                                 " MiB free (a narrower --hidden, a smaller --batch, or fewer "
+                                 "ranks sharing this GPU)"));
+    }
+    CHECK_CUDA(e);
     try {
       CHECK_CUDA(cudaMemsetAsync(p, 0, bytes ? bytes : 1, stream_));
       CHECK_CUDA(cudaStreamSynchronize(stream_));  // zero before any other stream can use it

@@ -8,7 +8,8 @@
 //     since the kernels use the same correctly rounded operations and fma as optimizer.cc;
 //   - softmax cross-entropy on logits of +-1000 (exp overflows without the max subtraction);
 //   - launches past the grid cap (rows or columns > 2^20: one thread per row or column) and
-//     past 2^31 elements (index arithmetic), checked against closed forms.
+//     past 2^31 elements (index arithmetic), checked against closed forms;
+//   - an allocation beyond the GPU's memory: a clear Error, and the device still works.
 // Skipped without a usable GPU.
 #include <cstdint>
 
@@ -236,6 +237,26 @@ TEST(GpuDevice, MoreThanTwoToThe31Elements) {
   auto lx = X.get(n - cols, cols);
   for (int c = 0; c < cols; ++c) ASSERT_EQ(lx[c], last[c] > 0 ? 1.5f : 0.0f) << "col " << c;
   gpu->synchronize();
+}
+
+// An allocation beyond the GPU's memory is an Error that says so, with the sizes, and the device
+// stays usable (cudaErrorMemoryAllocation is not sticky).
+TEST(GpuDevice, OutOfMemoryIsAClearErrorAndNotSticky) {
+  GPU_OR_SKIP(gpu);
+  GpuInfo info = query_gpus();
+  const std::size_t mem = info.gpus.empty() ? 0 : info.gpus[0].mem_bytes;
+  ASSERT_GT(mem, 0u);
+  try {
+    gpu->alloc(mem);  // mem floats: four times the GPU's memory
+    FAIL() << "allocating " << mem * 4 << " bytes did not fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of GPU memory on cuda:"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("MiB free"), std::string::npos) << e.what();
+  }
+  Buf X(*gpu, 1024);  // still usable
+  gpu->fill(X.p, 2.0f, 1024);
+  EXPECT_EQ(gpu->sum_squares(X.p, 1024), 4096.0);
 }
 
 }  // namespace
