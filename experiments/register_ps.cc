@@ -8,6 +8,7 @@
 //   worker 0 also: "servers", every server's totals as sent with its goodbye.
 #include <memory>
 
+#include "allreduce/private_comm.h"
 #include "common/error.h"
 #include "common/sub_comm.h"
 #include "experiments/backend_registry.h"
@@ -24,6 +25,10 @@ Backend make_ps_backend(const BackendContext& ctx) {
                         "float32)");
   auto group = ps::make_ps_group(sc.servers, ctx.world->size());
   const int rank = ctx.world->rank();
+  // The servers' and workers' messages travel on a Comm of their own (collective: every rank
+  // makes it here), so a worker's byte counters hold its pushes and pulls alone, not the
+  // trainer's own messages (barriers, evaluation counts) on the world it shares.
+  const std::shared_ptr<Comm> ps_comm = private_comm(ctx.world);
   Backend b;
   b.num_workers = group.num_workers();
   if (group.is_dedicated_server(rank)) {
@@ -35,9 +40,8 @@ Backend make_ps_backend(const BackendContext& ctx) {
     so.fault = ctx.cfg.train.fault;
     so.trace = ctx.trace;
     auto result = std::make_shared<nlohmann::json>(nlohmann::json::object());
-    auto world = ctx.world;
-    b.serve = [world, group, so, result] {
-      ps::ServerLoop loop(world, group, so);
+    b.serve = [ps_comm, group, so, result] {
+      ps::ServerLoop loop(ps_comm, group, so);
       *result = loop.run();
     };
     b.stats = [result] { return *result; };
@@ -48,7 +52,7 @@ Backend make_ps_backend(const BackendContext& ctx) {
       group.colocated ? ctx.world : std::make_shared<SubComm>(ctx.world, group.worker_ranks);
   auto opts = ps::worker_options(sc, ctx.trace);
   opts.fault = ctx.cfg.train.fault;
-  auto worker = std::make_unique<ps::PsWorker>(ctx.world, group, opts);
+  auto worker = std::make_unique<ps::PsWorker>(ps_comm, group, opts);
   ps::PsWorker* w = worker.get();
   const bool colocated = group.colocated, first = b.worker_index == 0;
   b.stats = [w, colocated, first] {

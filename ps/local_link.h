@@ -48,8 +48,8 @@ class LocalLink {
   // they copied): this process's traffic as much as the messages the Comm counts.
   std::atomic<std::uint64_t> shm_recv{0}, shm_sent{0};
   // Bytes of set-up and checkpoint messages (the start spec, the initial parameters, a restored
-  // checkpoint's state, state requests) the server received from other ranks: the Comm counts
-  // them, per-step traffic does not.
+  // checkpoint's state, state requests; also done and heartbeat messages) the server received
+  // from other ranks: the Comm counts them, per-step traffic does not.
   std::atomic<std::uint64_t> setup_recv{0};
   // Bytes of the server's control and checkpoint messages to other ranks (start acks, bye, abort,
   // optimizer state): counted by the Comm, not per-step traffic either.

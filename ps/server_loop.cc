@@ -113,9 +113,11 @@ void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
                  source_rank, ", which is not worker ", h.worker);
   bytes_in_ += bytes;
   ++msgs_in_;
-  if (h.op == Op::kInit || h.op == Op::kInitParams || h.op == Op::kSetState ||
-      h.op == Op::kGetState) {
-    setup_bytes_in_ += bytes;  // set-up and checkpoints, not steps (see the stats below)
+  if (h.op != Op::kPush) {
+    // Set-up, checkpoints and control (kDone, heartbeats), not steps (see the stats below): a
+    // co-located worker whose shard counted another worker's kDone as step traffic reported 32
+    // bytes more or less depending on whether it arrived before its last step's figures.
+    setup_bytes_in_ += bytes;
     if (local_) local_->setup_recv.fetch_add(bytes, std::memory_order_release);
   }
   const bool floats = h.op == Op::kPush || h.op == Op::kInitParams || h.op == Op::kSetState;

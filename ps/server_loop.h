@@ -124,7 +124,8 @@ class ServerLoop {
   double busy_s_ = 0, wall_s_ = 0;
   std::uint64_t bytes_in_ = 0, bytes_out_ = 0, push_bytes_in_ = 0, reply_bytes_out_ = 0;
   // Parts of bytes_in_ / bytes_out_ that are no step's traffic: start, initial parameters and
-  // checkpoints in (kInit, kInitParams, kSetState, kGetState); acks, bye, abort, kState out.
+  // checkpoints in (every message but kPush: kInit, kInitParams, kSetState, kGetState, kDone,
+  // kHeartbeat, kAbort); acks, bye, abort, kState out.
   std::uint64_t setup_bytes_in_ = 0;
   std::uint64_t ctl_bytes_out_ = 0;
   std::uint64_t local_push_bytes_ = 0, msgs_in_ = 0, msgs_out_ = 0;
