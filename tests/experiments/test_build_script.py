@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""scripts/build.sh with a stand-in `cmake` on PATH that records its arguments: `--target T`
+goes to the build step (so scripts/quickstart.sh can build only the `starring` executable, not
+the test binaries), every other argument to the configure step."""
+import os
+import stat
+import subprocess
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BUILD_SH = os.path.join(REPO, "scripts", "build.sh")
+
+FAKE_CMAKE = """#!/bin/sh
+printf '%s\\n' "$*" >> "$CMAKE_CALLS"
+"""
+
+
+def run_build(*args):
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = os.path.join(tmp, "cmake")
+        with open(fake, "w") as f:
+            f.write(FAKE_CMAKE)
+        os.chmod(fake, os.stat(fake).st_mode | stat.S_IEXEC)
+        calls = os.path.join(tmp, "calls")
+        env = dict(os.environ, PATH=tmp + os.pathsep + os.environ["PATH"], CMAKE_CALLS=calls,
+                   STARRING_BUILD_DIR=os.path.join(tmp, "build"))
+        p = subprocess.run(["bash", BUILD_SH, *args], env=env, capture_output=True, text=True)
+        lines = open(calls).read().splitlines() if os.path.exists(calls) else []
+        return p, lines
+
+
+class BuildScript(unittest.TestCase):
+    def test_target_goes_to_the_build_step(self):
+        p, calls = run_build("--target", "starring", "-DSTARRING_CUDA=OFF")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len(calls), 2, calls)
+        configure, build = calls
+        self.assertIn("-DSTARRING_CUDA=OFF", configure)
+        self.assertNotIn("--target", configure)
+        self.assertTrue(build.startswith("--build "), build)
+        self.assertTrue(build.endswith("--target starring"), build)
+
+    def test_several_targets_and_the_equals_form(self):
+        p, calls = run_build("--target=starring", "--target", "test_ring")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(calls[1].endswith("--target starring --target test_ring"), calls[1])
+
+    def test_no_target_builds_everything(self):
+        p, calls = run_build()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("--target", calls[1])
+
+    def test_target_without_a_name_is_an_error(self):
+        p, calls = run_build("--target")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--target needs a target name", p.stderr)
+        self.assertEqual(calls, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
