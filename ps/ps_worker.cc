@@ -58,21 +58,18 @@ bool PsWorker::local_chunk(int chunk) const { return link_ && server_rank(chunk)
 void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const OptimizerConfig& opt) {
   STARRING_CHECK(!started_, where_, ": PsWorker::start called twice");
   STARRING_CHECK(!buffers.on_device, "backend 'ps' works on host buffers");
+  // A plan the servers cannot serve fails before anything starts, so that shutdown() has nothing
+  // to stop; dedicated servers, already waiting for the start message, are told why (kAbort) and
+  // stop with this message instead of taking the workers' clean-up for a finished run.
+  try {
+    make_start_plan(layout);
+  } catch (const ConfigError& e) {
+    if (!group_.colocated) send_abort(e.what(), false);  // co-located: no shard runs yet
+    throw;
+  }
   started_ = true;
   buf_ = buffers;
   opt_cfg_ = opt;
-  const auto bucket_bytes = static_cast<std::size_t>(opt_.bucket_mb * 1024 * 1024);
-  plan_ = make_plan(layout, group_.num_servers(), slicer_by_name(opt_.partition), opt_.chunk_bytes,
-                    bucket_bytes);
-  for (int s = 0; s < group_.num_servers(); ++s)
-    STARRING_CONFIG_CHECK(!plan_.chunks_of_server[static_cast<std::size_t>(s)].empty(),
-                          "parameter server ", s, " would own no part of the model (",
-                          layout.num_tensors(), " tensors, ", layout.total(), " floats, ",
-                          group_.num_servers(), " servers, --ps-partition ", opt_.partition,
-                          "): use fewer servers");
-  STARRING_CONFIG_CHECK(plan_.chunks.size() <= static_cast<std::size_t>(kMaxChunks),
-                        "the model makes ", plan_.chunks.size(),
-                        " parameter-server chunks; raise --ps-chunk-bytes");
   const std::size_t n = plan_.chunks.size();
   requested_.assign(n, 0);
   completed_.assign(n, 0);
@@ -91,6 +88,21 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
   send_init(layout);
   const int servers = group_.num_servers();
   wait_for([&] { return acks_ == servers; }, "the servers' start acknowledgements", false);
+}
+
+void PsWorker::make_start_plan(const ParamLayout& layout) {
+  const auto bucket_bytes = static_cast<std::size_t>(opt_.bucket_mb * 1024 * 1024);
+  plan_ = make_plan(layout, group_.num_servers(), slicer_by_name(opt_.partition), opt_.chunk_bytes,
+                    bucket_bytes);
+  for (int s = 0; s < group_.num_servers(); ++s)
+    STARRING_CONFIG_CHECK(!plan_.chunks_of_server[static_cast<std::size_t>(s)].empty(),
+                          "parameter server ", s, " would own no part of the model (",
+                          layout.num_tensors(), " tensors, ", layout.total(), " floats, ",
+                          group_.num_servers(), " servers, --ps-partition ", opt_.partition,
+                          "): use fewer servers");
+  STARRING_CONFIG_CHECK(plan_.chunks.size() <= static_cast<std::size_t>(kMaxChunks),
+                        "the model makes ", plan_.chunks.size(),
+                        " parameter-server chunks; raise --ps-chunk-bytes");
 }
 
 void PsWorker::start_local_server() {

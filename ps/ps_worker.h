@@ -127,6 +127,7 @@ class PsWorker : public GradientSync {
   void on_state(const PsHeader& h, const float* data);
 
   // ps_worker.cc helpers
+  void make_start_plan(const ParamLayout& layout);  // plan_, or ConfigError
   void send_init(const ParamLayout& layout);
   void wait_for(const std::function<bool()>& ready, const char* what, bool count_wait);
   void wait_chunks(const std::vector<int>& chunks, const char* what);

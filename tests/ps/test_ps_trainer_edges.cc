@@ -2,11 +2,16 @@
 // ps/ do not reach:
 //  - byte accounting: the per-step bytes a worker reports are the backend's pushes and pulls
 //    only - not the trainer's own messages on the worker communicator (the start barrier, the
-//    evaluation counts reduced to worker 0), so they do not change when evaluations are added.
+//    evaluation counts reduced to worker 0), so they do not change when evaluations are added;
+//  - more servers than the model has floats: every worker fails at start with the ConfigError
+//    that says so, and the dedicated servers stop at once with it (they used to take the
+//    workers' clean-up for a finished run, and the workers then waited for goodbyes that no
+//    thread could receive; under mpirun the job ended in timeouts that hid the real message).
 #include <gtest/gtest.h>
 
 #include "../trainer/train_fixture.h"
 #include "ps/protocol.h"
+#include "ps_test_util.h"
 
 namespace starring {
 namespace {
@@ -47,6 +52,37 @@ TEST(PsTrainerBytes, StepBytesAreThePushesAndPullsAloneWithOrWithoutEvaluation) 
       EXPECT_EQ(ra.bytes_sent, ra.steps * (model + sizeof(ps::PsHeader))) << "worker " << w;
       EXPECT_EQ(ra.bytes_recv, ra.steps * model) << "worker " << w;
     }
+  }
+}
+
+TEST(PsStart, MoreServersThanFloatsIsAConfigErrorOnEveryRank) {
+  ParamLayout layout;  // 3 floats for 4 servers
+  layout.add("fc.bias", {1});
+  layout.add("fc.weight", {2});
+  for (const char* servers : {"4", "colocated"}) {
+    const int workers = std::string(servers) == "4" ? 2 : 4;
+    const int n = std::string(servers) == "4" ? workers + 4 : workers;
+    const ps::PsGroup group = ps::make_ps_group(servers, n);
+    ps::PsWorkerOptions opt = ps::testing::test_options();
+    opt.timeout = Seconds(1.0);  // a hang in the clean-up shows as a TimeoutError, not a wait
+    const auto errors = ps::testing::run_world(n, [&](std::shared_ptr<Comm> comm) {
+      if (group.is_dedicated_server(comm->rank())) {
+        ps::ServerLoop(comm, group, ps::testing::server_options(opt)).run();
+        return;
+      }
+      std::vector<float> p(layout.total()), g(layout.total());
+      ps::PsWorker w(comm, group, opt);
+      try {
+        w.start(layout, {p.data(), g.data(), false, nullptr}, ps::testing::test_opt("sgd"));
+      } catch (const ConfigError& e) {
+        w.shutdown();  // as Trainer::run after a failure: must not wait for anything
+        throw;
+      }
+    });
+    for (int r = 0; r < n; ++r)
+      EXPECT_NE(errors[static_cast<std::size_t>(r)].find("would own no part of the model"),
+                std::string::npos)
+          << servers << ", rank " << r << ": '" << errors[static_cast<std::size_t>(r)] << "'";
   }
 }
 
