@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""scripts/add_run.py: runs launched by hand (a --summary-file, its metrics and traces, and
+`starring bench --json` output) become records that scripts/report.py reports like a sweep's.
+The summaries are the committed fixture's runs (tests/experiments/fixtures/results); no
+`starring` binary needed."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+FIXTURE = os.path.join(HERE, "fixtures", "results")
+ADD = os.path.join(REPO, "scripts", "add_run.py")
+REPORT = os.path.join(REPO, "scripts", "report.py")
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import starring_results as sr  # noqa: E402
+
+DRIVER_FIELDS = set(sr.RECORD_FIELDS) | {"grid_point", "metrics_file", "summary_file", "log_file",
+                                         "quick", "repeat", "repeats", "sweep", "run_id"}
+
+
+def fixture_run(run_id):
+    with open(os.path.join(FIXTURE, "runs.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec["run_id"] == run_id:
+                return rec
+    raise KeyError(run_id)
+
+
+def as_summary(rec):
+    """What `starring train --summary-file` wrote for a fixture run: its record without the
+    fields the sweep driver adds."""
+    s = {k: v for k, v in rec.items() if k not in DRIVER_FIELDS or k in sr.SUMMARY_FIELDS}
+    assert not sr.check_summary(s), sr.check_summary(s)
+    return s
+
+
+def add(*args):
+    return subprocess.run([sys.executable, ADD, *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+class AddRun(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="starring_add_run_")
+        self.dir = self.tmp.name
+        self.out = os.path.join(self.dir, "results")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, obj):
+        path = os.path.join(self.dir, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(obj if isinstance(obj, str) else json.dumps(obj))
+        return path
+
+    def test_hand_runs_make_a_report_with_throughput_bytes_and_timelines(self):
+        for run_id in ("main-ring-w1", "main-ring-w2", "main-ps-1-w2"):
+            rec = fixture_run(run_id)
+            summary = self.write(run_id + ".json", as_summary(rec))
+            metrics = os.path.join(FIXTURE, rec["metrics_file"])
+            args = [self.out, summary, "--metrics", metrics]
+            if run_id == "main-ring-w2":
+                for rank in range(2):
+                    self.write(f"t.{rank}.json", {"traceEvents": [
+                        {"name": "forward", "ph": "X", "pid": rank, "tid": 0, "ts": 0, "dur": 5}]})
+                args += ["--trace", os.path.join(self.dir, "t.%r.json")]
+            p = add(*args)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("scripts/report.py", p.stdout)
+        bench_rows, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        bench_rows = [b for b in bench_rows if "size" in b and b.get("bench") != "overlap"][:6]
+        text = "# starring bench: ...\n   ring  1048576 ...\n" + "\n".join(
+            json.dumps(b) for b in bench_rows) + "\n#  ring  Out of bounds values : 0 OK\n"
+        p = add(self.out, "--bench", self.write("bench.txt", text))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"{len(bench_rows)} bench rows", p.stdout)
+
+        runs, bad = sr.read_jsonl(os.path.join(self.out, "runs.jsonl"))
+        self.assertEqual(bad, [])
+        self.assertEqual([r["variant"] for r in runs], ["ring", "ring", "ps S=1"])
+        for i, r in enumerate(runs):
+            self.assertEqual(sr.check_record(r, r["run_id"]), [], r["run_id"])
+            self.assertTrue(os.path.isfile(os.path.join(self.out, r["metrics_file"])))
+            self.assertTrue(r["run_id"].startswith(f"adhoc-{i + 1:03d}-"))
+        self.assertEqual(len(runs[1]["trace_files"]), 2)
+        self.assertTrue(os.path.isfile(os.path.join(self.out, runs[1]["trace_merged"])))
+        self.assertNotEqual(runs[0]["config"], runs[2]["config"])
+
+        rep = subprocess.run([sys.executable, REPORT, self.out], capture_output=True, text=True,
+                             timeout=300)
+        self.assertEqual(rep.returncode, 0, rep.stderr)
+        made = set(os.listdir(os.path.join(self.out, "report")))
+        for png in ("throughput.png", "breakdown.png", "bytes_per_rank.png", "busbw.png",
+                    "convergence.png"):
+            self.assertIn(png, made)
+        with open(os.path.join(self.out, "report", "report.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn("Timelines", page)
+        self.assertIn(runs[1]["run_id"], page)
+
+    def test_label_names_the_line(self):
+        summary = self.write("s.json", as_summary(fixture_run("main-ring-w2")))
+        p = add(self.out, summary, "--label", "my ring")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        runs, _ = sr.read_jsonl(os.path.join(self.out, "runs.jsonl"))
+        self.assertEqual(runs[0]["variant"], "my ring")
+        self.assertEqual(runs[0]["run_id"], "adhoc-001-my-ring-w2")
+
+    def test_bad_inputs_are_one_line_and_exit_2(self):
+        summary = self.write("s.json", as_summary(fixture_run("main-ring-w2")))
+        cases = [
+            ([self.write("m.jsonl", '{"step": 1}\n{"step": 2}\n')], "not a JSON file"),
+            ([self.write("x.json", {"schema": "other"})], "not a `starring train --summary-file`"),
+            ([os.path.join(self.dir, "absent.json")], "cannot read the summary"),
+            ([summary, "--metrics", os.path.join(self.dir, "none.jsonl")], "no metrics file"),
+            ([summary, "--trace", os.path.join(self.dir, "t.json")], "with %r"),
+            (["--bench", self.write("b.txt", "# a table without --json\n")], "no `starring bench"),
+        ]
+        for args, message in cases:
+            p = add(self.out, *args)
+            self.assertEqual(p.returncode, 2, (args, p.stdout, p.stderr))
+            self.assertIn(message, p.stderr, args)
+            self.assertNotIn("Traceback", p.stderr)
+        runs, _ = sr.read_jsonl(os.path.join(self.out, "runs.jsonl"))
+        self.assertEqual(runs, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
