@@ -51,6 +51,19 @@ def scaling_runs(runs):
     return out
 
 
+def scaling_skip_reason(runs, has, what):
+    """Why a plot of scaling_runs is not drawn: no run has `what` at all, or every run that has
+    it varies a study knob (a straggler, --hidden, --bucket-mb...), which the plot leaves out."""
+    having = [r for r in runs if has(r)]
+    if not having or scaling_runs(having):
+        return f"no run has {what}"
+    knobs = {k for r in having for k in r.get("grid_point", {}) if k in STUDY_KEYS}
+    knobs |= {"straggler"} if any(r.get("straggler") for r in having) else set()
+    return (f"the runs with {what} all vary {', '.join('--' + k for k in sorted(knobs))}, "
+            "which this plot leaves out (it compares runs that differ only in backend, workers "
+            "and model; the study has its own plot, and the summary table lists every run)")
+
+
 def model_label(r):
     m = r.get("model", {})
     params = m.get("params", 0)
@@ -222,9 +235,11 @@ def efficiency(runs, out_dir):
 
 
 def breakdown(runs, out_dir):
+    every = runs
     runs = [r for r in scaling_runs(runs) if r.get("step_time")]
     if not runs:
-        return Skipped("Step-time breakdown", "no run recorded a step-time breakdown")
+        return Skipped("Step-time breakdown", scaling_skip_reason(
+            every, lambda r: r.get("step_time"), "a step-time breakdown"))
     facets = _facets(runs)
     widest = max(len(rs) for rs in facets.values())
     fig, axes = plt.subplots(len(facets), 1, figsize=(max(7, 1.05 * widest + 2), 4.3 * len(facets)),
@@ -442,9 +457,12 @@ def _smooth(values, k):
 
 
 def convergence(runs, metrics, out_dir):
+    every = runs
     runs = [r for r in scaling_runs(runs) if r.get("history") or metrics.get(r["run_id"])]
     if not runs:
-        return Skipped("Loss and accuracy vs wall time", "no run has a history or metrics file")
+        return Skipped("Loss and accuracy vs wall time", scaling_skip_reason(
+            every, lambda r: r.get("history") or metrics.get(r["run_id"]),
+            "a history or metrics file"))
     facets = _facets(runs)
     model, runs = next(iter(facets.items()))  # the smallest model only: one panel per W
     workers = sorted({r["workers"] for r in runs})

@@ -3,6 +3,7 @@
 (tests/experiments/fixtures/results, written by make_fixture.py). No `starring` binary needed.
 """
 import copy
+import html
 import json
 import os
 import re
@@ -125,6 +126,30 @@ class ReportWithPartialData(unittest.TestCase):
             self.assertIn("Throughput vs workers", page)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_a_study_only_folder_says_why_the_scaling_plots_are_missing(self):
+        # every run of a straggler study has a step-time breakdown and metrics; the page must not
+        # claim that none has (it said "no run recorded a step-time breakdown")
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+            study = [r for r in runs if r.get("sweep") == "straggler" and r["status"] == "ok"]
+            self.assertTrue(study and all(r.get("step_time") for r in study))
+            with open(os.path.join(tmp, "runs.jsonl"), "w", encoding="utf-8") as f:
+                for r in study:
+                    f.write(json.dumps(r) + "\n")
+            shutil.copytree(os.path.join(FIXTURE, "runs"), os.path.join(tmp, "runs"))
+            proc = run_report(tmp, os.path.join(tmp, "report"))
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(os.path.join(tmp, "report", "report.html"), encoding="utf-8") as f:
+                page = html.unescape(re.sub(r"<[^>]+>", " ", f.read()))
+            self.assertIn("straggler.png", os.listdir(os.path.join(tmp, "report")))
+            skipped = page.split("Plots not drawn")[1]
+            self.assertNotIn("no run has a step-time breakdown", skipped)
+            self.assertNotIn("no run has a history", skipped)
+            self.assertIn("Step-time breakdown: the runs with a step-time breakdown all vary "
+                          "--straggler", skipped)
+            self.assertIn("Loss and accuracy vs wall time: the runs with a history or metrics "
+                          "file all vary --straggler", skipped)
 
     def test_a_bench_without_parameter_server_rows_still_gives_the_cost_model(self):
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
