@@ -173,9 +173,11 @@ struct Groups {
                         "smallest message (K/M/G suffixes)")(
         "max-bytes,e", text(&s.max_bytes, format_bytes(b.max_bytes)), "largest message")(
         "factor,f", val(&b.factor), "size multiplier between rows")(
-        "check,c", val(&b.check), "check results against the closed form (0: off)")(
+        "check,c", val(&b.check),
+        "check results against the closed form (0: off; #wrong then reads N/A)")(
         "backends", text(&s.backends, ""),
-        "comma list side by side (default: --backend): ring, ring-p2p, mpi, nccl, ps, "
+        "comma list side by side (default: --backend; ring when that is local): ring, "
+        "ring-p2p, mpi, nccl, ps, "
         "ps-colocated; NAME@N runs on ranks 0..N-1 only; mpi-nothread with --mode overlap")(
         "memcpy-baseline", flag(&b.memcpy_baseline), "measure memcpy bandwidth for reference");
   }

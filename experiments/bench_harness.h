@@ -16,7 +16,8 @@
 //      expected_sum(workers, i) exactly: the values are small integers, so any order of float
 //      additions gives the same bits, and a wrong count of 0 is a real check;
 //   5. reads op.counters() before/after the timed loop for the bytes moved per rank.
-// Rank 0 prints one row per size: size count type time(us) algbw busbw #wrong, with
+// Rank 0 prints a line with the parameters (nccl-tests' "minBytes ... iters ... validation"), then
+// one row per size: size count type time(us) algbw busbw #wrong (N/A with -c 0), with
 // algbw = bytes / time and busbw = algbw * op.bus_factor(), and a JSON line per row with --json
 // (fields in /work/notes/schema.md), then a footer per backend.
 //
@@ -114,6 +115,8 @@ struct BenchRow {
   std::size_t bytes = 0, count = 0;
   double time_us = 0, algbw_GBps = 0, busbw_GBps = 0;
   long wrong = 0;
+  bool checked = true;  // false with -c 0: `wrong` is then unknown ("N/A", JSON null)
+  int iters = 0, warmup = 0;
   double memcpy_GBps = 0;
   double bytes_sent_per_rank = 0, bytes_recv_per_rank = 0;
   bool bytes_measured = true;
