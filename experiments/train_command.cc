@@ -161,13 +161,21 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   return j;
 }
 
+// " (601-900 in this run)" after a resumed run's step count: its wall time and throughput
+// cover only the steps it ran, which "steps 900  wall 0.31 s" alone hid.
+std::string resumed_steps(const nlohmann::json& j) {
+  const long long at = j.value("resumed_at_step", 0LL), steps = j["steps"].get<long long>();
+  if (at <= 0 || !j["resumed_from"].is_string()) return "";
+  return " (" + std::to_string(at + 1) + "-" + std::to_string(steps) + " in this run)";
+}
+
 void print_summary(const nlohmann::json& j) {
   auto& st = j["step_time"];
   auto& b = j["bytes_per_step"];
   std::printf(
       "\n== StarRing train summary ==\n"
       "backend %s  workers %d  servers %s  model %s (%zu params)\n"
-      "steps %lld  wall %.2f s  throughput %.0f samples/s%s\n"
+      "steps %lld%s  wall %.2f s  throughput %.0f samples/s%s\n"
       "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
       "bytes per worker per step: sent %.0f  recv %.0f\n"
       "test accuracy %.4f  test loss %.4f\n%s",
@@ -175,7 +183,8 @@ void print_summary(const nlohmann::json& j) {
       j["servers"] == "colocated" ? "colocated"
                                   : std::to_string(j["num_servers"].get<int>()).c_str(),
       j["model"]["widths"].dump().c_str(), j["model"]["params"].get<std::size_t>(),
-      j["steps"].get<long long>(), j["wall_s"].get<double>(), j["samples_per_s"].get<double>(),
+      j["steps"].get<long long>(), resumed_steps(j).c_str(), j["wall_s"].get<double>(),
+      j["samples_per_s"].get<double>(),
       j["untimed_steps"].get<long long>() > 0
           ? (" (steps after the first " + std::to_string(j["untimed_steps"].get<long long>()) +
              "; all steps: " +

@@ -56,6 +56,8 @@ class CheckpointCli(unittest.TestCase):
                        "--summary-file", self.summary)
         self.assertEqual(second.returncode, 0, second.stderr)
         self.assertIn("resumed from", second.stdout)
+        # the printed wall time and throughput cover the 20 steps this run trained: say so
+        self.assertIn("steps 40 (21-40 in this run)  wall ", second.stdout)
         with open(self.summary) as f:
             s = json.load(f)
         self.assertEqual(s["steps"], 40)
