@@ -88,6 +88,12 @@ class GradientSync {
     throw Error("checkpoints are not supported by backend '" + name() + "'");
   }
 
+  // Before an evaluation, on every worker, after flush() on all of them and a barrier: a backend
+  // whose workers may hold different copies of the parameters (ps under asp/ssp: each worker
+  // has its last reply, which lags the pushes applied after it) makes this worker's parameter
+  // buffer the current master copy, so that every worker evaluates the same, latest model.
+  virtual void refresh_params() {}
+
   // True when the backend works on GPU buffers directly (nccl); others get host buffers.
   virtual bool accepts_device_buffers() const { return false; }
   virtual std::string name() const = 0;

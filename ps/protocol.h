@@ -11,9 +11,11 @@
 //                server is not mistaken for a silent one)
 //   kDone        clean shutdown: this worker has nothing more to push
 //   kAbort       text: this worker failed; the server stops and tells every worker why
-//   kGetState    checkpoints (worker 0 only, after every worker flushed): send me `chunk`'s
-//                parameters and optimizer state; the server answers with one kState message
-//                per vector: step 0 the parameters, 1 momentum / Adam m, 2 Adam v
+//   kGetState    after every worker flushed: send me `chunk`'s parameters and its first `step`
+//                optimizer-state vectors; the server answers with one kState message per
+//                vector: step 0 the parameters, 1 momentum / Adam m, 2 Adam v. Checkpoints
+//                (worker 0 only) ask for every vector; an evaluation under asp/ssp (any worker)
+//                for the parameters alone (step 0)
 //   kSetState    floats: optimizer state vector `step` (1: momentum / Adam m, 2: Adam v) of
 //                `chunk` (worker 0 only, on resume, before any push); answered with kAck
 // Server -> worker:

@@ -83,6 +83,9 @@ class PsWorker : public GradientSync {
   // servers (kGetState) and restores it on resume (kSetState, acknowledged); no-ops elsewhere.
   void save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) override;
   void load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) override;
+  // asp/ssp: this worker's parameters become the servers' master copy (kGetState, parameters
+  // only); bsp: nothing to do, every reply is the round's result.
+  void refresh_params() override;
 
   const PsPlan& plan() const { return plan_; }
   // Bytes and messages this worker has moved: the Comm's counters plus the data that went
@@ -125,6 +128,7 @@ class PsWorker : public GradientSync {
 
   // worker_state.cc helpers
   void on_state(const PsHeader& h, const float* data);
+  CommCounters fetch_from_servers(int parts, float* const dsts[3]);
 
   // ps_worker.cc helpers
   void make_start_plan(const ParamLayout& layout);  // plan_, or ConfigError

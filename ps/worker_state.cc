@@ -1,10 +1,11 @@
 // The worker side of checkpoints (see ps/protocol.h, kGetState / kSetState / kState). Only worker
 // 0 talks to the servers; the trainer calls these on every worker after flush() and a barrier
 // (save) or after start() and before a barrier (load), so no push is in flight under any
-// consistency model. Requests go out on the request tag (or the LocalLink to this process's own
-// shard); the state vectors of one server come back on kStateTag in request order, which is the
-// order the receives are posted in (MPI's non-overtaking rule matches them one to one).
-// Part 0 of a chunk's answer is the server's master copy of its parameters, written into this
+// consistency model. Before an evaluation under asp/ssp every worker fetches the parameters
+// alone the same way (refresh_params). Requests go out on the request tag (or the LocalLink to this
+// process's own shard); the state vectors of one server come back on kStateTag in request order,
+// which is the order the receives are posted in (MPI's non-overtaking rule matches them one to
+// one). Part 0 of a chunk's answer is the server's master copy of its parameters, written into this
 // worker's parameter buffer: the checkpoint then holds parameters and state of the same moment
 // under asp/ssp too (under bsp the values are the ones this worker already has, bit for bit).
 #include <cstring>
@@ -38,6 +39,29 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
   s1.assign(plan_.total, 0.0f);
   s2.assign(parts == 2 ? plan_.total : 0, 0.0f);
   float* dsts[3] = {buf_.params, s1.data(), s2.data()};
+  fetch_from_servers(parts, dsts);
+}
+
+// Under bsp every worker holds the servers' values already (each reply is the round's result);
+// under asp/ssp a worker's last reply lags the pushes applied after it, so an evaluation asks
+// for the master copy (the trainer calls this after a flush and a barrier on every worker).
+void PsWorker::refresh_params() {
+  STARRING_CHECK(started_ && !shut_, where_, ": refresh_params outside start()..shutdown()");
+  flush();
+  if (opt_.consistency == "bsp") return;
+  float* dsts[3] = {buf_.params, nullptr, nullptr};
+  // The evaluation's traffic, not a step's: left out of the next take_stats() (its own messages
+  // only: the other workers may already be pushing their next step).
+  const CommCounters fetched = fetch_from_servers(0, dsts);
+  last_counters_.bytes_sent += fetched.bytes_sent;
+  last_counters_.bytes_recv += fetched.bytes_recv;
+}
+
+// Asks every chunk's server for its parameters and `parts` optimizer-state vectors (kGetState)
+// and writes vector p of each chunk at its offset in dsts[p]. Returns the bytes of the messages
+// it exchanged over the Comm.
+CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3]) {
+  CommCounters moved;
   struct Pending {
     int chunk, part;
     std::vector<char> buf;
@@ -60,6 +84,7 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
     h.op = Op::kGetState;
     h.worker = index_;
     h.chunk = ci;
+    h.step = parts;
     if (local_chunk(ci)) {
       local_parts += static_cast<std::size_t>(parts + 1);
       link_->post({h, nullptr, {}});
@@ -69,8 +94,10 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
       Pending& r = remote.emplace_back(Pending{ci, p, {}, nullptr});
       r.buf.resize(sizeof(PsHeader) + plan_.chunks[c].count * sizeof(float));
       r.req = comm_->irecv(r.buf.data(), r.buf.size(), server_rank(ci), kStateTag);
+      moved.bytes_recv += r.buf.size();
     }
     sends.push_back(comm_->isend(&h, sizeof h, server_rank(ci), kReqTag));
+    moved.bytes_sent += sizeof h;
   }
   // Poll until every vector has landed; the comm thread keeps reporting server failures.
   const auto limit = opt_.timeout + grace();
@@ -109,6 +136,7 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
                    ", expected chunk ", r.chunk, " part ", r.part, ")");
     std::memcpy(dsts[r.part] + ch.begin, r.buf.data() + sizeof(PsHeader), ch.count * sizeof(float));
   }
+  return moved;
 }
 
 void PsWorker::load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) {

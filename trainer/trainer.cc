@@ -367,6 +367,9 @@ void TrainLoop::evaluate(int epoch) {
   res_.wait_s += seconds_since(t_wait);
   const auto t_eval = Clock::now();
   TraceScope te(trace_, "evaluate", "eval");
+  // Every worker's pushes applied (ps asp/ssp), then every worker takes the same parameters.
+  env_.workers.barrier(env_.workers.timeout());
+  env_.sync.refresh_params();
   staging_.all_params_up();
   EvalResult ev = evaluator_.run(test_);
   eval_s_ += seconds_since(t_eval);

@@ -15,7 +15,8 @@
 // Learning rate: lr * scale(W) with scale none | linear (W) | sqrt (sqrt W), reached by linear
 // warm-up over warmup_steps from lr (unscaled), optionally cosine-decayed afterwards.
 // Evaluation: the test set is sharded round-robin over workers (every sample counted exactly
-// once, no drop) and the counts are reduced to worker 0.
+// once, no drop) and the counts are reduced to worker 0. Every worker evaluates the same
+// parameters: after a barrier the sync refreshes them (GradientSync::refresh_params).
 #pragma once
 #include <cstdint>
 #include <functional>

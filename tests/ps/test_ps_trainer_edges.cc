@@ -2,11 +2,15 @@
 // ps/ do not reach:
 //  - byte accounting: the per-step bytes a worker reports are the backend's pushes and pulls
 //    only - not the trainer's own messages on the worker communicator (the start barrier, the
-//    evaluation counts reduced to worker 0), so they do not change when evaluations are added;
+//    evaluation counts reduced to worker 0, the parameters fetched for an evaluation under
+//    asp), so they do not change when evaluations are added;
 //  - more servers than the model has floats: every worker fails at start with the ConfigError
 //    that says so, and the dedicated servers stop at once with it (they used to take the
 //    workers' clean-up for a finished run, and the workers then waited for goodbyes that no
-//    thread could receive; under mpirun the job ended in timeouts that hid the real message).
+//    thread could receive; under mpirun the job ended in timeouts that hid the real message);
+//  - asp / ssp: every evaluation, the last one included, sees the servers' parameters with every
+//    push applied, on every worker - not each worker's own last reply (which under asp lags the
+//    others' later pushes), so the reported accuracy is that of one model, the final one.
 #include <gtest/gtest.h>
 
 #include "../trainer/train_fixture.h"
@@ -32,25 +36,52 @@ int world_of(const Config& cfg, int workers) {
 
 TEST(PsTrainerBytes, StepBytesAreThePushesAndPullsAloneWithOrWithoutEvaluation) {
   constexpr int kWorkers = 3;
-  for (const char* servers : {"1", "colocated"}) {
-    Config quiet = ps_config(servers);
-    Config evals = quiet;
-    evals.train.eval_each_epoch = true;
-    const auto a = testing::train_inproc(quiet, world_of(quiet, kWorkers));
-    const auto b = testing::train_inproc(evals, world_of(evals, kWorkers));
-    for (int w = 0; w < kWorkers; ++w) {
-      const TrainResult& ra = a[static_cast<std::size_t>(w)].result;
-      const TrainResult& rb = b[static_cast<std::size_t>(w)].result;
-      ASSERT_GT(ra.steps, 0);
-      ASSERT_EQ(rb.history.size(), 3u);
-      EXPECT_EQ(ra.bytes_sent, rb.bytes_sent) << servers << ", worker " << w;
-      EXPECT_EQ(ra.bytes_recv, rb.bytes_recv) << servers << ", worker " << w;
-      if (std::string(servers) != "1") continue;
-      // One server, one bucket, one chunk: each step pushes the gradient with a header and
-      // gets the parameters back.
-      const std::uint64_t model = ra.num_params * sizeof(float);
-      EXPECT_EQ(ra.bytes_sent, ra.steps * (model + sizeof(ps::PsHeader))) << "worker " << w;
-      EXPECT_EQ(ra.bytes_recv, ra.steps * model) << "worker " << w;
+  for (const char* consistency : {"bsp", "asp"}) {
+    for (const char* servers : {"1", "colocated"}) {
+      Config quiet = ps_config(servers);
+      quiet.sync.consistency = consistency;
+      Config evals = quiet;
+      evals.train.eval_each_epoch = true;
+      const auto a = testing::train_inproc(quiet, world_of(quiet, kWorkers));
+      const auto b = testing::train_inproc(evals, world_of(evals, kWorkers));
+      for (int w = 0; w < kWorkers; ++w) {
+        const TrainResult& ra = a[static_cast<std::size_t>(w)].result;
+        const TrainResult& rb = b[static_cast<std::size_t>(w)].result;
+        ASSERT_GT(ra.steps, 0);
+        ASSERT_EQ(rb.history.size(), 3u);
+        EXPECT_EQ(ra.bytes_sent, rb.bytes_sent)
+            << consistency << ", " << servers << ", worker " << w;
+        EXPECT_EQ(ra.bytes_recv, rb.bytes_recv)
+            << consistency << ", " << servers << ", worker " << w;
+        if (std::string(servers) != "1") continue;
+        // One server, one bucket, one chunk: each step pushes the gradient with a header and
+        // gets the parameters back.
+        const std::uint64_t model = ra.num_params * sizeof(float);
+        EXPECT_EQ(ra.bytes_sent, ra.steps * (model + sizeof(ps::PsHeader))) << "worker " << w;
+        EXPECT_EQ(ra.bytes_recv, ra.steps * model) << "worker " << w;
+      }
+    }
+  }
+}
+
+TEST(PsTrainerAsync, EveryWorkerEvaluatesAndEndsWithTheServersParameters) {
+  constexpr int kWorkers = 3;
+  for (const char* consistency : {"asp", "ssp"}) {
+    for (const char* servers : {"1", "colocated"}) {
+      Config cfg = ps_config(servers);
+      cfg.sync.consistency = consistency;
+      cfg.sync.staleness = 1;
+      cfg.sync.ps_shared_memory = true;
+      cfg.train.eval_each_epoch = true;
+      const auto outs = testing::train_inproc(cfg, world_of(cfg, kWorkers));
+      const TrainResult& r0 = outs[0].result;
+      for (int w = 1; w < kWorkers; ++w) {
+        const TrainResult& r = outs[static_cast<std::size_t>(w)].result;
+        EXPECT_EQ(r.params, r0.params)
+            << consistency << ", servers " << servers << ": worker " << w << " ended with other "
+            << "parameters than worker 0 (max |diff| " << testing::max_abs_diff(r.params, r0.params)
+            << ")";
+      }
     }
   }
 }
