@@ -73,6 +73,67 @@ TEST(BenchHarness, RingRowsAreCorrectAndCountBytes) {
   }
 }
 
+// The parameter server's bench adapter (experiments/bench_ps.cc): push + pull through the same
+// PsWorker/ServerLoop code as training, checked against the closed form, with the bytes each
+// server moves per iteration against the theory: dedicated, the servers together take in and
+// send out W * D (each W * D / S, within one chunk); co-located, each of the W shards receives
+// its share from the W - 1 other workers, so together (W - 1) * D each way. busbw is the busiest
+// link: algbw * max(1, W/S) dedicated, algbw * 2(W-1)/W co-located. A worker rank moves D each
+// way (dedicated) or 2(W-1)/W * D (co-located, its shard included).
+TEST(BenchHarness, PsRowsAreCorrectAndServerBytesMatchTheory) {
+  INPROC_ONLY();
+  struct Case {
+    int np;
+    std::string servers;
+    std::vector<std::string> backends;
+  };
+  for (const Case& k : {Case{3, "1", {"ps", "ps-colocated@2"}}, Case{4, "2", {"ps"}},
+                        Case{4, "3", {"ps"}}, Case{3, "colocated", {"ps"}}}) {
+    SCOPED_TRACE("np " + std::to_string(k.np) + " --servers " + k.servers);
+    inproc(k.np, [&k](std::shared_ptr<Comm> c) {
+      Config cfg = bench_config(k.backends);
+      cfg.bench.max_bytes = 256 << 10;
+      cfg.sync.servers = k.servers;
+      cfg.sync.ps_chunk_bytes = 16 << 10;  // several chunks per server from 64 K on
+      cfg.sync.timeout_s = 60;
+      auto rows = run_bench_harness(cfg, c, nullptr);
+      if (c->rank() != 0) return;
+      ASSERT_EQ(rows.size(), k.backends.size() * 4);  // 4 K, 16 K, 64 K, 256 K
+      for (const auto& r : rows) {
+        SCOPED_TRACE(r.backend + " " + std::to_string(r.bytes) + " B");
+        EXPECT_EQ(r.kind, "pushpull");
+        EXPECT_EQ(r.wrong, 0);
+        const bool colocated = k.servers == "colocated" || r.backend == "ps-colocated@2";
+        const int s = colocated ? r.workers : std::stoi(k.servers);
+        EXPECT_EQ(r.workers, colocated ? (r.backend == "ps" ? k.np : 2) : k.np - s);
+        const double w = r.workers, d = static_cast<double>(r.bytes);
+        EXPECT_DOUBLE_EQ(r.busbw_GBps / r.algbw_GBps,
+                         colocated ? 2.0 * (w - 1) / w : std::max(1.0, w / s));
+        const auto& in = r.extra.at("server_bytes_in");
+        const auto& out = r.extra.at("server_bytes_out");
+        ASSERT_EQ(in.size(), static_cast<std::size_t>(s));
+        ASSERT_EQ(out.size(), static_cast<std::size_t>(s));
+        double in_total = 0, out_total = 0;
+        for (int i = 0; i < s; ++i) {
+          in_total += in[i].get<double>();
+          out_total += out[i].get<double>();
+          const double share = colocated ? (w - 1) / w * d : w * d / s;
+          EXPECT_NEAR(in[i].get<double>(), share, w * cfg.sync.ps_chunk_bytes) << "server " << i;
+        }
+        // Per worker rank (headers aside): D each way to dedicated servers; co-located,
+        // 2(W-1)/W * D each way, its shard's traffic included. A push counted before the timed
+        // window (a fast rank reaching a slow rank's shard) read up to 12 % low here.
+        const double per_rank = colocated ? 2.0 * (w - 1) / w * d : d;
+        EXPECT_NEAR(r.bytes_sent_per_rank, per_rank, 0.01 * per_rank + 256);
+        EXPECT_NEAR(r.bytes_recv_per_rank, per_rank, 0.01 * per_rank + 256);
+        const double total = colocated ? (w - 1) * d : w * d;
+        EXPECT_DOUBLE_EQ(in_total, total);
+        EXPECT_DOUBLE_EQ(out_total, total);
+      }
+    });
+  }
+}
+
 TEST(BenchHarness, BadFlagsAndUnknownBackendAreConfigErrors) {
   INPROC_ONLY();
   inproc(1, [](std::shared_ptr<Comm> c) {
