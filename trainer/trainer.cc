@@ -458,12 +458,13 @@ void TrainLoop::checkpoint() {
       error = e.what();
     }
   }
-  agree_with_worker0(env_.workers, error, "the checkpoint of step " + std::to_string(step_));
-  if (!error.empty()) throw Error(error);
-  // Fetching the servers' state is the checkpoint's traffic, not a step's.
+  // Fetching the servers' state is the checkpoint's traffic, not a step's: taken before worker 0
+  // lets the others go on (after it, a co-located shard already counts their next pushes).
   const SyncStepStats ck = env_.sync.take_stats();
   res_.checkpoint_bytes_sent += ck.bytes_sent;
   res_.checkpoint_bytes_recv += ck.bytes_recv;
+  agree_with_worker0(env_.workers, error, "the checkpoint of step " + std::to_string(step_));
+  if (!error.empty()) throw Error(error);
   last_ckpt_step_ = step_;
   eval_s_ += seconds_since(t0);
   if (rank_ != 0) return;
