@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""`starring bench-model` (single-worker training throughput against OpenBLAS's own sgemm on the
+same shapes): the default, wide and custom models each get a row, and the row's figures agree
+with each other and with the model's shapes (parameter count from the widths, samples/s from the
+step time, model GFLOP/s = 6 * batch * sum(in*out) / step, ratio = step GFLOP/s / sgemm GFLOP/s),
+as JSON lines and as the table. Speed itself is not checked: this machine is shared and noisy.
+  test_bench_model.py --bin build/bin/starring
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+BIN = None  # set from --bin
+
+
+def bench_model(*args):
+    p = subprocess.run([BIN, "bench-model", "-n", "2", "-w", "1", "--batch", "8", *args],
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def params_of(widths):
+    return sum(a * b + b for a, b in zip(widths, widths[1:]))
+
+
+class BenchModel(unittest.TestCase):
+    def test_json_rows_are_self_consistent(self):
+        rc, out, err = bench_model("--json", "--hidden", "32")
+        self.assertEqual(rc, 0, out + err)
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        self.assertEqual([r["model"] for r in rows], ["default", "wide", "custom"], out)
+        widths = {"default": [784, 256, 128, 10], "wide": [784, 4096, 4096, 10],
+                  "custom": [784, 32, 10]}
+        for r in rows:
+            with self.subTest(model=r["model"]):
+                self.assertEqual(r["bench"], "model")
+                self.assertEqual(r["device"], "cpu")
+                self.assertEqual(r["batch"], 8)
+                self.assertEqual(r["optimizer"], "sgd")
+                self.assertEqual(r["widths"], widths[r["model"]])
+                self.assertEqual(r["params"], params_of(r["widths"]))
+                self.assertGreater(r["steps_timed"], 0)
+                self.assertGreater(r["step_ms"], 0)
+                self.assertLessEqual(r["step_ms_best"], r["step_ms"])
+                self.assertAlmostEqual(r["samples_per_s"], 8 / (r["step_ms"] / 1e3),
+                                       delta=1e-6 * r["samples_per_s"])
+                flops = 6 * 8 * sum(a * b for a, b in zip(r["widths"], r["widths"][1:]))
+                self.assertAlmostEqual(r["model_gflops"], flops / (r["step_ms"] / 1e3) / 1e9,
+                                       delta=1e-6 * r["model_gflops"])
+                self.assertAlmostEqual(r["ratio"], r["step_gemm_gflops"] / r["sgemm_gflops"],
+                                       delta=1e-9)
+                # The step skips layer 0's dX, which the model count includes.
+                self.assertLess(r["step_gemm_gflops"], r["model_gflops"])
+                self.assertGreater(r["optimizer_ms"], 0)
+                self.assertLess(r["optimizer_ms"], r["step_ms"])
+        self.assertGreater(rows[1]["params"], 19_000_000)  # the ~20M-parameter preset
+
+    def test_table_and_optimizer(self):
+        rc, out, err = bench_model("--optimizer", "adamw")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("optimizer adamw", out)
+        table = [line.split() for line in out.splitlines() if not line.startswith("#")]
+        self.assertEqual([t[0] for t in table], ["default", "wide"], out)
+        self.assertEqual([int(t[1]) for t in table], [235146, params_of([784, 4096, 4096, 10])])
+        self.assertIn("# ratio = step GEMM FLOP/s / bare sgemm FLOP/s", out)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    a, rest = ap.parse_known_args()
+    BIN = os.path.abspath(a.bin)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
