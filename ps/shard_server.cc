@@ -217,7 +217,9 @@ void ShardServer::push_async(Chunk& c, int worker, std::int64_t step, float lr, 
   float* acc = acc_.get() + c.begin;
   const float inv = 1.0f / static_cast<float>(workers_);
   for (std::size_t i = 0; i < c.count; ++i) acc[i] = grad[i] * inv;
-  c.opt->apply(params_, acc_.get(), c.begin, c.begin + c.count, lr, step);
+  // The state's update count, not the pusher's step: W updates per step (see the header).
+  if (c.updates < 0) c.updates = static_cast<std::int64_t>(workers_) * (step - 1);
+  c.opt->apply(params_, acc_.get(), c.begin, c.begin + c.count, lr, ++c.updates);
   ++updates_;
   if (ssp_) {
     // The reply lets the worker compute its next push, number clock + 1, which may be at most

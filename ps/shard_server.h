@@ -17,6 +17,10 @@
 //        worker: at worst (worker 0 always last) (W-1) x this server's share of the model (up
 //        to twice that in held receive buffers, which a push fills at least half).
 //   asp: each push is scaled by 1/W and applied on arrival; the pusher gets the current values.
+//        Every push is one update of the chunk's optimizer state, and Adam's bias correction
+//        counts them as such (PyTorch counts optimizer steps): W per step, starting at
+//        W x (step - 1) + 1 for the first push this server sees (a resumed run: every worker
+//        pushed every chunk `step - 1` times before).
 //   ssp: applied on arrival as asp, but the reply to a worker that has pushed a chunk n times is
 //        withheld until the slowest worker has pushed it at least n - s times, so no worker
 //        starts a step more than s clocks ahead of the slowest.
@@ -105,6 +109,7 @@ class ShardServer {
     std::vector<std::vector<float>> copies;  // bsp: copies of early pushes that were not kept
     std::vector<std::int64_t> clock;         // pushes received per worker
     std::vector<std::int64_t> release;       // ssp: withheld reply, released at min clock >= value
+    std::int64_t updates = -1;  // asp/ssp: optimizer updates of this chunk's state (-1: none yet)
   };
   Chunk& chunk_of(int chunk, int worker);
   std::vector<float>& state_ref(int chunk, int part);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/optimizer.h"
 #include "ps/shard_server.h"
 
 namespace starring::ps {
@@ -203,6 +204,53 @@ TEST(ShardServer, SumUpdateForTheBench) {
   EXPECT_EQ(out[0].data[2], 12.0f);
   sp.consistency = "asp";
   EXPECT_THROW(ShardServer{sp}, Error);
+}
+
+// asp / ssp apply the optimizer once per push, so Adam's bias correction must count pushes (the
+// state's updates, as PyTorch counts optimizer steps), not the pusher's step: with W = 2 the
+// second push of step 1 is the state's second update. A server that takes over mid-run (resume:
+// parameters and state set, first push of step 3) continues the count where it stood.
+TEST(ShardServer, AsyncAdamCountsEveryPushAsAnUpdate) {
+  for (const char* mode : {"asp", "ssp"}) {
+    auto sp = spec(2, mode, 1);
+    sp.opt.type = "adamw";
+    sp.opt.weight_decay = 0.01f;
+    ShardServer s(sp);
+    const float p0[3] = {0.5f, -0.25f, 1.0f}, z[3] = {0, 0, 0};
+    s.set_params(0, p0, 3);
+    s.set_params(1, z, 3);
+    std::vector<float> ref(p0, p0 + 3);
+    Optimizer opt(sp.opt, 0, 3);
+    auto grad = [](int w, int t, int i) { return 0.125f * static_cast<float>(1 + w + 2 * t + i); };
+    std::vector<PsReply> out;
+    std::int64_t updates = 0;
+    auto push = [&](ShardServer& srv, int w, int t, bool reference) {
+      float g[3], scaled[3];
+      for (int i = 0; i < 3; ++i) {
+        g[i] = grad(w, t, i);
+        scaled[i] = g[i] * 0.5f;  // the server's 1/W
+      }
+      srv.push(w, 0, t, 0.01f, g, 3, out);
+      if (reference) opt.apply(ref.data(), scaled, 0, 3, 0.01f, ++updates);
+    };
+    for (int t = 1; t <= 2; ++t)
+      for (int w = 0; w < 2; ++w) push(s, w, t, true);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(s.params()[i], ref[static_cast<std::size_t>(i)]) << mode;
+    // Take over: a new server with the same parameters and state, from step 3.
+    ShardServer r(sp);
+    r.set_params(0, s.params(), 3);
+    r.set_params(1, z, 3);
+    r.set_state(0, 1, s.state(0, 1).data(), 3);
+    r.set_state(0, 2, s.state(0, 2).data(), 3);
+    for (int w = 0; w < 2; ++w) {
+      push(s, w, 3, true);
+      push(r, w, 3, false);
+    }
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(s.params()[i], ref[static_cast<std::size_t>(i)]) << mode;
+      EXPECT_EQ(r.params()[i], s.params()[i]) << mode << ": the server that took over";
+    }
+  }
 }
 
 }  // namespace
