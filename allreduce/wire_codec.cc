@@ -53,10 +53,6 @@ void reduce_in_place(const typename W::T* __restrict w, float* __restrict out, s
   for (std::size_t i = 0; i < n; ++i) out[i] = (out[i] + W::widen(w[i])) * scale;
 }
 template <typename W>
-void accumulate(const float* __restrict in, typename W::T* __restrict w, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) w[i] = W::narrow(in[i] + W::widen(w[i]));
-}
-template <typename W>
 void narrow_all(const float* __restrict src, typename W::T* __restrict dst, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = W::narrow(src[i]);
 }
@@ -118,10 +114,6 @@ void reduce_wire(WireType w, const float* in, const void* wire, float* out, std:
       reduce_out_of_place<W>(in, s, out, n, scale);
     }
   });
-}
-
-void accumulate_wire(WireType w, const float* in, void* wire, std::size_t n) {
-  dispatch(w, [&]<typename W>() { accumulate<W>(in, static_cast<typename W::T*>(wire), n); });
 }
 
 }  // namespace starring

@@ -22,7 +22,5 @@ void decode(WireType w, const void* src, float* dst, std::size_t n);
 // out[i] = (in[i] + widen(wire[i])) * scale   (in may equal out; exact when scale == 1).
 void reduce_wire(WireType w, const float* in, const void* wire, float* out, std::size_t n,
                  float scale);
-// wire[i] = narrow(in[i] + widen(wire[i])): a partial sum that is only passed on.
-void accumulate_wire(WireType w, const float* in, void* wire, std::size_t n);
 
 }  // namespace starring
