@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""`starring bench-model` (single-worker training throughput against OpenBLAS's own sgemm on the
+"""`starring bench` under scripts/mpirun.sh with ops on fewer ranks than the job (the @N suffix:
+a sub-communicator, MPI_Comm_create_group for the mpi op) beside a dedicated parameter server,
+rows checked against the closed form and the bytes against the theory; and
+`starring bench-model` (single-worker training throughput against OpenBLAS's own sgemm on the
 same shapes): the default, wide and custom models each get a row, and the row's figures agree
 with each other and with the model's shapes (parameter count from the widths, samples/s from the
 step time, model GFLOP/s = 6 * batch * sum(in*out) / step, ratio = step GFLOP/s / sgemm GFLOP/s),
 as JSON lines and as the table. Speed itself is not checked: this machine is shared and noisy.
-  test_bench_model.py --bin build/bin/starring
+  test_bench_cli.py --bin build/bin/starring
 """
 import argparse
 import json
@@ -13,6 +16,8 @@ import subprocess
 import sys
 import unittest
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
 BIN = None  # set from --bin
 
 
@@ -24,6 +29,44 @@ def bench_model(*args):
 
 def params_of(widths):
     return sum(a * b + b for a, b in zip(widths, widths[1:]))
+
+
+class Bench(unittest.TestCase):
+    def test_ops_on_fewer_ranks_beside_a_dedicated_server(self):
+        # 3 ranks: ps with 1 dedicated server (2 workers), and ring, MPI_Allreduce and co-located
+        # PS on the first 2 ranks only, in one run.
+        p = subprocess.run([MPIRUN, "-np", "3", BIN, "bench", "--servers", "1", "--backends",
+                            "ps,ring@2,mpi@2,ps-colocated@2", "-b", "4K", "-e", "64K", "-f", "4",
+                            "-n", "2", "-w", "1", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual(len(rows), 4 * 3, p.stdout)
+        for r in rows:
+            with self.subTest(backend=r["backend"], size=r["size"]):
+                d = r["size"]
+                self.assertEqual((r["np"], r["workers"], r["wrong"]), (3, 2, 0))
+                self.assertEqual(r["count"] * 4, d)
+                self.assertAlmostEqual(r["algbw_GBps"], d / (r["time_us"] * 1e3),
+                                       delta=1e-9 * r["algbw_GBps"])
+                bus = {"ps": 2.0}.get(r["backend"], 1.0)  # max(1, W/S) or 2(W-1)/W at W = 2
+                self.assertAlmostEqual(r["busbw_GBps"], r["algbw_GBps"] * bus,
+                                       delta=1e-9 * r["busbw_GBps"])
+                # Each worker moves D each way in every op here (headers aside); MPI_Allreduce's
+                # bytes are the ring's theory, not measured.
+                self.assertEqual(r["bytes_measured"], r["backend"] != "mpi@2")
+                for k in ("bytes_sent_per_rank", "bytes_recv_per_rank"):
+                    self.assertGreaterEqual(r[k], d)
+                    self.assertLessEqual(r[k], d + 64)
+                if r["backend"] == "ps":
+                    self.assertEqual(r["servers"], 1)
+                    self.assertEqual(r["server_bytes_in"], [2 * d])
+                    self.assertEqual(r["server_bytes_out"], [2 * d])
+                elif r["backend"] == "ps-colocated@2":
+                    self.assertEqual(r["servers"], "colocated")
+                    self.assertEqual(r["server_bytes_in"], [d / 2, d / 2])
+                else:
+                    self.assertEqual(r["bench"], "allreduce")
 
 
 class BenchModel(unittest.TestCase):
