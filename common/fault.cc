@@ -1,12 +1,18 @@
 #include "common/fault.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 namespace starring {
 
@@ -21,32 +27,69 @@ void announce_fault(const std::string& who, const std::string& kind, std::int64_
 
 namespace {
 
-// Built before any signal can arrive: the handler only writes them (async-signal-safe).
-char g_lines[3][160];
-std::size_t g_lens[3];
+// Set up before any signal can arrive. The handler writes the signal number to g_pipe (what a
+// handler may do); the watcher thread runs the hook, prints the line and re-raises.
 constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+constexpr const char* kNames[3] = {"SIGINT", "SIGTERM", "SIGHUP"};
+int g_pipe[2] = {-1, -1};
+volatile std::sig_atomic_t g_interrupted = 0;
+bool g_announce = false;
+int g_rank = 0;
+std::mutex g_hook_mu;
+std::function<void()> g_hook;
+std::string g_note;
 
-extern "C" void on_interrupt(int sig) {
-  for (int i = 0; i < 3; ++i)
-    if (kSignals[i] == sig && g_lens[i] > 0) {
-      ssize_t ignored = ::write(STDERR_FILENO, g_lines[i], g_lens[i]);
-      (void)ignored;
-    }
+[[noreturn]] void die_by(int sig) {
   std::signal(sig, SIG_DFL);
   std::raise(sig);
+  std::_Exit(128 + sig);  // not reached: the default action of these signals ends the process
+}
+
+extern "C" void on_interrupt(int sig) {
+  if (g_interrupted) die_by(sig);  // a second signal (a hook that hangs): end now
+  g_interrupted = 1;
+  if (g_pipe[1] < 0 || ::write(g_pipe[1], &sig, sizeof sig) != sizeof sig) die_by(sig);
+}
+
+void watch() {
+  int sig = 0;
+  for (;;) {
+    const ssize_t n = ::read(g_pipe[0], &sig, sizeof sig);
+    if (n == sizeof sig) break;
+    if (n < 0 && errno == EINTR) continue;
+    return;  // the pipe is gone: nothing to watch
+  }
+  // The line first: mpirun stops forwarding output, and kills ranks that outstay about a
+  // second, once it has passed the signal on.
+  std::lock_guard<std::mutex> lk(g_hook_mu);
+  if (g_announce) {
+    const char* name = "a signal";
+    for (int i = 0; i < 3; ++i)
+      if (kSignals[i] == sig) name = kNames[i];
+    std::fprintf(stderr,
+                 "starring: rank %d: stopped by %s; checkpoints written so far are whole, "
+                 "metrics stay in their .partial file%s%s\n",
+                 g_rank, name, g_hook ? "; " : "", g_hook ? g_note.c_str() : "");
+    std::fflush(stderr);
+  }
+  if (g_hook) {
+    try {
+      g_hook();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "starring: rank %d: %s\n", g_rank, e.what());
+    }
+  }
+  die_by(sig);
 }
 
 }  // namespace
 
 void announce_interrupts(bool announce, int rank) {
-  if (!announce) return;
-  const char* names[3] = {"SIGINT", "SIGTERM", "SIGHUP"};
+  g_announce = announce;
+  g_rank = rank;
+  if (g_pipe[0] < 0 && ::pipe2(g_pipe, O_CLOEXEC) != 0) g_pipe[0] = g_pipe[1] = -1;
+  if (g_pipe[0] >= 0) std::thread(watch).detach();
   for (int i = 0; i < 3; ++i) {
-    const int n = std::snprintf(g_lines[i], sizeof g_lines[i],
-                                "starring: rank %d: stopped by %s; checkpoints written so far are "
-                                "whole, metrics stay in their .partial file\n",
-                                rank, names[i]);
-    g_lens[i] = n > 0 ? std::min<std::size_t>(n, sizeof g_lines[i] - 1) : 0;
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
     // A signal the caller set to be ignored stays ignored (nohup, `cmd &` in a script).
@@ -56,6 +99,18 @@ void announce_interrupts(bool announce, int rank) {
     sigemptyset(&sa.sa_mask);
     sigaction(kSignals[i], &sa, nullptr);
   }
+}
+
+InterruptHook::InterruptHook(std::function<void()> fn, std::string note) {
+  std::lock_guard<std::mutex> lk(g_hook_mu);
+  g_hook = std::move(fn);
+  g_note = std::move(note);
+}
+
+InterruptHook::~InterruptHook() {
+  std::lock_guard<std::mutex> lk(g_hook_mu);
+  g_hook = nullptr;
+  g_note.clear();
 }
 
 }  // namespace starring

@@ -5,6 +5,7 @@
 //   [starring] server rank 4: --fault hang: going silent at step 20 (unix time 1764430000.123456)
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace starring {
@@ -13,11 +14,25 @@ namespace starring {
 void announce_fault(const std::string& who, const std::string& kind, std::int64_t step);
 
 // SIGINT, SIGTERM and SIGHUP (Ctrl-C, mpirun passing one on, a batch system's time limit) print
-// one line on stderr, then end the process by the same signal as before, so the exit status
-// still says which signal it was:
+// one line on stderr where `announce` is true (rank 0: mpirun signals every rank at once), run
+// the InterruptHook in force (if any), then end the process by the same signal as before, so
+// the exit status still says which signal it was:
 //   starring: rank 0: stopped by SIGINT; checkpoints written so far are whole, metrics stay in
-//   FILE.partial
-// Only where `announce` is true (rank 0: mpirun signals every rank at once).
+//   their .partial file[; NOTE]
+// The handler only writes the signal number to a pipe; a helper thread started here does the
+// rest, outside the signal context. A second signal while the hook runs ends the process at once.
 void announce_interrupts(bool announce, int rank);
+
+// While it lives, an interrupt adds `note` to the line and then runs `fn` (on the helper thread;
+// it must not wait for the training thread, and has about a second under mpirun, which kills
+// ranks that outstay that): the trainer writes the --trace events recorded so far, which a
+// stopped run otherwise lost. One hook at a time (a newer one replaces it).
+class InterruptHook {
+ public:
+  InterruptHook(std::function<void()> fn, std::string note);
+  ~InterruptHook();
+  InterruptHook(const InterruptHook&) = delete;
+  InterruptHook& operator=(const InterruptHook&) = delete;
+};
 
 }  // namespace starring

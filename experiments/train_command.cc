@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/dataset.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/fault.h"
 #include "experiments/backend_registry.h"
 #include "experiments/commands.h"
 #include "experiments/train_run.h"
@@ -210,6 +212,12 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   world->set_timeout(Seconds(cfg.sync.timeout_s));
   Trace trace(world->rank());
   if (!cfg.out.trace_file.empty()) trace.open(cfg.out.trace_file);
+  // Ctrl-C (mpirun passes SIGTERM to every rank): keep the timeline up to that moment, the
+  // part a user stopping a slow or stuck run wants to see.
+  std::unique_ptr<InterruptHook> keep_trace;
+  if (trace.enabled())
+    keep_trace = std::make_unique<InterruptHook>([&trace] { trace.close(); },
+                                                 "writing the --trace events recorded so far");
   auto device = make_device(cfg.train.device, cfg.train.threads, world->node_rank());
   RankOutcome out = run_rank(cfg, world, *device, &trace);
   const TrainResult& res = out.result;
@@ -246,6 +254,7 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   for (auto& [k, v] : res.extra) mine["extra"][k] = v;
   if (extra.contains("staleness_hist")) mine["staleness_hist"] = extra["staleness_hist"];
   if (!extra.empty()) mine["backend_stats"] = extra;
+  keep_trace.reset();
   trace.close();
 
   auto ranks = gather_to_root(*world, mine);

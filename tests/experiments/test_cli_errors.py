@@ -329,7 +329,8 @@ class CliErrors(unittest.TestCase):
         long_run = [a if a != "4" else "100000" for a in TINY]  # --max-steps 100000
         long_run[long_run.index("--epochs") + 1] = "1000"
         p = subprocess.Popen([BIN, "train", *long_run, "--metrics-file", f"{out}/m.jsonl",
-                              "--checkpoint-dir", f"{out}/ck", "--checkpoint-every", "20"],
+                              "--checkpoint-dir", f"{out}/ck", "--checkpoint-every", "20",
+                              "--trace", f"{out}/t.json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while not glob.glob(f"{out}/ck/*.ckpt") and time.monotonic() < deadline:
@@ -344,6 +345,38 @@ class CliErrors(unittest.TestCase):
             lines = fh.read().splitlines()
         for line in lines[:-1]:  # whole lines (the last may be cut by the signal)
             json.loads(line)
+        # the timeline up to the signal is kept (a stopped run used to leave no trace file)
+        self.assertIn("; writing the --trace events recorded so far", err)
+        with open(f"{out}/t.json") as fh:
+            names = {e["name"] for e in json.load(fh)["traceEvents"]}
+        self.assertTrue({"forward", "backward"} <= names, names)
+
+    def test_interrupted_job_keeps_every_ranks_trace(self):
+        # Ctrl-C on mpirun: it passes SIGTERM to every rank; each writes its own trace file
+        out = tempfile.mkdtemp(dir=self.tmp)
+        # 2 ms a step on worker 0: a small trace, written well within mpirun's grace period
+        long_run = with_opts(LONG, max_steps=100000, epochs=100000, straggler="0:2")
+        p = subprocess.Popen([MPIRUN, "-np", "2", BIN, "train", *long_run, "--backend", "ring",
+                              "--metrics-file", f"{out}/m.jsonl", "--trace", f"{out}/t.%r.json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if os.path.getsize(f"{out}/m.jsonl.partial") > 2000:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        self.assertNotEqual(p.returncode, 0, err)
+        self.assertIn("starring: rank 0: stopped by SIG", err)
+        self.assertIn("writing the --trace events recorded so far", err)
+        for rank in (0, 1):
+            with open(f"{out}/t.{rank}.json") as fh:
+                events = json.load(fh)["traceEvents"]
+            self.assertTrue(any(e["name"] == "backward" for e in events), rank)
+            self.assertTrue(all(e["pid"] == rank for e in events), rank)
 
     def test_killed_worker(self):
         _, files = self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:1:5"] + LONG,
