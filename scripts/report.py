@@ -139,6 +139,17 @@ def not_ok(runs):
     return [r for r in runs if r.get("status") != "ok" and not sr.expected_failure(r)]
 
 
+def async_note(runs):
+    """For tables with ASP/SSP runs: their samples/s and step ms need not agree."""
+    if not any(r.get("status") == "ok" and r.get("backend") == "ps"
+               and r.get("consistency") in ("asp", "ssp") for r in runs):
+        return ""
+    return (" Under ASP and SSP the workers run at their own pace: samples/s is the whole "
+            "job's (all samples over the wall time, which ends with the slowest worker) while "
+            "step ms is the mean over workers, so with a slow worker workers x batch / step ms "
+            "overstates samples/s (a persistent straggler under ASP: up to W times).")
+
+
 def write_summary(out, runs, bench, figures):
     rows = table_rows(runs)
     parts = ["# StarRing results", "",
@@ -152,7 +163,8 @@ def write_summary(out, runs, bench, figures):
              "step; theory: ring/MPI/co-located 2(N-1)/N x D per rank, dedicated PS D per "
              "worker and W x D/S per server (D = model bytes, halved with fp16/bf16). A "
              "configuration run several times (`scripts/sweep.sh --repeat N`) shows its median "
-             "run (by samples/s), with the range of all its runs in brackets.", "",
+             "run (by samples/s), with the range of all its runs in brackets."
+             + async_note(runs), "",
              markdown_table(rows) if rows else "(no successful run)", ""]
     bad = not_ok(runs)
     if bad:

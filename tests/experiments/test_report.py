@@ -97,6 +97,8 @@ class ReportOnFixture(unittest.TestCase):
         self.assertIn("`main-ps-1-w8`: failed", text)
         self.assertIn("`main-ps-1-w16`: timeout", text)
         self.assertIn("`main-nccl-w2`: skipped", text)
+        # the fixture has ASP/SSP runs: the table says why their samples/s and step ms differ
+        self.assertIn("Under ASP and SSP the workers run at their own pace", text)
         # runs that failed because a fault was injected on purpose are results, not failures,
         # unless the job hung: they go to the faults table
         failures = text.split("## Runs that did not succeed")[1].split("##")[0]
