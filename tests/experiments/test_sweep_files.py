@@ -44,6 +44,19 @@ class ShippedSweeps(unittest.TestCase):
         self.assertTrue(all("max-steps" in r["flags"] for r in quick))
         self.assertEqual(qbench["allreduce"]["np"], "2")  # [quick bench allreduce]
 
+    def test_quick_descriptions_state_the_quick_shape(self):
+        # the line printed at the start named the full sweep's workers ("(4 workers)") over runs
+        # of 2 workers
+        for name, full, quick in (("crossover", "(4 workers)", "quick: 2 workers"),
+                                  ("main", "1/2/4 workers", "quick: 1/2 workers")):
+            sweep, _, _ = expand(os.path.join(SWEEPS, name + ".ini"))
+            self.assertIn(full, sweep["description"])
+            qsweep, qruns, _ = expand(os.path.join(SWEEPS, name + ".ini"), quick=True)
+            self.assertIn(quick, qsweep["description"])
+            self.assertEqual(sorted({r["workers"] for r in qruns}),
+                             [2] if name == "crossover" else [1, 2])
+            self.assertTrue(all("description" not in r["flags"] for r in qruns))
+
     def test_scaling_covers_every_backend_and_both_models(self):
         _, runs, _ = expand(os.path.join(SWEEPS, "scaling.ini"))
         variants = {r["variant"] for r in runs}
