@@ -1,0 +1,158 @@
+// Rank 0's run output (trainer/metrics.h):
+//   - Progress in "lines" mode (stderr not a terminal: logs, CI): one line every --log-every steps
+//     and at the last step, with step/total, epoch, loss, samples/s and an m:ss ETA; "bar" mode
+//     redraws one line with \r (at most every 100 ms, and always the last step) and message()
+//     starts a fresh line; "off" and a disabled rank print nothing; "auto" is lines when stderr
+//     is not a terminal (as under ctest);
+//   - MetricsWriter: lines go to FILE.partial, renamed to FILE only by finish(); a write that fails
+//     (a full disk: /dev/full) is reported once on stderr and makes finish() throw, leaving no
+//     complete-looking FILE.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "trainer/metrics.h"
+
+namespace starring {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+std::string run_progress(const std::string& mode, bool enabled, int total, int every) {
+  testing::internal::CaptureStderr();
+  Progress p(mode, total, every, enabled);
+  for (int s = 1; s <= total; ++s) p.update(s, (s - 1) / 4, 2.5 / s, 1000.0 * s);
+  p.done();
+  return testing::internal::GetCapturedStderr();
+}
+
+TEST(Progress, LinesEveryNStepsAndAtTheLast) {
+  const auto got = lines_of(run_progress("lines", true, 10, 4));
+  ASSERT_EQ(got.size(), 3u);
+  const std::regex line(
+      R"(step (\d+)/10 epoch (\d+) loss ([0-9.]+) (\d+) samples/s ETA (\d+):([0-5]\d))");
+  const int steps[] = {4, 8, 10};
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(got[i], m, line)) << got[i];
+    const int s = std::stoi(m[1]);
+    EXPECT_EQ(s, steps[i]);
+    EXPECT_EQ(std::stoi(m[2]), (s - 1) / 4);
+    EXPECT_NEAR(std::stod(m[3]), 2.5 / s, 1e-4);
+    EXPECT_EQ(std::stoi(m[4]), 1000 * s);
+  }
+  EXPECT_EQ(got.back().substr(got.back().size() - 8), "ETA 0:00");  // nothing left
+}
+
+TEST(Progress, AutoIsLinesWhenStderrIsNotATerminal) {
+  if (isatty(fileno(stderr))) GTEST_SKIP() << "stderr is a terminal";
+  const std::string out = run_progress("auto", true, 6, 3);
+  EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+  EXPECT_EQ(lines_of(run_progress("auto", true, 6, 3)).size(), 2u);
+}
+
+TEST(Progress, OffAndDisabledRanksPrintNothing) {
+  EXPECT_EQ(run_progress("off", true, 10, 1), "");
+  EXPECT_EQ(run_progress("lines", false, 10, 1), "");
+  EXPECT_EQ(run_progress("bar", false, 10, 1), "");
+}
+
+TEST(Progress, BarRedrawsOneLineAndMessagesStartAFreshOne) {
+  testing::internal::CaptureStderr();
+  Progress p("bar", 4, 1, true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // redraws at most every 100 ms
+  p.update(1, 0, 1.0, 10.0);
+  p.update(2, 0, 0.8, 10.0);  // within 100 ms of the last draw: not drawn
+  p.message("evaluation: accuracy 0.5");
+  p.update(4, 0, 0.5, 20.0);  // the last step is always drawn
+  p.done();
+  const std::string out = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(out.rfind("\r[", 0), 0u) << out;
+  EXPECT_NE(out.find("] step 1/4  epoch 0  loss 1.0000  10 samples/s  ETA "), std::string::npos)
+      << out;
+  EXPECT_NE(out.find(" \nevaluation: accuracy 0.5\n\r["), std::string::npos) << out;
+  EXPECT_NE(out.find("[############################] step 4/4"), std::string::npos) << out;
+  EXPECT_EQ(out.find("step 2/4"), std::string::npos) << out;
+  EXPECT_EQ(out.back(), '\n');
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "starring_metrics_XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+TEST(MetricsWriter, PartialUntilFinished) {
+  TempDir d;
+  const std::string file = (d.path / "m.jsonl").string();
+  {
+    MetricsWriter w(file);
+    ASSERT_TRUE(w.enabled());
+    w.write({{"step", 1}, {"loss", 2.0}});
+    w.flush();
+    EXPECT_FALSE(fs::exists(file));
+    std::ifstream partial(file + ".partial");
+    std::string line;
+    ASSERT_TRUE(std::getline(partial, line));
+    EXPECT_EQ(nlohmann::json::parse(line)["step"], 1);
+    w.write({{"step", 2}});
+    w.finish();
+  }
+  EXPECT_FALSE(fs::exists(file + ".partial"));
+  std::ifstream in(file);
+  std::vector<std::string> got;
+  for (std::string l; std::getline(in, l);) got.push_back(l);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(got[1])["step"], 2);
+  EXPECT_FALSE(MetricsWriter("").enabled());
+}
+
+TEST(MetricsWriter, AFullDiskFailsAtFinishAndLeavesNoCompleteFile) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  TempDir d;
+  const std::string file = (d.path / "m.jsonl").string();
+  fs::create_symlink("/dev/full", file + ".partial");  // every write: ENOSPC
+  testing::internal::CaptureStderr();
+  std::string error;
+  {
+    MetricsWriter w(file);
+    for (int s = 0; s < 3; ++s) {
+      w.write({{"step", s}, {"pad", std::string(4096, 'x')}});
+      w.flush();  // the run goes on: a failed write does not throw mid-step
+    }
+    try {
+      w.finish();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(error.find("--metrics-file: "), std::string::npos) << error;
+  EXPECT_NE(error.find("No space left on device"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(file));
+  // Reported once, when it happened.
+  const auto first = err.find("(the run goes on and fails at its end)");
+  ASSERT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find("(the run goes on", first + 1), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace starring
