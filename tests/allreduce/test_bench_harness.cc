@@ -43,14 +43,14 @@ Config bench_config(std::vector<std::string> backends) {
   return cfg;
 }
 
-TEST(BenchHarness, RingRowsAreCorrectAndCountBytes) {
+TEST(BenchHarness, RingRowsAreCorrectAndCountBytes) {  // the shared-memory ring and ring-p2p
   INPROC_ONLY();
   for (int n : {1, 3, 4}) {
     inproc(n, [n](std::shared_ptr<Comm> c) {
-      Config cfg = bench_config({"ring", "test-off-by-one"});
+      Config cfg = bench_config({"ring", "ring-p2p", "test-off-by-one"});
       auto rows = run_bench_harness(cfg, c, nullptr);
       if (c->rank() != 0) return;
-      ASSERT_EQ(rows.size(), 2u * 5);  // 4 K, 16 K, 64 K, 256 K, 1 M
+      ASSERT_EQ(rows.size(), 3u * 5);  // 4 K, 16 K, 64 K, 256 K, 1 M
       for (const auto& r : rows) {
         EXPECT_EQ(r.np, n);
         EXPECT_EQ(r.count * 4, r.bytes);
@@ -59,7 +59,7 @@ TEST(BenchHarness, RingRowsAreCorrectAndCountBytes) {
                               "type", "time_us", "algbw_GBps", "busbw_GBps", "wrong", "memcpy_GBps",
                               "bytes_sent_per_rank", "bytes_recv_per_rank"})
           EXPECT_TRUE(j.contains(k)) << k;
-        if (r.backend == "ring") {
+        if (r.backend == "ring" || r.backend == "ring-p2p") {
           EXPECT_EQ(r.wrong, 0);
           EXPECT_DOUBLE_EQ(r.busbw_GBps, r.algbw_GBps * 2.0 * (n - 1) / n);
           const double ideal = 2.0 * (n - 1) / n * r.bytes;
