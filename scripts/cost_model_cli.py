@@ -12,6 +12,23 @@ import cost_model as cm  # noqa: E402
 import starring_results as sr  # noqa: E402
 
 
+POOR_FIT = 0.25  # a median residual above this: the alpha-beta line does not describe the rows
+
+
+def fit_note(f, ref):
+    """The fits table's note: oversubscribed, a fit too poor to trust (on a loaded machine the
+    bench's times scatter: a 74% median residual was seen on a shared one), used for
+    predictions."""
+    notes = ["oversubscribed"] if f.oversubscribed else []
+    med = cm.median_abs(f.residuals)
+    if med > POOR_FIT:
+        notes.append(f"poor fit (the line misses half the sizes by over {100 * med:.0f}%: "
+                     "a loaded machine scatters bench times, rerun it quiet or with more -n; "
+                     "a cache boundary bends them, predictions refit 1/beta near each run's "
+                     "buckets)")
+    return "; ".join(notes) + (" [used]" if ref.get(f.kind) is f else "")
+
+
 def fits_table(fits, ref):
     head = ["backend", "W", "S", "np", "sizes (B)", "alpha (us)", "1/beta (GB/s)",
             "1/gamma (GB/s)", "rel. resid. median / max (at size)", "note"]
@@ -24,8 +41,7 @@ def fits_table(fits, ref):
                      f"{1e-9 / c.gamma:.3g}" if c.gamma > 0 else "-",
                      f"{100 * cm.median_abs(f.residuals):.0f}% / {100 * f.max_rel_err:.0f}% "
                      f"({f.sizes[max(range(len(f.sizes)), key=lambda i: abs(f.residuals[i]))]})",
-                     ("oversubscribed" if f.oversubscribed else "") +
-                     (" [used]" if ref.get(f.kind) is f else "")])
+                     fit_note(f, ref)])
     return head, rows
 
 

@@ -121,6 +121,20 @@ class Calibration(unittest.TestCase):
         self.assertGreater(f.consts.beta, 0.0)
         self.assertGreater(f.max_rel_err, 0.1)
 
+    def test_a_fit_that_does_not_describe_the_rows_is_marked_poor(self):
+        import cost_model_cli as cli
+        truth = cm.Consts(alpha=5e-6, beta=1e-10, gamma=0.0)
+        good = cm.calibrate(bench_rows("ring", 2, 0, truth, 0))[0]
+        rows = bench_rows("ring", 2, 0, truth, 0)
+        for i, r in enumerate(rows):  # a loaded machine: every other size 10x slower
+            r["time_us"] *= 10.0 if i % 2 else 1.0
+        bad = cm.calibrate(rows)[0]
+        self.assertGreater(cm.median_abs(bad.residuals), cli.POOR_FIT)
+        _, table = cli.fits_table([good, bad], {"ring": bad})
+        self.assertNotIn("poor fit", table[0][-1])
+        self.assertIn("poor fit (", table[1][-1])
+        self.assertTrue(table[1][-1].endswith("[used]"), table[1][-1])
+
     def test_a_window_refits_beta_where_the_cost_per_byte_changes(self):
         # one node: messages past the cache cost 4x more per byte (sizes >= 16 MiB here)
         small, large = cm.Consts(20e-6, 1 / 20e9, 0.0), cm.Consts(20e-6, 1 / 5e9, 0.0)
