@@ -52,7 +52,8 @@ def load(results):
 
 
 def _mb(x):
-    return f"{x / 1e6:.3g}"
+    """MB with 3 significant digits, trailing zeros kept (8.00 beside 5.34, not 8); 0 as 0."""
+    return f"{x / 1e6:#.3g}".rstrip(".") if x else "0"  # 160.24 MB: "160", not "160."
 
 
 def _dev(measured, theory):

@@ -288,6 +288,11 @@ class RecordChecks(unittest.TestCase):
             problems = sr.check_bench_row(broken)
             self.assertTrue(any(expect in p for p in problems), problems)
 
+    def test_megabytes_keep_three_digits(self):
+        import report  # noqa: E402 - matplotlib, as the report needs
+        self.assertEqual([report._mb(x) for x in (8.0026e6, 5.33508e6, 0.0, 160.24e6, 940584)],
+                         ["8.00", "5.34", "0", "160", "0.941"])  # "8 / 8" read as rounded
+
     def test_theory_bytes(self):
         ring = copy.deepcopy(self.ok)
         ring.update(backend="ring", servers=None, workers=4, num_servers=0, compress="none")
