@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -43,8 +44,25 @@ void MetricsWriter::check_stream(const char* doing) {
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!enabled() || !failure_.empty()) return;
   errno = 0;
-  out_ << record.dump() << '\n';
+  if (time_offset_ > 0 && record.contains("time_s") && record["time_s"].is_number()) {
+    nlohmann::json shifted = record;
+    shifted["time_s"] = record["time_s"].get<double>() + time_offset_;
+    out_ << shifted.dump() << '\n';
+  } else {
+    out_ << record.dump() << '\n';
+  }
   check_stream("writing");
+}
+
+void MetricsWriter::write_earlier(const std::vector<std::string>& lines) {
+  double last = 0;
+  for (const auto& line : lines) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("time_s") && j["time_s"].is_number())
+      last = std::max(last, j["time_s"].get<double>());
+    write(j);
+  }
+  time_offset_ = last;
 }
 
 void MetricsWriter::flush() {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace starring {
 
@@ -22,6 +23,9 @@ class MetricsWriter {
   ~MetricsWriter();
   bool enabled() const { return !path_.empty(); }
   void write(const nlohmann::json& record);
+  // A resumed run: writes the earlier run's lines (kept up to the checkpoint), then shifts the
+  // `time_s` of every later line by the last of theirs, so the file's clock never runs back.
+  void write_earlier(const std::vector<std::string>& lines);
   void flush();   // to the .partial file (a checkpoint's lines survive a crash after it)
   void finish();  // flush and rename into place
 
@@ -33,6 +37,7 @@ class MetricsWriter {
   std::string path_;
   std::ofstream out_;
   bool finished_ = false;
+  double time_offset_ = 0;  // added to time_s (write_earlier)
 };
 
 class Progress {

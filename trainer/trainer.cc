@@ -403,7 +403,7 @@ void TrainLoop::resume() {
   epoch_batches_ = static_cast<int>(c.epoch_steps);
   if (start_batch_ >= steps_per_epoch_) start_batch_ = 0, ++pos_epoch_;
   pos_batch_ = start_batch_;
-  for (const auto& line : resume_.metrics_lines) metrics_.write(nlohmann::json::parse(line));
+  metrics_.write_earlier(resume_.metrics_lines);  // time_s goes on from the last of them
   metrics_.flush();  // a crashed earlier run had them only in the .partial file just replaced
   progress_.resume_at(step_);
   if (rank_ == 0)

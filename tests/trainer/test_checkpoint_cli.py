@@ -75,6 +75,11 @@ class CheckpointCli(unittest.TestCase):
         self.assertAlmostEqual(s["samples_per_s_all_steps"] * s["wall_s"] / (2 * 20 * 16), 1.0,
                                places=6)
         self.assertEqual(steps_in(self.metrics), list(range(1, 41)))
+        # one clock across both runs: time_s goes on from the first run's last line (it
+        # restarted at 0, so loss against time drew the resumed part back over the first)
+        with open(self.metrics) as f:
+            times = [json.loads(l)["time_s"] for l in f if '"loss"' in l]  # the step lines
+        self.assertEqual(times, sorted(times))
         self.assertEqual(sorted(os.listdir(self.dir)),
                          ["ckpt-0000000020.ckpt", "ckpt-0000000040.ckpt", "latest"])  # every 0: only the end
 
