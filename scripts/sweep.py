@@ -47,6 +47,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
+from sweep_jobs import launch, tail  # noqa: E402,F401
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(REPO, "scripts", "mpirun.sh") + " -np {np}"
@@ -212,31 +213,6 @@ def roles_of(flags, workers):
 
 
 # ---- running ----------------------------------------------------------------------------------
-
-def tail(path, lines=25):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def launch(np_, argv, log_path, ctx):
-    """Runs `launcher argv` under `timeout`; returns (exit code, status, elapsed s, command)."""
-    launcher = shlex.split(ctx["launcher"].format(np=np_))
-    cmd = ["timeout", "-k", "15", str(int(float(ctx["timeout_s"])))] + launcher + argv
-    start = time.monotonic()
-    with open(log_path, "w", encoding="utf-8") as log:
-        log.write("$ " + shlex.join(cmd) + "\n")
-        log.flush()
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO).returncode
-    elapsed = time.monotonic() - start
-    # `timeout` exits 124 (or 137 after -k); a job whose rank was killed by SIGKILL exits 137
-    # too, long before the bound.
-    timed_out = rc in (124, 137) and elapsed >= float(ctx["timeout_s"]) - 1.0
-    status = "ok" if rc == 0 else ("timeout" if timed_out else "failed")
-    return rc, status, elapsed, shlex.join(cmd)
-
 
 def flag_args(flags):
     args = []
@@ -457,6 +433,27 @@ def main(argv=None):
         sys.exit(f"sweep: cannot create the results folder {out}: {e.strerror}")
     counts = {}
     t0 = time.monotonic()
+    try:
+        run_all(runs, benches, ctx, counts)
+    except KeyboardInterrupt:
+        done = sum(counts.values())
+        print(f"\n[sweep] interrupted (Ctrl-C): a job in progress was stopped and is not "
+              f"recorded; {done} earlier run(s) and bench pass(es) are in {out} "
+              f"(`scripts/report.py {out}` draws them; `--out {out}` adds to them)",
+              file=sys.stderr, flush=True)
+        return 130
+    print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
+          f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
+          flush=True)
+    rc = 0 if all(k in ("ok", "skipped", "bench ok", "fault detected") for k in counts) else 1
+    if sweep["report"].lower() in ("yes", "true", "on", "1") and not a.no_report:
+        rc = run_report(out, ctx) or rc
+    return rc
+
+
+def run_all(runs, benches, ctx, counts):
+    """Every run and bench pass, `ctx["repeats"]` rounds; counts outcomes into `counts`."""
+    out, repeats = ctx["out"], ctx["repeats"]
     for rep in range(1, repeats + 1):
         round_ = f" round {rep}/{repeats}" if repeats > 1 else ""
         for i, run in enumerate(runs, 1):
@@ -475,13 +472,6 @@ def main(argv=None):
                 status, nrows, elapsed = run_bench(bname, int(np_), b.get("args", ""), ctx, rep)
                 counts["bench " + status] = counts.get("bench " + status, 0) + 1
                 print(f"{status} {elapsed:.1f}s, {nrows} rows", flush=True)
-    print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
-          f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
-          flush=True)
-    rc = 0 if all(k in ("ok", "skipped", "bench ok", "fault detected") for k in counts) else 1
-    if sweep["report"].lower() in ("yes", "true", "on", "1") and not a.no_report:
-        rc = run_report(out, ctx) or rc
-    return rc
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -242,6 +244,39 @@ class FailuresAreRecorded(unittest.TestCase):
             self.assertNotEqual(proc.returncode, 0)
             self.assertIn("cannot create the results folder", proc.stderr)
             self.assertNotIn("Traceback", proc.stderr)
+
+
+class CtrlC(unittest.TestCase):
+    def test_ctrl_c_stops_the_job_and_says_where_the_results_are(self):
+        # It was a Python traceback, and the run in progress went on to its end in the background
+        # (`timeout` keeps the job in a process group of its own, out of the terminal's reach).
+        rest = "[grid]\nworkers = 2\n\n[variant a]\nbackend = ring\n\n[variant b]\nbackend = ring\n"
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            ini = os.path.join(tmp, "sweep.ini")
+            with open(ini, "w") as f:  # 5 ms a step on worker 0, 100000 steps: long enough
+                f.write(small_sweep(120, "epochs = 100000\nmax-steps = 100000\nstraggler = 0:5",
+                                    rest))
+            out = os.path.join(tmp, "results")
+            proc = subprocess.Popen([SWEEP, ini, "--out", out, "--bin", BIN, "--no-bench"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)  # its own group, as in a terminal
+            metrics = os.path.join(out, "runs", "sweep-001-a-w2", "metrics.jsonl.partial")
+            deadline = time.monotonic() + 60
+            while not os.path.exists(metrics) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(0.5)
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+            _, err = proc.communicate(timeout=60)
+            self.assertEqual(proc.returncode, 130, err)
+            self.assertNotIn("Traceback", err)
+            self.assertIn("[sweep] interrupted (Ctrl-C)", err)
+            self.assertIn(f"scripts/report.py {out}", err)
+            time.sleep(3)
+            left = subprocess.run(["pgrep", "-f", out], capture_output=True, text=True).stdout
+            self.assertEqual(left, "", "processes of the stopped job still run")
+            runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
+            self.assertEqual(runs, [])  # the stopped run is not a result
+            self.assertFalse(os.path.exists(os.path.join(out, "runs", "sweep-002-b-w2")))
 
 
 class RepeatsRunInRounds(unittest.TestCase):
