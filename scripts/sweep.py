@@ -40,6 +40,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -441,6 +442,10 @@ def main(argv=None):
               f"recorded; {done} earlier run(s) and bench pass(es) are in {out} "
               f"(`scripts/report.py {out}` draws them; `--out {out}` adds to them)",
               file=sys.stderr, flush=True)
+        # End by SIGINT itself, not exit 130: a calling shell script (scripts/quickstart.sh)
+        # stops only when its child died of the signal, else it goes on to its next command.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
         return 130
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
