@@ -171,6 +171,18 @@ std::string resumed_steps(const nlohmann::json& j) {
   return " (" + std::to_string(at + 1) + "-" + std::to_string(steps) + " in this run)";
 }
 
+// Dedicated parameter servers: the line a BytePS user looks for, each server's load (W x D / S
+// each way in theory), which was only in the summary file.
+std::string server_bytes(const nlohmann::json& j) {
+  if (j["backend"] != "ps" || j["servers"] == "colocated" || j["num_servers"].get<int>() < 1)
+    return "";
+  const auto& b = j["bytes_per_step"];
+  char line[128];
+  std::snprintf(line, sizeof line, "bytes per server per step: recv %.0f  sent %.0f\n",
+                b["server_recv"].get<double>(), b["server_sent"].get<double>());
+  return line;
+}
+
 void print_summary(const nlohmann::json& j) {
   auto& st = j["step_time"];
   auto& b = j["bytes_per_step"];
@@ -179,7 +191,7 @@ void print_summary(const nlohmann::json& j) {
       "backend %s  workers %d  servers %s  model %s (%zu params)\n"
       "steps %lld%s  wall %.2f s  throughput %.0f samples/s%s\n"
       "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
-      "bytes per worker per step: sent %.0f  recv %.0f\n"
+      "bytes per worker per step: sent %.0f  recv %.0f\n%s"
       "test accuracy %.4f  test loss %.4f\n%s",
       j["backend"].get<std::string>().c_str(), j["workers"].get<int>(),
       j["servers"] == "colocated" ? "colocated"
@@ -195,7 +207,7 @@ void print_summary(const nlohmann::json& j) {
           : "",
       st["total_s"].get<double>() * 1e3, st["compute_s"].get<double>() * 1e3,
       st["wait_s"].get<double>() * 1e3, st["comm_s"].get<double>() * 1e3,
-      b["worker_sent"].get<double>(), b["worker_recv"].get<double>(),
+      b["worker_sent"].get<double>(), b["worker_recv"].get<double>(), server_bytes(j).c_str(),
       j["test_accuracy"].get<double>(), j["test_loss"].get<double>(),
       j["resumed_from"].is_string()
           ? ("resumed from " + j["resumed_from"].get<std::string>() + " at step " +

@@ -165,6 +165,20 @@ class TinySweep(unittest.TestCase):
                 self.assertLess(abs(r[k] / d - 1), 0.02, (r["rank"], k, r[k], d))
         self.assertGreaterEqual(co["ranks"][1]["setup_bytes_recv"], d / 2)
 
+    def test_train_summary_prints_each_servers_bytes(self):
+        # a dedicated server's load was only in the summary file, not in what the run prints
+        for r in self.runs:
+            with open(os.path.join(self.out, r["log_file"])) as f:
+                log = f.read()
+            b = r["bytes_per_step"]
+            line = (f"bytes per server per step: recv {b['server_recv']:.0f}  "
+                    f"sent {b['server_sent']:.0f}\n")
+            if r["variant"] == "ps-1":
+                self.assertIn(line, log)
+                self.assertGreater(b["server_recv"], 0)
+            else:
+                self.assertNotIn("bytes per server per step", log, r["variant"])
+
     def test_metrics_file_has_one_line_per_step(self):
         for r in self.runs:
             lines, bad = sr.read_jsonl(os.path.join(self.out, r["metrics_file"]))
