@@ -19,7 +19,8 @@
 // Rank 0 prints a line with the parameters (nccl-tests' "minBytes ... iters ... validation"), then
 // one row per size: size count type time(us) algbw busbw #wrong (N/A with -c 0), with
 // algbw = bytes / time and busbw = algbw * op.bus_factor(), and a JSON line per row with --json
-// (fields in /work/notes/schema.md), then a footer per backend.
+// (fields listed in the README, "The bench table and the output files"), then a footer per
+// backend.
 //
 // The semantics every op implements is the SUM over workers (no 1/N scaling), out of place.
 #pragma once

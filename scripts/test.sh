@@ -26,10 +26,12 @@ esac
 shift 2
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTARRING_SANITIZE="$kind" \
   -DSTARRING_CUDA=OFF -DSTARRING_SMPI=OFF >/dev/null
-# The executables of the tests labelled `sanitize` (an mpirun.sh test names its binary last).
+# The executables of the tests labelled `sanitize` (an mpirun.sh test names its binary last; a
+# test whose executable is not built yet has no command in the listing: its target is its name).
 mapfile -t targets < <(ctest --test-dir "$build" -L sanitize --show-only=json-v1 | python3 -c '
 import json, os, sys
-names = {os.path.basename(t["command"][-1]) for t in json.load(sys.stdin)["tests"]}
+names = {os.path.basename(t["command"][-1]) if "command" in t else t["name"]
+         for t in json.load(sys.stdin)["tests"]}
 print("\n".join(sorted(names)))')
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 sup=$root/scripts/sanitize
