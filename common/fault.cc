@@ -87,8 +87,12 @@ void watch() {
 void announce_interrupts(bool announce, int rank) {
   g_announce = announce;
   g_rank = rank;
-  if (g_pipe[0] < 0 && ::pipe2(g_pipe, O_CLOEXEC) != 0) g_pipe[0] = g_pipe[1] = -1;
-  if (g_pipe[0] >= 0) std::thread(watch).detach();
+  if (g_pipe[0] < 0) {  // once: a second call only updates who announces
+    if (::pipe2(g_pipe, O_CLOEXEC) == 0)
+      std::thread(watch).detach();
+    else
+      g_pipe[0] = g_pipe[1] = -1;
+  }
   for (int i = 0; i < 3; ++i) {
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
