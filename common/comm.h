@@ -72,6 +72,9 @@ class Comm {
   Seconds timeout() const { return timeout_; }
   void set_timeout(Seconds t) { timeout_ = t; }
 
+  // Bytes and messages so far. A send is counted before the peer can receive it, so once a peer
+  // has acted on a message (and, say, reached a barrier) the sender's count includes it; a
+  // receive is counted when it completes.
   CommCounters counters() const;
   // A short "who am I" for error messages: "rank 3".
   std::string where() const;

@@ -151,8 +151,8 @@ MpiComm::~MpiComm() {
 std::unique_ptr<Request> MpiComm::isend(const void* buf, std::size_t bytes, int peer, int tag) {
   int n = checked_count(*this, bytes, peer, tag, true);
   auto r = std::make_unique<MpiRequest>(this, true, peer, tag);
+  count_sent(bytes);  // before the peer can have it (see Comm::counters)
   CHECK_MPI(MPI_Isend(buf, n, MPI_BYTE, peer, tag, comm_, r->raw()));
-  count_sent(bytes);
   return r;
 }
 

@@ -72,8 +72,8 @@ int SubComm::check_peer(int peer) const {
 }
 
 std::unique_ptr<Request> SubComm::isend(const void* buf, std::size_t bytes, int peer, int tag) {
+  count_sent(bytes);  // before the peer can have it (see Comm::counters)
   auto r = parent_->isend(buf, bytes, check_peer(peer), tag);
-  count_sent(bytes);
   return std::make_unique<SubRequest>(this, std::move(r), true);
 }
 

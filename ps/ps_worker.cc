@@ -272,11 +272,13 @@ SyncStepStats PsWorker::take_stats() {
 }
 
 CommCounters PsWorker::counters() const {
-  // Read before the Comm's counters: the server adds a set-up message to setup_recv only after
-  // the Comm has counted it, so the difference below never goes negative.
+  // The server adds a set-up message to setup_recv only after the Comm has counted it, and a
+  // control message to ctl_sent before the Comm counts it: setup_recv read before the Comm's
+  // counters and ctl_sent after them, the differences below never go negative (they may read
+  // high while such a message is on its way; the trainer reads them between barriers).
   const std::uint64_t setup = link_ ? link_->setup_recv.load(std::memory_order_acquire) : 0;
-  const std::uint64_t ctl = link_ ? link_->ctl_sent.load(std::memory_order_acquire) : 0;
   CommCounters c = comm_->counters();
+  const std::uint64_t ctl = link_ ? link_->ctl_sent.load(std::memory_order_acquire) : 0;
   c.bytes_sent += shm_sent_.load(std::memory_order_relaxed);
   c.bytes_recv += shm_recv_.load(std::memory_order_relaxed);
   if (link_) {  // co-located: this process's shard's traffic too, less set-up and control

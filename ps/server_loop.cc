@@ -319,6 +319,8 @@ void ServerLoop::send_ctl(int w, Op op, const std::string& text, bool timeout) {
   h.step = timeout ? 1 : 0;
   auto msg = std::make_shared<std::vector<char>>(make_text_message(h, text));
   PendingSend p;
+  // Booked as control before the Comm counts it (PsWorker::counters reads them in that order).
+  if (local_) local_->ctl_sent.fetch_add(msg->size(), std::memory_order_release);
   p.req = comm_->isend(msg->data(), msg->size(), group_.worker_ranks[static_cast<std::size_t>(w)],
                        kCtlTag);
   p.worker = w;
@@ -326,7 +328,6 @@ void ServerLoop::send_ctl(int w, Op op, const std::string& text, bool timeout) {
   p.since = Clock::now();
   bytes_out_ += msg->size();
   ctl_bytes_out_ += msg->size();
-  if (local_) local_->ctl_sent.fetch_add(msg->size(), std::memory_order_release);
   ++msgs_out_;
   p.keep = std::move(msg);
   sends_.push_back(std::move(p));

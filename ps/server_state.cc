@@ -36,14 +36,15 @@ void ServerLoop::on_get_state(const PsHeader& h, int w) {
     }
     auto msg = std::make_shared<std::vector<char>>(make_message(out, data, n * sizeof(float)));
     PendingSend p;
+    // A checkpoint's, not a step's; booked before the Comm counts it (see PsWorker::counters).
+    if (local_) local_->ctl_sent.fetch_add(msg->size(), std::memory_order_release);
     p.req = comm_->isend(msg->data(), msg->size(), group_.worker_ranks[static_cast<std::size_t>(w)],
                          kStateTag);
     p.worker = w;
     p.what = "the optimizer state of chunk " + std::to_string(h.chunk);
     p.since = std::chrono::steady_clock::now();
     bytes_out_ += msg->size();
-    ctl_bytes_out_ += msg->size();  // a checkpoint's, not a step's
-    if (local_) local_->ctl_sent.fetch_add(msg->size(), std::memory_order_release);
+    ctl_bytes_out_ += msg->size();
     ++msgs_out_;
     p.keep = std::move(msg);
     sends_.push_back(std::move(p));

@@ -436,7 +436,10 @@ void TrainLoop::checkpoint() {
   const auto t0 = Clock::now();
   TraceScope tc(trace_, "checkpoint", "checkpoint");
   env_.sync.flush();
-  add_sync_stats(env_.sync.take_stats());  // the last step's traffic, now complete
+  // The last step's traffic is whole once every worker has flushed (a co-located shard may still
+  // be answering the others' pulls): read between barriers, before any checkpoint message.
+  env_.workers.barrier(env_.workers.timeout());
+  add_sync_stats(env_.sync.take_stats());
   env_.workers.barrier(env_.workers.timeout());
   CheckpointData c;
   env_.sync.save_optimizer_state(c.state1, c.state2);
@@ -458,13 +461,14 @@ void TrainLoop::checkpoint() {
       error = e.what();
     }
   }
-  // Fetching the servers' state is the checkpoint's traffic, not a step's: taken before worker 0
-  // lets the others go on (after it, a co-located shard already counts their next pushes).
+  agree_with_worker0(env_.workers, error, "the checkpoint of step " + std::to_string(step_));
+  if (!error.empty()) throw Error(error);
+  // The servers' state is the checkpoint's traffic: read after worker 0 has it all (its verdict
+  // comes after), and before any worker goes on (a co-located shard would count its pushes).
   const SyncStepStats ck = env_.sync.take_stats();
   res_.checkpoint_bytes_sent += ck.bytes_sent;
   res_.checkpoint_bytes_recv += ck.bytes_recv;
-  agree_with_worker0(env_.workers, error, "the checkpoint of step " + std::to_string(step_));
-  if (!error.empty()) throw Error(error);
+  env_.workers.barrier(env_.workers.timeout());
   last_ckpt_step_ = step_;
   eval_s_ += seconds_since(t0);
   if (rank_ != 0) return;
