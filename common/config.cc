@@ -127,7 +127,8 @@ struct Groups {
         "lr", val(&t.lr), "base learning rate (one worker)")(
         "lr-scale", val(&t.lr_scale), "none | linear | sqrt: scale lr with the number of workers")(
         "warmup-steps", val(&t.warmup_steps), "linear warm-up steps to the scaled lr")(
-        "lr-schedule", val(&t.lr_schedule), "constant | cosine (decays to 0 at the last step)")(
+        "lr-schedule", val(&t.lr_schedule),
+        "constant | cosine (half a cosine after the warm-up, to 0 one step after the last)")(
         "optimizer", val(&t.opt.type), "sgd (with momentum) | adamw")(
         "momentum", val(&t.opt.momentum), "sgd momentum")("weight-decay", val(&t.opt.weight_decay),
                                                           "sgd: L2; adamw: decoupled")(

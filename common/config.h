@@ -34,7 +34,7 @@ struct TrainConfig {
   int accum = 1;                  // gradient accumulation micro-batches per optimizer step
   float lr = 0.05f;               // base learning rate (for one worker)
   std::string lr_scale = "none";  // "none" | "linear" | "sqrt" in the number of workers
-  int warmup_steps = 0;           // linear warm-up from lr/workers... to the scaled lr
+  int warmup_steps = 0;           // linear warm-up from lr (step 1) to the scaled lr (step w+1)
   std::string lr_schedule = "constant";  // "constant" | "cosine"
   OptimizerConfig opt;
   std::uint64_t seed = 42;     // base seed; per-worker randomness uses seed + rank

@@ -1,7 +1,11 @@
 // The learning-rate schedule (--lr, --lr-scale, --warmup-steps, --lr-schedule): the base rate is
 // scaled with the number of workers (none | linear | sqrt, for the global batch that grows with
 // them), reached by a linear warm-up from the one-worker rate, then held (constant) or decayed
-// to 0 at the last step along half a cosine.
+// along half a cosine. Steps count from 1; with t = step - 1 steps done before this one, the
+// conventions are Goyal et al.'s and PyTorch's: the first step runs at the one-worker rate
+// (t = 0), step warmup + 1 at the scaled rate, and the cosine is PyTorch's CosineAnnealingLR
+// over the steps after the warm-up (T_max = total - warmup): it would reach 0 one step after
+// the last, so the last step still learns.
 #include <algorithm>
 #include <cmath>
 
@@ -15,12 +19,14 @@ float Trainer::learning_rate(const TrainConfig& t, std::int64_t step, std::int64
   if (t.lr_scale == "linear") scale = workers;
   if (t.lr_scale == "sqrt") scale = std::sqrt(static_cast<double>(workers));
   const double target = t.lr * scale;
-  if (t.warmup_steps > 0 && step <= t.warmup_steps) {
-    double f = static_cast<double>(step) / t.warmup_steps;
+  const std::int64_t done = std::max<std::int64_t>(step - 1, 0);
+  if (done < t.warmup_steps) {
+    const double f = static_cast<double>(done) / t.warmup_steps;
     return static_cast<float>(t.lr + (target - t.lr) * f);
   }
   if (t.lr_schedule == "cosine" && total_steps > t.warmup_steps) {
-    double p = static_cast<double>(step - t.warmup_steps) / (total_steps - t.warmup_steps);
+    const double p = static_cast<double>(done - t.warmup_steps) /
+                     static_cast<double>(total_steps - t.warmup_steps);
     return static_cast<float>(target * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, p))));
   }
   return static_cast<float>(target);

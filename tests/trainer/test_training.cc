@@ -1,6 +1,8 @@
 // End-to-end training on a small synthetic set with the local backend, and the learning-rate rule.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/error.h"
 #include "train_fixture.h"
 #include "trainer/trainer.h"
@@ -46,11 +48,39 @@ TEST(Training, LearningRateScalingAndWarmup) {
   EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, 100, 4), 0.2f);
   t.lr_scale = "none";
   EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, 100, 4), 0.1f);
+  // Warm-up over 10 steps (steps count from 1): step 1 at the one-worker rate, step 11 at the
+  // scaled one, linear in between (Goyal et al.).
   t.lr_scale = "linear";
   t.warmup_steps = 10;
-  EXPECT_NEAR(Trainer::learning_rate(t, 5, 100, 4), 0.1 + 0.3 * 0.5, 1e-6);
-  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 10, 100, 4), 0.4f);
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, 100, 4), 0.1f);
+  EXPECT_NEAR(Trainer::learning_rate(t, 6, 100, 4), 0.1 + 0.3 * 0.5, 1e-6);
+  EXPECT_NEAR(Trainer::learning_rate(t, 10, 100, 4), 0.1 + 0.3 * 0.9, 1e-6);
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 11, 100, 4), 0.4f);
   EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 50, 100, 4), 0.4f);
+}
+
+// Cosine after the warm-up, as PyTorch's CosineAnnealingLR with T_max = total - warmup steps:
+// lr(t) = target * (1 + cos(pi * (t - warmup) / T_max)) / 2 for t = step - 1; the last step
+// still learns (lr > 0), the half-way step runs at half the rate, and it never rises.
+TEST(Training, CosineScheduleFollowsPytorch) {
+  TrainConfig t;
+  t.lr = 0.1f;
+  t.lr_scale = "linear";
+  t.lr_schedule = "cosine";
+  t.warmup_steps = 10;
+  const int total = 110, workers = 2;
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, total, workers), 0.1f);
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 11, total, workers), 0.2f);   // the peak
+  EXPECT_NEAR(Trainer::learning_rate(t, 61, total, workers), 0.1, 1e-7);  // half-way
+  const double last = 0.2 * 0.5 * (1 + std::cos(M_PI * 99 / 100));
+  EXPECT_NEAR(Trainer::learning_rate(t, total, total, workers), last, 1e-9);
+  EXPECT_GT(Trainer::learning_rate(t, total, total, workers), 0.0f);
+  for (int s = 12; s <= total; ++s)
+    EXPECT_LE(Trainer::learning_rate(t, s, total, workers),
+              Trainer::learning_rate(t, s - 1, total, workers))
+        << "step " << s;
+  t.warmup_steps = 0;  // no warm-up: the first step at the peak
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, total, workers), 0.2f);
 }
 
 TEST(Training, BatchLargerThanShardIsAClearError) {
