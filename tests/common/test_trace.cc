@@ -1,5 +1,6 @@
 // Trace: events recorded from several threads land in one Chrome trace-event file that parses as
-// JSON, carries pid = rank, names every thread, and is written only when enabled.
+// JSON, carries pid = rank, names every thread, and is written only when enabled; a path that
+// cannot be written or a full disk is an error naming the rank, with no half-written file left.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -184,6 +185,30 @@ TEST(Trace, UnwritablePathThrowsNamingTheRank) {
     EXPECT_NE(std::string(e.what()).find("rank 5"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("trace.5.json"), std::string::npos) << e.what();
   }
+}
+
+// A full disk (the temp file is /dev/full): an error naming the rank and the cause, and neither
+// the temp file nor a half-written trace is left.
+TEST(Trace, FullDiskLeavesNoFileAndSaysWhy) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const fs::path dir = temp_dir();
+  const fs::path path = dir / "trace.3.json";
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  fs::create_symlink("/dev/full", tmp);
+  Trace trace(3);
+  trace.open((dir / "trace.%r.json").string());
+  for (int i = 0; i < 2000; ++i) trace.complete("step", "compute", i, 1);  // past any buffer
+  try {
+    trace.close();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 3: --trace: writing"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tmp)));
+  EXPECT_FALSE(fs::exists(path));
+  fs::remove_all(dir);
 }
 
 }  // namespace
