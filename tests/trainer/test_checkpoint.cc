@@ -1,7 +1,8 @@
 // Checkpoint files: round trip, every kind of damage reported as one ConfigError naming the file
 // (truncated, a flipped byte, wrong magic, wrong version, a model that does not fit), atomic
-// writes and rotation, "latest" resolution (pointer, fallback past a damaged newest file, *.tmp
-// leftovers of a killed run ignored and cleaned up), and the options.
+// writes (a full disk keeps the previous file) and rotation, "latest" resolution (pointer, fallback
+// past a damaged newest file, *.tmp leftovers of a killed run ignored and cleaned up), and the
+// options.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -177,6 +178,27 @@ TEST(CheckpointDir, KilledMidWriteLeavesThePreviousGoodCheckpoint) {
   // Naming the damaged file itself is an error.
   k.resume = newest;
   EXPECT_THROW(load_resume(k, "rank 0", path), ConfigError);
+}
+
+// A full disk while writing (the temp file is /dev/full): an Error naming the file and the cause;
+// the temp file is removed and the file it was to replace keeps its old content.
+TEST(CheckpointDir, AFullDiskKeepsThePreviousFile) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::string dir = fresh_dir("full");
+  const std::string path = dir + "/" + checkpoint_file_name(20);
+  spit(path, "the previous content");
+  fs::create_symlink("/dev/full", path + ".tmp");
+  try {
+    write_file_atomically(path, encode_checkpoint(sample(20)), "rank 1");
+    ADD_FAILURE() << "no error writing to a full disk";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("rank 1: writing " + path + ".tmp failed: No space left on device"),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_FALSE(fs::exists(fs::symlink_status(path + ".tmp")));
+  EXPECT_EQ(slurp(path), "the previous content");
 }
 
 TEST(CheckpointDir, LatestWithNothingThereIsAClearError) {
