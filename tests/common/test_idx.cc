@@ -135,6 +135,21 @@ TEST_F(IdxTest, TruncatedFileNamesExpectedAndActualBytes) {
   EXPECT_NE(error_of(gz, 3).find("truncated"), std::string::npos) << error_of(gz, 3);
 }
 
+// A gzip file whose compressed data is damaged (not cut short): zlib's own reason, and the file.
+TEST_F(IdxTest, CorruptCompressedDataNamesZlibsReason) {
+  std::string gz = write("damaged.gz", images(kN));
+  std::string bytes;
+  {
+    std::ifstream in(gz, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 40u);
+  for (std::size_t i = 10; i < 20; ++i) bytes[i] = static_cast<char>(0xFF);  // the first block
+  std::ofstream(gz, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
+  const std::string msg = error_of(gz, 3);
+  EXPECT_NE(msg.find("'" + gz + "': corrupt file (zlib: "), std::string::npos) << msg;
+}
+
 TEST_F(IdxTest, LongerThanHeaderSays) {
   auto b = labels(kN);
   b.push_back(1);
