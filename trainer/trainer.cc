@@ -367,9 +367,13 @@ void TrainLoop::evaluate(int epoch) {
   res_.wait_s += seconds_since(t_wait);
   const auto t_eval = Clock::now();
   TraceScope te(trace_, "evaluate", "eval");
-  // Every worker's pushes applied (ps asp/ssp), then every worker takes the same parameters.
+  // Every worker's pushes applied (ps asp/ssp), then every worker takes the same parameters, and
+  // none pushes its next step before all have them (a worker that only sends its counts to
+  // worker 0 goes on at once: its next push reached the master copy before a slower worker's
+  // refresh, which then evaluated another model).
   env_.workers.barrier(env_.workers.timeout());
   env_.sync.refresh_params();
+  env_.workers.barrier(env_.workers.timeout());
   staging_.all_params_up();
   EvalResult ev = evaluator_.run(test_);
   eval_s_ += seconds_since(t_eval);
