@@ -42,16 +42,19 @@ def launch(np_, argv, log_path, ctx):
 def stop_job(proc):
     """Ctrl-C: `timeout` runs the job in a process group of its own, which the terminal's SIGINT
     does not reach, and killing `timeout` (what subprocess.run does) left mpirun and its ranks
-    running to the end. SIGINT to `timeout` is passed on to mpirun, which stops the ranks."""
-    for sig, wait_s in ((signal.SIGINT, 15), (signal.SIGKILL, 5)):
-        try:
-            proc.send_signal(sig)
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-        except KeyboardInterrupt:  # a second Ctrl-C: do not wait any longer
-            proc.kill()
-            return
-
-
+    running to the end. SIGINT to `timeout` is passed on to mpirun, which stops the ranks; a job
+    still there after 15 s (or a second Ctrl-C) is killed, its whole group."""
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=15)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    except KeyboardInterrupt:  # a second Ctrl-C: do not wait any longer
+        pass
+    # `timeout` leads the group: SIGKILL to it alone left the job running with no bound at all.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # `timeout` has not made its group yet
+        proc.kill()
+    proc.wait()

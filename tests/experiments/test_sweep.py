@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -25,6 +26,7 @@ SWEEP = os.path.join(REPO, "scripts", "sweep.sh")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import starring_results as sr  # noqa: E402
 import sweep as driver  # noqa: E402
+import sweep_jobs  # noqa: E402
 
 BIN = None  # set from --bin
 
@@ -291,6 +293,49 @@ class CtrlC(unittest.TestCase):
             runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
             self.assertEqual(runs, [])  # the stopped run is not a result
             self.assertFalse(os.path.exists(os.path.join(out, "runs", "sweep-002-b-w2")))
+
+
+def live_members(pgid):
+    """Processes of group `pgid` that are not zombies (from /proc)."""
+    live = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # state ppid pgrp ...
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            live.append(int(d))
+    return live
+
+
+class StopJob(unittest.TestCase):
+    def test_a_second_ctrl_c_kills_the_whole_job(self):
+        # A job that ignores the SIGINT `timeout` passes on (a rank stuck in a hook) and a user who
+        # presses Ctrl-C again: SIGKILL to `timeout` alone left the job running with no bound.
+        proc = subprocess.Popen(["timeout", "-k", "100", "100", "sh", "-c",
+                                 "trap '' INT; sleep 100 & wait"])
+        try:
+            deadline = time.monotonic() + 10
+            while os.getpgid(proc.pid) != proc.pid and time.monotonic() < deadline:
+                time.sleep(0.01)  # `timeout` makes its own group first thing
+            while len(live_members(proc.pid)) < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(len(live_members(proc.pid)), 3)  # timeout, sh, sleep
+            second = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+            second.start()
+            sweep_jobs.stop_job(proc)  # sends SIGINT, waits; the second Ctrl-C comes meanwhile
+            second.join()
+            deadline = time.monotonic() + 10
+            while live_members(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(live_members(proc.pid), [], "processes of the stopped job still run")
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
 
 
 class RepeatsRunInRounds(unittest.TestCase):
