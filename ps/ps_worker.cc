@@ -273,9 +273,12 @@ SyncStepStats PsWorker::take_stats() {
 
 CommCounters PsWorker::counters() const {
   // The server adds a set-up message to setup_recv only after the Comm has counted it, and a
-  // control message to ctl_sent before the Comm counts it: setup_recv read before the Comm's
-  // counters and ctl_sent after them, the differences below never go negative (they may read
-  // high while such a message is on its way; the trainer reads them between barriers).
+  // control message to ctl_sent before the Comm counts it; setup_recv is read before the Comm's
+  // counters and ctl_sent after them. So received bytes never go negative (they may read high by
+  // a set-up message the Comm has counted and setup_recv not yet), and sent bytes never hold a
+  // control message the Comm counted (they may read low by one booked and not yet counted). The
+  // trainer reads them where no such message is in flight: between barriers, after worker 0's
+  // checkpoint verdict.
   const std::uint64_t setup = link_ ? link_->setup_recv.load(std::memory_order_acquire) : 0;
   CommCounters c = comm_->counters();
   const std::uint64_t ctl = link_ ? link_->ctl_sent.load(std::memory_order_acquire) : 0;
