@@ -177,13 +177,13 @@ TrainResult TrainLoop::run() {
   env_.sync.start(model_.layout(), staging_.buffers(), tc_.opt);
   if (!resume_.path.empty()) {
     env_.sync.load_optimizer_state(resume_.data.state1, resume_.data.state2);
-    env_.workers.barrier(env_.workers.timeout());  // every server has its state before any push
-    resume_.data = CheckpointData{};
+    resume_.data = CheckpointData{};  // every server has its state at the barrier below
   }
   // Traffic before the first step is the backend's set-up (a parameter server's start message and
-  // initial parameters, a restored checkpoint's state), not per-step traffic: kept apart. The
-  // barrier after it keeps every worker's first push out of the others' set-up figures (a
-  // co-located shard counts what the other workers send it).
+  // initial parameters, a restored checkpoint's state), not per-step traffic: kept apart, read
+  // between barriers (before: every worker started, so a co-located shard's acks are counted;
+  // after: no worker's first push reaches a co-located shard before its worker has read).
+  env_.workers.barrier(env_.workers.timeout());
   const SyncStepStats setup = env_.sync.take_stats();
   res_.setup_bytes_sent = setup.bytes_sent;
   res_.setup_bytes_recv = setup.bytes_recv;
