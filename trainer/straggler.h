@@ -1,4 +1,4 @@
-// Straggler injection for the straggler study (--straggler).
+// Injected slowness and faults: the straggler study (--straggler) and the fault tests (--fault).
 //
 //   RANK:MS   worker RANK sleeps MS milliseconds after its compute on every step: a persistent
 //             straggler. Every consistency model ends up at the straggler's pace (SSP lets the
@@ -28,6 +28,21 @@ class Straggler {
   long ms_ = 0;
   std::uint64_t seed_ = 0;
   int workers_ = 1;
+};
+
+// --fault kill:RANK:STEP | hang:RANK:STEP: at optimizer step STEP, worker RANK says so on stderr
+// and dies by SIGKILL (kill) or goes silent for a day (hang), so the others' timeouts and the
+// launcher's handling can be tested.
+class FaultInjector {
+ public:
+  // Parses the spec (empty: no fault); throws ConfigError naming --fault on bad input.
+  explicit FaultInjector(const std::string& spec);
+  void at_step(int rank, std::int64_t step) const;
+
+ private:
+  std::string kind_;
+  int rank_ = -1;
+  long step_ = 0;
 };
 
 }  // namespace starring

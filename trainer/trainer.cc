@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <thread>
 
 #include "common/error.h"
-#include "common/fault.h"
 #include "trainer/checkpoint.h"
 #include "trainer/evaluate.h"
 #include "trainer/metrics.h"
@@ -23,19 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// "RANK:VALUE" -> (rank, value); rank -1 when the spec is empty.
-std::pair<int, long> parse_rank_spec(const std::string& spec, const char* what) {
-  if (spec.empty()) return {-1, 0};
-  auto colon = spec.find(':');
-  STARRING_CONFIG_CHECK(colon != std::string::npos, "--", what, " expects RANK:VALUE, got '", spec,
-                        "'");
-  try {
-    return {std::stoi(spec.substr(0, colon)), std::stol(spec.substr(colon + 1))};
-  } catch (const std::exception&) {
-    throw ConfigError("--" + std::string(what) + " expects RANK:VALUE, got '" + spec + "'");
-  }
 }
 
 }  // namespace
@@ -54,7 +39,6 @@ class TrainLoop {
  private:
   void step_once(std::int64_t s, int epoch);
   double micro_batch(std::int64_t s, int m, double* wait_s, double* grad_sq);
-  void inject_fault() const;
   void record_step(int epoch, float lr, double loss, double step_s, double wait_s, double grad_sq);
   void evaluate(int epoch);
   void add_sync_stats(const SyncStepStats& st);
@@ -78,8 +62,7 @@ class TrainLoop {
   int epochs_ = 0;
   Staging staging_;
   Straggler straggler_;
-  std::pair<int, long> fault_;
-  std::string fault_kind_;
+  FaultInjector fault_;
   std::vector<std::vector<std::size_t>> layer_t_;  // backward-order tensors of each layer, sorted
   std::vector<float> xb_;
   std::vector<int> yb_;
@@ -134,7 +117,7 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
       sampler_(train.n, rank_, world_, cfg.train.batch, cfg.train.seed),
       staging_(model_, env.device.is_gpu() && !env.sync.accepts_device_buffers()),
       straggler_(cfg.train.straggler, cfg.train.seed, world_),
-      fault_{-1, 0},
+      fault_(cfg.train.fault),
       metrics_(rank_ == 0 ? cfg.out.metrics_file : ""),
       progress_(cfg.out.progress, 0, cfg.out.log_every, false),
       evaluator_(model_, env.workers, eval_batch(cfg.train)) {
@@ -146,14 +129,6 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
   if (tc_.max_steps >= 0) total_steps_ = std::min(total_steps_, tc_.max_steps);
   epochs_ = static_cast<int>((total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
   progress_ = Progress(cfg.out.progress, total_steps_, cfg.out.log_every, rank_ == 0);
-  if (!tc_.fault.empty()) {
-    auto c = tc_.fault.find(':');
-    fault_kind_ = tc_.fault.substr(0, c);
-    STARRING_CONFIG_CHECK(
-        c != std::string::npos && (fault_kind_ == "kill" || fault_kind_ == "hang"),
-        "--fault expects kill:RANK:STEP or hang:RANK:STEP, got '", tc_.fault, "'");
-    fault_ = parse_rank_spec(tc_.fault.substr(c + 1), "fault");
-  }
   for (int l = 0; l < model_.num_layers(); ++l) {
     layer_t_.push_back(model_.layer_tensors(l));
     std::sort(layer_t_.back().begin(), layer_t_.back().end());
@@ -231,19 +206,12 @@ TrainResult TrainLoop::run() {
   return res_;
 }
 
-void TrainLoop::inject_fault() const {
-  if (fault_.first != rank_ || step_ != fault_.second) return;
-  announce_fault("rank " + std::to_string(rank_), fault_kind_, step_);
-  if (fault_kind_ == "kill") std::raise(SIGKILL);
-  std::this_thread::sleep_for(std::chrono::hours(24));
-}
-
 void TrainLoop::step_once(std::int64_t s, int epoch) {
   ++step_;
   const auto t_step = Clock::now();
   const float lr = Trainer::learning_rate(tc_, step_, total_steps_, world_);
   env_.sync.begin_step(step_, lr);
-  inject_fault();
+  fault_.at_step(rank_, step_);
   double loss = 0, wait_s = 0, grad_sq = 0;
   for (int m = 0; m < tc_.accum; ++m) loss += micro_batch(s, m, &wait_s, &grad_sq) / tc_.accum;
   record_step(epoch, lr, loss, seconds_since(t_step), wait_s, grad_sq);
