@@ -98,7 +98,8 @@ struct Groups {
         "optimizer steps between checkpoints (0: only at the end)")(
         "keep-checkpoints", val(&k.keep), "newest checkpoints kept in --checkpoint-dir")(
         "resume", val(&k.resume),
-        "PATH (a checkpoint file) or 'latest' (newest valid one in --checkpoint-dir)");
+        "PATH (a checkpoint file), 'latest' (newest valid one in --checkpoint-dir) or 'auto' "
+        "(latest, or a fresh run while the folder holds none: a requeued job's one command)");
   }
 
   void add_data(DataConfig& d) {
@@ -140,7 +141,8 @@ struct Groups {
         "sleeps MS ms")(
         "fault", val(&t.fault),
         "kill:RANK:STEP: rank RANK dies (SIGKILL) at step STEP; hang:RANK:STEP: it stays alive "
-        "but stops communicating (fault tests)");
+        "but stops communicating; stop:RANK:STEP: worker RANK asks to stop from step STEP on, as "
+        "SIGUSR1 does (fault tests)");
   }
   void add_sync(SyncConfig& y, Staged& s) {
     sync.add_options()("backend", val(&y.backend), "local | ring | mpi | nccl | ps")(

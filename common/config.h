@@ -76,7 +76,7 @@ struct CheckpointConfig {
   std::string dir;         // where checkpoints are written (empty: none)
   std::int64_t every = 0;  // optimizer steps between checkpoints (0: only at the end)
   int keep = 2;            // newest checkpoints kept in `dir`; older ones are deleted
-  std::string resume;      // a checkpoint file, or "latest" (newest valid one in `dir`)
+  std::string resume;      // a checkpoint file, "latest" (newest valid one in `dir`) or "auto"
 };
 
 struct BenchConfig {

@@ -142,9 +142,9 @@ void check_train(const TrainConfig& t) {
   check(t.threads > 0, "--threads", "> 0", t.threads);
   check_colon_spec("--straggler", t.straggler, 2, t.straggler.rfind("any:", 0) == 0 ? 1 : 0,
                    "RANK:MS or any:MS");
-  check_colon_spec("--fault", t.fault, 3, 1, "kill:RANK:STEP or hang:RANK:STEP");
+  check_colon_spec("--fault", t.fault, 3, 1, "kill:RANK:STEP, hang:RANK:STEP or stop:RANK:STEP");
   if (!t.fault.empty())
-    check_choice("--fault", t.fault.substr(0, t.fault.find(':')), {"kill", "hang"});
+    check_choice("--fault", t.fault.substr(0, t.fault.find(':')), {"kill", "hang", "stop"});
 }
 
 void check_sync(const SyncConfig& s) {
@@ -182,8 +182,9 @@ void check_checkpoint(const CheckpointConfig& k) {
   check(k.keep >= 1, "--keep-checkpoints", ">= 1", k.keep);
   if (k.every > 0 && k.dir.empty())
     throw ConfigError("--checkpoint-every: needs --checkpoint-dir (where to write them)");
-  if (k.resume == "latest" && k.dir.empty())
-    throw ConfigError("--resume latest: needs --checkpoint-dir (where to look for checkpoints)");
+  if ((k.resume == "latest" || k.resume == "auto") && k.dir.empty())
+    throw ConfigError("--resume " + k.resume +
+                      ": needs --checkpoint-dir (where to look for checkpoints)");
 }
 
 void check_bench(const BenchConfig& b) {

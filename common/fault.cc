@@ -33,6 +33,7 @@ constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
 constexpr const char* kNames[3] = {"SIGINT", "SIGTERM", "SIGHUP"};
 int g_pipe[2] = {-1, -1};
 volatile std::sig_atomic_t g_interrupted = 0;
+volatile std::sig_atomic_t g_stop_requested = 0;
 bool g_announce = false;
 int g_rank = 0;
 std::mutex g_hook_mu;
@@ -50,6 +51,8 @@ extern "C" void on_interrupt(int sig) {
   g_interrupted = 1;
   if (g_pipe[1] < 0 || ::write(g_pipe[1], &sig, sizeof sig) != sizeof sig) die_by(sig);
 }
+
+extern "C" void on_stop_request(int) { g_stop_requested = 1; }
 
 void watch() {
   int sig = 0;
@@ -104,6 +107,17 @@ void announce_interrupts(bool announce, int rank) {
     sigaction(kSignals[i], &sa, nullptr);
   }
 }
+
+void accept_stop_requests() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_request;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+bool stop_requested() { return g_stop_requested != 0; }
 
 InterruptHook::InterruptHook(std::function<void()> fn, std::string note) {
   std::lock_guard<std::mutex> lk(g_hook_mu);

@@ -94,6 +94,11 @@ class GradientSync {
   // buffer the current master copy, so that every worker evaluates the same, latest model.
   virtual void refresh_params() {}
 
+  // How many optimizer steps a worker may run ahead of the slowest: 0 for synchronous training,
+  // the staleness bound under ps ssp, -1 when unbounded (ps asp). Sets the stop vote's lag
+  // (trainer/stop_vote.h).
+  virtual int max_step_skew() const { return 0; }
+
   // True when the backend works on GPU buffers directly (nccl); others get host buffers.
   virtual bool accepts_device_buffers() const { return false; }
   virtual std::string name() const = 0;

@@ -8,6 +8,11 @@
 
 namespace starring {
 
+// `starring train` stopped early on a stop request (SIGUSR1, a preemption notice) after writing a
+// checkpoint: EX_TEMPFAIL, "try again later" - resume with --resume latest. experiments/main.cc
+// gives every rank the job's highest code, so mpirun exits with it.
+inline constexpr int kStoppedExit = 75;
+
 int run_train(Config& cfg, std::shared_ptr<Comm> world);        // train_command.cc
 int run_bench(Config& cfg, std::shared_ptr<Comm> world);        // bench_command.cc
 int run_env(Config& cfg, std::shared_ptr<Comm> world);          // env_command.cc

@@ -231,6 +231,7 @@ std::string check_resume(const Config& cfg, int workers) {
   if (cfg.ckpt.resume.empty()) return "";
   std::string path;
   const starring::CheckpointData c = starring::load_resume(cfg.ckpt, "rank 0", path);
+  if (path.empty()) return cfg.ckpt.resume;  // "auto" on a folder with none: a fresh run
   const auto& t = cfg.train;
   std::vector<int> widths = c.meta.value("widths", std::vector<int>{});
   if (widths.size() >= 2) {
@@ -429,7 +430,7 @@ int run(Command command, Config& cfg, int provided, int rank, int size) {
     finalize_and_exit(job[1]);  // 2 when bad input anywhere caused the other failures
   }
   MPI_Comm_free(&agree);
-  return code;
+  return job[1];  // the job's code on every rank (a stopped train: kStoppedExit on servers too)
 }
 
 }  // namespace

@@ -217,6 +217,23 @@ void print_summary(const nlohmann::json& j) {
   std::fflush(stdout);
 }
 
+// A run stopped by a stop request: no summary (the run is not over), where to resume instead.
+void print_stop(const Config& cfg, const TrainResult& res) {
+  std::string who;
+  for (int w : res.stop_requested_by) who += (who.empty() ? "" : ", ") + std::to_string(w);
+  const std::string metrics = cfg.out.metrics_file.empty()
+                                  ? ""
+                                  : "; the metrics so far stay in " + cfg.out.metrics_file +
+                                        ".partial, which the resumed run continues";
+  std::printf(
+      "\n== StarRing train stopped ==\n"
+      "stopped after step %lld on a stop request (SIGUSR1 or --fault stop) that worker(s) %s "
+      "had at step %lld\ncheckpoint %s\nresume: the same command with --resume latest (or auto)%s\n",
+      static_cast<long long>(res.stopped_at_step), who.c_str(),
+      static_cast<long long>(res.stop_round), res.last_checkpoint.c_str(), metrics.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int run_train(Config& cfg, std::shared_ptr<Comm> world) {
@@ -230,6 +247,7 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   if (trace.enabled())
     keep_trace = std::make_unique<InterruptHook>([&trace] { trace.close(); },
                                                  "writing the --trace events recorded so far");
+  accept_stop_requests();  // SIGUSR1: stop at an agreed step with a checkpoint (stop_vote.h)
   auto device = make_device(cfg.train.device, cfg.train.threads, world->node_rank());
   RankOutcome out = run_rank(cfg, world, *device, &trace);
   const TrainResult& res = out.result;
@@ -270,6 +288,11 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   trace.close();
 
   auto ranks = gather_to_root(*world, mine);
+  if (res.stopped_at_step >= 0) {  // workers; dedicated servers return 0, below kStoppedExit
+    if (!res.output_error.empty()) throw Error(res.output_error);
+    if (world->rank() == 0) print_stop(cfg, res);
+    return kStoppedExit;
+  }
   if (world->rank() == 0) {
     const double steps = std::max<double>(res.steps - res.resumed_step, 1);
     for (auto& r : ranks) {

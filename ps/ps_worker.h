@@ -79,6 +79,9 @@ class PsWorker : public GradientSync {
   SyncStepStats take_stats() override;
   void shutdown() override;
   std::string name() const override { return "ps"; }
+  int max_step_skew() const override {
+    return opt_.consistency == "asp" ? -1 : opt_.consistency == "ssp" ? opt_.staleness : 0;
+  }
   // Checkpoints (worker_state.cc): worker 0 gathers every chunk's optimizer state from the
   // servers (kGetState) and restores it on resume (kSetState, acknowledged); no-ops elsewhere.
   void save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) override;

@@ -30,7 +30,9 @@ ServerLoop::ServerLoop(std::shared_ptr<Comm> comm, PsGroup group, ServerOptions 
   if (!opt_.fault.empty()) {
     char kind[16] = {0};
     long long r = -1, s = -1;
-    if (std::sscanf(opt_.fault.c_str(), "%15[a-z]:%lld:%lld", kind, &r, &s) == 3) {
+    // stop:RANK:STEP is a worker's (a stop request); servers act on kill and hang.
+    if (std::sscanf(opt_.fault.c_str(), "%15[a-z]:%lld:%lld", kind, &r, &s) == 3 &&
+        std::string(kind) != "stop") {
       fault_kind_ = kind;
       fault_rank_ = static_cast<int>(r);
       fault_step_ = s;

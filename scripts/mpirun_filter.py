@@ -47,6 +47,8 @@ def condense(frame):
     m = re.search(rb"exited with non-zero status.*?Process name: \[\[\d+,\d+\],(\d+)\] "
                   rb"Exit code: (-?\d+)", text)
     if m:
+        if m.group(2) == b"75":  # experiments/commands.h, kStoppedExit
+            return b"rank %s exited with code 75 (stopped on request after a checkpoint)" % m.group(1)
         return b"rank %s exited with code %s" % m.groups()
     m = re.search(rb"noticed that process rank (\d+) with PID (\d+) on node (\S+) exited on "
                   rb"signal (\d+)(?: \(([^)]*)\))?", text)

@@ -249,9 +249,15 @@ std::string save_checkpoint(const CheckpointConfig& k, const CheckpointData& c,
 }
 
 CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, std::string& path) {
-  if (k.resume != "latest") {
+  if (k.resume != "latest" && k.resume != "auto") {
     path = k.resume;
     return read_checkpoint(path, where);
+  }
+  std::error_code ec;
+  if (k.resume == "auto" && !fs::exists(fs::path(k.dir) / "latest", ec) &&
+      list_checkpoints(k.dir).empty()) {
+    path.clear();  // nothing written yet: a fresh run
+    return CheckpointData{};
   }
   std::string first_error;
   // The pointer first: it names the newest checkpoint that was completely written.
@@ -279,7 +285,7 @@ CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, 
     }
   }
   throw ConfigError(
-      where + ": --resume latest: no valid checkpoint in " + k.dir +
+      where + ": --resume " + k.resume + ": no valid checkpoint in " + k.dir +
       (first_error.empty() ? " (none written yet)" : " (newest: " + first_error + ")"));
 }
 

@@ -73,7 +73,8 @@ std::string save_checkpoint(const CheckpointConfig& k, const CheckpointData& c,
 
 // --resume: k.resume is a file, or "latest" (the file "latest" in k.dir names, or failing that
 // the newest checkpoint there that verifies). Returns the checkpoint and sets `path`. ConfigError
-// when there is none or it does not verify.
+// when there is none or it does not verify. "auto" is "latest", except that a folder holding no
+// checkpoint file at all (nor "latest") gives an empty `path` and data: a fresh run.
 CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, std::string& path);
 
 // Throws ConfigError unless the checkpoint fits this run: same widths, parameter count and
@@ -98,7 +99,8 @@ nlohmann::json checkpoint_meta(const Config& cfg, const std::vector<int>& widths
                                std::size_t num_params, const std::string& backend, int workers);
 
 // What a resumed run starts from: load_resume_on_workers + check_checkpoint_fits, and on worker 0
-// the earlier run's metrics lines to keep. Empty `path`: cfg.ckpt.resume is empty (a fresh run).
+// the earlier run's metrics lines to keep. Empty `path`: a fresh run (cfg.ckpt.resume is empty, or
+// "auto" with no checkpoint yet).
 struct ResumePoint {
   std::string path;
   CheckpointData data;

@@ -86,6 +86,7 @@ CheckpointData load_resume_on_workers(const Config& cfg, Comm& workers, std::str
   if (workers.rank() != 0) {
     agree_with_worker0(workers, "", "loading the checkpoint to resume from");
     path = recv_text(workers, 0);
+    if (path.empty()) return CheckpointData{};  // --resume auto, nothing written yet
     return decode_checkpoint(recv_text(workers, 0), path, where);
   }
   CheckpointData c;
@@ -98,10 +99,10 @@ CheckpointData load_resume_on_workers(const Config& cfg, Comm& workers, std::str
   agree_with_worker0(workers, error, "loading the checkpoint to resume from");
   if (!error.empty()) throw ConfigError(error);
   if (workers.size() > 1) {
-    const std::string bytes = encode_checkpoint(c);  // the verified content, re-encoded
+    const std::string bytes = path.empty() ? "" : encode_checkpoint(c);  // re-encoded, verified
     for (int r = 1; r < workers.size(); ++r) {
       send_text(workers, path, r);
-      send_text(workers, bytes, r);
+      if (!path.empty()) send_text(workers, bytes, r);
     }
   }
   return c;
@@ -139,6 +140,7 @@ ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int
   ResumePoint r;
   if (cfg.ckpt.resume.empty()) return r;
   r.data = load_resume_on_workers(cfg, workers, r.path);
+  if (r.path.empty()) return r;  // --resume auto on an empty folder: a fresh run
   // Every worker holds the same bytes, so every worker reaches the same verdict.
   check_checkpoint_fits(r.data, widths, num_params, cfg.train.opt.type, r.path, workers.where());
   // The step counts optimizer steps of one global batch: the schedule, Adam's bias correction and

@@ -42,11 +42,11 @@ long Straggler::delay_ms(int rank, std::int64_t step) const {
 
 FaultInjector::FaultInjector(const std::string& spec) {
   if (spec.empty()) return;
-  const std::string bad = "--fault expects kill:RANK:STEP or hang:RANK:STEP, got '" + spec + "'";
+  const std::string bad = "--fault expects kill:RANK:STEP, hang:RANK:STEP or stop:RANK:STEP, got '" + spec + "'";
   const auto c1 = spec.find(':'), c2 = spec.find(':', c1 == std::string::npos ? c1 : c1 + 1);
   STARRING_CONFIG_CHECK(c2 != std::string::npos, bad);
   kind_ = spec.substr(0, c1);
-  STARRING_CONFIG_CHECK(kind_ == "kill" || kind_ == "hang", bad);
+  STARRING_CONFIG_CHECK(kind_ == "kill" || kind_ == "hang" || kind_ == "stop", bad);
   try {
     rank_ = std::stoi(spec.substr(c1 + 1, c2 - c1 - 1));
     step_ = std::stol(spec.substr(c2 + 1));
@@ -56,7 +56,7 @@ FaultInjector::FaultInjector(const std::string& spec) {
 }
 
 void FaultInjector::at_step(int rank, std::int64_t step) const {
-  if (rank != rank_ || step != step_) return;
+  if (rank != rank_ || step != step_ || kind_ == "stop") return;
   announce_fault("rank " + std::to_string(rank), kind_, step);
   if (kind_ == "kill") std::raise(SIGKILL);
   std::this_thread::sleep_for(std::chrono::hours(24));

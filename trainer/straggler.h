@@ -32,12 +32,18 @@ class Straggler {
 
 // --fault kill:RANK:STEP | hang:RANK:STEP: at optimizer step STEP, worker RANK says so on stderr
 // and dies by SIGKILL (kill) or goes silent for a day (hang), so the others' timeouts and the
-// launcher's handling can be tested.
+// launcher's handling can be tested. --fault stop:RANK:STEP: from step STEP on, worker RANK acts
+// as if it had received SIGUSR1 (a preemption notice, trainer/stop_vote.h) - only that worker,
+// which a signal from mpirun never is.
 class FaultInjector {
  public:
   // Parses the spec (empty: no fault); throws ConfigError naming --fault on bad input.
   explicit FaultInjector(const std::string& spec);
   void at_step(int rank, std::int64_t step) const;
+  // stop:RANK:STEP: true on worker `rank` from `step` on.
+  bool stop_requested(int rank, std::int64_t step) const {
+    return kind_ == "stop" && rank == rank_ && step >= step_;
+  }
 
  private:
   std::string kind_;

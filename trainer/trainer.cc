@@ -7,12 +7,14 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/fault.h"
 #include "trainer/checkpoint.h"
 #include "trainer/evaluate.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
 #include "trainer/sampler.h"
 #include "trainer/staging.h"
+#include "trainer/stop_vote.h"
 #include "trainer/straggler.h"
 
 namespace starring {
@@ -46,6 +48,8 @@ class TrainLoop {
   void advance_position(std::int64_t s, int epoch);
   void maybe_checkpoint(bool after_eval);
   void checkpoint();
+  bool stop_now();
+  void stop();
   double samples_per_step() const { return static_cast<double>(tc_.batch) * tc_.accum * world_; }
 
   const Config& cfg_;
@@ -63,6 +67,8 @@ class TrainLoop {
   Staging staging_;
   Straggler straggler_;
   FaultInjector fault_;
+  StopVote stop_vote_;
+  bool stopping_ = false;
   std::vector<std::vector<std::size_t>> layer_t_;  // backward-order tensors of each layer, sorted
   std::vector<float> xb_;
   std::vector<int> yb_;
@@ -118,6 +124,9 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
       staging_(model_, env.device.is_gpu() && !env.sync.accepts_device_buffers()),
       straggler_(cfg.train.straggler, cfg.train.seed, world_),
       fault_(cfg.train.fault),
+      stop_vote_(env.workers,
+                 StopVote::lag_for_run(!cfg.ckpt.dir.empty(), env.sync.max_step_skew()),
+                 kStopVoteEvery, StopVote::off_reason_for_run(!cfg.ckpt.dir.empty())),
       metrics_(rank_ == 0 ? cfg.out.metrics_file : ""),
       progress_(cfg.out.progress, 0, cfg.out.log_every, false),
       evaluator_(model_, env.workers, eval_batch(cfg.train)) {
@@ -166,20 +175,25 @@ TrainResult TrainLoop::run() {
   t_start_ = Clock::now();
   untimed_ = std::clamp<std::int64_t>((total_steps_ - res_.resumed_step) / 4, 0, tc_.untimed_steps);
   const int first_epoch = pos_epoch_;
-  for (int epoch = first_epoch; epoch < epochs_ && step_ < total_steps_; ++epoch) {
+  for (int epoch = first_epoch; epoch < epochs_ && step_ < total_steps_ && !stopping_; ++epoch) {
     sampler_.set_epoch(epoch);
     if (epoch != first_epoch || start_batch_ == 0) epoch_loss_ = epoch_batches_ = 0;
     for (std::int64_t s = epoch == first_epoch ? start_batch_ : 0;
-         s < steps_per_epoch_ && step_ < total_steps_; ++s) {
+         s < steps_per_epoch_ && step_ < total_steps_ && !stopping_; ++s) {
       step_once(s, epoch);
       advance_position(s, epoch);
       maybe_checkpoint(false);
+      stopping_ = stop_now();
     }
     res_.final_train_loss = epoch_loss_ / std::max(epoch_batches_, 1);
+    if (stopping_) break;
     if (tc_.eval_each_epoch || epoch + 1 == epochs_ || step_ >= total_steps_) evaluate(epoch);
     maybe_checkpoint(true);
   }
-  if (res_.history.empty()) evaluate(std::max(pos_epoch_ - 1, 0));  // resumed with nothing left
+  if (stopping_) stop();
+  stop_vote_.finish();
+  // Resumed with nothing left: evaluate what there is.
+  if (res_.history.empty() && !stopping_) evaluate(std::max(pos_epoch_ - 1, 0));
   const auto t_wait = Clock::now();
   env_.sync.flush();
   res_.wait_s += seconds_since(t_wait);
@@ -199,7 +213,10 @@ TrainResult TrainLoop::run() {
   res_.timed_comm_s = res_.comm_s - (untimed_ ? mark_[2] : 0);
   res_.timed_wait_s = res_.wait_s - (untimed_ ? mark_[3] : 0);
   try {
-    metrics_.finish();
+    if (stopping_)
+      metrics_.flush();  // the run goes on when resumed: its lines stay in the .partial file
+    else
+      metrics_.finish();
   } catch (const Error& e) {
     res_.output_error = e.what();
   }
@@ -401,6 +418,26 @@ void TrainLoop::maybe_checkpoint(bool after_eval) {
   checkpoint();
 }
 
+// After every step: this worker's stop request (SIGUSR1, --fault stop) goes into the vote; true
+// when the workers agreed to stop now, before the run's last step (at the last step the run ends
+// as planned, with its evaluation and checkpoint).
+bool TrainLoop::stop_now() {
+  const bool mine = stop_requested() || fault_.stop_requested(rank_, step_);
+  return stop_vote_.after_step(step_, mine) && step_ < total_steps_;
+}
+
+// The workers agreed to stop after this step: a checkpoint of it (unless one was just written),
+// no evaluation - a preemption notice leaves little time.
+void TrainLoop::stop() {
+  res_.stopped_at_step = step_;
+  res_.stop_round = stop_vote_.decided_round();
+  res_.stop_requested_by = stop_vote_.requested_by();
+  if (last_ckpt_step_ != step_) checkpoint();
+  if (rank_ == 0)
+    progress_.message("stopped after step " + std::to_string(step_) + " of " +
+                      std::to_string(total_steps_) + " on a stop request");
+}
+
 // Every worker flushes; a barrier makes sure every worker's last pushes have landed (asp/ssp);
 // the backend gathers the optimizer state to worker 0, which writes the file and then tells the
 // others whether that worked. Its time counts, like evaluation, outside the training time.
@@ -429,6 +466,7 @@ void TrainLoop::checkpoint() {
       c.epoch_loss_sum = pos_batch_ ? epoch_loss_ : 0.0;
       c.epoch_steps = pos_batch_ ? epoch_batches_ : 0;
       path = save_checkpoint(cfg_.ckpt, c, env_.workers.where());
+      res_.last_checkpoint = path;
     } catch (const std::exception& e) {
       error = e.what();
     }

@@ -70,6 +70,12 @@ struct TrainResult {
   // The first step whose training loss was not finite on this worker (-1: none): a diverged run,
   // which the caller fails after writing the summary.
   std::int64_t diverged_step = -1;
+  // A stop request (SIGUSR1, --fault stop) that the workers agreed on: the step after which they
+  // stopped (-1: the run went to its end), the round whose flags decided it, the workers whose
+  // request it carried.
+  std::int64_t stopped_at_step = -1, stop_round = -1;
+  std::vector<int> stop_requested_by;
+  std::string last_checkpoint;  // worker 0: the newest checkpoint this run wrote
 };
 
 struct TrainerEnv {

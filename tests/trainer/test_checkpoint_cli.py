@@ -7,14 +7,18 @@ leaves the first steps out), the metrics file (every step
 once), the checkpoint folder (--keep-checkpoints, no leftovers); that a run killed at step 21
 (--fault) resumes from its checkpoint of step 16 and ends with every step's metrics once; and
 that a damaged checkpoint and an empty folder each end the job with a non-zero exit and one
-line naming the problem.
+line naming the problem; and that SIGUSR1 to mpirun (a preemption notice) stops a parameter-
+server run at one step with a checkpoint and exit 75, from which the same command (--resume
+auto) resumes it to the end.
 """
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 ARGS = None
@@ -108,6 +112,45 @@ class CheckpointCli(unittest.TestCase):
                 self.assertLess(abs(r[k] / d - 1), 0.02, (r["rank"], k, r[k], d))
         self.assertGreaterEqual(s["ranks"][0]["setup_bytes_sent"], d)
         self.assertGreaterEqual(s["ranks"][0]["checkpoint_bytes_recv"], d)
+
+    def test_sigusr1_stops_at_a_checkpoint_and_the_run_resumes(self):
+        # 2 workers + 1 dedicated server; long enough that the signal comes mid-run
+        long_run = list(COMMON)
+        long_run[long_run.index("--epochs") + 1] = "100000"
+        # --resume auto: a fresh run on the empty folder, the same command resumes it later
+        flags = ["--backend", "ps", "--servers", "1", "--checkpoint-dir", self.dir,
+                 "--metrics-file", self.metrics, "--resume", "auto"]
+        cmd = [ARGS.mpirun, "-np", "3", ARGS.bin, "train"] + long_run + flags
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        partial = self.metrics + ".partial"
+        deadline = time.time() + 60
+        while time.time() < deadline and p.poll() is None:
+            if os.path.exists(partial) and os.path.getsize(partial) > 0:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)  # some steps in
+        p.send_signal(signal.SIGUSR1)  # mpirun passes it on to every rank
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 75, err)
+        self.assertIn("== StarRing train stopped ==", out)
+        self.assertIn("exited with code 75 (stopped on request", err)
+        stopped = steps_in(partial)
+        at = stopped[-1]
+        self.assertEqual(stopped, list(range(1, at + 1)))
+        self.assertIn("stopped after step %d on a stop request" % at, out)
+        self.assertEqual(sorted(os.listdir(self.dir)), ["ckpt-%010d.ckpt" % at, "latest"])
+        self.assertFalse(os.path.exists(self.metrics))  # not finished: only the .partial
+
+        # the same run resumed, told to end soon after
+        end = at + 40
+        again = subprocess.run(
+            [ARGS.mpirun, "-np", "3", ARGS.bin, "train"] + long_run + flags +
+            ["--max-steps", str(end), "--summary-file", self.summary],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        with open(self.summary) as f:
+            self.assertEqual(json.load(f)["resumed_at_step"], at)
+        self.assertEqual(steps_in(self.metrics), list(range(1, end + 1)))
 
     def test_damaged_or_missing_checkpoint_is_one_clear_error(self):
         empty = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir,

@@ -1,0 +1,220 @@
+// Stopping on request (SIGUSR1, a batch system's preemption notice; --fault stop:RANK:STEP in
+// tests): the workers agree on one step (trainer/stop_vote.h), every one of them stops after it,
+// a checkpoint of that step is written, and resuming from it gives bit for bit the parameters of
+// an uninterrupted run under synchronous training - on local, ring and the parameter server
+// (dedicated and co-located), with the request reaching one worker only. Under ssp the lag grows
+// with --staleness; under asp, and without --checkpoint-dir, a request is ignored.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "common/error.h"
+#include "common/inproc_comm.h"
+#include "train_fixture.h"
+#include "trainer/checkpoint.h"
+#include "trainer/stop_vote.h"
+
+namespace starring {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr std::int64_t kSteps = 20;  // 2 workers: 8 steps per epoch
+
+// The vote alone: requests from two workers at different steps (the last from step 9, worker 0
+// from step 11); every worker decides on the first round at or after step 9, `lag` steps later,
+// and names who had asked by then.
+TEST(StopVote, EveryWorkerDecidesTheSameStep) {
+  for (int world : {1, 2, 3, 5}) {
+    for (int lag : {2, 4}) {
+      for (int every : {1, 4}) {
+        const std::int64_t round = (9 + every - 1) / every * every;  // 9, or 12 with every 4
+        std::vector<int> want{world - 1};
+        if (world > 1 && round >= 11) want.insert(want.begin(), 0);
+        std::vector<std::int64_t> decided(world, -1);
+        std::vector<std::vector<int>> by(world);
+        run_ranks(
+            world,
+            [&](Comm& c) {
+              StopVote v(c, lag, every);
+              const int last = c.size() - 1;
+              for (std::int64_t s = 1; s <= 40; ++s) {
+                const bool mine = (c.rank() == last && s == 9) || (c.rank() == 0 && s == 11);
+                if (v.after_step(s, mine)) {  // a request is remembered after its step
+                  decided[c.rank()] = s;
+                  by[c.rank()] = v.requested_by();
+                  EXPECT_EQ(v.decided_round(), round);
+                  break;
+                }
+              }
+            },
+            Seconds(10));
+        for (int r = 0; r < world; ++r) {
+          EXPECT_EQ(decided[r], round + lag)
+              << "world " << world << " lag " << lag << " every " << every << " rank " << r;
+          EXPECT_EQ(by[r], want);
+        }
+      }
+    }
+  }
+}
+
+TEST(StopVote, NoRequestNeverStopsAndDisabledNeverVotes) {
+  run_ranks(3, [](Comm& c) {
+    StopVote v(c, 2), off(c, -1);  // a round every kStopVoteEvery (8) steps
+    EXPECT_FALSE(off.enabled());
+    for (std::int64_t s = 1; s <= 30; ++s) {
+      EXPECT_FALSE(v.after_step(s, false));
+      EXPECT_FALSE(off.after_step(s, true));  // no messages: the others never see it
+    }
+    v.finish();  // the last two rounds complete on every worker
+    const CommCounters k = c.counters();
+    EXPECT_EQ(k.msgs_sent, 3u * 2);  // rounds 8, 16, 24: one flag to each of the 2 peers
+    EXPECT_EQ(k.bytes_sent, 3u * 2);
+  });
+}
+
+TEST(StopVote, ASilentWorkerEndsTheVoteWithATimeoutNamingIt) {
+  std::vector<std::string> errors(3);
+  run_ranks(3, [&](Comm& c) {
+    c.set_timeout(Seconds(0.5));
+    StopVote v(c, 2, 1);
+    try {
+      for (std::int64_t s = 1; s <= 10; ++s) {
+        if (c.rank() == 2 && s == 4) {  // stops voting without leaving
+          std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+          return;
+        }
+        v.after_step(s, false);
+      }
+    } catch (const TimeoutError& e) {
+      errors[c.rank()] = e.what();
+    }
+  });
+  for (int r : {0, 1}) EXPECT_NE(errors[r].find("rank 2"), std::string::npos) << errors[r];
+}
+
+struct Case {
+  std::string backend, servers;
+  int workers;
+  std::string consistency;  // ps only
+  int skew;                 // the backend's max_step_skew
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.backend << " " << c.servers << " x" << c.workers << " " << c.consistency;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  std::string s = c.backend + "_w" + std::to_string(c.workers);
+  if (!c.servers.empty()) s += "_s" + c.servers + "_" + c.consistency;
+  return s;
+}
+
+Config make_cfg(const Case& c) {
+  Config cfg = testing::small_config();
+  cfg.data.synthetic_train = 256;
+  cfg.train.epochs = 4;
+  cfg.train.max_steps = kSteps;
+  cfg.train.warmup_steps = 3;
+  cfg.train.lr_schedule = "cosine";
+  cfg.sync.backend = c.backend;
+  cfg.sync.timeout_s = 20;
+  if (c.backend == "ps") {
+    cfg.sync.servers = c.servers;
+    cfg.sync.consistency = c.consistency;
+    cfg.sync.staleness = c.skew;
+    cfg.sync.ps_chunk_bytes = 1024;
+  }
+  return cfg;
+}
+
+int world_of(const Case& c) {
+  if (c.backend != "ps" || c.servers == "colocated") return c.workers;
+  return c.workers + std::stoi(c.servers);
+}
+
+std::string fresh_dir(const std::string& name) {
+  const fs::path d = fs::path(::testing::TempDir()) / ("starring_stop_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+class StopOnRequest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(StopOnRequest, EveryWorkerStopsAtOneStepAndResumingChangesNoBit) {
+  const Case& c = GetParam();
+  const std::string name = case_name(::testing::TestParamInfo<Case>(c, 0));
+  const Config base = make_cfg(c);
+  const auto plain = testing::train_inproc(base, world_of(c));
+
+  const int asker = c.workers - 1;  // the request reaches one worker only
+  constexpr std::int64_t kAskAt = 6;
+  Config stop = base;
+  stop.ckpt.dir = fresh_dir(name);
+  stop.out.metrics_file = stop.ckpt.dir + "/metrics.jsonl";
+  stop.train.fault = "stop:" + std::to_string(asker) + ":" + std::to_string(kAskAt);
+  const auto outs = testing::train_inproc(stop, world_of(c));
+  const std::int64_t round = 8;  // the first vote after step 6 (kStopVoteEvery)
+  static_assert(kStopVoteEvery == 8);
+  const std::int64_t at = round + StopVote::lag_for_skew(c.skew);
+  for (int w = 0; w < c.workers; ++w) {
+    const TrainResult& r = outs[w].result;
+    EXPECT_EQ(outs[w].role, "worker");
+    EXPECT_EQ(r.stopped_at_step, at) << "worker " << w;
+    EXPECT_EQ(r.steps, at) << "worker " << w;
+    EXPECT_EQ(r.stop_round, round);
+    EXPECT_EQ(r.stop_requested_by, std::vector<int>{asker});
+  }
+  const std::string file = stop.ckpt.dir + "/" + checkpoint_file_name(at);
+  EXPECT_EQ(outs[0].result.last_checkpoint, file);
+  EXPECT_EQ(read_checkpoint(file, "test").step, at);
+  EXPECT_TRUE(fs::exists(stop.out.metrics_file + ".partial")) << "a stopped run is not finished";
+  EXPECT_FALSE(fs::exists(stop.out.metrics_file));
+
+  Config resume = base;
+  resume.ckpt.dir = stop.ckpt.dir;
+  resume.ckpt.resume = "latest";
+  resume.out.metrics_file = stop.out.metrics_file;
+  const TrainResult r = testing::train_inproc(resume, world_of(c))[0].result;
+  EXPECT_EQ(r.steps, kSteps);
+  EXPECT_EQ(r.resumed_step, at);
+  EXPECT_EQ(r.stopped_at_step, -1);
+  if (c.consistency != "ssp")  // synchronous: bit for bit
+    EXPECT_EQ(r.params, plain[0].result.params)
+        << "max |diff| " << testing::max_abs_diff(r.params, plain[0].result.params);
+  EXPECT_TRUE(fs::exists(stop.out.metrics_file));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StopOnRequest,
+                         ::testing::Values(Case{"local", "", 1, "", 0}, Case{"ring", "", 2, "", 0},
+                                           Case{"ring", "", 3, "", 0}, Case{"ps", "1", 2, "bsp", 0},
+                                           Case{"ps", "2", 3, "bsp", 0},
+                                           Case{"ps", "colocated", 2, "bsp", 0},
+                                           Case{"ps", "1", 2, "ssp", 3}),
+                         case_name);
+
+// Requests that cannot or need not stop the run: under asp (no step to agree on), without a
+// checkpoint folder (nothing to save), and one whose agreed step would be the last one anyway.
+TEST(StopOnRequest, IgnoredUnderAspWithoutACheckpointFolderAndAtTheEnd) {
+  Config asp = make_cfg(Case{"ps", "1", 2, "asp", 0});
+  asp.ckpt.dir = fresh_dir("asp");
+  asp.train.fault = "stop:0:3";
+  Config nodir = make_cfg(Case{"ring", "", 2, "", 0});
+  nodir.train.fault = "stop:1:3";
+  Config late = nodir;
+  late.ckpt.dir = fresh_dir("late");
+  late.train.fault = "stop:0:" + std::to_string(kSteps - 2);
+  for (const Config* cfg : {&asp, &nodir, &late}) {
+    const auto outs = testing::train_inproc(*cfg, cfg->sync.backend == "ps" ? 3 : 2);
+    for (int w = 0; w < 2; ++w) {
+      EXPECT_EQ(outs[w].result.stopped_at_step, -1) << cfg->sync.backend << " " << cfg->train.fault;
+      EXPECT_EQ(outs[w].result.steps, kSteps);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace starring
