@@ -234,13 +234,14 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
 
   // memcpy bandwidth of this machine, measured by rank 0 while the others wait at a barrier.
   double memcpy_GBps = 0;
-  if (bc.memcpy_baseline && leader) memcpy_GBps = measure_memcpy_GBps(bc.max_bytes);
+  const std::size_t memcpy_bytes = std::max(bc.max_bytes, kMemcpyReferenceBytes);
+  if (bc.memcpy_baseline && leader) memcpy_GBps = measure_memcpy_GBps(memcpy_bytes);
   world->barrier(Seconds(std::max(world->timeout().count(), 120.0)));
   if (leader) {
     print_header(world->size(), bc);
     if (bc.memcpy_baseline)
       std::printf("#  memcpy bandwidth of this machine (one process, %zu B): %.2f GB/s\n",
-                  std::max<std::size_t>(bc.max_bytes, 1 << 20), memcpy_GBps);
+                  memcpy_bytes, memcpy_GBps);
   }
   std::vector<BenchRow> rows;
   int tag = tags::kBenchBase;
