@@ -19,7 +19,7 @@ namespace starring {
 namespace {
 namespace fs = std::filesystem;
 
-constexpr std::int64_t kSteps = 20;        // 2 workers: 8 steps per epoch; 1 worker: 16
+constexpr std::int64_t kSteps = 20;        // resumable_config; 2 workers: 8 steps per epoch
 constexpr std::int64_t kEvery = 7;         // checkpoints at 7, 14 and 20 (the end)
 constexpr double kCrossBackendTol = 1e-6;  // as test_equivalence: float reassociation only
 
@@ -42,22 +42,11 @@ std::string run_name(const ::testing::TestParamInfo<Case>& info) {
 }
 
 Config make_cfg(const Case& r) {
-  Config cfg = testing::small_config();
-  cfg.data.synthetic_train = 256;
-  cfg.train.epochs = 4;
-  cfg.train.max_steps = kSteps;
-  cfg.train.warmup_steps = 3;
-  cfg.train.lr_schedule = "cosine";
+  Config cfg = testing::resumable_config(r.backend, r.servers);
   cfg.train.opt.type = r.opt;
   cfg.train.opt.weight_decay = 0.01f;
   if (r.opt == "adamw") cfg.train.lr = 0.01f;
-  cfg.sync.backend = r.backend;
-  if (r.backend == "ps") {
-    cfg.sync.servers = r.servers;
-    cfg.sync.consistency = "bsp";
-    cfg.sync.bucket_mb = 0.001;  // several buckets and chunks even on a tiny model
-    cfg.sync.ps_chunk_bytes = 1024;
-  }
+  if (r.backend == "ps") cfg.sync.bucket_mb = 0.001;  // several buckets even on a tiny model
   return cfg;
 }
 

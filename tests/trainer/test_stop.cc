@@ -19,7 +19,7 @@ namespace starring {
 namespace {
 namespace fs = std::filesystem;
 
-constexpr std::int64_t kSteps = 20;  // 2 workers: 8 steps per epoch
+constexpr std::int64_t kSteps = 20;  // resumable_config
 
 // The vote alone: requests from two workers at different steps (the last from step 9, worker 0
 // from step 11); every worker decides on the first round at or after step 9, `lag` steps later,
@@ -113,19 +113,11 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 }
 
 Config make_cfg(const Case& c) {
-  Config cfg = testing::small_config();
-  cfg.data.synthetic_train = 256;
-  cfg.train.epochs = 4;
-  cfg.train.max_steps = kSteps;
-  cfg.train.warmup_steps = 3;
-  cfg.train.lr_schedule = "cosine";
-  cfg.sync.backend = c.backend;
+  Config cfg = testing::resumable_config(c.backend, c.servers);
   cfg.sync.timeout_s = 20;
   if (c.backend == "ps") {
-    cfg.sync.servers = c.servers;
     cfg.sync.consistency = c.consistency;
     cfg.sync.staleness = c.skew;
-    cfg.sync.ps_chunk_bytes = 1024;
   }
   return cfg;
 }

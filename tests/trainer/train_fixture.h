@@ -2,6 +2,7 @@
 // on N in-process ranks with any registered backend.
 #pragma once
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "common/config.h"
@@ -27,6 +28,25 @@ inline Config small_config() {
   cfg.train.eval_each_epoch = false;
   cfg.out.progress = "off";
   cfg.sync.timeout_s = 30;
+  return cfg;
+}
+
+// small_config() for checkpoint and stop tests: 20 steps over several epochs (2 workers: 8 steps
+// per epoch), warm-up and a cosine schedule, so a resumed run must carry the step, the epoch and
+// the position inside it; `backend` with ps's tiny chunks (several even on this model).
+inline Config resumable_config(const std::string& backend, const std::string& servers) {
+  Config cfg = small_config();
+  cfg.data.synthetic_train = 256;
+  cfg.train.epochs = 4;
+  cfg.train.max_steps = 20;
+  cfg.train.warmup_steps = 3;
+  cfg.train.lr_schedule = "cosine";
+  cfg.sync.backend = backend;
+  if (backend == "ps") {
+    cfg.sync.servers = servers;
+    cfg.sync.consistency = "bsp";
+    cfg.sync.ps_chunk_bytes = 1024;
+  }
   return cfg;
 }
 
