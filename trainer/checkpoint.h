@@ -109,9 +109,9 @@ struct ResumePoint {
 ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int>& widths,
                          std::size_t num_params);
 
-// The lines of an earlier run's metrics file (`path`, or `path`.partial when the run did not
-// finish) up to the first per-step record with "step" > `step`: what a resumed run keeps. Empty
-// when neither file exists.
+// The lines of an earlier run's metrics file (`path`.partial when the newest run did not finish
+// and wrote one, else `path`) up to the first per-step record with "step" > `step`: what a resumed
+// run keeps. Empty when neither file exists.
 std::vector<std::string> metrics_lines_before(const std::string& path, std::int64_t step);
 
 }  // namespace starring

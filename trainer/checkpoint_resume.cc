@@ -160,8 +160,15 @@ ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int
 std::vector<std::string> metrics_lines_before(const std::string& path, std::int64_t step) {
   std::vector<std::string> out;
   if (path.empty()) return out;
-  std::ifstream in(path);
-  if (!in) in.open(path + ".partial");
+  // A .partial file is the newest run's: every run writes one and renames it to `path` when it
+  // finishes, so one that is there belongs to a run that started after the last finished one (a
+  // finished run extended with --resume, then stopped or killed) and continues it. An empty one
+  // is a run that failed before its first line.
+  std::error_code ec;
+  const std::string partial = path + ".partial";
+  std::ifstream in;
+  if (const auto size = std::filesystem::file_size(partial, ec); !ec && size > 0) in.open(partial);
+  if (!in.is_open()) in.open(path);
   if (!in) return out;
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;

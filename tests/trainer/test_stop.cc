@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
 #include <thread>
 
 #include "common/error.h"
@@ -206,6 +209,41 @@ TEST(StopOnRequest, IgnoredUnderAspWithoutACheckpointFolderAndAtTheEnd) {
       EXPECT_EQ(outs[w].result.steps, kSteps);
     }
   }
+}
+
+// The step lines of a metrics file, in order.
+std::vector<std::int64_t> metric_steps(const std::string& file) {
+  std::vector<std::int64_t> steps;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("event")) steps.push_back(j.at("step").get<std::int64_t>());
+  }
+  return steps;
+}
+
+// A finished run (its metrics file complete) is extended (--resume latest, more steps), the
+// extension is stopped, and then resumed to its end: the metrics file holds every step once.
+// The stopped run's lines are only in the .partial file, beside the finished run's older file:
+// the resumed run must continue the newer one.
+TEST(StopOnRequest, ResumingAStoppedExtensionOfAFinishedRunKeepsEveryStepsMetrics) {
+  Config first = make_cfg(Case{"ring", "", 2, "", 0});
+  first.train.max_steps = 12;
+  first.ckpt.dir = fresh_dir("extend");
+  first.out.metrics_file = first.ckpt.dir + "/metrics.jsonl";
+  testing::train_inproc(first, 2);
+  ASSERT_EQ(metric_steps(first.out.metrics_file).size(), 12u);
+
+  Config more = first;
+  more.train.max_steps = kSteps;
+  more.ckpt.resume = "latest";
+  Config stop = more;
+  stop.train.fault = "stop:1:13";  // round 16, stops after step 18
+  EXPECT_EQ(testing::train_inproc(stop, 2)[0].result.stopped_at_step, 18);
+  testing::train_inproc(more, 2);
+  std::vector<std::int64_t> want(kSteps);
+  std::iota(want.begin(), want.end(), 1);
+  EXPECT_EQ(metric_steps(first.out.metrics_file), want);
 }
 
 }  // namespace
