@@ -412,9 +412,11 @@ int run(Command command, Config& cfg, int provided, int rank, int size) {
   std::string what;
   const int code = run_command(command, cfg, provided, what);
   const bool failed = !what.empty();
-  int mine[2] = {failed ? 1 : 0, code}, job[2] = {0, 0};  // any failure, the job's exit code
+  // Any failure, the failed ranks' highest code, every rank's highest code. A failure's code wins
+  // over a stopped train's kStoppedExit ("resume me") on the ranks that did not fail.
+  int mine[3] = {failed ? 1 : 0, failed ? code : 0, code}, job[3] = {0, 0, 0};
   MPI_Request req;
-  MPI_Iallreduce(mine, job, 2, MPI_INT, MPI_MAX, agree, &req);
+  MPI_Iallreduce(mine, job, 3, MPI_INT, MPI_MAX, agree, &req);
   if (!wait_for(req, failed ? &kGrace : nullptr)) {
     print_line(error_line(what, rank));
     std::thread([code] {  // MPI_Abort should not return; if it hangs, leave anyway
@@ -430,7 +432,7 @@ int run(Command command, Config& cfg, int provided, int rank, int size) {
     finalize_and_exit(job[1]);  // 2 when bad input anywhere caused the other failures
   }
   MPI_Comm_free(&agree);
-  return job[1];  // the job's code on every rank (a stopped train: kStoppedExit on servers too)
+  return job[2];  // the job's code on every rank (a stopped train: kStoppedExit on servers too)
 }
 
 }  // namespace

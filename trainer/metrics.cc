@@ -84,6 +84,11 @@ void MetricsWriter::finish() {
   finished_ = true;
 }
 
+void MetricsWriter::keep_partial() {
+  flush();
+  if (!failure_.empty()) throw Error(failure_);
+}
+
 static std::string fmt_eta(double s) {
   char buf[32];
   int t = static_cast<int>(s + 0.5);

@@ -28,6 +28,9 @@ class MetricsWriter {
   void write_earlier(const std::vector<std::string>& lines);
   void flush();   // to the .partial file (a checkpoint's lines survive a crash after it)
   void finish();  // flush and rename into place
+  // A run that stops to be resumed (trainer/stop_vote.h): flush, leaving the lines in the .partial
+  // file; throws the first failed write as finish() does.
+  void keep_partial();
 
  private:
   void check_stream(const char* doing);  // notes (and reports) the first failed write

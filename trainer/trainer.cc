@@ -214,7 +214,7 @@ TrainResult TrainLoop::run() {
   res_.timed_wait_s = res_.wait_s - (untimed_ ? mark_[3] : 0);
   try {
     if (stopping_)
-      metrics_.flush();  // the run goes on when resumed: its lines stay in the .partial file
+      metrics_.keep_partial();  // the run goes on when resumed: its lines stay in the .partial
     else
       metrics_.finish();
   } catch (const Error& e) {

@@ -152,6 +152,19 @@ class CheckpointCli(unittest.TestCase):
             self.assertEqual(json.load(f)["resumed_at_step"], at)
         self.assertEqual(steps_in(self.metrics), list(range(1, end + 1)))
 
+    def test_a_stop_whose_metrics_file_failed_exits_with_the_failure(self):
+        # a full disk under the metrics file (every write: ENOSPC): the stop's checkpoint is
+        # written, but the job fails (1) rather than asking to be resumed (75) from worker 1
+        if not os.path.exists("/dev/full"):
+            self.skipTest("no /dev/full")
+        os.symlink("/dev/full", self.metrics + ".partial")
+        r = train("--backend", "ring", "--checkpoint-dir", self.dir, "--metrics-file",
+                  self.metrics, "--fault", "stop:1:1")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("No space left on device", r.stderr)
+        self.assertNotIn("== StarRing train stopped ==", r.stdout)
+        self.assertIn("ckpt-0000000010.ckpt", os.listdir(self.dir))
+
     def test_damaged_or_missing_checkpoint_is_one_clear_error(self):
         empty = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir,
                       "--resume", "latest")

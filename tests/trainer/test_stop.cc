@@ -199,14 +199,15 @@ TEST(StopOnRequest, IgnoredUnderAspWithoutACheckpointFolderAndAtTheEnd) {
   asp.train.fault = "stop:0:3";
   Config nodir = make_cfg(Case{"ring", "", 2, "", 0});
   nodir.train.fault = "stop:1:3";
-  Config late = nodir;
+  Config late = nodir;  // round 16 carries the request and decides after step 18, the last
   late.ckpt.dir = fresh_dir("late");
-  late.train.fault = "stop:0:" + std::to_string(kSteps - 2);
+  late.train.max_steps = 18;
+  late.train.fault = "stop:0:15";
   for (const Config* cfg : {&asp, &nodir, &late}) {
     const auto outs = testing::train_inproc(*cfg, cfg->sync.backend == "ps" ? 3 : 2);
     for (int w = 0; w < 2; ++w) {
       EXPECT_EQ(outs[w].result.stopped_at_step, -1) << cfg->sync.backend << " " << cfg->train.fault;
-      EXPECT_EQ(outs[w].result.steps, kSteps);
+      EXPECT_EQ(outs[w].result.steps, cfg->train.max_steps);
     }
   }
 }
@@ -244,6 +245,23 @@ TEST(StopOnRequest, ResumingAStoppedExtensionOfAFinishedRunKeepsEveryStepsMetric
   std::vector<std::int64_t> want(kSteps);
   std::iota(want.begin(), want.end(), 1);
   EXPECT_EQ(metric_steps(first.out.metrics_file), want);
+}
+
+// A metrics file that could not be written (a full disk) fails a stopped run as it fails a
+// finished one: the lines a resumed run would continue are lost, the job must not look resumable.
+TEST(StopOnRequest, AFailedMetricsFileIsReportedByAStoppedRun) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  Config cfg = make_cfg(Case{"ring", "", 2, "", 0});
+  cfg.ckpt.dir = fresh_dir("full");
+  cfg.out.metrics_file = cfg.ckpt.dir + "/metrics.jsonl";
+  fs::create_symlink("/dev/full", cfg.out.metrics_file + ".partial");  // every write: ENOSPC
+  cfg.train.fault = "stop:1:1";
+  ::testing::internal::CaptureStderr();
+  const auto outs = testing::train_inproc(cfg, 2);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(outs[0].result.stopped_at_step, 10);
+  EXPECT_NE(outs[0].result.output_error.find("No space left on device"), std::string::npos)
+      << outs[0].result.output_error;
 }
 
 }  // namespace
