@@ -27,10 +27,11 @@ void announce_interrupts(bool announce, int rank);
 // it must not wait for the training thread, and has about a second under mpirun, which kills
 // ranks that outstay that): the trainer writes the --trace events recorded so far, which a
 // stopped run otherwise lost. One hook at a time (a newer one replaces it).
-// SIGUSR1, a batch system's preemption notice (Slurm: `#SBATCH --signal=USR1@120`; mpirun passes
-// SIGUSR1 on to every rank), asks a training run to stop at a step the workers agree on, write a
-// checkpoint there and exit with status 75 (trainer/stop_vote.h). After this call SIGUSR1 only
-// sets a flag (before it, SIGUSR1 ends the process as by default); stop_requested() reads it.
+// SIGUSR1, a batch system's preemption notice (Slurm: `#SBATCH --signal=B:USR1@120` signals the
+// batch script, which passes it on to mpirun, see README; mpirun passes it on to every rank), asks
+// a training run to stop at a step the workers agree on, write a checkpoint there and exit with
+// status 75 (trainer/stop_vote.h). After this call SIGUSR1 only sets a flag (before it, SIGUSR1
+// ends the process as by default); stop_requested() reads it.
 void accept_stop_requests();
 bool stop_requested();
 

@@ -147,10 +147,12 @@ class Filter:
 
 
 def main():
-    # Ctrl-C reaches the whole process group: mpirun handles it; this filter keeps relaying
-    # until mpirun closes its stderr.
+    # Ctrl-C reaches the whole process group, and so does a batch system's SIGUSR1 (a preemption
+    # notice, scancel -b -s USR1): mpirun handles them; this filter keeps relaying until mpirun
+    # closes its stderr (killed by SIGUSR1, it lost the stopped run's lines).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     f = Filter(sys.stderr.fileno())
     while True:
         try:

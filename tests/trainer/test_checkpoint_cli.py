@@ -121,7 +121,11 @@ class CheckpointCli(unittest.TestCase):
         flags = ["--backend", "ps", "--servers", "1", "--checkpoint-dir", self.dir,
                  "--metrics-file", self.metrics, "--resume", "auto"]
         cmd = [ARGS.mpirun, "-np", "3", ARGS.bin, "train"] + long_run + flags
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # a session of its own: the signal goes to mpirun's process group (mpirun and the
+        # stderr filter of scripts/mpirun.sh; the ranks have groups of their own), as a batch
+        # system signalling the job's processes (scancel -b -s USR1) does
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
         partial = self.metrics + ".partial"
         deadline = time.time() + 60
         while time.time() < deadline and p.poll() is None:
@@ -129,7 +133,7 @@ class CheckpointCli(unittest.TestCase):
                 break
             time.sleep(0.05)
         time.sleep(0.3)  # some steps in
-        p.send_signal(signal.SIGUSR1)  # mpirun passes it on to every rank
+        os.killpg(p.pid, signal.SIGUSR1)  # mpirun passes it on to every rank
         out, err = p.communicate(timeout=60)
         self.assertEqual(p.returncode, 75, err)
         self.assertIn("== StarRing train stopped ==", out)
