@@ -10,7 +10,8 @@ namespace starring {
 
 // `starring train` stopped early on a stop request (SIGUSR1, a preemption notice) after writing a
 // checkpoint: EX_TEMPFAIL, "try again later" - resume with --resume latest. experiments/main.cc
-// gives every rank the job's highest code, so mpirun exits with it.
+// gives every rank the job's highest code, so mpirun exits with it (when a rank failed: the failed
+// ranks' highest code, never 75).
 inline constexpr int kStoppedExit = 75;
 
 int run_train(Config& cfg, std::shared_ptr<Comm> world);        // train_command.cc

@@ -7,9 +7,9 @@ leaves the first steps out), the metrics file (every step
 once), the checkpoint folder (--keep-checkpoints, no leftovers); that a run killed at step 21
 (--fault) resumes from its checkpoint of step 16 and ends with every step's metrics once; and
 that a damaged checkpoint and an empty folder each end the job with a non-zero exit and one
-line naming the problem; and that SIGUSR1 to mpirun (a preemption notice) stops a parameter-
-server run at one step with a checkpoint and exit 75, from which the same command (--resume
-auto) resumes it to the end.
+line naming the problem; and that SIGUSR1 to mpirun's process group (a preemption notice) stops
+a parameter-server run at one step with a checkpoint and exit 75, from which the same command
+(--resume auto) resumes it to the end, while a stop whose metrics file failed exits 1, not 75.
 """
 import argparse
 import json

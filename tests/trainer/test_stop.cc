@@ -3,7 +3,9 @@
 // a checkpoint of that step is written, and resuming from it gives bit for bit the parameters of
 // an uninterrupted run under synchronous training - on local, ring and the parameter server
 // (dedicated and co-located), with the request reaching one worker only. Under ssp the lag grows
-// with --staleness; under asp, and without --checkpoint-dir, a request is ignored.
+// with --staleness; under asp, without --checkpoint-dir, and when the agreed step is the last one
+// a request is ignored. The metrics: a resumed run continues the stopped run's .partial file (not
+// an older finished file beside it), and a failed write fails a stopped run too.
 #include <gtest/gtest.h>
 
 #include <filesystem>
