@@ -210,6 +210,25 @@ void check_meaningful(const Config& cfg, int size) {
                              ", before step ", step));
 }
 
+// --fault stop:RANK:STEP is a worker's request (RANK a worker index) that the run must be able to
+// act on (trainer/stop_vote.h): refused where it would be ignored.
+void check_stop_fault(const Config& cfg, int workers) {
+  const std::string& f = cfg.train.fault;
+  const auto a = f.find(':'), b = f.rfind(':');
+  const long long w = std::stoll(f.substr(a + 1, b - a - 1));
+  if (w >= workers)
+    throw ConfigError(concat("--fault ", f, ": RANK is a worker's index here, and there are ",
+                             workers, " workers"));
+  if (cfg.ckpt.dir.empty())
+    throw ConfigError(concat("--fault ", f,
+                             ": a stop request needs --checkpoint-dir (where the stopped run's "
+                             "checkpoint goes); without one it is ignored"));
+  if (cfg.sync.backend == "ps" && cfg.sync.consistency == "asp")
+    throw ConfigError(concat("--fault ", f,
+                             ": under --consistency asp a stop request is ignored (the workers "
+                             "drift apart without bound: no step to agree on)"));
+}
+
 // A bench message every rank cannot even hold twice (its input and output) fails here: found by
 // one rank's allocation (the memcpy baseline runs on rank 0 alone), the others waited at a
 // barrier for minutes.
@@ -296,6 +315,7 @@ void preflight(Config& cfg, int rank, int size) {
   const int workers =
       s.backend == "ps" ? starring::ps::make_ps_group(s.servers, size).num_workers() : size;
   const auto& t = cfg.train;
+  if (t.fault.rfind("stop:", 0) == 0) check_stop_fault(cfg, workers);
   if (workers >= 1 && (ds == "synthetic" || idx) &&
       static_cast<long long>(n / workers) < static_cast<long long>(t.batch) * t.accum)
     throw ConfigError(concat("batch ", t.batch, " x accum ", t.accum,
@@ -445,6 +465,9 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   starring::announce_interrupts(rank == 0, rank);
+  // SIGUSR1 before training starts (a preemption notice during start-up, reading a checkpoint)
+  // is kept for the first step instead of ending the rank.
+  if (argc >= 2 && !std::strcmp(argv[1], "train")) starring::accept_stop_requests();
 
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     if (rank == 0 && argc < 2) print_line("starring: error: no command given");

@@ -247,7 +247,6 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   if (trace.enabled())
     keep_trace = std::make_unique<InterruptHook>([&trace] { trace.close(); },
                                                  "writing the --trace events recorded so far");
-  accept_stop_requests();  // SIGUSR1: stop at an agreed step with a checkpoint (stop_vote.h)
   auto device = make_device(cfg.train.device, cfg.train.threads, world->node_rank());
   RankOutcome out = run_rank(cfg, world, *device, &trace);
   const TrainResult& res = out.result;

@@ -28,8 +28,10 @@ StopVote::~StopVote() = default;  // abandoned receives are cancelled by their r
 bool StopVote::after_step(std::int64_t step, bool mine) {
   if (lag_ < 0) {
     if (mine && !warned_ && !off_reason_.empty()) {
-      std::fprintf(stderr, "[starring] %s: stop request (SIGUSR1) at step %lld ignored: %s\n",
-                   comm_.where().c_str(), static_cast<long long>(step), off_reason_.c_str());
+      std::fprintf(
+          stderr,
+          "[starring] %s: stop request (SIGUSR1 or --fault stop) at step %lld ignored: %s\n",
+          comm_.where().c_str(), static_cast<long long>(step), off_reason_.c_str());
       std::fflush(stderr);
       warned_ = true;
     }

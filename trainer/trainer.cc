@@ -186,7 +186,9 @@ TrainResult TrainLoop::run() {
       stopping_ = stop_now();
     }
     res_.final_train_loss = epoch_loss_ / std::max(epoch_batches_, 1);
-    if (stopping_) break;
+    if (stopping_ && pos_batch_ != 0) break;  // stopped inside the epoch
+    // A stop at an epoch's end evaluates it first, as a checkpoint there does: the resumed run
+    // starts the next epoch and would never evaluate this one.
     if (tc_.eval_each_epoch || epoch + 1 == epochs_ || step_ >= total_steps_) evaluate(epoch);
     maybe_checkpoint(true);
   }

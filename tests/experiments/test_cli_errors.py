@@ -163,6 +163,19 @@ class CliErrors(unittest.TestCase):
                       ["--consistency asp", "synchronous"])
         self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:5:3"] + TINY, 2,
                       ["--fault kill:5:3", "no rank 5", "2 ranks"])
+        # a stop request the run could not act on: nowhere to save it, under asp, or a
+        # server's rank (RANK is a worker index); --resume auto with no folder to look in
+        self.run_case(0, ["train", "--fault", "stop:0:2"] + TINY, 2,
+                      ["--fault stop:0:2", "needs --checkpoint-dir"])
+        ck = os.path.join(self.tmp, "ck-stop")
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "asp",
+                          "--checkpoint-dir", ck, "--fault", "stop:0:2"] + TINY, 2,
+                      ["--fault stop:0:2", "asp"])
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--checkpoint-dir", ck,
+                          "--fault", "stop:2:2"] + TINY, 2,
+                      ["--fault stop:2:2", "worker's index", "2 workers"])
+        self.run_case(0, ["train", "--resume", "auto"] + TINY, 2,
+                      ["--resume auto", "needs --checkpoint-dir"])
         # a fault after the last step never fired
         self.run_case(0, ["train", "--fault", "hang:0:5"] + TINY, 2,
                       ["--fault hang:0:5", "--max-steps 4"])

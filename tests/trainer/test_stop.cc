@@ -268,3 +268,30 @@ TEST(StopOnRequest, AFailedMetricsFileIsReportedByAStoppedRun) {
 
 }  // namespace
 }  // namespace starring
+
+namespace starring {
+namespace {
+
+// 3 workers of batch 16 on 256 samples: 5 steps per epoch, so a request at step 5 (round 8) stops
+// after step 10, the end of epoch 2. That epoch is evaluated before the checkpoint (the resumed
+// run starts epoch 3 and would never evaluate it): the two runs evaluate every epoch once.
+TEST(StopOnRequest, AStopAtAnEpochsEndEvaluatesThatEpoch) {
+  Config cfg = make_cfg(Case{"ring", "", 3, "", 0});
+  cfg.train.eval_each_epoch = true;
+  cfg.ckpt.dir = fresh_dir("epoch_end");
+  Config stop = cfg;
+  stop.train.fault = "stop:2:5";
+  const TrainResult stopped = testing::train_inproc(stop, 3)[0].result;
+  ASSERT_EQ(stopped.stopped_at_step, 10);
+  std::vector<int> epochs;
+  for (const auto& e : stopped.history) epochs.push_back(e.epoch);
+  EXPECT_EQ(epochs, (std::vector<int>{1, 2}));
+  cfg.ckpt.resume = "latest";
+  const TrainResult resumed = testing::train_inproc(cfg, 3)[0].result;
+  epochs.clear();
+  for (const auto& e : resumed.history) epochs.push_back(e.epoch);
+  EXPECT_EQ(epochs, (std::vector<int>{3, 4}));
+}
+
+}  // namespace
+}  // namespace starring
