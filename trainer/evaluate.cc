@@ -20,11 +20,26 @@ Evaluator::~Evaluator() {
   model_.device().free_int(dy_);
 }
 
-EvalResult Evaluator::run(const Dataset& test) {
+std::vector<double> sum_to_worker0(Comm& workers, std::vector<double> values, int tag) {
+  const std::size_t bytes = values.size() * sizeof(double);
+  if (workers.rank() != 0) {
+    workers.send(values.data(), bytes, 0, tag, workers.timeout());
+    return values;
+  }
+  std::vector<double> other(values.size());
+  for (int r = 1; r < workers.size(); ++r) {
+    workers.recv(other.data(), bytes, r, tag, workers.timeout());
+    for (std::size_t k = 0; k < values.size(); ++k) values[k] += other[k];
+  }
+  return values;
+}
+
+EvalResult Evaluator::run(const Dataset& test, double train_loss_sum, double train_steps) {
   const int rank = workers_.rank(), world = workers_.size();
   STARRING_CHECK(test.dim == model_.widths().front(), "test set has ", test.dim,
                  " features but the model expects ", model_.widths().front());
-  double stats[3] = {0, 0, 0};  // correct, loss sum, count
+  // correct, loss sum, count; the epoch's training-loss sum and steps
+  std::vector<double> stats{0, 0, 0, train_loss_sum, train_steps};
   std::vector<std::size_t> mine;
   for (std::size_t i = rank; i < static_cast<std::size_t>(test.n); i += world) mine.push_back(i);
   for (std::size_t b = 0; b < mine.size(); b += batch_) {
@@ -40,20 +55,12 @@ EvalResult Evaluator::run(const Dataset& test) {
     stats[0] += model_.count_correct(dy_, n);
     stats[2] += n;
   }
-  const int tag = tags::kTrainerBase + 1;
-  if (rank == 0) {
-    for (int r = 1; r < world; ++r) {
-      double other[3];
-      workers_.recv(other, sizeof other, r, tag, workers_.timeout());
-      for (int k = 0; k < 3; ++k) stats[k] += other[k];
-    }
-  } else {
-    workers_.send(stats, sizeof stats, 0, tag, workers_.timeout());
-  }
+  stats = sum_to_worker0(workers_, std::move(stats), tags::kTrainerBase + 1);
   EvalResult r;
   r.count = static_cast<long>(stats[2]);
   r.accuracy = stats[2] > 0 ? stats[0] / stats[2] : 0;
   r.loss = stats[2] > 0 ? stats[1] / stats[2] : 0;
+  r.train_loss = stats[4] > 0 ? stats[3] / stats[4] : 0;
   return r;
 }
 

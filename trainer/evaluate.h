@@ -1,6 +1,8 @@
 // Evaluator: test-set accuracy and loss across workers. The test set is sharded round-robin
 // (worker r takes samples r, r+W, r+2W, ...), so every sample is counted exactly once and none
-// is dropped; each worker's (correct, loss sum, count) goes to worker 0, which adds them up.
+// is dropped; each worker's (correct, loss sum, count) goes to worker 0, which adds them up. The
+// same message carries each worker's training-loss sum over the epoch, so the epoch's training
+// loss is the mean over every worker's batches (the global batch's), not worker 0's alone.
 #pragma once
 #include <string>
 #include <vector>
@@ -15,13 +17,18 @@ struct EvalResult {
   double accuracy = 0;  // on worker 0 (others: their own shard)
   double loss = 0;
   long count = 0;
+  double train_loss = 0;  // on worker 0: the mean of every worker's step losses
 };
+
+// Element-wise sum of every worker's `values` on worker 0 (others get their own back).
+std::vector<double> sum_to_worker0(Comm& workers, std::vector<double> values, int tag);
 
 class Evaluator {
  public:
   Evaluator(Mlp& model, Comm& workers, int batch);
   ~Evaluator();
-  EvalResult run(const Dataset& test);
+  // `train_loss_sum` over `train_steps` steps: this worker's training losses of the epoch.
+  EvalResult run(const Dataset& test, double train_loss_sum = 0, double train_steps = 0);
 
  private:
   Mlp& model_;

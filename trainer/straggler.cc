@@ -42,7 +42,8 @@ long Straggler::delay_ms(int rank, std::int64_t step) const {
 
 FaultInjector::FaultInjector(const std::string& spec) {
   if (spec.empty()) return;
-  const std::string bad = "--fault expects kill:RANK:STEP, hang:RANK:STEP or stop:RANK:STEP, got '" + spec + "'";
+  const std::string bad =
+      "--fault expects kill:RANK:STEP, hang:RANK:STEP or stop:RANK:STEP, got '" + spec + "'";
   const auto c1 = spec.find(':'), c2 = spec.find(':', c1 == std::string::npos ? c1 : c1 + 1);
   STARRING_CONFIG_CHECK(c2 != std::string::npos, bad);
   kind_ = spec.substr(0, c1);

@@ -362,7 +362,9 @@ void TrainLoop::evaluate(int epoch) {
   env_.sync.refresh_params();
   env_.workers.barrier(env_.workers.timeout());
   staging_.all_params_up();
-  EvalResult ev = evaluator_.run(test_);
+  EvalResult ev = evaluator_.run(test_, epoch_loss_, epoch_batches_);
+  if (rank_ == 0)
+    res_.final_train_loss = ev.train_loss;  // every worker's batches, not only its own
   eval_s_ += seconds_since(t_eval);
   EpochRecord rec{epoch + 1, seconds_since(t_start_) - eval_s_, res_.final_train_loss, ev.accuracy,
                   ev.loss};
@@ -376,6 +378,7 @@ void TrainLoop::evaluate(int epoch) {
   progress_.message(line);
   metrics_.write({{"event", "eval"},
                   {"epoch", epoch + 1},
+                  {"train_loss", rec.train_loss},
                   {"test_accuracy", ev.accuracy},
                   {"test_loss", ev.loss},
                   {"time_s", rec.wall_s}});
@@ -453,6 +456,9 @@ void TrainLoop::checkpoint() {
   add_sync_stats(env_.sync.take_stats());
   env_.workers.barrier(env_.workers.timeout());
   CheckpointData c;
+  // The epoch's training loss so far, as the mean worker's sum: a resumed run (on any number of
+  // workers) starts every worker from it, and its epoch mean stays the global batch's.
+  const double loss_sum = sum_to_worker0(env_.workers, {epoch_loss_}, tags::kTrainerBase + 3)[0];
   env_.sync.save_optimizer_state(c.state1, c.state2);
   std::string path, error;
   if (rank_ == 0) {
@@ -465,7 +471,7 @@ void TrainLoop::checkpoint() {
       c.step = step_;
       c.epoch = pos_epoch_;
       c.next_batch = pos_batch_;
-      c.epoch_loss_sum = pos_batch_ ? epoch_loss_ : 0.0;
+      c.epoch_loss_sum = pos_batch_ ? loss_sum / world_ : 0.0;
       c.epoch_steps = pos_batch_ ? epoch_batches_ : 0;
       path = save_checkpoint(cfg_.ckpt, c, env_.workers.where());
       res_.last_checkpoint = path;

@@ -47,6 +47,7 @@ Config make_cfg(const Case& r) {
   cfg.train.opt.weight_decay = 0.01f;
   if (r.opt == "adamw") cfg.train.lr = 0.01f;
   if (r.backend == "ps") cfg.sync.bucket_mb = 0.001;  // several buckets even on a tiny model
+  cfg.train.eval_each_epoch = true;  // every epoch's training loss in the history
   return cfg;
 }
 
@@ -113,6 +114,12 @@ TEST_P(Resume, StoppingAndResumingChangesNoBit) {
   EXPECT_EQ(resumed.resumed_from, res.ckpt.resume);
   EXPECT_EQ(resumed.params, full.params)
       << "max |diff| " << testing::max_abs_diff(resumed.params, full.params);
+  // The epoch of step 7 began before it: its training loss (every worker's steps) carries over.
+  ASSERT_EQ(resumed.history.size(), full.history.size());
+  for (std::size_t e = 0; e < full.history.size(); ++e) {
+    EXPECT_EQ(resumed.history[e].epoch, full.history[e].epoch);
+    EXPECT_NEAR(resumed.history[e].train_loss, full.history[e].train_loss, 1e-9) << "epoch " << e;
+  }
   EXPECT_EQ(read_checkpoint(ckpt(res.ckpt.dir, kSteps), "test").params, full.params);
   // The resumed run kept the first run's lines up to step 7 and appended its own.
   std::vector<std::int64_t> want(kSteps);
