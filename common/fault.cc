@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -33,7 +34,11 @@ constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
 constexpr const char* kNames[3] = {"SIGINT", "SIGTERM", "SIGHUP"};
 int g_pipe[2] = {-1, -1};
 volatile std::sig_atomic_t g_interrupted = 0;
-volatile std::sig_atomic_t g_stop_requested = 0;
+// Written by the SIGUSR1 handler, read by the training thread: a lock-free atomic is both
+// async-signal-safe and free of data races between threads (volatile sig_atomic_t is only the
+// former).
+std::atomic<int> g_stop_requested{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 bool g_announce = false;
 int g_rank = 0;
 std::mutex g_hook_mu;
@@ -52,7 +57,7 @@ extern "C" void on_interrupt(int sig) {
   if (g_pipe[1] < 0 || ::write(g_pipe[1], &sig, sizeof sig) != sizeof sig) die_by(sig);
 }
 
-extern "C" void on_stop_request(int) { g_stop_requested = 1; }
+extern "C" void on_stop_request(int) { g_stop_requested.store(1, std::memory_order_relaxed); }
 
 void watch() {
   int sig = 0;
@@ -117,7 +122,7 @@ void accept_stop_requests() {
   sigaction(SIGUSR1, &sa, nullptr);
 }
 
-bool stop_requested() { return g_stop_requested != 0; }
+bool stop_requested() { return g_stop_requested.load(std::memory_order_relaxed) != 0; }
 
 InterruptHook::InterruptHook(std::function<void()> fn, std::string note) {
   std::lock_guard<std::mutex> lk(g_hook_mu);
