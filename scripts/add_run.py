@@ -82,7 +82,8 @@ def add_summary(out, a):
     if problems:
         fail("not a `starring train --summary-file` summary:\n  " + "\n  ".join(problems[:5]))
     label = a.label or sr.backend_label(summary)
-    run_id = f"{a.sweep}-{next_index(out):03d}-{slug(label)}-w{summary['workers']}"
+    run_id = sr.unique_name(os.path.join(out, "runs"),
+                            f"{a.sweep}-{next_index(out):03d}-{slug(label)}-w{summary['workers']}")
     rdir = os.path.join(out, "runs", run_id)
     os.makedirs(rdir, exist_ok=True)
     rel = lambda p: os.path.relpath(p, out)  # noqa: E731

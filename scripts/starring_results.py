@@ -298,6 +298,17 @@ def collapse_bench_repeats(rows):
             + rest)
 
 
+def unique_name(folder, name, ext=""):
+    """`name`, or `name`-2, -3, ... : the first with no `folder`/<it><ext> yet, so that a run
+    appended to a results folder that already holds one of that name (the same sweep again with
+    --out, a hand-added run) gets files of its own instead of overwriting the earlier run's."""
+    candidate, k = name, 1
+    while os.path.exists(os.path.join(folder, candidate + ext)):
+        k += 1
+        candidate = f"{name}-{k}"
+    return candidate
+
+
 def merge_traces(paths, out):
     """Merges per-rank Chrome trace files (pid = rank; timestamps on the host's monotonic clock)
     into one file that Perfetto / chrome://tracing shows with one process per rank. Missing or

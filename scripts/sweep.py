@@ -227,8 +227,9 @@ def repeat_suffix(ctx, rep):
 
 
 def run_train(run, idx, ctx, rep=1):
-    run_id = (f"{ctx['name']}-{idx:03d}-{run['variant']}-w{run['workers']}"
-              + repeat_suffix(ctx, rep))
+    run_id = sr.unique_name(os.path.join(ctx["out"], "runs"),
+                            f"{ctx['name']}-{idx:03d}-{run['variant']}-w{run['workers']}"
+                            + repeat_suffix(ctx, rep))
     rdir = os.path.join(ctx["out"], "runs", run_id)
     os.makedirs(rdir, exist_ok=True)
     np_, nserv, roles = roles_of(run["flags"], run["workers"])
@@ -290,7 +291,11 @@ def run_train(run, idx, ctx, rep=1):
 
 def run_bench(name, np_, args, ctx, rep=1):
     bench_id = f"{ctx['name']}-bench-{name}-np{np_}" + repeat_suffix(ctx, rep)
-    log_path = os.path.join(ctx["out"], "runs", bench_id + ".log")
+    # bench_id stays as it is (rows of the same pass made again count as its repeats); the log
+    # gets a name of its own
+    log_path = os.path.join(ctx["out"], "runs",
+                            sr.unique_name(os.path.join(ctx["out"], "runs"), bench_id, ".log")
+                            + ".log")
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     argv = [ctx["bin"], "bench", "--json"] + shlex.split(args)
     rc, status, elapsed, cmd = launch(np_, argv, log_path, ctx)

@@ -112,6 +112,23 @@ class AddRun(unittest.TestCase):
         self.assertEqual(runs[0]["variant"], "my ring")
         self.assertEqual(runs[0]["run_id"], "adhoc-001-my-ring-w2")
 
+    def test_a_run_never_overwrites_an_earlier_runs_files(self):
+        # Ids count the records: with the first deleted from runs.jsonl (to drop it from the
+        # report), the next run got the id, and so the folder, of the last one and overwrote it.
+        for run in ("main-ring-w2", "main-ps-colocated-w2", "main-wide-ring-w2"):
+            path = self.write(run + ".json", as_summary(fixture_run(run)))
+            self.assertEqual(add(self.out, path, "--label", "mine").returncode, 0)
+            if run == "main-ps-colocated-w2":
+                with open(os.path.join(self.out, "runs.jsonl"), encoding="utf-8") as f:
+                    kept = f.readlines()[1:]
+                with open(os.path.join(self.out, "runs.jsonl"), "w", encoding="utf-8") as f:
+                    f.writelines(kept)
+        runs, _ = sr.read_jsonl(os.path.join(self.out, "runs.jsonl"))
+        self.assertEqual(len({r["run_id"] for r in runs}), 2, [r["run_id"] for r in runs])
+        for r in runs:
+            with open(os.path.join(self.out, r["summary_file"]), encoding="utf-8") as f:
+                self.assertEqual(json.load(f)["samples_per_s"], r["samples_per_s"], r["run_id"])
+
     def test_bad_inputs_are_one_line_and_exit_2(self):
         summary = self.write("s.json", as_summary(fixture_run("main-ring-w2")))
         cases = [

@@ -361,6 +361,36 @@ class RepeatsRunInRounds(unittest.TestCase):
             self.assertIn("repeats must be a whole number >= 1", proc.stderr)
 
 
+class SweepAgainIntoTheSameFolder(unittest.TestCase):
+    def test_the_earlier_runs_keep_their_own_files(self):
+        # `--out DIR` appends (and the Ctrl-C message suggests it to add to a folder): the second
+        # pass used the same run ids, so its files overwrote the first pass's, whose records then
+        # pointed at the second pass's summary, metrics and log.
+        rest = ("[grid]\nworkers = 1\n\n[variant a]\nbackend = ring\n\n[bench b]\nnp = 1\n"
+                "args = --backends ring -b 1K -e 1K -n 1 -w 0\n")
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            for _ in range(2):
+                proc, out = sweep(small_sweep(60, "max-steps = 2", rest), tmp, "--no-report")
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            runs, bad = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
+            self.assertEqual(bad, [])
+            self.assertEqual(len(runs), 2)
+            self.assertEqual(len({r["run_id"] for r in runs}), 2, [r["run_id"] for r in runs])
+            for r in runs:
+                self.assertEqual(r["status"], "ok", r.get("log_tail"))
+                self.assertEqual(sr.check_record(r), [])
+                with open(os.path.join(out, r["summary_file"])) as f:
+                    self.assertEqual(json.load(f)["run_name"], r["run_id"])
+                with open(os.path.join(out, r["log_file"])) as f:
+                    self.assertIn(f"--run-name {r['run_id']}\n", f.readline())
+            self.assertEqual(len(sr.collapse_repeats(runs)), 1)  # the same configuration twice
+            logs = glob.glob(os.path.join(out, "runs", "*bench*.log"))
+            self.assertEqual(len(logs), 2, logs)
+            bench, _ = sr.read_jsonl(os.path.join(out, "bench.jsonl"))
+            self.assertEqual(len(bench), 2)
+            self.assertEqual(len(sr.collapse_bench_repeats(bench)), 1)
+
+
 class UnknownKeysStopTheSweep(unittest.TestCase):
     def test_a_typo_is_one_error_before_any_run(self):
         rest = ("[grid]\nworkers = 1\n\n[variant ok]\nbackend = ring\n\n[variant typo]\n"
