@@ -3,7 +3,7 @@
 beside (or instead of) a sweep's:
 
   scripts/add_run.py DIR SUMMARY.json [--metrics M.jsonl] [--trace 'T.%r.json'] [--label NAME]
-  scripts/add_run.py DIR --bench BENCH.txt          # `starring bench --json` output
+  scripts/add_run.py DIR --bench BENCH.txt          # `starring bench [-model] --json` output
   scripts/report.py DIR
 
 SUMMARY is a `starring train --summary-file` (schema starring.run.v1). Its files are copied into
@@ -14,7 +14,8 @@ run gets too. --label names the run's line in the plots (default: the backend, e
 "ps S=2"); two runs with the same label, workers and configuration count as repeats of one
 configuration (the report shows their median and range). --bench takes the output of
 `starring bench --json` (the table lines are skipped) and appends its rows to DIR/bench.jsonl,
-which the bus-bandwidth plot and the cost model use. DIR is created if needed.
+which the bus-bandwidth plot and the cost model use; `starring bench-model --json` rows give the
+cost model a compute time where the folder has no 1-worker run. DIR is created if needed.
 """
 import argparse
 import json
@@ -147,13 +148,14 @@ def add_bench(out, a):
         if isinstance(row, dict) and "bench" in row and not sr.check_bench_row(row):
             rows.append(row)
     if not rows:
-        fail(f"{a.bench} has no `starring bench --json` rows (run the bench with --json)")
+        fail(f"{a.bench} has no `starring bench --json` (or bench-model --json) rows (run the "
+             "bench with --json)")
     bench_id = f"{a.sweep}-bench-{next_index(out):03d}-{slug(os.path.basename(a.bench))}"
     for row in rows:
         row.setdefault("sweep", a.sweep)
         row.setdefault("bench_id", bench_id)
         row.setdefault("cores", host_cores())
-        row.setdefault("oversubscribed", row["np"] > row["cores"])
+        row.setdefault("oversubscribed", row.get("np", 1) > row["cores"])  # bench-model: 1
         row.setdefault("repeat", 1)
         row.setdefault("repeats", 1)
         sr.append_jsonl(os.path.join(out, "bench.jsonl"), row)
@@ -177,7 +179,8 @@ def main(argv=None):
     ap.add_argument("--trace", help="the run's --trace pattern, with %%r (timelines)")
     ap.add_argument("--label", help="the run's name in the plots (default: its backend)")
     ap.add_argument("--sweep", default="adhoc", help="the record's sweep name (default adhoc)")
-    ap.add_argument("--bench", help="`starring bench --json` output to add to DIR/bench.jsonl")
+    ap.add_argument("--bench", help="`starring bench --json` (or bench-model --json) output to "
+                    "add to DIR/bench.jsonl")
     a = ap.parse_args(argv)
     if not a.summary and not a.bench:
         ap.error("give a SUMMARY file, --bench FILE, or both")

@@ -53,6 +53,13 @@ OVERLAP_FIELDS = {
     "t_total_us": _NUM, "overlap_pct": _NUM,
 }
 
+# `starring bench-model --json` rows, "bench": "model" (the cost model's compute time per step
+# when the folder has no 1-worker run).
+MODEL_FIELDS = {
+    "bench": str, "model": str, "widths": list, "params": int, "batch": int, "device": str,
+    "step_ms": _NUM, "samples_per_s": _NUM,
+}
+
 
 def read_jsonl(path):
     """Records of a JSON-lines file; a line that does not parse is reported, not fatal."""
@@ -162,6 +169,8 @@ def check_bench_row(row, where="bench row"):
         if not problems and not 0 <= row["overlap_pct"] <= 100:
             problems.append(f"{where}: overlap_pct {row['overlap_pct']} outside [0, 100]")
         return problems
+    if row.get("bench") == "model":
+        return _check_fields(row, MODEL_FIELDS, where)
     return _check_fields(row, BENCH_FIELDS, where)
 
 

@@ -112,6 +112,28 @@ class AddRun(unittest.TestCase):
         self.assertEqual(runs[0]["variant"], "my ring")
         self.assertEqual(runs[0]["run_id"], "adhoc-001-my-ring-w2")
 
+    def test_bench_model_rows_give_the_cost_model_its_compute_time(self):
+        # The report's cost-model plot asks for "a 1-worker run (or bench-model row)", but
+        # add_run.py refused `bench-model --json` output ("run the bench with --json") and the
+        # report listed such rows as malformed bench rows.
+        model = {"bench": "model", "model": "default", "widths": [784, 256, 128, 10],
+                 "params": 235146, "batch": 64, "device": "cpu", "threads": 1,
+                 "step_ms": 0.9, "samples_per_s": 71111.1, "model_gflops": 20.0,
+                 "sgemm_gflops": 30.0, "ratio": 0.7, "optimizer_ms": 0.02, "steps_timed": 100}
+        p = add(self.out, "--bench", self.write("model.txt", json.dumps(model) + "\n"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        bench_rows, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        text = "\n".join(json.dumps(b) for b in bench_rows if "size" in b) + "\n"
+        self.assertEqual(add(self.out, "--bench", self.write("b.txt", text)).returncode, 0)
+        rows, _ = sr.read_jsonl(os.path.join(self.out, "bench.jsonl"))
+        self.assertEqual([sr.check_bench_row(r) for r in rows], [[]] * len(rows))
+        self.assertEqual(rows[0]["oversubscribed"], False)
+        rep = subprocess.run([sys.executable, REPORT, self.out], capture_output=True, text=True,
+                             timeout=300)
+        self.assertEqual(rep.returncode, 0, rep.stderr)
+        self.assertNotIn("warning", rep.stderr)
+        self.assertIn("cost_model_scaling.png", os.listdir(os.path.join(self.out, "report")))
+
     def test_a_run_never_overwrites_an_earlier_runs_files(self):
         # Ids count the records: with the first deleted from runs.jsonl (to drop it from the
         # report), the next run got the id, and so the folder, of the last one and overwrote it.
