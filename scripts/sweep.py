@@ -100,8 +100,11 @@ def load_sweep(path, quick):
     cp = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None,
                                    delimiters=("=",))
     cp.optionxform = str  # keep flag names as written
-    if not cp.read(path):
-        usage_error(f"sweep: cannot read sweep file {path}")
+    try:
+        if not cp.read(path):
+            usage_error(f"sweep: cannot read sweep file {path}")
+    except configparser.Error as e:  # a duplicate section, a line that is not `key = value`
+        usage_error(f"sweep: {path}: " + " ".join(str(e).split()))
     sec = {name: dict(cp[name]) for name in cp.sections()}
     sweep = {"timeout_s": "600", "trace": "no", "report": "yes", "description": "",
              "repeats": "1"}
@@ -131,7 +134,28 @@ def load_sweep(path, quick):
                         table[target[len(prefix):]].update(over)
     if not variants:
         variants = {"default": {}}
+    for b in benches.values():
+        b.setdefault("np", "2")  # what a pass without `np` runs on (and --dry-run counts)
+    check_values(sweep, benches)
     return sweep, train, grid, variants, benches
+
+
+def check_values(sweep, benches):
+    """Values the driver itself reads, checked before any run (a bad one used to surface as a
+    Python traceback, a bench pass's `np` only after every training run had been made)."""
+    try:
+        ok = float(sweep["timeout_s"]) >= 1
+    except ValueError:
+        ok = False
+    if not ok:
+        usage_error(f"sweep: [sweep] timeout_s = {sweep['timeout_s']}: expected seconds >= 1")
+    for name, b in benches.items():
+        if not all(n.isdigit() and int(n) >= 1 for n in b["np"].split()):
+            usage_error(f"sweep: bench {name}: np = {b['np']}: expected rank counts >= 1")
+        try:
+            shlex.split(b.get("args", ""))
+        except ValueError as e:
+            usage_error(f"sweep: bench {name}: args: {e}")
 
 
 def expand_runs(train, grid, variants):
@@ -148,7 +172,10 @@ def expand_runs(train, grid, variants):
         dims = list(vgrid.keys())
         for combo in itertools.product(*(vgrid[d] for d in dims)):
             point = dict(zip(dims, combo))
-            workers = int(point.pop("workers", "1"))
+            workers = point.pop("workers", "1")
+            if not workers.isdigit() or int(workers) < 1:
+                usage_error(f"sweep: variant {vname}: workers = {workers}: expected a count >= 1")
+            workers = int(workers)
             flags = dict(train)
             flags.update(point)
             flags.update(vflags)
@@ -391,6 +418,8 @@ def main(argv=None):
     ap.add_argument("--dry-run", action="store_true", help="print the runs, launch nothing")
     a = ap.parse_args(argv)
 
+    if a.timeout is not None and a.timeout < 1:  # `timeout 0` would mean no bound at all
+        usage_error(f"sweep: --timeout {a.timeout:g}: expected seconds >= 1")
     path, name = resolve_sweep(a.sweep)
     sweep, train, grid, variants, benches = load_sweep(path, a.quick)
     runs = expand_runs(train, grid, variants)
@@ -411,7 +440,7 @@ def main(argv=None):
            "timeout_s": a.timeout or float(sweep["timeout_s"]), "git": git_commit(),
            "host": socket.gethostname(), "cores": cores(), "gpus": gpu_count(),
            "trace": sweep["trace"].lower() in ("yes", "true", "on", "1")}
-    nbench = sum(len(b.get("np", "").split()) for b in benches.values())
+    nbench = sum(len(b["np"].split()) for b in benches.values())
     times = f" x {repeats} repeats" if repeats > 1 else ""
     print(f"[sweep] {name}{' (quick)' if a.quick else ''}: {len(runs)} train runs, {nbench} bench "
           f"passes{times}, at most {ctx['timeout_s']:.0f} s each -> {out}", flush=True)
@@ -477,7 +506,7 @@ def run_all(runs, benches, ctx, counts):
             counts[key] = counts.get(key, 0) + 1
             print(describe(rec), flush=True)
         for bname, b in benches.items():
-            for np_ in b.get("np", "2").split():
+            for np_ in b["np"].split():
                 print(f"[sweep]{round_} bench {bname} np={np_} ...", end=" ", flush=True)
                 status, nrows, elapsed = run_bench(bname, int(np_), b.get("args", ""), ctx, rep)
                 counts["bench " + status] = counts.get("bench " + status, 0) + 1

@@ -3,6 +3,7 @@
 sweeps expand to the runs they promise, and the file format's rules hold (grid products, variant
 overrides, `-` to leave a flag out, `servers = half`, [quick] and [quick SECTION] overrides)."""
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -192,6 +193,42 @@ workers = 8
         self.assertEqual(driver.roles_of({"backend": "ps", "servers": "colocated"}, 4)[:2],
                          (4, 0))
         self.assertEqual(driver.roles_of({"backend": "ring", "servers": "3"}, 4)[:2], (4, 0))
+
+
+class BadSweepFiles(unittest.TestCase):
+    """A sweep file the driver cannot use is one line and exit 2 before any run (these were
+    Python tracebacks; a bench pass's bad `np` surfaced only after every training run)."""
+    CASES = [
+        ("[variant a]\nbackend = ring\n[variant a]\nbackend = mpi\n", "already exists"),
+        ("[sweep]\nthis is not a key\n", "this is not a key"),
+        ("backend = ring\n", "no section headers"),
+        ("[grid]\nworkers = 1 two\n", "workers = two"),
+        ("[bench x]\nnp = two\n", "bench x: np = two"),
+        ("[sweep]\ntimeout_s = soon\n", "timeout_s = soon"),
+        ("[bench x]\nargs = --backends \"ring\n", "bench x: args: No closing quotation"),
+    ]
+
+    def test_one_line_and_exit_2(self):
+        for text, message in self.CASES + [("[bench x]\nargs = -b 1K\n", "--timeout 0.5")]:
+            with self.subTest(text=text), tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "bad.ini")
+                with open(path, "w") as f:
+                    f.write(text)
+                extra = ["--timeout", "0.5"] if message == "--timeout 0.5" else []
+                p = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "sweep.py"),
+                                    path, "--dry-run", *extra], capture_output=True, text=True,
+                                   timeout=60)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+                self.assertIn(message, p.stderr)
+
+    def test_a_bench_without_np_runs_and_counts_on_2_ranks(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "b.ini")
+            with open(path, "w") as f:
+                f.write("[bench x]\nargs = -b 1K\n")
+            _, _, _, _, benches = driver.load_sweep(path, False)
+            self.assertEqual(benches["x"]["np"], "2")
 
 
 if __name__ == "__main__":
