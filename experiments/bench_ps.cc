@@ -63,6 +63,13 @@ class PsBenchOp : public BenchOp {
 
   void prepare(const float* input, std::size_t count) override {
     finish();
+    // Every shard needs a part of the one buffer; on every rank, so that the job ends at once.
+    const auto shards = static_cast<std::size_t>(group_.num_servers());
+    STARRING_CONFIG_CHECK(count >= shards, "bench ", group_.colocated ? "ps-colocated" : "ps",
+                          ": a message of ", count * sizeof(float), " B (", count,
+                          " floats) cannot be split over ", shards,
+                          " parameter-server shards: give -b ", shards * sizeof(float),
+                          " or more (a float per shard)");
     count_ = count;
     iters_ = 0;
     if (group_.is_dedicated_server(rank_)) {

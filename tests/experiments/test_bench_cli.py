@@ -68,6 +68,18 @@ class Bench(unittest.TestCase):
                 else:
                     self.assertEqual(r["bench"], "allreduce")
 
+    def test_a_message_smaller_than_the_shards_names_the_smallest_size(self):
+        # 1 float over 3 co-located shards: the error said "use fewer servers", which a bench
+        # with --servers colocated cannot do; the fix is a larger -b.
+        p = subprocess.run([MPIRUN, "-np", "3", BIN, "bench", "--backends", "ring,ps-colocated",
+                            "-b", "4", "-e", "64", "-n", "1", "-w", "0"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        errors = [line for line in p.stderr.splitlines() if line.startswith("starring: error")]
+        self.assertEqual(len(errors), 1, p.stderr)
+        self.assertIn("4 B (1 floats) cannot be split over 3 parameter-server shards: give -b 12",
+                      errors[0])
+
 
 class BenchModel(unittest.TestCase):
     def test_json_rows_are_self_consistent(self):
