@@ -253,7 +253,10 @@ def calibrate(bench, gamma=None, chunk=PS_CHUNK_BYTES, window=None):
         groups.setdefault(key, {})[r["size"]] = r  # a repeated size: the last row wins
     fits = []
     for key, g_ in sorted(groups.items()):
-        if len(g_) >= 2:
+        # One worker of an all-reduce or co-located PS moves nothing (its terms are 0): a fit
+        # would read 0 cost, and as a job that fits on the cores it became the reference.
+        if len(g_) >= 2 and any(terms(key[0], d, key[1], key[2], chunk) != (0.0, 0.0, 0.0)
+                                for d in g_):
             f = fit_group(list(g_.values()), *key[:3], g, chunk)
             fits.append(f if window is None else fit_group(
                 _in_window(list(g_.values()), window), *key[:3], g, chunk, f.consts.alpha))

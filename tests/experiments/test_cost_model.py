@@ -166,6 +166,19 @@ class Calibration(unittest.TestCase):
         ref = cm.reference(fits)["ring"]
         self.assertEqual((ref.workers, ref.ranks, ref.oversubscribed), (2, 2, False))
 
+    def test_one_worker_rows_calibrate_nothing(self):
+        # `bench` at np 1 times a local copy: nothing crosses a link, so there is nothing to
+        # fit; such a fit read alpha = 0 and 1/beta = inf and, fitting on the cores, was used
+        # for every prediction of its backend in place of the real (oversubscribed) one.
+        truth = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0)
+        rows = bench_rows("ring", 2, 0, truth, 0, np_=3, cores=2)
+        rows += [dict(r, np=1, workers=1, oversubscribed=False, time_us=1.0 + r["size"] * 1e-4)
+                 for r in rows]
+        fits = cm.calibrate(rows, gamma=0.0)
+        self.assertEqual([(f.kind, f.workers) for f in fits], [("ring", 2)])
+        ref = cm.reference(fits)["ring"]
+        self.assertAlmostEqual(ref.consts.beta, truth.beta, delta=0.01 * truth.beta)
+
     def test_a_given_network_replaces_alpha_and_beta(self):
         truth = cm.Consts(alpha=1e-5, beta=1e-9, gamma=2e-10)
         ref = cm.reference(cm.calibrate(bench_rows("ring", 2, 0, truth, 0), gamma=2e-10))
