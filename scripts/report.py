@@ -38,8 +38,17 @@ def load(results):
     runs, bad = sr.read_jsonl(os.path.join(results, "runs.jsonl"))
     bench, bad_b = sr.read_jsonl(os.path.join(results, "bench.jsonl"))
     problems = bad + bad_b
+    # a line that parses but is not a record (a list, a number): left out, and said so
+    problems += [f"{name} record {i + 1}: not a JSON object, left out"
+                 for name, items in (("runs.jsonl", runs), ("bench.jsonl", bench))
+                 for i, x in enumerate(items) if not isinstance(x, dict)]
+    runs = [r for r in runs if isinstance(r, dict)]
+    bench = [b for b in bench if isinstance(b, dict)]
     for i, r in enumerate(runs):
-        problems += sr.check_record(r, f"runs.jsonl record {i + 1} ({r.get('run_id', '?')})")
+        where = f"runs.jsonl record {i + 1} ({r.get('run_id', '?')})"
+        if r.get("status") == "ok" and not sr.table_ready(r):  # first: the terminal shows 10
+            problems.append(f"{where}: left out of the tables and plots (it lacks what they read)")
+        problems += sr.check_record(r, where)
     for i, b in enumerate(bench):
         problems += sr.check_bench_row(b, f"bench.jsonl row {i + 1}")
     metrics = {}
@@ -71,7 +80,7 @@ def _extra(r):
 def shown_runs(runs):
     """The successful runs as the report shows them: one per configuration, a repeated one as
     its median run carrying the others' figures (starring_results.collapse_repeats)."""
-    return sr.collapse_repeats([r for r in runs if r.get("status") == "ok"])
+    return sr.collapse_repeats([r for r in runs if r.get("status") == "ok" and sr.table_ready(r)])
 
 
 def _rate(r):

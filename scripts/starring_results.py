@@ -108,6 +108,12 @@ def check_summary(s, where="summary"):
         return problems
     problems += _check_fields(s, {k: t for k, t in OPTIONAL_SUMMARY_FIELDS.items() if k in s},
                               where)
+    # null (a NaN written by the trainer, a hand-edited file) where the checks below compare
+    nulls = [k for k in ("model", "step_time", "bytes_per_step", "ranks", "history", "workers",
+                         "num_servers", "world_size", "test_accuracy", "samples_per_s", "wall_s")
+             if s[k] is None]
+    if nulls:
+        return problems + [f"{where}: '{k}' is null" for k in nulls]
     if s["schema"] != RUN_SCHEMA:
         problems.append(f"{where}: schema is {s['schema']!r}, expected {RUN_SCHEMA!r}")
     for key in ("widths", "params", "bytes"):
@@ -159,6 +165,22 @@ def check_record(rec, where="record"):
     elif rec["status"] in ("failed", "timeout") and "log_tail" not in rec:
         problems.append(f"{where}: a {rec['status']} run should carry 'log_tail'")
     return problems
+
+
+def table_ready(rec):
+    """True when an "ok" record has what the report's table and scaling plots read (the model's
+    size, the step-time breakdown, the bytes, samples/s, accuracy); one without them (a
+    hand-edited file, a summary of another version) is left out of them, not a traceback."""
+    def num(x):
+        return _type_ok(x, _NUM)
+    try:
+        return (isinstance(rec.get("workers"), int) and num(rec.get("samples_per_s"))
+                and num(rec.get("test_accuracy")) and num(rec["model"]["params"])
+                and num(rec["model"]["bytes"])
+                and all(num(rec["step_time"][k]) for k in STEP_TIME_FIELDS)
+                and all(num(rec["bytes_per_step"][k]) for k in BYTES_FIELDS))
+    except (KeyError, TypeError):
+        return False
 
 
 def check_bench_row(row, where="bench row"):

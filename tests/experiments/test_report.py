@@ -113,6 +113,33 @@ class ReportOnFixture(unittest.TestCase):
 
 
 class ReportWithPartialData(unittest.TestCase):
+    def test_malformed_records_are_left_out_and_named_not_a_traceback(self):
+        # An "ok" record without a model, one with samples/s null (a NaN in a summary), one with
+        # an empty step-time breakdown, and lines that parse but are not records: report.py
+        # ended in a KeyError / TypeError / AttributeError traceback and wrote no page.
+        with open(os.path.join(FIXTURE, "runs.jsonl"), encoding="utf-8") as f:
+            recs = [json.loads(line) for line in f]
+        broken = [dict(recs[0], run_id="no-model"), dict(recs[1], run_id="null-rate"),
+                  dict(recs[2], run_id="no-steps", step_time={})]
+        del broken[0]["model"]
+        broken[1]["samples_per_s"] = None
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            with open(os.path.join(tmp, "runs.jsonl"), "w", encoding="utf-8") as f:
+                f.write("".join(json.dumps(r) + "\n" for r in recs[:3] + broken) + "[1, 2]\n")
+            with open(os.path.join(tmp, "bench.jsonl"), "w", encoding="utf-8") as f:
+                f.write('"a string"\n')
+            proc = run_report(tmp, os.path.join(tmp, "report"))
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertNotIn("Traceback", proc.stderr)
+            for run_id in ("no-model", "null-rate", "no-steps"):
+                self.assertIn(f"({run_id}): left out of the tables and plots", proc.stderr)
+            self.assertIn("runs.jsonl record 7: not a JSON object", proc.stderr)
+            with open(os.path.join(tmp, "report", "summary.md"), encoding="utf-8") as f:
+                table = [line for line in f if line.startswith("| ring ")]
+            self.assertEqual(len(table), 3)  # the three good runs
+            with open(os.path.join(tmp, "report", "report.html"), encoding="utf-8") as f:
+                self.assertIn("bench.jsonl record 1: not a JSON object", f.read())
+
     def test_bench_only_folder_skips_the_training_plots_and_says_so(self):
         tmp = tempfile.mkdtemp(prefix="starring_report_test_")
         try:
