@@ -82,6 +82,18 @@ def add_summary(out, a):
     problems = sr.check_summary(summary, a.summary)
     if problems:
         fail("not a `starring train --summary-file` summary:\n  " + "\n  ".join(problems[:5]))
+    # every input is checked before anything is written: a failure leaves no half-made run
+    if a.metrics and not os.path.isfile(a.metrics):
+        fail(f"no metrics file {a.metrics}" + (" (a stopped run leaves "
+             f"{a.metrics}.partial)" if os.path.isfile(a.metrics + ".partial") else ""))
+    traces = {}
+    if a.trace:
+        if "%r" not in a.trace:
+            fail("--trace takes the pattern given to `starring train --trace`, with %r")
+        traces = {rank: a.trace.replace("%r", str(rank)) for rank in range(summary["world_size"])}
+        traces = {rank: src for rank, src in traces.items() if os.path.isfile(src)}
+        if not traces:
+            fail(f"no trace file matches {a.trace} for ranks 0..{summary['world_size'] - 1}")
     label = a.label or sr.backend_label(summary)
     run_id = sr.unique_name(os.path.join(out, "runs"),
                             f"{a.sweep}-{next_index(out):03d}-{slug(label)}-w{summary['workers']}")
@@ -104,23 +116,14 @@ def add_summary(out, a):
     shutil.copyfile(a.summary, os.path.join(rdir, "summary.json"))
     rec["summary_file"] = rel(os.path.join(rdir, "summary.json"))
     if a.metrics:
-        if not os.path.isfile(a.metrics):
-            fail(f"no metrics file {a.metrics}" + (" (a stopped run leaves "
-                 f"{a.metrics}.partial)" if os.path.isfile(a.metrics + ".partial") else ""))
         shutil.copyfile(a.metrics, os.path.join(rdir, "metrics.jsonl"))
         rec["metrics_file"] = rel(os.path.join(rdir, "metrics.jsonl"))
-    if a.trace:
-        if "%r" not in a.trace:
-            fail("--trace takes the pattern given to `starring train --trace`, with %r")
+    if traces:
         copied = []
-        for rank in range(summary["world_size"]):
-            src = a.trace.replace("%r", str(rank))
-            if os.path.isfile(src):
-                dst = os.path.join(rdir, f"trace.{rank}.json")
-                shutil.copyfile(src, dst)
-                copied.append(dst)
-        if not copied:
-            fail(f"no trace file matches {a.trace} for ranks 0..{summary['world_size'] - 1}")
+        for rank, src in traces.items():
+            dst = os.path.join(rdir, f"trace.{rank}.json")
+            shutil.copyfile(src, dst)
+            copied.append(dst)
         rec["trace_files"] = [rel(p) for p in copied]
         merged = os.path.join(rdir, "trace.json")
         if sr.merge_traces(copied, merged):
@@ -130,7 +133,7 @@ def add_summary(out, a):
           f"{summary['samples_per_s']:,.0f} samples/s) -> {os.path.join(out, 'runs.jsonl')}")
 
 
-def add_bench(out, a):
+def read_bench(a):
     try:
         with open(a.bench, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
@@ -150,6 +153,10 @@ def add_bench(out, a):
     if not rows:
         fail(f"{a.bench} has no `starring bench --json` (or bench-model --json) rows (run the "
              "bench with --json)")
+    return rows
+
+
+def add_bench(out, a, rows):
     bench_id = f"{a.sweep}-bench-{next_index(out):03d}-{slug(os.path.basename(a.bench))}"
     for row in rows:
         row.setdefault("sweep", a.sweep)
@@ -191,10 +198,11 @@ def main(argv=None):
         os.makedirs(out, exist_ok=True)
     except OSError as e:
         fail(f"cannot create the results folder {out}: {e.strerror}")
+    rows = read_bench(a) if a.bench else None  # before anything is added: all or nothing
     if a.summary:
         add_summary(out, a)
-    if a.bench:
-        add_bench(out, a)
+    if rows:
+        add_bench(out, a, rows)
     print(f"add_run.py: now `scripts/report.py {a.out}`")
     return 0
 

@@ -160,14 +160,18 @@ class AddRun(unittest.TestCase):
             ([summary, "--metrics", os.path.join(self.dir, "none.jsonl")], "no metrics file"),
             ([summary, "--trace", os.path.join(self.dir, "t.json")], "with %r"),
             (["--bench", self.write("b.txt", "# a table without --json\n")], "no `starring bench"),
+            ([summary, "--trace", os.path.join(self.dir, "none.%r.json")], "no trace file"),
+            ([summary, "--bench", os.path.join(self.dir, "b.txt")], "no `starring bench"),
         ]
         for args, message in cases:
             p = add(self.out, *args)
             self.assertEqual(p.returncode, 2, (args, p.stdout, p.stderr))
             self.assertIn(message, p.stderr, args)
             self.assertNotIn("Traceback", p.stderr)
-        runs, _ = sr.read_jsonl(os.path.join(self.out, "runs.jsonl"))
-        self.assertEqual(runs, [])
+            # nothing added, not even in part: a run folder without its record (the retry's
+            # run then took the next name) or the run without the bench rows asked for with it
+            self.assertFalse(os.path.exists(os.path.join(self.out, "runs")), args)
+            self.assertFalse(os.path.exists(os.path.join(self.out, "runs.jsonl")), args)
 
 
 if __name__ == "__main__":
