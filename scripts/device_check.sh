@@ -150,7 +150,7 @@ export OMPI_MCA_ess_singleton_isolated=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 export OPENBLAS_NUM_THREADS=1
 sr=$bin/starring
-echo "device_check: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+echo "device_check: LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 
 # ---- step runner ----------------------------------------------------------------------------
 fails=0
