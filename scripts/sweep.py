@@ -53,6 +53,8 @@ from sweep_jobs import launch, tail  # noqa: E402,F401
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(REPO, "scripts", "mpirun.sh") + " -np {np}"
 OMIT = "-"
+# train flags run_train passes itself
+DRIVER_FLAGS = {"summary-file", "metrics-file", "run-name", "trace"}
 
 
 def usage_error(message):
@@ -209,6 +211,12 @@ def unknown_flags(binary, runs, benches):
     """One line per key of the sweep file that `starring train` (or, in a bench's args,
     `starring bench`) does not know; checked before anything runs, so a typo costs no sweep."""
     problems = []
+    for r in runs:  # the driver gives every run these itself (twice, each run failed)
+        for key in DRIVER_FLAGS.intersection(r["flags"]):
+            line = (f"sweep: variant {r['variant']}: '{key}' is set by the sweep driver (each "
+                    "run's files go to OUT/runs/<id>/; `trace = yes` in [sweep] for traces)")
+            if line not in problems:
+                problems.append(line)
     train = help_flags(binary, "train")
     if train:
         for r in runs:

@@ -405,6 +405,15 @@ class UnknownKeysStopTheSweep(unittest.TestCase):
             self.assertNotIn("variant ok", proc.stderr)
             self.assertFalse(os.path.exists(os.path.join(out, "runs.jsonl")))
 
+    def test_a_flag_the_driver_sets_is_one_error_before_any_run(self):
+        # `metrics-file = m.jsonl` in a sweep file: every run got the flag twice and failed
+        rest = "[grid]\nworkers = 1\n\n[variant own]\nbackend = ring\nmetrics-file = m.jsonl\n"
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            proc, out = sweep(small_sweep(60, "", rest), tmp)
+            self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+            self.assertIn("variant own: 'metrics-file' is set by the sweep driver", proc.stderr)
+            self.assertFalse(os.path.exists(os.path.join(out, "runs.jsonl")))
+
 
 FAULTS = small_sweep(60, "max-steps = 200\ntimeout = 2", """
 [grid]
