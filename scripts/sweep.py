@@ -40,6 +40,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -393,6 +394,20 @@ def default_out(name, quick):
     return out
 
 
+def check_launcher(launcher, find_program=True):
+    """--launcher before any run: a placeholder other than {np} was a KeyError traceback after
+    the first run's folder was made, a program that is not there failed every run (exit 127)."""
+    try:
+        argv = shlex.split(launcher.format(np=1))
+    except (KeyError, IndexError, ValueError) as e:
+        usage_error(f"sweep: --launcher {launcher!r}: {e!r} (the only placeholder is {{np}})")
+    # runs start in the repository (sweep_jobs.launch): a relative path is found from there
+    prog = os.path.join(REPO, argv[0]) if argv and os.sep in argv[0] else (argv or [""])[0]
+    if find_program and not (prog and shutil.which(prog)):
+        usage_error(f"sweep: --launcher {launcher!r}: no program "
+                    f"{argv[0] if argv else ''!r} on PATH")
+
+
 def run_report(out, ctx):
     report = os.path.join(REPO, "scripts", "report.py")
     print(f"[sweep] report: {report} {out}", flush=True)
@@ -428,6 +443,7 @@ def main(argv=None):
 
     if a.timeout is not None and a.timeout < 1:  # `timeout 0` would mean no bound at all
         usage_error(f"sweep: --timeout {a.timeout:g}: expected seconds >= 1")
+    check_launcher(a.launcher, not a.dry_run)
     path, name = resolve_sweep(a.sweep)
     sweep, train, grid, variants, benches = load_sweep(path, a.quick)
     runs = expand_runs(train, grid, variants)

@@ -222,6 +222,30 @@ class BadSweepFiles(unittest.TestCase):
                 self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
                 self.assertIn(message, p.stderr)
 
+    def test_a_launcher_that_cannot_start_a_run_is_one_line_before_any_run(self):
+        # {n} was a KeyError traceback after the first run's folder was made; a program that is
+        # not there failed every run (exit 127). --dry-run checks only the placeholder.
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "ok.ini")
+            with open(path, "w") as f:
+                f.write("[grid]\nworkers = 1\n")
+            for launcher, dry, message in [("srun -n {n}", True, "KeyError('n')"),
+                                           ("srun -n {np", False, "ValueError"),
+                                           ("no-such-launcher -n {np}", False, "no program")]:
+                out = os.path.join(tmp, "out")
+                p = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "sweep.py"),
+                                    path, "--out", out, "--launcher", launcher]
+                                   + (["--dry-run"] if dry else []),
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+                self.assertIn(message, p.stderr)
+                self.assertFalse(os.path.exists(out))
+            p = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "sweep.py"), path,
+                                "--launcher", "no-such-launcher -n {np}", "--dry-run"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)  # planning a cluster's sweep elsewhere
+
     def test_a_bench_without_np_runs_and_counts_on_2_ranks(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "b.ini")
