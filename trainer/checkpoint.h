@@ -48,6 +48,7 @@ struct CheckpointData {
   int epoch = 0;                                   // epoch of the next step (0-based)
   std::int64_t next_batch = 0;                     // optimizer steps of `epoch` already done
   double epoch_loss_sum = 0;     // sum of the step losses of `epoch` so far (the workers' mean)
+                                 // (next_batch 0: of the epoch that just ended)
   std::int64_t epoch_steps = 0;  // ... over this many steps
   std::vector<float> params, state1, state2;
 };

@@ -471,8 +471,9 @@ void TrainLoop::checkpoint() {
       c.step = step_;
       c.epoch = pos_epoch_;
       c.next_batch = pos_batch_;
-      c.epoch_loss_sum = pos_batch_ ? loss_sum / world_ : 0.0;
-      c.epoch_steps = pos_batch_ ? epoch_batches_ : 0;
+      // At an epoch's end, the finished epoch's (reported by a resumed run with no steps left).
+      c.epoch_loss_sum = loss_sum / world_;
+      c.epoch_steps = epoch_batches_;
       path = save_checkpoint(cfg_.ckpt, c, env_.workers.where());
       res_.last_checkpoint = path;
     } catch (const std::exception& e) {

@@ -195,6 +195,29 @@ TEST(ResumeAsync, AspAndSspCheckpointAndResume) {
   EXPECT_EQ(read_checkpoint(ckpt(cfg.ckpt.dir, kSteps), "test").step, kSteps);
 }
 
+// Resuming a run that ended at an epoch's end trains nothing and evaluates that epoch again: its
+// training loss is the finished epoch's, carried in the checkpoint (it read 0 when checkpoints at
+// an epoch's end dropped it).
+TEST(ResumeFinished, AnEpochsEndKeepsItsTrainingLoss) {
+  for (const Case& r : {Case{"local", "", 1, "sgd"}, Case{"ring", "", 2, "sgd"}}) {
+    Config cfg = make_cfg(r);
+    cfg.ckpt.dir = fresh_dir("finished_" + r.backend);
+    cfg.train.max_steps = 2 * 256 / (r.workers * cfg.train.batch);  // two whole epochs
+    const TrainResult done = train(cfg, r.workers);
+    ASSERT_EQ(done.history.size(), 2u);
+    EXPECT_GT(done.final_train_loss, 0.0);
+    cfg.ckpt.resume = "latest";
+    const TrainResult again = train(cfg, r.workers);
+    EXPECT_EQ(again.steps, done.steps);
+    EXPECT_EQ(again.resumed_step, done.steps);
+    ASSERT_EQ(again.history.size(), 1u);
+    EXPECT_EQ(again.history[0].epoch, 2);
+    EXPECT_NEAR(again.history[0].train_loss, done.history[1].train_loss, 1e-9) << r.backend;
+    EXPECT_NEAR(again.final_train_loss, done.final_train_loss, 1e-9) << r.backend;
+    EXPECT_EQ(again.test_accuracy, done.test_accuracy);
+  }
+}
+
 // Expects training with `cfg` to fail with an error holding every one of `parts`.
 void expect_failure(const Config& cfg, int workers, std::initializer_list<std::string> parts) {
   try {
