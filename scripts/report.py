@@ -306,7 +306,10 @@ def main(argv=None):
             not os.path.exists(os.path.join(a.results, "bench.jsonl")):
         sys.exit(f"report.py: {a.results} has neither runs.jsonl nor bench.jsonl")
     out = a.out or os.path.join(a.results, "report")
-    os.makedirs(out, exist_ok=True)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:  # a file of that name, no right to write there: one line
+        sys.exit(f"report.py: cannot create the report folder {out}: {e.strerror}")
     runs, bench, metrics, problems = load(a.results)
     figures = make_figures(runs, bench, metrics, out)
     rows = write_summary(out, runs, bench, figures)

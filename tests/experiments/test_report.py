@@ -194,6 +194,15 @@ class ReportWithPartialData(unittest.TestCase):
             self.assertTrue(os.path.exists(os.path.join(tmp, "report", "cost_model_scaling.png")),
                             proc.stdout)
 
+    def test_a_report_folder_that_cannot_be_made_is_one_line(self):
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            taken = os.path.join(tmp, "a-file")
+            open(taken, "w").close()
+            proc = run_report(FIXTURE, taken)  # was a FileExistsError traceback
+            self.assertNotEqual(proc.returncode, 0)
+            self.assertEqual(proc.stderr.strip().splitlines(),
+                             [f"report.py: cannot create the report folder {taken}: File exists"])
+
     def test_a_folder_without_results_is_an_error(self):
         tmp = tempfile.mkdtemp(prefix="starring_report_test_")
         try:
