@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -79,6 +80,21 @@ class Bench(unittest.TestCase):
         self.assertEqual(len(errors), 1, p.stderr)
         self.assertIn("4 B (1 floats) cannot be split over 3 parameter-server shards: give -b 12",
                       errors[0])
+
+    def test_bad_input_only_an_at_n_op_finds_is_one_line_at_once(self):
+        # ps@3 with --servers 3 on 4 ranks: ranks 0-2 find that no worker is left, rank 3 sits
+        # the op out. Every rank agrees before the bench's first barrier; rank 3 waited there
+        # for 120 s, then the job ended by MPI_Abort.
+        t0 = time.monotonic()
+        p = subprocess.run([MPIRUN, "-np", "4", BIN, "bench", "--backends", "ring,ps@3",
+                            "--servers", "3", "-b", "1M", "-e", "1M", "--timeout", "60"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertLess(time.monotonic() - t0, 30, p.stderr)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        errors = [line for line in p.stderr.splitlines() if line.startswith("starring: error")]
+        self.assertEqual(len(errors), 1, p.stderr)
+        self.assertIn("--servers 3 needs at least 4 ranks", errors[0])
+        self.assertNotIn("MPI_Abort", p.stderr)
 
 
 class BenchModel(unittest.TestCase):
