@@ -48,7 +48,12 @@ std::unique_ptr<BenchOp> make_bench_op_on_ranks(const BenchOpFactory& factory, i
   std::vector<int> members;
   for (int r = 0; r < n; ++r) members.push_back(r);
   BenchOpContext sub{ctx.cfg, std::make_shared<SubComm>(ctx.world, members), ctx.device};
-  return factory(sub);
+  try {
+    return factory(sub);
+  } catch (const ConfigError& e) {  // its "N ranks were started" are the op's, not the job's
+    throw ConfigError(
+        detail::concat("bench op on the first ", n, " of ", size, " ranks (@", n, "): ", e.what()));
+  }
 }
 
 std::vector<std::vector<double>> gather_to_root(Comm& world, const std::vector<double>& values,

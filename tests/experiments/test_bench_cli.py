@@ -93,7 +93,8 @@ class Bench(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
         errors = [line for line in p.stderr.splitlines() if line.startswith("starring: error")]
         self.assertEqual(len(errors), 1, p.stderr)
-        self.assertIn("--servers 3 needs at least 4 ranks", errors[0])
+        self.assertIn("bench op on the first 3 of 4 ranks (@3): --servers 3 needs at least 4 "
+                      "ranks", errors[0])
         self.assertNotIn("MPI_Abort", p.stderr)
 
 
