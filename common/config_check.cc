@@ -108,9 +108,9 @@ void check_model(const Config& c) {
   const double memory = physical_memory_bytes(), need = 20.0 * params;
   if (memory > 0 && need > memory)
     throw ConfigError(detail::concat("--hidden: ", join_ints(h), " gives ", params,
-                                     " parameters, about ", std::round(need / (1 << 30)),
+                                     " parameters, about ", std::round(need / (1 << 30) * 10) / 10,
                                      " GiB per rank: more than this machine's memory (",
-                                     std::round(memory / (1 << 30)), " GiB)"));
+                                     std::round(memory / (1 << 30) * 10) / 10, " GiB)"));
 }
 
 void check_data(const DataConfig& d) {
