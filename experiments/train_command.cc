@@ -228,7 +228,8 @@ void print_stop(const Config& cfg, const TrainResult& res) {
   std::printf(
       "\n== StarRing train stopped ==\n"
       "stopped after step %lld on a stop request (SIGUSR1 or --fault stop) that worker(s) %s "
-      "had at step %lld\ncheckpoint %s\nresume: the same command with --resume latest (or auto)%s\n",
+      "had at step %lld\ncheckpoint %s\nresume: the same command with --resume latest (or "
+      "auto)%s\n",
       static_cast<long long>(res.stopped_at_step), who.c_str(),
       static_cast<long long>(res.stop_round), res.last_checkpoint.c_str(), metrics.c_str());
   std::fflush(stdout);

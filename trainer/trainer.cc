@@ -1,95 +1,18 @@
 #include "trainer/trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <thread>
 
 #include "common/error.h"
-#include "common/fault.h"
-#include "trainer/checkpoint.h"
-#include "trainer/evaluate.h"
-#include "trainer/metrics.h"
-#include "trainer/mlp.h"
-#include "trainer/sampler.h"
-#include "trainer/staging.h"
-#include "trainer/stop_vote.h"
-#include "trainer/straggler.h"
+#include "trainer/train_loop.h"
 
 namespace starring {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
 
 Trainer::Trainer(const Config& cfg, TrainerEnv env) : cfg_(cfg), env_(env) {}
 
 namespace {
-
-// The state of one training run on one worker; Trainer::run builds it and calls run().
-class TrainLoop {
- public:
-  TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, const Dataset& test);
-  ~TrainLoop();
-  TrainResult run();
-
- private:
-  void step_once(std::int64_t s, int epoch);
-  double micro_batch(std::int64_t s, int m, double* wait_s, double* grad_sq);
-  void record_step(int epoch, float lr, double loss, double step_s, double wait_s, double grad_sq);
-  void evaluate(int epoch);
-  void add_sync_stats(const SyncStepStats& st);
-  void resume();
-  void advance_position(std::int64_t s, int epoch);
-  void maybe_checkpoint(bool after_eval);
-  void checkpoint();
-  bool stop_now();
-  void stop();
-  double samples_per_step() const { return static_cast<double>(tc_.batch) * tc_.accum * world_; }
-
-  const Config& cfg_;
-  const TrainConfig& tc_;
-  TrainerEnv env_;
-  const Dataset& train_;
-  const Dataset& test_;
-  const int rank_, world_;
-  Trace* trace_;
-  Mlp model_;
-  ResumePoint resume_;  // read (and its parameters set) before staging_ copies them
-  DistributedSampler sampler_;
-  std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
-  int epochs_ = 0;
-  Staging staging_;
-  Straggler straggler_;
-  FaultInjector fault_;
-  StopVote stop_vote_;
-  bool stopping_ = false;
-  std::vector<std::vector<std::size_t>> layer_t_;  // backward-order tensors of each layer, sorted
-  std::vector<float> xb_;
-  std::vector<int> yb_;
-  float* dx_ = nullptr;
-  int* dy_ = nullptr;
-  MetricsWriter metrics_;
-  Progress progress_;
-  Evaluator evaluator_;
-  TrainResult res_;
-  std::int64_t step_ = 0;
-  double loss_acc_ = 0, epoch_loss_ = 0, eval_s_ = 0;
-  int loss_n_ = 0, epoch_batches_ = 0;
-  Clock::time_point t_start_;
-  // The totals when the untimed steps were done (wall, compute, comm, wait), see TrainResult.
-  std::int64_t untimed_ = 0;
-  double mark_[4] = {0, 0, 0, 0};
-  // Checkpoints: where the next step is (epoch, optimizer step within it), the first one of this
-  // run, and the step of the last checkpoint written (-1: none).
-  int pos_epoch_ = 0;
-  std::int64_t pos_batch_ = 0, start_batch_ = 0, last_ckpt_step_ = -1;
-};
 
 std::vector<int> model_widths(const Config& cfg, const Dataset& train) {
   std::vector<int> w{train.dim};
@@ -108,6 +31,8 @@ ResumePoint resume_into(const Config& cfg, Comm& workers, Mlp& model) {
     model.device().to_device(model.params(), r.data.params.data(), r.data.params.size());
   return r;
 }
+
+}  // namespace
 
 TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, const Dataset& test)
     : cfg_(cfg),
@@ -383,124 +308,6 @@ void TrainLoop::evaluate(int epoch) {
                   {"test_loss", ev.loss},
                   {"time_s", rec.wall_s}});
 }
-
-// Continue where the checkpoint stopped: the step (so the learning-rate schedule and Adam's bias
-// correction continue), the sampler's epoch and the optimizer steps already done in it, the
-// epoch's loss so far, and the metrics lines written up to that step.
-void TrainLoop::resume() {
-  const CheckpointData& c = resume_.data;
-  step_ = last_ckpt_step_ = res_.resumed_step = c.step;
-  res_.resumed_from = resume_.path;
-  pos_epoch_ = c.epoch;
-  start_batch_ = c.next_batch;
-  epoch_loss_ = c.epoch_loss_sum;
-  epoch_batches_ = static_cast<int>(c.epoch_steps);
-  if (start_batch_ >= steps_per_epoch_) start_batch_ = 0, ++pos_epoch_;
-  pos_batch_ = start_batch_;
-  metrics_.write_earlier(resume_.metrics_lines);  // time_s goes on from the last of them
-  metrics_.flush();  // a crashed earlier run had them only in the .partial file just replaced
-  progress_.resume_at(step_);
-  if (rank_ == 0)
-    progress_.message("resuming from " + resume_.path + " at step " + std::to_string(step_) +
-                      " (epoch " + std::to_string(pos_epoch_ + 1) + ", " +
-                      std::to_string(start_batch_) + " of its steps done)");
-}
-
-void TrainLoop::advance_position(std::int64_t s, int epoch) {
-  const bool epoch_done = s + 1 == steps_per_epoch_;
-  pos_epoch_ = epoch_done ? epoch + 1 : epoch;
-  pos_batch_ = epoch_done ? 0 : s + 1;
-}
-
-// --checkpoint-every N: after every N-th step, and after the last one. A checkpoint at the end
-// of an epoch or of the run is taken after its evaluation, so a resumed run does not repeat it.
-void TrainLoop::maybe_checkpoint(bool after_eval) {
-  const CheckpointConfig& k = cfg_.ckpt;
-  if (k.dir.empty() || last_ckpt_step_ == step_) return;
-  const bool last = step_ >= total_steps_;
-  if (!last && !(k.every > 0 && step_ % k.every == 0)) return;
-  if (!after_eval && (pos_batch_ == 0 || last)) return;
-  checkpoint();
-}
-
-// After every step: this worker's stop request (SIGUSR1, --fault stop) goes into the vote; true
-// when the workers agreed to stop now, before the run's last step (at the last step the run ends
-// as planned, with its evaluation and checkpoint).
-bool TrainLoop::stop_now() {
-  const bool mine = stop_requested() || fault_.stop_requested(rank_, step_);
-  return stop_vote_.after_step(step_, mine) && step_ < total_steps_;
-}
-
-// The workers agreed to stop after this step: a checkpoint of it (unless one was just written),
-// no evaluation - a preemption notice leaves little time.
-void TrainLoop::stop() {
-  res_.stopped_at_step = step_;
-  res_.stop_round = stop_vote_.decided_round();
-  res_.stop_requested_by = stop_vote_.requested_by();
-  if (last_ckpt_step_ != step_) checkpoint();
-  if (rank_ == 0)
-    progress_.message("stopped after step " + std::to_string(step_) + " of " +
-                      std::to_string(total_steps_) + " on a stop request");
-}
-
-// Every worker flushes; a barrier makes sure every worker's last pushes have landed (asp/ssp);
-// the backend gathers the optimizer state to worker 0, which writes the file and then tells the
-// others whether that worked. Its time counts, like evaluation, outside the training time.
-void TrainLoop::checkpoint() {
-  const auto t0 = Clock::now();
-  TraceScope tc(trace_, "checkpoint", "checkpoint");
-  env_.sync.flush();
-  // The last step's traffic is whole once every worker has flushed (a co-located shard may still
-  // be answering the others' pulls): read between barriers, before any checkpoint message.
-  env_.workers.barrier(env_.workers.timeout());
-  add_sync_stats(env_.sync.take_stats());
-  env_.workers.barrier(env_.workers.timeout());
-  CheckpointData c;
-  // The epoch's training loss so far, as the mean worker's sum: a resumed run (on any number of
-  // workers) starts every worker from it, and its epoch mean stays the global batch's.
-  const double loss_sum = sum_to_worker0(env_.workers, {epoch_loss_}, tags::kTrainerBase + 3)[0];
-  env_.sync.save_optimizer_state(c.state1, c.state2);
-  std::string path, error;
-  if (rank_ == 0) {
-    try {
-      staging_.all_params_up();
-      c.params.resize(model_.num_params());
-      env_.device.to_host(c.params.data(), model_.params(), c.params.size());
-      c.meta =
-          checkpoint_meta(cfg_, model_.widths(), model_.num_params(), env_.sync.name(), world_);
-      c.step = step_;
-      c.epoch = pos_epoch_;
-      c.next_batch = pos_batch_;
-      // At an epoch's end, the finished epoch's (reported by a resumed run with no steps left).
-      c.epoch_loss_sum = loss_sum / world_;
-      c.epoch_steps = epoch_batches_;
-      path = save_checkpoint(cfg_.ckpt, c, env_.workers.where());
-      res_.last_checkpoint = path;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  agree_with_worker0(env_.workers, error, "the checkpoint of step " + std::to_string(step_));
-  if (!error.empty()) throw Error(error);
-  // The servers' state is the checkpoint's traffic: read after worker 0 has it all (its verdict
-  // comes after), and before any worker goes on (a co-located shard would count its pushes).
-  const SyncStepStats ck = env_.sync.take_stats();
-  res_.checkpoint_bytes_sent += ck.bytes_sent;
-  res_.checkpoint_bytes_recv += ck.bytes_recv;
-  env_.workers.barrier(env_.workers.timeout());
-  last_ckpt_step_ = step_;
-  eval_s_ += seconds_since(t0);
-  if (rank_ != 0) return;
-  metrics_.write({{"event", "checkpoint"},
-                  {"step", step_},
-                  {"path", path},
-                  {"save_s", seconds_since(t0)},
-                  {"time_s", seconds_since(t_start_) - eval_s_}});
-  metrics_.flush();
-  progress_.message("checkpoint: step " + std::to_string(step_) + " -> " + path);
-}
-
-}  // namespace
 
 TrainResult Trainer::run(const Dataset& train, const Dataset& test) {
   TrainLoop loop(cfg_, env_, train, test);

@@ -47,7 +47,7 @@ Config make_cfg(const Case& r) {
   cfg.train.opt.weight_decay = 0.01f;
   if (r.opt == "adamw") cfg.train.lr = 0.01f;
   if (r.backend == "ps") cfg.sync.bucket_mb = 0.001;  // several buckets even on a tiny model
-  cfg.train.eval_each_epoch = true;  // every epoch's training loss in the history
+  cfg.train.eval_each_epoch = true;                   // every epoch's training loss in the history
   return cfg;
 }
 
