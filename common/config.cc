@@ -167,7 +167,8 @@ struct Groups {
   void add_bench(BenchConfig& b, Staged& s) {
     timing.add_options()("iters,n", val(&b.iters), "timed iterations")(
         "warmup,w", val(&b.warmup), "untimed warm-up iterations")(
-        "json", flag(&b.json), "also print each result as a JSON line")(
+        "json", flag(&b.json),
+        "print each result as a JSON line (bench: beside the table; bench-model: instead of it)")(
         "mode", val(&b.mode),
         "bandwidth (nccl-tests table) | overlap (communication/computation overlap, OSU-style)")(
         "compute", text(&s.compute, "sleep,busy,serial"),
