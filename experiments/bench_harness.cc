@@ -228,20 +228,23 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
   const bool leader = world->rank() == 0;
   BenchOpContext ctx{cfg, world, device};
   std::vector<std::unique_ptr<BenchOp>> ops;
-  // Every rank agrees that every op could be made: a bad setting found only by the ranks of an
-  // `@N` sub-run (ps@3 with --servers 3) left the ranks sitting it out at the barrier below for
-  // its 120 s, then the job ended by MPI_Abort.
-  std::string failed;  // its first character says what kind: 'C' bad input, 'E' anything else
-  try {
-    for (const auto& n : names) ops.push_back(make_bench_op(n, ctx));
-  } catch (const ConfigError& e) {
-    failed = std::string("C") + e.what();
-  } catch (const std::exception& e) {
-    failed = std::string("E") + e.what();
+  // Every rank agrees that each op could be made, before making the next: a bad setting found
+  // only by the ranks of an `@N` sub-run (ps@3 with --servers 3) left the ranks sitting it out at
+  // the barrier below for its 120 s, then the job ended by MPI_Abort; and those ranks went on to
+  // make the next op alone (ps@3,ring: rank 3 hung in ring's collective MPI_Comm_dup).
+  for (const auto& n : names) {
+    std::string failed;  // its first character says what kind: 'C' bad input, 'E' anything else
+    try {
+      ops.push_back(make_bench_op(n, ctx));
+    } catch (const ConfigError& e) {
+      failed = std::string("C") + e.what();
+    } catch (const std::exception& e) {
+      failed = std::string("E") + e.what();
+    }
+    failed = first_error(*world, failed, tags::kBenchBase, world->timeout());
+    if (!failed.empty() && failed[0] == 'C') throw ConfigError(failed.substr(1));
+    if (!failed.empty()) throw Error(failed.substr(1));
   }
-  failed = first_error(*world, failed, tags::kBenchBase, world->timeout());
-  if (!failed.empty() && failed[0] == 'C') throw ConfigError(failed.substr(1));
-  if (!failed.empty()) throw Error(failed.substr(1));
   std::size_t base = 0;  // the baseline column: "mpi" when present, else the first backend
   for (std::size_t b = 0; b < names.size(); ++b)
     if (names[b] == "mpi") base = b;
