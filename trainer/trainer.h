@@ -50,7 +50,9 @@ struct TrainResult {
   std::uint64_t bytes_sent = 0, bytes_recv = 0;  // totals on this worker, over the steps
   std::uint64_t setup_bytes_sent = 0, setup_bytes_recv = 0;            // before the first step
   std::uint64_t checkpoint_bytes_sent = 0, checkpoint_bytes_recv = 0;  // fetching server state
-  double final_train_loss = 0;  // the last epoch's; worker 0: the mean over every worker's steps
+  // The last epoch's; worker 0: the mean over every worker's steps, sent with the evaluation
+  // (a run stopped inside an epoch has none: there it is this worker's own partial mean).
+  double final_train_loss = 0;
   double test_accuracy = 0, test_loss = 0;  // valid on worker 0
   std::vector<EpochRecord> history;         // valid on worker 0
   std::map<std::string, double> extra;      // backend extras, summed over steps
