@@ -9,13 +9,14 @@ step time, model GFLOP/s = 6 * batch * sum(in*out) / step, ratio = step GFLOP/s 
 as JSON lines and as the table. Speed itself is not checked: this machine is shared and noisy.
   test_bench_cli.py --bin build/bin/starring
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 import time
 import unittest
+
+import bin_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
@@ -145,8 +146,4 @@ class BenchModel(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    a, rest = ap.parse_known_args()
-    BIN = os.path.abspath(a.bin)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    bin_main.main(sys.modules[__name__])

@@ -9,7 +9,6 @@ half-written output file (only the documented `<metrics>.partial`; traces are wh
 Also scripts/mpirun_filter.py alone on canned Open MPI 4.1 output.
 Small data: synthetic, a 16-unit MLP; the IDX cases use tiny files written here.
 """
-import argparse
 import glob
 import gzip
 import json
@@ -23,6 +22,8 @@ import sys
 import tempfile
 import time
 import unittest
+
+import bin_main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -487,8 +488,4 @@ class Filter(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    a, rest = ap.parse_known_args()
-    BIN = os.path.abspath(a.bin)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    bin_main.main(sys.modules[__name__])

@@ -4,13 +4,14 @@ and the CPUs it may use, a warning when ranks outnumber the host's CPUs, and the
 change communication (NCCL_*, UCX_*, OMPI_MCA_btl/pml/coll/osc, ...), read on rank 0.
   test_env.py --bin build/bin/starring
 """
-import argparse
 import os
 import re
 import shutil
 import subprocess
 import sys
 import unittest
+
+import bin_main
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
@@ -59,8 +60,4 @@ class EnvCommand(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    a, rest = ap.parse_known_args()
-    BIN = os.path.abspath(a.bin)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    bin_main.main(sys.modules[__name__])
