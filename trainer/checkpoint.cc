@@ -254,9 +254,15 @@ CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, 
     return read_checkpoint(path, where);
   }
   std::error_code ec;
-  if (k.resume == "auto" && !fs::exists(fs::path(k.dir) / "latest", ec) &&
-      list_checkpoints(k.dir).empty()) {
-    path.clear();  // nothing written yet: a fresh run
+  if (k.resume == "auto" && list_checkpoints(k.dir).empty()) {
+    // Nothing written yet: a fresh run. A 'latest' pointer left behind names a checkpoint that
+    // is gone (deleted by hand), so there is nothing to resume and nothing to lose.
+    if (fs::exists(fs::path(k.dir) / "latest", ec))
+      std::fprintf(stderr,
+                   "[starring] %s: --resume auto: %s/latest names no checkpoint that exists; "
+                   "starting a fresh run\n",
+                   where.c_str(), k.dir.c_str());
+    path.clear();
     return CheckpointData{};
   }
   std::string first_error;

@@ -213,12 +213,22 @@ TEST(CheckpointDir, LatestWithNothingThereIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("no valid checkpoint in " + k.dir), std::string::npos)
         << e.what();
   }
+  // --resume auto on the same folder is a fresh run, even with a 'latest' whose checkpoint was
+  // deleted by hand; once a (damaged) checkpoint is there, auto refuses like latest.
+  k.resume = "auto";
+  EXPECT_EQ(load_resume(k, "rank 0", path).step, 0);
+  spit(k.dir + "/latest", checkpoint_file_name(12) + "\n");
+  EXPECT_EQ(load_resume(k, "rank 0", path).step, 0);
+  EXPECT_TRUE(path.empty()) << path;
   spit(k.dir + "/" + checkpoint_file_name(7), "not a checkpoint, but long enough for a header");
-  try {
-    load_resume(k, "rank 0", path);
-    ADD_FAILURE() << "no error";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("wrong magic"), std::string::npos) << e.what();
+  for (const char* mode : {"latest", "auto"}) {
+    k.resume = mode;
+    try {
+      load_resume(k, "rank 0", path);
+      ADD_FAILURE() << "no error with --resume " << mode;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("wrong magic"), std::string::npos) << e.what();
+    }
   }
 }
 
