@@ -154,7 +154,9 @@ void check_sync(const SyncConfig& s) {
   check(s.bucket_mb > 0 && s.bucket_mb <= kMaxBucketMb, "--bucket-mb",
         "> 0 and at most 1048576 (1 TiB)", s.bucket_mb);
   check_choice("--compress", s.compress, {"none", "fp16", "bf16"});
-  check(s.segment_bytes >= sizeof(float), "--segment-bytes", ">= 4", s.segment_bytes);
+  // The ring's own minimum (allreduce/ring_allreduce.cc): below it the ring refused at start-up
+  // with exit 1, after the option had been accepted.
+  check(s.segment_bytes >= 64, "--segment-bytes", ">= 64", s.segment_bytes);
   check(s.ps_chunk_bytes >= sizeof(float), "--ps-chunk-bytes", ">= 4", s.ps_chunk_bytes);
   std::int64_t servers = 0;
   if (s.servers != "colocated" && !(parse_int64(s.servers, servers) && servers > 0))

@@ -170,6 +170,7 @@ TEST(Config, BadValuesNameTheOption) {
       {{"--momentum", "1.5"}, "--momentum"},
       {{"--dataset", "cifar"}, "--dataset"},
       {{"--segment-bytes", "12X"}, "--segment-bytes"},
+      {{"--segment-bytes", "63"}, "--segment-bytes"},  // the ring's minimum is 64
       {{"--straggler", "1"}, "--straggler"},
       {{"--fault", "explode:1:2"}, "--fault"},
       {{"--hidden", "64", "--preset", "wide"}, "--preset"},
@@ -181,6 +182,7 @@ TEST(Config, BadValuesNameTheOption) {
   }
   EXPECT_NE(error_of("bench", {"-b", "64M", "-e", "1M"}).find("--max-bytes"), std::string::npos);
   EXPECT_NE(error_of("bench", {"-f", "1"}).find("--factor"), std::string::npos);
+  EXPECT_NE(error_of("bench", {"--segment-bytes", "6"}).find("--segment-bytes"), std::string::npos);
 }
 
 TEST(Config, SizeSuffixes) {
