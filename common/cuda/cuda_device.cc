@@ -12,6 +12,7 @@
 #include "common/cuda/cuda_check.h"
 #include "common/cuda/kernels.h"
 #include "common/device_factories.h"
+#include "common/gpu_assignment.h"
 
 namespace starring {
 namespace {
@@ -39,9 +40,15 @@ class CudaDevice final : public Device {
   bool is_gpu() const override { return true; }
 
   float* alloc(std::size_t n) override { return static_cast<float*>(zeroed(n * sizeof(float))); }
-  void free(float* p) override { cudaFree(p); }
+  void free(float* p) override {
+    cudaSetDevice(ordinal_);  // cudaFree synchronizes the current device: make it this one
+    cudaFree(p);
+  }
   int* alloc_int(std::size_t n) override { return static_cast<int*>(zeroed(n * sizeof(int))); }
-  void free_int(int* p) override { cudaFree(p); }
+  void free_int(int* p) override {
+    cudaSetDevice(ordinal_);
+    cudaFree(p);
+  }
   void to_device(float* dst, const float* host, std::size_t n) override {
     copy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice);
   }
@@ -108,7 +115,8 @@ class CudaDevice final : public Device {
   // The calling thread may not have made this GPU current (a backend's communication thread):
   // every entry point does so first. Cheap when it already is.
   void use() { CHECK_CUDA(cudaSetDevice(ordinal_)); }
-  void release() {  // every handle may still be null
+  void release() {  // every handle may still be null; the destructor may run on any thread
+    cudaSetDevice(ordinal_);
     cudaFree(partial_);
     cudaFree(flag_);
     cudaFree(row_loss_);
@@ -229,11 +237,49 @@ std::unique_ptr<Device> try_make_cuda_device(int local_rank, std::string* why) {
     return nullptr;
   }
   try {
-    return std::make_unique<CudaDevice>(local_rank % count);
+    return std::make_unique<CudaDevice>(gpu_for_local_rank(local_rank, count));
   } catch (const Error& err) {
     if (why) *why = err.what();
     return nullptr;
   }
+}
+
+GpuSlot describe_gpu(int ordinal) {
+  GpuSlot s;
+  s.host = this_host_name();
+  cudaError_t e = cudaGetDeviceCount(&s.visible);
+  if (e != cudaSuccess) {
+    s.visible = 0;
+    s.note = cuda_error_text(e);
+    cudaGetLastError();
+    return s;
+  }
+  cudaDeviceProp prop{};
+  char pci[32] = {0};
+  e = cudaGetDeviceProperties(&prop, ordinal);
+  if (e == cudaSuccess) e = cudaDeviceGetPCIBusId(pci, sizeof pci - 1, ordinal);
+  if (e != cudaSuccess) {
+    s.note = detail::concat("cuda:", ordinal, ": ", cuda_error_text(e));
+    cudaGetLastError();
+    return s;
+  }
+  s.ordinal = ordinal;
+  s.pci = pci;
+  s.uuid = gpu_uuid_text(reinterpret_cast<const unsigned char*>(prop.uuid.bytes));
+  return s;
+}
+
+GpuSlot probe_gpu_slot(int local_rank) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    GpuSlot s;
+    s.host = this_host_name();
+    s.note = e != cudaSuccess ? cuda_error_text(e) : "no CUDA device found";
+    cudaGetLastError();
+    return s;
+  }
+  return describe_gpu(gpu_for_local_rank(local_rank, count));
 }
 
 GpuInfo query_gpus() {
