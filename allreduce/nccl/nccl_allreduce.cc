@@ -1,15 +1,22 @@
 // The nccl engine: ncclAllReduce on device buffers, on its own CUDA stream.
 //
 // Set-up: the engine first makes the Device's GPU current on the constructing thread (the stream
-// and the communicator belong to the current GPU). Every rank sends rank 0 the UUID of that GPU;
-// two ranks on one GPU (NCCL needs a GPU per rank) are refused with ConfigError on every rank
-// at once, naming both ranks and the GPU. Otherwise rank 0 creates the unique id and sends it,
-// with a status, to every other rank over the Comm (a failed ncclGetUniqueId is reported on every
-// rank instead of leaving the others waiting for the timeout). Every rank then creates its
-// communicator in NCCL's non-blocking mode, so that set-up and every collective can be polled
-// against the timeout (ncclCommGetAsyncError / cudaStreamQuery) and a silent peer aborts the
-// communicator with TimeoutError instead of hanging. force_ring sets NCCL_ALGO=Ring before the
-// communicator is created (NCCL reads it only from the environment, at communicator creation).
+// and the communicator belong to the current GPU). Every rank sends rank 0 which GPU it drives
+// (host, PCI address, UUID; common/gpu_assignment.h) or that it has none; a rank without a GPU
+// (a CPU Device: --device cpu, or a GPU that could not be used) and two ranks on one GPU (NCCL
+// needs a GPU per rank) are refused with ConfigError on every rank at once, naming the ranks and
+// the GPU, instead of one rank failing while the others wait out the timeout. Otherwise rank 0
+// creates the unique id and sends it, with a status, to every other rank over the Comm (a failed
+// ncclGetUniqueId is reported on every rank too). Every rank then creates its communicator in
+// NCCL's non-blocking mode, so that set-up and every collective can be polled against the
+// timeout (ncclCommGetAsyncError / cudaStreamQuery) and a silent peer aborts the communicator
+// with TimeoutError instead of hanging. force_ring sets NCCL_ALGO=Ring while the communicator is
+// created (NCCL reads it only from the environment, during initialisation, which runs on NCCL's
+// own thread in non-blocking mode) and puts back the previous value once it is ready, so later
+// communicators of the process get the user's setting.
+// Threads: run() is called on BucketSync's communication thread, whose current GPU is CUDA's
+// default, device 0: it makes the engine's GPU current first (else the stream queries would
+// make a context on GPU 0 for every rank of the node).
 // Ordering: `in` must be complete when run() is called -- BucketSync and the bench synchronize
 // the Device that wrote it -- and run() returns once NCCL's stream has finished, so the compute
 // stream can use `out` at once. Averaging: NCCL sums in float32, then the Device scales by 1/N,
@@ -17,12 +24,11 @@
 // ncclCommDestroy; a communicator that failed or timed out is aborted instead.
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -30,6 +36,8 @@
 #include "allreduce/progress_waiter.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/gpu_assignment.h"
+#include "common/scoped_env.h"
 
 namespace starring {
 
@@ -57,46 +65,51 @@ void check_cuda(cudaError_t rc, const char* call, const Comm& comm) {
 #define CHECK_NCCL(call) check_nccl((call), #call, *comm_)
 #define CHECK_CUDA(call) check_cuda((call), #call, *comm_)
 
-// Which GPU a rank drives: sent to rank 0 to find two ranks on one GPU. Two ranks share a GPU
-// when host, PCI address and UUID all match (the UUID alone could read as zeros in a VM).
-struct GpuId {
-  unsigned char uuid[16];
+// A GpuSlot on the wire (fixed size: every rank runs the same binary).
+struct SlotMessage {
   int ordinal;
+  int visible;
   char host[64];
   char pci[32];
-  bool same_gpu(const GpuId& o) const {
-    return std::memcmp(uuid, o.uuid, sizeof uuid) == 0 && std::strcmp(host, o.host) == 0 &&
-           std::strcmp(pci, o.pci) == 0;
-  }
+  char uuid[48];
+  char note[160];
 };
 // Rank 0's answer: status 0 = go (id valid), 1 = configuration refused, 2 = NCCL failed.
 struct IdMessage {
   int status;
-  char text[400];
+  char text[480];
   ncclUniqueId id;
 };
 
-std::string uuid_text(const unsigned char* u) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-                u[14], u[15]);
-  return buf;
+template <std::size_t N>
+void put(char (&dst)[N], const std::string& src) {
+  std::snprintf(dst, N, "%s", src.c_str());
 }
-
-void set_text(IdMessage& m, const std::string& s) {
-  std::snprintf(m.text, sizeof m.text, "%s", s.c_str());
+SlotMessage to_message(const GpuSlot& s) {
+  SlotMessage m{};
+  m.ordinal = s.ordinal;
+  m.visible = s.visible;
+  put(m.host, s.host);
+  put(m.pci, s.pci);
+  put(m.uuid, s.uuid);
+  put(m.note, s.note);
+  return m;
+}
+GpuSlot from_message(const SlotMessage& m) {
+  GpuSlot s;
+  s.ordinal = m.ordinal;
+  s.visible = m.visible;
+  s.host = m.host;
+  s.pci = m.pci;
+  s.uuid = m.uuid;
+  s.note = m.note;
+  return s;
 }
 
 class NcclAllreducer : public Allreducer {
  public:
   NcclAllreducer(std::shared_ptr<Comm> comm, Device* device, bool force_ring, Seconds timeout)
       : comm_(std::move(comm)), device_(device), timeout_(timeout) {
-    if (!device_ || !device_->is_gpu())
-      throw ConfigError(comm_->where() +
-                        ": backend 'nccl' needs a GPU device (--device cuda), got " +
-                        (device_ ? device_->name() : std::string("none")));
     try {
       setup(force_ring);
     } catch (...) {
@@ -113,6 +126,7 @@ class NcclAllreducer : public Allreducer {
   void run(const float* in, float* out, std::size_t count, float scale) override {
     if (count == 0) return;
     guard([&] {
+      CHECK_CUDA(cudaSetDevice(ordinal_));  // this thread may have another GPU current (header)
       CHECK_NCCL(ncclAllReduce(in, out, count, ncclFloat, ncclSum, nccl_, stream_));
       wait_ready("ncclAllReduce");
       // Yield, never sleep, as for MPI_Iallreduce: a sleep of up to 500 us would be added to
@@ -139,58 +153,55 @@ class NcclAllreducer : public Allreducer {
 
  private:
   void setup(bool force_ring) {
-    // CudaDevice::synchronize makes its GPU current on this thread (device.h): the stream and
-    // the communicator below are created on that GPU, not on whichever one this thread had.
-    device_->synchronize();
-    CHECK_CUDA(cudaGetDevice(&ordinal_));
-    IdMessage msg = exchange_id();
+    GpuSlot mine;
+    if (device_ && device_->is_gpu()) {
+      // CudaDevice::synchronize makes its GPU current on this thread (device.h): the stream and
+      // the communicator below are created on that GPU, not on whichever one this thread had.
+      device_->synchronize();
+      CHECK_CUDA(cudaGetDevice(&ordinal_));
+      mine = describe_gpu(ordinal_);
+    } else {
+      mine.host = this_host_name();
+      mine.note = "it computes on " + (device_ ? device_->name() : std::string("no device"));
+    }
+    IdMessage msg = exchange_id(mine);
     if (msg.status == 1) throw ConfigError(comm_->where() + ": " + msg.text);
     if (msg.status != 0) throw Error(comm_->where() + ": " + msg.text);
-    if (force_ring) setenv("NCCL_ALGO", "Ring", 1);
+    // Until the communicator is ready (or aborted, in release()): NCCL reads it while it sets up.
+    if (force_ring) algo_env_.emplace("NCCL_ALGO", "Ring");
     CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t rc = ncclCommInitRankConfig(&nccl_, comm_->size(), msg.id, comm_->rank(), &config);
     CHECK_NCCL(rc);
     guard([&] { wait_ready("ncclCommInitRank"); });
+    algo_env_.reset();
   }
 
-  // Gathers every rank's GPU on rank 0, which checks them and answers with the unique id (or
-  // why there is none); every rank returns the same status.
-  IdMessage exchange_id() {
-    cudaDeviceProp prop{};
-    CHECK_CUDA(cudaGetDeviceProperties(&prop, ordinal_));
-    GpuId mine{};
-    std::memcpy(mine.uuid, prop.uuid.bytes, sizeof mine.uuid);
-    mine.ordinal = ordinal_;
-    gethostname(mine.host, sizeof mine.host - 1);
-    CHECK_CUDA(cudaDeviceGetPCIBusId(mine.pci, sizeof mine.pci - 1, ordinal_));
+  // Gathers every rank's GPU on rank 0, which checks them (one_gpu_per_rank_problem) and answers
+  // with the unique id or why there is none; every rank returns the same status.
+  IdMessage exchange_id(const GpuSlot& slot) {
+    const SlotMessage mine = to_message(slot);
     IdMessage msg{};
     if (comm_->rank() != 0) {
       comm_->send(&mine, sizeof mine, 0, kGpuIdTag, timeout_);
       comm_->recv(&msg, sizeof msg, 0, kNcclIdTag, timeout_);
       return msg;
     }
-    std::vector<GpuId> all(comm_->size());
-    all[0] = mine;
-    for (int r = 1; r < comm_->size(); ++r)
-      comm_->recv(&all[r], sizeof(GpuId), r, kGpuIdTag, timeout_);
-    for (int a = 0; a < comm_->size() && msg.status == 0; ++a)
-      for (int b = a + 1; b < comm_->size() && msg.status == 0; ++b)
-        if (all[a].same_gpu(all[b])) {
-          msg.status = 1;
-          set_text(msg, "backend 'nccl' needs one GPU per rank, but ranks " + std::to_string(a) +
-                            " and " + std::to_string(b) +
-                            " both use cuda:" + std::to_string(all[a].ordinal) + " on host " +
-                            all[a].host + " (" + all[a].pci + ", " + uuid_text(all[a].uuid) +
-                            "): start at most as many ranks per node as it has GPUs");
-        }
-    if (msg.status == 0) {
-      ncclResult_t rc = ncclGetUniqueId(&msg.id);
-      if (rc != ncclSuccess) {
-        msg.status = 2;
-        set_text(msg, std::string("ncclGetUniqueId on rank 0 failed: ") + ncclGetErrorString(rc));
-      }
+    std::vector<GpuSlot> all(comm_->size());
+    all[0] = slot;
+    for (int r = 1; r < comm_->size(); ++r) {
+      SlotMessage m{};
+      comm_->recv(&m, sizeof m, r, kGpuIdTag, timeout_);
+      all[r] = from_message(m);
+    }
+    const std::string problem = one_gpu_per_rank_problem(all, "backend 'nccl'");
+    if (!problem.empty()) {
+      msg.status = 1;
+      put(msg.text, problem);
+    } else if (ncclResult_t rc = ncclGetUniqueId(&msg.id); rc != ncclSuccess) {
+      msg.status = 2;
+      put(msg.text, std::string("ncclGetUniqueId on rank 0 failed: ") + ncclGetErrorString(rc));
     }
     for (int r = 1; r < comm_->size(); ++r) comm_->send(&msg, sizeof msg, r, kNcclIdTag, timeout_);
     return msg;
@@ -228,11 +239,13 @@ class NcclAllreducer : public Allreducer {
   // (which waits for the peers to finalize too) for at most the timeout, then destroyed; one
   // that failed, or whose finalize does not complete in time, is aborted.
   void release(bool abort) {
+    if (ordinal_ >= 0) cudaSetDevice(ordinal_);  // the destructor may run on another thread
     if (nccl_) {
       if (!abort && !finalize()) abort = true;
       abort ? ncclCommAbort(nccl_) : ncclCommDestroy(nccl_);
       nccl_ = nullptr;
     }
+    algo_env_.reset();  // after the abort: NCCL's set-up thread no longer reads it
     if (stream_) cudaStreamDestroy(stream_);
     stream_ = nullptr;
   }
@@ -256,6 +269,7 @@ class NcclAllreducer : public Allreducer {
   cudaStream_t stream_ = nullptr;
   ncclComm_t nccl_ = nullptr;
   bool failed_ = false;
+  std::optional<ScopedEnv> algo_env_;  // NCCL_ALGO=Ring while the communicator is set up
 };
 
 }  // namespace

@@ -298,6 +298,39 @@ TEST(NcclEngine, RefusesWithoutGpuDevice) {
   EXPECT_THROW(make_nccl_allreducer(w.comm(0), cpu.get(), false, Seconds(5)), ConfigError);
 }
 
+// Ranks without a GPU take part in the set-up's exchange instead of leaving at once, so every
+// rank refuses with the same line naming the first such rank, whoever it is (on a GPU machine,
+// tests/gpu mixes a GPU rank with a CPU one). A build without NCCL refuses by name on each rank.
+TEST(NcclEngine, EveryRankRefusesWhenARankHasNoGpu) {
+  INPROC_ONLY();
+  InProcWorld w(2);
+  std::string msgs[2];
+  bool config_error[2] = {false, false};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      auto cpu = make_device("cpu", 1, 0);
+      try {
+        make_nccl_allreducer(w.comm(r), cpu.get(), false, Seconds(30));
+      } catch (const ConfigError& e) {
+        config_error[r] = true;
+        msgs[r] = e.what();
+      } catch (const std::exception& e) {
+        msgs[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(config_error[r]) << msgs[r];
+    if (msgs[r].find("built without NCCL") != std::string::npos) continue;
+    EXPECT_EQ(msgs[r].rfind("rank " + std::to_string(r) + ": ", 0), 0u) << msgs[r];
+    EXPECT_NE(msgs[r].find("backend 'nccl' needs a GPU on every rank, but rank 0"),
+              std::string::npos)
+        << msgs[r];
+    EXPECT_NE(msgs[r].find("it computes on cpu"), std::string::npos) << msgs[r];
+  }
+}
+
 // Keep these last: the messages they abandon (the ring's on its own tag, the census notes sent to
 // the silent rank on tags::kCensus) must not meet a later case.
 TEST(RingMpi, SilentPeerTimesOut) {

@@ -1,9 +1,12 @@
 // The nccl engine on one GPU: the closed-form all-reduce (tests/allreduce's data: exact sums) at
 // every rank count the machine has GPUs for (plain run: 1 rank; under mpirun: one GPU per rank),
-// NCCL_ALGO=Ring forcing, and two ranks on one GPU refused with a ConfigError on both ranks
+// NCCL_ALGO=Ring forcing (and putting it back), a run from a thread with another current GPU,
+// and two ranks on one GPU, or a rank without one, refused with a ConfigError on both ranks
 // (in-process ranks, so no mpirun is needed) instead of NCCL's hang or opaque failure.
 // Skipped without a usable GPU or without NCCL in the build.
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "allreduce/allreducer.h"
 #include "common/error.h"
@@ -61,28 +64,86 @@ TEST(GpuNccl, ClosedFormAllreduce) {
   check_closed_form(*eng, *dev, *comm);
 }
 
-// --nccl-force-ring: NCCL_ALGO=Ring is in the environment when the communicator is created, and
-// the all-reduce still sums exactly. (At one rank NCCL runs no ring; the variable is what can be
-// checked here. NCCL_DEBUG=INFO shows NCCL reading it.)
-TEST(GpuNccl, ForceRingSetsNcclAlgoBeforeInit) {
+// --nccl-force-ring: NCCL_ALGO=Ring is in the environment while the communicator is created
+// (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ENV shows NCCL reading it: device_check.sh's train_nccl), and
+// once the engine is made the variable is what it was before -- unset, or the user's own value
+// -- so later communicators of the process are not pinned to Ring. The all-reduce still sums
+// exactly. (At one rank NCCL runs no ring.)
+TEST(GpuNccl, ForceRingPutsNcclAlgoBackAfterInit) {
   INPROC_ONLY();
   std::string why;
   auto dev = gpu_test::cuda_or_null(&why);
   if (!dev) GTEST_SKIP() << why;
   const char* old = std::getenv("NCCL_ALGO");
   const std::string saved = old ? old : "";
-  unsetenv("NCCL_ALGO");
-  InProcWorld solo(1);
-  auto eng = nccl_or_null(solo.comm(0), dev.get(), true, &why);
-  if (!eng) GTEST_SKIP() << why;
-  const char* now = std::getenv("NCCL_ALGO");
-  EXPECT_STREQ(now ? now : "(unset)", "Ring");
-  check_closed_form(*eng, *dev, *solo.comm(0));
-  eng.reset();
+  for (const char* before : {static_cast<const char*>(nullptr), "Tree"}) {
+    if (before)
+      setenv("NCCL_ALGO", before, 1);
+    else
+      unsetenv("NCCL_ALGO");
+    InProcWorld solo(1);
+    auto eng = nccl_or_null(solo.comm(0), dev.get(), true, &why);
+    if (!eng) GTEST_SKIP() << why;
+    const char* now = std::getenv("NCCL_ALGO");
+    EXPECT_STREQ(now ? now : "(unset)", before ? before : "(unset)");
+    check_closed_form(*eng, *dev, *solo.comm(0));
+  }
   if (old)
     setenv("NCCL_ALGO", saved.c_str(), 1);
   else
     unsetenv("NCCL_ALGO");
+}
+
+// BucketSync's communication thread calls run() on a thread that never chose a GPU (CUDA's
+// current device there is 0): the all-reduce must still sum exactly. With two GPUs the engine is
+// on cuda:1 while the thread's default is cuda:0 (the case of every rank but the first on a node).
+TEST(GpuNccl, RunsFromAThreadWithAnotherCurrentGpu) {
+  INPROC_ONLY();
+  std::string why;
+  const int gpus = static_cast<int>(query_gpus().gpus.size());
+  auto dev = gpu_test::cuda_or_null(&why, gpus > 1 ? 1 : 0);
+  if (!dev) GTEST_SKIP() << why;
+  InProcWorld solo(1);
+  auto eng = nccl_or_null(solo.comm(0), dev.get(), false, &why);
+  if (!eng) GTEST_SKIP() << why;
+  auto in = test::closed_form_input(0, 1000003);
+  Buf In(*dev, in), Out(*dev, in.size());
+  std::thread([&] { eng->run(In.p, Out.p, in.size(), 1.0f); }).join();
+  auto out = Out.get();
+  EXPECT_EQ(test::count_wrong(out.data(), in.size(), 1, 1.0f), 0);
+}
+
+// A rank whose Device is the CPU (--device cpu, or a GPU it could not use) next to a GPU rank:
+// both refuse at once with the line naming the CPU rank, instead of the GPU rank waiting out
+// the timeout for a peer that already left.
+TEST(GpuNccl, ARankWithoutGpuIsRefusedOnEveryRank) {
+  INPROC_ONLY();
+  std::string why;
+  auto probe = gpu_test::cuda_or_null(&why);
+  if (!probe) GTEST_SKIP() << why;
+  probe.reset();
+  std::string msgs[2];
+  bool config_error[2] = {false, false};
+  InProcWorld w(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      auto dev = make_device(r == 0 ? "cuda" : "cpu", 1, 0);
+      try {
+        make_nccl_allreducer(w.comm(r), dev.get(), false, Seconds(20));
+      } catch (const ConfigError& e) {
+        config_error[r] = true;
+        msgs[r] = e.what();
+      } catch (const std::exception& e) {
+        msgs[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  if (msgs[0].find("built without NCCL") != std::string::npos) GTEST_SKIP() << msgs[0];
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(config_error[r]) << "rank " << r << ": " << msgs[r];
+    EXPECT_NE(msgs[r].find("needs a GPU on every rank, but rank 1"), std::string::npos) << msgs[r];
+  }
 }
 
 // Two ranks on one GPU: every rank gets the same ConfigError naming both ranks, in well under the
