@@ -1,7 +1,9 @@
 // `starring env`: what a user checks before a run, printed by rank 0 -- the MPI library and the
-// thread level it provides, the ranks and the host each runs on (gathered over the world Comm,
-// so a silent rank fails with the usual timeout instead of hanging), the GPUs CUDA sees, NCCL,
-// OpenBLAS, and how this binary was built. It changes nothing and needs no data.
+// thread level it provides, the ranks and the host each runs on and the GPU each would compute
+// on with --device cuda (gathered over the world Comm, so a silent rank fails with the usual
+// timeout instead of hanging), whether the nccl backend would get one GPU per rank, the GPUs
+// CUDA sees on rank 0's host, NCCL, OpenBLAS, and how this binary was built. It changes nothing
+// and needs no data.
 #include <cblas.h>
 #include <mpi.h>
 #include <sched.h>
@@ -22,13 +24,14 @@
 #include "common/blas_kernels.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/gpu_assignment.h"
 #include "experiments/backend_registry.h"
 #include "experiments/commands.h"
 
 namespace starring {
 namespace {
 
-constexpr std::size_t kHostBytes = 256;
+constexpr std::size_t kHostBytes = 1024;
 constexpr int kEnvTag = tags::kTrainerBase + 90;
 
 void row(const char* key, const std::string& value) {
@@ -69,13 +72,47 @@ std::set<int> parse_cpus(const std::string& list) {
   return out;
 }
 
-// "hostname\ncpus\nallowed cpus" for this rank.
-std::string this_host() {
+// "hostname\ncpus\nallowed cpus\nordinal\nvisible\npci\nuuid\nnote" for this rank: its host
+// and the GPU it would compute on (probe_gpu_slot).
+std::string this_host(int local_rank) {
   char name[MPI_MAX_PROCESSOR_NAME] = {0};
   int len = 0;
   MPI_Get_processor_name(name, &len);
+  const GpuSlot g = probe_gpu_slot(local_rank);
+  std::string note = g.note;
+  std::replace(note.begin(), note.end(), '\n', ' ');
   return std::string(name, static_cast<std::size_t>(len)) + "\n" +
-         std::to_string(std::thread::hardware_concurrency()) + "\n" + allowed_cpus();
+         std::to_string(std::thread::hardware_concurrency()) + "\n" + allowed_cpus() + "\n" +
+         std::to_string(g.ordinal) + "\n" + std::to_string(g.visible) + "\n" + g.pci + "\n" +
+         g.uuid + "\n" + note;
+}
+
+// The lines of a this_host() text.
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  for (std::size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+    out.push_back(text.substr(at, nl - at));
+  out.push_back(text.substr(at));
+  out.resize(std::max<std::size_t>(out.size(), 8));
+  return out;
+}
+
+// Every rank's GPU slot, from the texts gather_hosts() collected.
+std::vector<GpuSlot> gpu_slots(const std::vector<std::string>& hosts) {
+  std::vector<GpuSlot> slots;
+  for (const std::string& h : hosts) {
+    const std::vector<std::string> f = split_lines(h);
+    GpuSlot g;
+    g.host = f[0];
+    g.ordinal = f[3].empty() ? -1 : std::atoi(f[3].c_str());
+    g.visible = std::atoi(f[4].c_str());
+    g.pci = f[5];
+    g.uuid = f[6];
+    g.note = f[7];
+    slots.push_back(g);
+  }
+  return slots;
 }
 
 // Variables that change how communication or compute behaves, as this rank sees them.
@@ -110,7 +147,7 @@ void print_environment() {
 
 // Every rank's host line, on rank 0 (empty elsewhere).
 std::vector<std::string> gather_hosts(Comm& world) {
-  std::string mine = this_host();
+  std::string mine = this_host(world.node_rank());
   mine.resize(kHostBytes, '\0');
   std::vector<std::string> all;
   if (world.rank() != 0) {
@@ -169,14 +206,14 @@ void print_mpi(int size, const std::vector<std::string>& hosts) {
   };
   std::map<std::string, Host> by_host;
   for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
-    const auto a = hosts[r].find('\n'), b = hosts[r].find('\n', a + 1);
-    Host& h = by_host[hosts[r].substr(0, a)];
-    h.cpus = std::atoi(hosts[r].substr(a + 1, b - a - 1).c_str());
+    const std::vector<std::string> f = split_lines(hosts[r]);
+    Host& h = by_host[f[0]];
+    h.cpus = std::atoi(f[1].c_str());
     h.ranks.push_back(r);
-    const std::set<int> allowed = parse_cpus(hosts[r].substr(b + 1));
+    const std::set<int> allowed = parse_cpus(f[2]);
     h.usable.insert(allowed.begin(), allowed.end());
     if (!h.binding.empty()) h.binding += ", ";
-    h.binding += std::to_string(r) + ": " + hosts[r].substr(b + 1);
+    h.binding += std::to_string(r) + ": " + f[2];
   }
   for (const auto& [name, h] : by_host) {
     std::string list;
@@ -194,8 +231,22 @@ void print_mpi(int size, const std::vector<std::string>& hosts) {
   }
 }
 
-void print_gpus(const GpuInfo& g) {
-  std::printf("CUDA\n");
+// Which GPU each rank computes on with --device cuda, per host, and whether the nccl backend
+// (one GPU per rank) would accept this job's ranks.
+void print_gpu_plan(const std::vector<GpuSlot>& slots) {
+  const std::vector<std::string> lines = gpu_plan_lines(slots);
+  for (std::size_t i = 0; i < lines.size(); ++i) row(i == 0 ? "--device cuda" : "", lines[i]);
+  if (nccl_version_string() == "not built") {
+    row("nccl backend", "not built");
+    return;
+  }
+  const std::string problem = one_gpu_per_rank_problem(slots, "it");
+  row("nccl backend", problem.empty() ? "every rank has a GPU of its own: usable"
+                                      : "would refuse this job: " + problem);
+}
+
+void print_gpus(const GpuInfo& g, const std::vector<GpuSlot>& slots) {
+  std::printf("CUDA (GPUs listed: rank 0's host)\n");
   row("built", g.built ? "yes" : "no");
   if (g.built) {
     row("driver", cuda_version(g.driver_version));
@@ -213,6 +264,7 @@ void print_gpus(const GpuInfo& g) {
   row("cuBLAS", g.cublas ? "available" : "not available");
   row("NCCL", nccl_version_string());
   row("--device auto picks", g.gpus.empty() ? "cpu" : "cuda");
+  print_gpu_plan(slots);
 }
 
 void print_blas_and_build(const Config& cfg, const GpuInfo& gpu) {
@@ -256,7 +308,8 @@ int run_env(Config& cfg, std::shared_ptr<Comm> world) {
   if (world->rank() != 0) return 0;
   print_mpi(world->size(), hosts);
   GpuInfo gpu = query_gpus();
-  print_gpus(gpu);
+  std::vector<GpuSlot> slots = gpu_slots(hosts);
+  print_gpus(gpu, slots);
   print_blas_and_build(cfg, gpu);
   print_environment();
   std::fflush(stdout);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`starring env` under scripts/mpirun.sh (what a user checks before a run): every rank's host
-and the CPUs it may use, a warning when ranks outnumber the host's CPUs, and the variables that
-change communication (NCCL_*, UCX_*, OMPI_MCA_btl/pml/coll/osc, ...), read on rank 0.
+and the CPUs it may use, a warning when ranks outnumber the host's CPUs, the GPU each rank
+would compute on and whether the nccl backend could run, and the variables that change
+communication (NCCL_*, UCX_*, OMPI_MCA_btl/pml/coll/osc, ...), read on rank 0.
   test_env.py --bin build/bin/starring
 """
 import os
@@ -47,6 +48,16 @@ class EnvCommand(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertRegex(out, rf"cpus per rank\s+0: {cpu}, 1: {cpu}")
         self.assertIn("oversubscribed       2 ranks on 1 cpus", out)
+
+    def test_gpu_of_every_rank_and_the_nccl_verdict(self):
+        # The GPU --device cuda gives each rank (or cpu, with why), host by host, and whether
+        # the nccl backend would get one GPU per rank; here: no usable GPU, or CUDA not built.
+        rc, out = env(2)
+        self.assertEqual(rc, 0, out)
+        self.assertRegex(out, r"--device cuda\s+\S+: \d+ GPUs? visible, ranks 0->\S+ 1->\S+")
+        self.assertRegex(out, r"nccl backend\s+(not built|every rank has a GPU of its own|"
+                              r"would refuse this job: it needs (a GPU on every rank, but rank 0|"
+                              r"one GPU per rank, but ranks 0 and 1))")
 
     def test_communication_variables_are_shown(self):
         rc, out = env(1, {"NCCL_ALGO": "Ring", "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
