@@ -80,14 +80,25 @@ def git_commit():
 
 
 def gpu_count():
-    """GPUs nvidia-smi lists (0 without a driver or device)."""
+    """GPUs a run on this host may use: those nvidia-smi lists (0 without a driver or device),
+    no more than CUDA_VISIBLE_DEVICES names when it is set (CUDA reads it up to the first
+    entry that is not a GPU: "" or "-1" hide them all)."""
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return 0
     if out.returncode != 0:
         return 0
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    listed = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return listed
+    named = 0
+    for entry in visible.split(","):
+        if not entry.strip() or entry.strip().startswith("-"):
+            break
+        named += 1
+    return min(listed, named)
 
 
 def cores():
@@ -289,7 +300,7 @@ def run_train(run, idx, ctx, rep=1):
         rec.update(status="skipped", exit_code=0, elapsed_s=0.0, command="",
                    reason=("variant requires a GPU and none was found" if ctx["gpus"] == 0 else
                            f"variant requires one GPU per rank: {np_} ranks, "
-                           f"{ctx['gpus']} GPU(s) on this host"))
+                           f"{ctx['gpus']} GPU(s) {ctx['gpus_where']}"))
         return rec
     argv = [ctx["bin"], "train"] + flag_args(run["flags"]) + [
         "--summary-file", files["summary_file"], "--metrics-file", files["metrics_file"],
@@ -436,11 +447,18 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, metavar="N",
                     help="make every run and bench pass N times, in rounds (default: the sweep's "
                     "repeats, 1); the report shows each configuration's median run and the spread")
+    ap.add_argument("--gpus", type=int, metavar="N",
+                    help="GPUs the runs may use in all, for `requires = gpu|shared-gpu` "
+                    "(default: this host's, from nvidia-smi -L and CUDA_VISIBLE_DEVICES); give "
+                    "the allocation's total when --launcher spreads ranks over several nodes or "
+                    "the sweep runs on a login node without GPUs")
     ap.add_argument("--no-bench", action="store_true", help="skip the bench passes")
     ap.add_argument("--no-report", action="store_true", help="do not run scripts/report.py")
     ap.add_argument("--dry-run", action="store_true", help="print the runs, launch nothing")
     a = ap.parse_args(argv)
 
+    if a.gpus is not None and a.gpus < 0:
+        usage_error(f"sweep: --gpus {a.gpus}: expected a count >= 0")
     if a.timeout is not None and a.timeout < 1:  # `timeout 0` would mean no bound at all
         usage_error(f"sweep: --timeout {a.timeout:g}: expected seconds >= 1")
     check_launcher(a.launcher, not a.dry_run)
@@ -462,7 +480,9 @@ def main(argv=None):
            "repeats": repeats,
            "launcher": a.launcher,
            "timeout_s": a.timeout or float(sweep["timeout_s"]), "git": git_commit(),
-           "host": socket.gethostname(), "cores": cores(), "gpus": gpu_count(),
+           "host": socket.gethostname(), "cores": cores(),
+           "gpus": gpu_count() if a.gpus is None else a.gpus,
+           "gpus_where": "on this host" if a.gpus is None else "in all (--gpus)",
            "trace": sweep["trace"].lower() in ("yes", "true", "on", "1")}
     nbench = sum(len(b["np"].split()) for b in benches.values())
     times = f" x {repeats} repeats" if repeats > 1 else ""

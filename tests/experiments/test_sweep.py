@@ -466,7 +466,7 @@ class GpuVariantsFitTheGpus(unittest.TestCase):
     skipped with the reason; `requires = shared-gpu` runs both there (ranks share the GPU); with
     none (an nvidia-smi that fails) every run is skipped."""
 
-    def run_with_gpus(self, listing):
+    def run_with_gpus(self, listing, *args, visible=None):
         with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
             fake = os.path.join(tmp, "bin")
             os.mkdir(fake)
@@ -474,7 +474,10 @@ class GpuVariantsFitTheGpus(unittest.TestCase):
                 f.write("#!/bin/sh\n" + (f"echo '{listing}'\n" if listing else "exit 9\n"))
             os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
             env = dict(os.environ, PATH=fake + os.pathsep + os.environ["PATH"])
-            proc, out = sweep(GPU_VARIANT, tmp, "--no-bench", env=env)
+            env.pop("CUDA_VISIBLE_DEVICES", None)
+            if visible is not None:
+                env["CUDA_VISIBLE_DEVICES"] = visible
+            proc, out = sweep(GPU_VARIANT, tmp, "--no-bench", *args, env=env)
             runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
             for r in runs:
                 self.assertEqual(sr.check_record(r), [])
@@ -485,6 +488,18 @@ class GpuVariantsFitTheGpus(unittest.TestCase):
         self.assertEqual(got, [(1, "ok", ""), (2, "skipped", "variant requires one GPU per rank: "
                                                        "2 ranks, 1 GPU(s) on this host"),
                                (1, "ok", ""), (2, "ok", "")], proc.stdout + proc.stderr)
+
+    def test_cuda_visible_devices_limits_the_gpus_listed(self):
+        # Two GPUs listed, one visible: as with one GPU.
+        got, proc = self.run_with_gpus("GPU 0: NVIDIA H200 (UUID: GPU-0)\nGPU 1: NVIDIA H200 "
+                                       "(UUID: GPU-1)", visible="1")
+        self.assertEqual([g[1] for g in got], ["ok", "skipped", "ok", "ok"],
+                         proc.stdout + proc.stderr)
+
+    def test_gpus_flag_counts_the_allocation_not_this_host(self):
+        # A login node without GPUs launching onto GPU nodes (srun): --gpus gives the total.
+        got, proc = self.run_with_gpus(None, "--gpus", "2")
+        self.assertEqual([g[1] for g in got], ["ok"] * 4, proc.stdout + proc.stderr)
 
     def test_no_gpu_skips_every_run(self):
         got, proc = self.run_with_gpus(None)
