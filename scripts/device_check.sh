@@ -22,7 +22,11 @@
 #   env        starring env (GPUs, driver/runtime, cuBLAS, NCCL)
 #   t_*        the GPU tests: tests/gpu (CUDA vs CPU, large launches, nccl, GPU-model training)
 #              and the CUDA/NCCL cases of test_device, test_mlp and test_ring
-#   np2_1gpu   mpirun -np 2 with the nccl backend on one GPU: a clear ConfigError, no hang
+#   np2_1gpu   mpirun -np 2 with the nccl backend on one GPU (CUDA_VISIBLE_DEVICES=0, so also
+#              on a machine with several): a clear ConfigError, no hang
+#   mgpu_*     only with G >= 2 GPUs (at most 8): the nccl engine's closed-form all-reduce
+#              (tests/gpu and test_ring) under mpirun -np G, one GPU per rank; bench --backends
+#              nccl and one training epoch with --backend nccl on G ranks (ranks 1.. use cuda:1..)
 #   bench      starring bench --backends nccl -b 1M -e 256M, np 1
 #   bmodel_*   starring bench-model --device cuda, then --device cpu
 #   train_*    Fashion-MNIST (or --dataset synthetic without data), 1 epoch, --device cuda with
@@ -276,9 +280,23 @@ else  # the checks
   step t_gpu_nccl 90 gtest test_gpu_nccl
   step t_gpu_training 120 gtest test_gpu_training
   step t_cuda_cases 90 cuda_cases
-  step np2_1gpu 90 expect_fail_with "needs one GPU per rank" \
+  step np2_1gpu 90 expect_fail_with "needs one GPU per rank" env CUDA_VISIBLE_DEVICES=0 \
     bash scripts/mpirun.sh -np 2 "$sr" bench --device cuda --backends nccl -b 1M -e 1M -n 2 -w 1 \
     --timeout 30
+  # NCCL with one rank per GPU, on every GPU of the machine (up to 8); a dry run lists them as
+  # for 2 GPUs.
+  ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
+  [ "$dry" = 1 ] && [ "$ngpu" -lt 2 ] && ngpu=2
+  [ "$ngpu" -gt 8 ] && ngpu=8
+  if [ "$ngpu" -ge 2 ]; then
+    mpi=(bash scripts/mpirun.sh -np "$ngpu")
+    step mgpu_t_nccl 90 "${mpi[@]}" "$(tbin test_gpu_nccl)" --gtest_filter=GpuNccl.ClosedForm*
+    step mgpu_t_ring 90 "${mpi[@]}" "$(tbin test_ring)" --gtest_filter=NcclEngine.ClosedForm*
+    step mgpu_bench 90 "${mpi[@]}" "$sr" bench --device cuda --backends nccl -b 1M -e 256M \
+      --json --timeout 60
+  else
+    echo "device_check: $ngpu GPU(s): the multi-GPU steps (mgpu_*) need 2 or more"
+  fi
   if [ "$quick" = 0 ]; then
     step bench_nccl 120 "$sr" bench --device cuda --backends nccl -b 1M -e 256M --json
     step bmodel_cuda 60 "$sr" bench-model --device cuda --json
@@ -296,6 +314,8 @@ else  # the checks
       --summary-file "$res/train_np4_ring.json"
     step train_np3_ps 90 bash scripts/mpirun.sh -np 3 "${train[@]}" --device cuda --backend ps \
       --servers 1 --summary-file "$res/train_np3_ps.json"
+    [ "$ngpu" -ge 2 ] && step mgpu_train_nccl 90 bash scripts/mpirun.sh -np "$ngpu" "${train[@]}" \
+      --device cuda --backend nccl --summary-file "$res/mgpu_train_nccl.json"
   fi
 fi
 
@@ -309,7 +329,7 @@ if [ "$dry" = 0 ]; then
     echo "device_check: $fails step(s) did not pass, $(($(date +%s) - t_start)) s;" \
       "full log $log, per-step output and JSON in $OUT/results.tar.gz"
     for f in bench_nccl bmodel_cpu1 torch_cpu1 bmodel_cuda torch_cuda bmodel_cpu train_cuda \
-      train_nccl train_cpu train_np4_ring train_np3_ps fmnist_cuda; do
+      train_nccl train_cpu train_np4_ring train_np3_ps mgpu_bench mgpu_train_nccl fmnist_cuda; do
       [ -r "$res/$f.txt" ] || continue
       echo "--- $f"
       grep -v -E '^(step [0-9]+/|\[starring\])' "$res/$f.txt" | tail -n 14
