@@ -63,6 +63,38 @@ std::vector<nlohmann::json> gather_to_root(Comm& world, const nlohmann::json& mi
   return all;
 }
 
+// Checkpoints (--checkpoint-dir): how many this run wrote and the seconds its training loop spent
+// in them, which wall_s and step_time leave out (as they leave out evaluation): worker 0 gathers
+// the state (from the servers under PS) and writes the file, the other workers wait for it at
+// barriers (null with one worker). first_step_unix: rank 0's wall clock at the first step.
+void add_checkpoint_cost(nlohmann::json& j, const TrainResult& res,
+                         const std::vector<nlohmann::json>& ranks) {
+  double others = -1;
+  for (auto& r : ranks)
+    if (r["role"] != "server" && r["rank"] != 0)
+      others = std::max(others, r.value("checkpoint_s", 0.0));
+  j["checkpoints"] = res.checkpoints;
+  j["checkpoint_s"] = {{"worker0", res.checkpoint_s},
+                       {"others_max", others < 0 ? nlohmann::json() : nlohmann::json(others)}};
+  j["first_step_unix"] = res.first_step_unix;
+}
+
+// " checkpoints 10 in 0.07 s ..." for a run that wrote any.
+std::string checkpoint_line(const nlohmann::json& j) {
+  if (j.value("checkpoints", 0) <= 0) return "";
+  const auto& c = j["checkpoint_s"];
+  char line[192];
+  std::snprintf(line, sizeof line,
+                "checkpoints %d: %.3f s on worker 0%s (outside the wall time above)\n",
+                j["checkpoints"].get<int>(), c["worker0"].get<double>(),
+                c["others_max"].is_number()
+                    ? (", the others waited up to " +
+                       std::to_string(std::lround(c["others_max"].get<double>() * 1000)) + " ms")
+                          .c_str()
+                    : "");
+  return line;
+}
+
 nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int world_size, int workers,
                              const std::vector<nlohmann::json>& ranks) {
   const double steps = std::max<double>(res.steps - res.resumed_step, 1);
@@ -160,6 +192,7 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
                  {"test_loss", e.test_loss}});
   j["history"] = h;
   j["staleness_hist"] = hist;
+  add_checkpoint_cost(j, res, ranks);
   return j;
 }
 
@@ -192,7 +225,7 @@ void print_summary(const nlohmann::json& j) {
       "steps %lld%s  wall %.2f s  throughput %.0f samples/s%s\n"
       "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
       "bytes per worker per step: sent %.0f  recv %.0f\n%s"
-      "test accuracy %.4f  test loss %.4f\n%s",
+      "test accuracy %.4f  test loss %.4f\n%s%s",
       j["backend"].get<std::string>().c_str(), j["workers"].get<int>(),
       j["servers"] == "colocated" ? "colocated"
                                   : std::to_string(j["num_servers"].get<int>()).c_str(),
@@ -208,7 +241,7 @@ void print_summary(const nlohmann::json& j) {
       st["total_s"].get<double>() * 1e3, st["compute_s"].get<double>() * 1e3,
       st["wait_s"].get<double>() * 1e3, st["comm_s"].get<double>() * 1e3,
       b["worker_sent"].get<double>(), b["worker_recv"].get<double>(), server_bytes(j).c_str(),
-      j["test_accuracy"].get<double>(), j["test_loss"].get<double>(),
+      j["test_accuracy"].get<double>(), j["test_loss"].get<double>(), checkpoint_line(j).c_str(),
       j["resumed_from"].is_string()
           ? ("resumed from " + j["resumed_from"].get<std::string>() + " at step " +
              std::to_string(j["resumed_at_step"].get<long long>()) + "\n")
@@ -264,6 +297,8 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
     mine["setup_bytes_sent"] = res.setup_bytes_sent;
     mine["checkpoint_bytes_sent"] = res.checkpoint_bytes_sent;
     mine["checkpoint_bytes_recv"] = res.checkpoint_bytes_recv;
+    mine["checkpoints"] = res.checkpoints;
+    mine["checkpoint_s"] = res.checkpoint_s;
     mine["setup_bytes_recv"] =
         static_cast<double>(res.setup_bytes_recv) +
         extra.value("shard", nlohmann::json::object()).value("setup_bytes_recv", 0.0);

@@ -28,9 +28,12 @@ SUMMARY_FIELDS = {
 # Optional (runs recorded before they existed lack them): untimed_steps (int), the first steps
 # left out of samples_per_s and step_time, samples_per_s_all_steps (number), and device ("cpu" |
 # "cuda", where rank 0 computed after any fallback) with device_name; diverged_at_step (int, only
-# in a run whose loss stopped being finite: the run then exits 1 after writing the summary).
+# in a run whose loss stopped being finite: the run then exits 1 after writing the summary);
+# checkpoints (int) written by the run and checkpoint_s {worker0, others_max (null with one
+# worker)}, the seconds spent in them outside wall_s and step_time; first_step_unix (number).
 OPTIONAL_SUMMARY_FIELDS = {"untimed_steps": int, "samples_per_s_all_steps": _NUM, "device": str,
-                           "device_name": str, "diverged_at_step": int}
+                           "device_name": str, "diverged_at_step": int, "checkpoints": int,
+                           "checkpoint_s": dict, "first_step_unix": _NUM}
 STEP_TIME_FIELDS = ("total_s", "compute_s", "comm_s", "wait_s")
 BYTES_FIELDS = ("worker_sent", "worker_recv", "server_sent", "server_recv")
 RANK_FIELDS = ("rank", "role", "bytes_sent_per_step", "bytes_recv_per_step", "compute_s",

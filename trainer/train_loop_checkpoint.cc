@@ -112,7 +112,10 @@ void TrainLoop::checkpoint() {
   res_.checkpoint_bytes_recv += ck.bytes_recv;
   env_.workers.barrier(env_.workers.timeout());
   last_ckpt_step_ = step_;
-  eval_s_ += seconds_since(t0);
+  const double took_s = seconds_since(t0);
+  ++res_.checkpoints;
+  res_.checkpoint_s += took_s;
+  eval_s_ += took_s;
   if (rank_ != 0) return;
   metrics_.write({{"event", "checkpoint"},
                   {"step", step_},

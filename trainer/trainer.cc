@@ -98,6 +98,8 @@ TrainResult TrainLoop::run() {
   res_.setup_bytes_recv = setup.bytes_recv;
   env_.workers.barrier(env_.workers.timeout());
   t_start_ = Clock::now();
+  res_.first_step_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   untimed_ = std::clamp<std::int64_t>((total_steps_ - res_.resumed_step) / 4, 0, tc_.untimed_steps);
   const int first_epoch = pos_epoch_;
   for (int epoch = first_epoch; epoch < epochs_ && step_ < total_steps_ && !stopping_; ++epoch) {

@@ -78,6 +78,13 @@ struct TrainResult {
   std::int64_t stopped_at_step = -1, stop_round = -1;
   std::vector<int> stop_requested_by;
   std::string last_checkpoint;  // worker 0: the newest checkpoint this run wrote
+  // Checkpoints this run wrote, and the seconds this worker spent in them (worker 0 gathers and
+  // writes, the others wait for it at barriers); like evaluation, outside wall_s and the steps.
+  int checkpoints = 0;
+  double checkpoint_s = 0;
+  // The host's wall clock (unix seconds) when the training loop began its first step: a sweep
+  // measures a restart (job start to first step) from it.
+  double first_step_unix = 0;
 };
 
 struct TrainerEnv {

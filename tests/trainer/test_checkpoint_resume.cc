@@ -100,6 +100,11 @@ TEST_P(Resume, StoppingAndResumingChangesNoBit) {
   with.out.metrics_file = with.ckpt.dir + "/metrics.jsonl";
   const TrainResult full = train(with, r.workers);
   EXPECT_EQ(full.params, plain.params) << "writing checkpoints changed the training";
+  // Their count and time (the summary's checkpoints, checkpoint_s), outside the training time.
+  EXPECT_EQ(plain.checkpoints, 0);
+  EXPECT_EQ(plain.checkpoint_s, 0);
+  EXPECT_EQ(full.checkpoints, 3);
+  EXPECT_GT(full.checkpoint_s, 0);
   for (std::int64_t s : {kEvery, 2 * kEvery, kSteps})
     EXPECT_TRUE(fs::exists(ckpt(with.ckpt.dir, s)));
   EXPECT_EQ(read_checkpoint(ckpt(with.ckpt.dir, kSteps), "test").params, full.params);
@@ -112,6 +117,7 @@ TEST_P(Resume, StoppingAndResumingChangesNoBit) {
   EXPECT_EQ(resumed.steps, kSteps);
   EXPECT_EQ(resumed.resumed_step, kEvery);
   EXPECT_EQ(resumed.resumed_from, res.ckpt.resume);
+  EXPECT_EQ(resumed.checkpoints, 1);  // its own: only at the end (no every)
   EXPECT_EQ(resumed.params, full.params)
       << "max |diff| " << testing::max_abs_diff(resumed.params, full.params);
   // The epoch of step 7 began before it: its training loss (every worker's steps) carries over.
