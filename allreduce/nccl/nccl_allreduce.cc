@@ -21,7 +21,8 @@
 // the Device that wrote it -- and run() returns once NCCL's stream has finished, so the compute
 // stream can use `out` at once. Averaging: NCCL sums in float32, then the Device scales by 1/N,
 // like the host engines. Tear-down: ncclCommFinalize polled up to the timeout, then
-// ncclCommDestroy; a communicator that failed or timed out is aborted instead.
+// ncclCommDestroy; a communicator that failed or timed out is aborted at once (guard()), so
+// that no NCCL kernel is left waiting on the GPU for a peer that is gone.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -125,6 +126,9 @@ class NcclAllreducer : public Allreducer {
 
   void run(const float* in, float* out, std::size_t count, float scale) override {
     if (count == 0) return;
+    if (!nccl_)
+      throw Error(comm_->where() + ": backend 'nccl': the communicator was aborted after an " +
+                  "earlier failure");
     guard([&] {
       CHECK_CUDA(cudaSetDevice(ordinal_));  // this thread may have another GPU current (header)
       CHECK_NCCL(ncclAllReduce(in, out, count, ncclFloat, ncclSum, nccl_, stream_));
@@ -223,14 +227,22 @@ class NcclAllreducer : public Allreducer {
       throw Error(comm_->where() + ": " + what + " failed: " + nccl_error_text(st, nccl_));
     return st;
   }
-  // Marks the communicator for abort when `f` throws (an NCCL or CUDA error, a timeout), so the
-  // destructor does not wait for peers that will never answer.
+  // Aborts the communicator at once when `f` throws (an NCCL or CUDA error, a timeout): its
+  // kernel may be waiting for a peer that will never answer, and until the abort it keeps
+  // spinning on the GPU, so the next cudaFree of the Device (BucketSync's and the bench's
+  // buffers are freed before this engine is destroyed), which waits for the whole GPU, would
+  // hang the rank for good instead of letting it report the error. Only the thread that calls
+  // run() uses the communicator, so aborting here races with nothing.
   template <typename F>
   void guard(F&& f) {
     try {
       f();
     } catch (...) {
       failed_ = true;
+      if (nccl_) {
+        ncclCommAbort(nccl_);
+        nccl_ = nullptr;
+      }
       throw;
     }
   }
