@@ -157,7 +157,10 @@ void check_sync(const SyncConfig& s) {
   // The ring's own minimum (allreduce/ring_allreduce.cc): below it the ring refused at start-up
   // with exit 1, after the option had been accepted.
   check(s.segment_bytes >= 64, "--segment-bytes", ">= 64", s.segment_bytes);
-  check(s.ps_chunk_bytes >= sizeof(float), "--ps-chunk-bytes", ">= 4", s.ps_chunk_bytes);
+  // The parameter server's own bounds (ps/ps_worker.cc): above 1 GiB a worker refused it only
+  // once training had started, while a dedicated server failed on a message too large for MPI.
+  check(s.ps_chunk_bytes >= sizeof(float) && s.ps_chunk_bytes <= (std::size_t{1} << 30),
+        "--ps-chunk-bytes", "between 4 and 1G", format_bytes(s.ps_chunk_bytes));
   std::int64_t servers = 0;
   if (s.servers != "colocated" && !(parse_int64(s.servers, servers) && servers > 0))
     throw ConfigError(

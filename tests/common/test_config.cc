@@ -170,7 +170,8 @@ TEST(Config, BadValuesNameTheOption) {
       {{"--momentum", "1.5"}, "--momentum"},
       {{"--dataset", "cifar"}, "--dataset"},
       {{"--segment-bytes", "12X"}, "--segment-bytes"},
-      {{"--segment-bytes", "63"}, "--segment-bytes"},  // the ring's minimum is 64
+      {{"--segment-bytes", "63"}, "--segment-bytes"},    // the ring's minimum is 64
+      {{"--ps-chunk-bytes", "2G"}, "--ps-chunk-bytes"},  // the parameter server's maximum
       {{"--straggler", "1"}, "--straggler"},
       {{"--fault", "explode:1:2"}, "--fault"},
       {{"--hidden", "64", "--preset", "wide"}, "--preset"},
