@@ -52,7 +52,7 @@ nlohmann::json ServerLoop::run() {
   const std::size_t cap = max_request_bytes(opt_.chunk_bytes);
   slots_.resize(static_cast<std::size_t>(std::max(2, opt_.recv_slots)));
   for (auto& s : slots_) {
-    s.buf.resize(cap);
+    s.buf.resize(cap, boost::container::default_init);
     s.req = comm_->irecv(s.buf.data(), cap, kAnySource, kReqTag);
   }
   if (opt_.trace) opt_.trace->set_thread_name("server");
@@ -80,12 +80,12 @@ void ServerLoop::loop() {
       handle(s.buf.data(), st.bytes, st.source);
       if (take_slot_buffer_) {  // an early push holds on to this buffer: post a spare one
         const int chunk = header_of(s.buf.data(), st.bytes, where_).chunk;
-        std::vector<char> spare;  // from the pool; a new one only when it is empty
+        RecvBuffer spare;  // from the pool; a new one only when it is empty
         if (!spare_bufs_.empty()) {
           spare = std::move(spare_bufs_.back());
           spare_bufs_.pop_back();
         } else {
-          spare.resize(s.buf.size());
+          spare.resize(s.buf.size(), boost::container::default_init);
         }
         held_bufs_[chunk].push_back(std::exchange(s.buf, std::move(spare)));
       }

@@ -15,6 +15,7 @@
 // the server too. Before throwing, the server sends kAbort with the reason to every worker, so
 // every rank ends with an error that names the rank that died or went silent.
 #pragma once
+#include <boost/container/vector.hpp>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -56,8 +57,12 @@ class ServerLoop {
   nlohmann::json run();
 
  private:
+  // A receive buffer holds the largest message a worker may send (--ps-chunk-bytes, at least
+  // 1 MiB), which can be far more than the model: left uninitialized, only the bytes that arrive
+  // are touched (zero-filled, --ps-chunk-bytes 1G cost 4 GiB of memory per server on any model).
+  using RecvBuffer = boost::container::vector<char>;
   struct Slot {
-    std::vector<char> buf;
+    RecvBuffer buf;
     std::unique_ptr<Request> req;
   };
   struct PendingSend {
@@ -111,9 +116,9 @@ class ServerLoop {
   std::vector<PsReply> replies_;  // scratch
   // bsp pushes that arrived in a message before their turn keep their receive buffer (the slot
   // gets a spare one) until their chunk's round is replied to: no copy.
-  bool take_slot_buffer_ = false;                                      // set by handle()
-  std::unordered_map<int, std::vector<std::vector<char>>> held_bufs_;  // chunk -> buffers
-  std::vector<std::vector<char>> spare_bufs_;
+  bool take_slot_buffer_ = false;                               // set by handle()
+  std::unordered_map<int, std::vector<RecvBuffer>> held_bufs_;  // chunk -> buffers
+  std::vector<RecvBuffer> spare_bufs_;
   // shared memory: our parameters; per worker, its push segment (null: data in the messages),
   // and whether it pushes through it (then stable replies are empty messages)
   std::unique_ptr<SharedSegment> params_seg_;

@@ -12,8 +12,12 @@
 //    thread could receive; under mpirun the job ended in timeouts that hid the real message);
 //  - asp / ssp: every evaluation, the last one included, sees the servers' parameters with every
 //    push applied, on every worker - not each worker's own last reply (which under asp lags the
-//    others' later pushes), so the reported accuracy is that of one model, the final one.
+//    others' later pushes), so the reported accuracy is that of one model, the final one;
+//  - a large --ps-chunk-bytes on a small model: a server's receive buffers are as large as the
+//    chunk, and zero-filled they cost 4 chunks of memory per server (1G: 4 GiB a server, 7 s to
+//    start; co-located on 5 ranks, more than this machine's memory).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 
@@ -111,6 +115,28 @@ TEST(PsTrainerAsync, EveryWorkerEvaluatesAndEndsWithTheServersParameters) {
       }
     }
   }
+}
+
+// The process's peak resident memory in MiB (ru_maxrss is in KiB on Linux).
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+TEST(PsStart, LargeChunksOnASmallModelCostNoMemoryUpFront) {
+  Config cfg = ps_config("colocated");  // a server in each of the 2 workers, and one dedicated
+  cfg.train.epochs = 1;
+  cfg.sync.ps_chunk_bytes = std::size_t{128} << 20;  // the model is 3 KB
+  const double before = peak_rss_mib();
+  const auto colocated = testing::train_inproc(cfg, 2);
+  cfg.sync.servers = "1";
+  const auto dedicated = testing::train_inproc(cfg, 3);
+  EXPECT_GT(colocated[0].result.steps, 0);
+  EXPECT_GT(dedicated[0].result.steps, 0);
+  // Zero-filled, 3 servers x 4 receive slots x 128 MiB = 1.5 GiB. (Under ASan, freeing the
+  // buffers writes 1/8 of their size of shadow memory: 192 MiB.)
+  EXPECT_LT(peak_rss_mib() - before, 512.0) << "MiB of peak memory for a 3 KB model";
 }
 
 TEST(PsStart, MoreServersThanFloatsIsAConfigErrorOnEveryRank) {
