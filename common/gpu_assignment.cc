@@ -99,10 +99,11 @@ std::vector<std::string> gpu_plan_lines(const std::vector<GpuSlot>& slots) {
       }
     }
     const int visible = host_counts(slots, h).second;
-    std::string line = detail::concat(h, ": ", plural(visible, "GPU"), " visible, ranks", ranks);
-    if (static_cast<int>(gpus_used.size()) < on_gpu)
-      line += detail::concat(" (", on_gpu, " ranks share ",
-                             plural(static_cast<int>(gpus_used.size()), "GPU"), ")");
+    const int gpus = static_cast<int>(gpus_used.size());
+    std::string line = h + ": ranks" + ranks;
+    if (gpus > 0)
+      line += detail::concat(" (", gpus < on_gpu ? detail::concat(on_gpu, " ranks on ") : "",
+                             plural(gpus, "GPU"), "; a rank sees ", visible, ")");
     for (const std::string& n : notes)
       if (!n.empty()) line += " [" + n + "]";
     lines.push_back(line);

@@ -36,8 +36,9 @@ struct GpuSlot {
 // with how many ranks and GPUs that host has. `what` names the need ("backend 'nccl'").
 std::string one_gpu_per_rank_problem(const std::vector<GpuSlot>& slots, const std::string& what);
 
-// Per host, in order of first rank: "host: 2 GPUs visible, ranks 0->cuda:0 1->cuda:1" (what
-// `starring env` prints for --device cuda).
+// Per host, in order of first rank, the GPU each rank computes on with --device cuda (what
+// `starring env` prints): "node0: ranks 0->cuda:0 1->cuda:1 2->cuda:0 (3 ranks on 2 GPUs; a rank
+// sees 2)", "node1: ranks 3->cpu [no CUDA device found]".
 std::vector<std::string> gpu_plan_lines(const std::vector<GpuSlot>& slots);
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints a UUID's 16 bytes.

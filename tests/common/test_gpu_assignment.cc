@@ -105,10 +105,20 @@ TEST(GpuPlanLines, OneLinePerHostWithEachRanksGpu) {
   const auto lines = gpu_plan_lines(slots);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0],
-            "node0: 2 GPUs visible, ranks 0->cuda:0 1->cuda:1 2->cuda:0 (3 ranks share 2 GPUs)");
-  EXPECT_EQ(lines[1],
-            "node1: 2 GPUs visible, ranks 3->cuda:0 4->cuda:1 5->cpu [no CUDA device found]");
-  EXPECT_EQ(gpu_plan_lines(job(1, 1, 1))[0], "node0: 1 GPU visible, ranks 0->cuda:0");
+            "node0: ranks 0->cuda:0 1->cuda:1 2->cuda:0 (3 ranks on 2 GPUs; a rank sees 2)");
+  EXPECT_EQ(
+      lines[1],
+      "node1: ranks 3->cuda:0 4->cuda:1 5->cpu (2 GPUs; a rank sees 2) [no CUDA device found]");
+  EXPECT_EQ(gpu_plan_lines(job(1, 1, 1))[0], "node0: ranks 0->cuda:0 (1 GPU; a rank sees 1)");
+  // Every rank given its own GPU by the launcher: each sees one, all are cuda:0, none shared.
+  EXPECT_EQ(gpu_plan_lines(job(1, 2, 2, true))[0],
+            "node0: ranks 0->cuda:0 1->cuda:0 (2 GPUs; a rank sees 1)");
+  std::vector<GpuSlot> none(2);
+  for (GpuSlot& s : none) {
+    s.host = "login";
+    s.note = "built without CUDA";
+  }
+  EXPECT_EQ(gpu_plan_lines(none)[0], "login: ranks 0->cpu 1->cpu [built without CUDA]");
 }
 
 // On a machine without a usable GPU (CI, this one) the probe says why; with one, it names it.
