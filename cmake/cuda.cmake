@@ -12,8 +12,10 @@ if(NOT STARRING_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
     enable_language(CUDA)
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    # nvcc's own default (52 before CUDA 13, 75 from it) has no machine code for A100/H100/H200:
+    # there the driver compiles the PTX at every start, in every rank. 75 keeps Turing (T4).
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES MATCHES "^(52|75)$")
+      set(CMAKE_CUDA_ARCHITECTURES 75 80 90)
     endif()
     set(CMAKE_CUDA_STANDARD 17)
     set(STARRING_HAVE_CUDA ON)

@@ -31,8 +31,17 @@ while [ $# -gt 0 ]; do
 done
 tests=(test_gpu_device test_gpu_nccl test_gpu_training test_device test_mlp test_ring)
 if [ "$compile" = 1 ]; then
-  cmake -S "$root" -B "$build" -DSTARRING_CUDA=ON -DCMAKE_BUILD_TYPE=Release > /dev/null
+  # Portable binaries: the GPU host's CPU is not this one (-march=native here emits AVX-512,
+  # which AMD Zen 2/3 hosts, e.g. DGX A100, lack), and machine code for the usual GPUs.
+  cmake -S "$root" -B "$build" -DSTARRING_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+    -DSTARRING_MARCH=x86-64-v3 -DCMAKE_CUDA_ARCHITECTURES="75;80;90" > /dev/null
   cmake --build "$build" -j2 --target starring "${tests[@]}"
+fi
+march=$(sed -n 's/^STARRING_MARCH:STRING=//p' "$build/CMakeCache.txt")
+if [ "$march" = native ]; then
+  echo "device_bundle: $build is built with -march=native (this CPU's instructions): reconfigure" \
+    "with -DSTARRING_MARCH=x86-64-v3, or drop --no-compile" >&2
+  exit 1
 fi
 if [[ $(ldd "$build/bin/starring") != *libnccl* ]]; then
   echo "device_bundle: $build/bin/starring is not built with CUDA and NCCL (-DSTARRING_CUDA=ON)" >&2
@@ -100,6 +109,7 @@ if [ "$data" = 1 ]; then
   done
 fi
 git -C "$root" rev-parse HEAD > "$stage/COMMIT" 2> /dev/null || true
+echo "${march:-unknown}" > "$stage/MARCH"
 
 rm -rf "$out"
 mkdir -p "$out"

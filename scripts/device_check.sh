@@ -237,6 +237,12 @@ gpu_info() {
   local rc=0
   nvidia-smi || rc=1
   grep -m1 "model name" /proc/cpuinfo
+  # The bundle is built for x86-64-v3 (device_bundle.sh): AVX2, FMA, BMI2.
+  local f
+  for f in avx2 fma bmi2; do
+    grep -qw "$f" /proc/cpuinfo || { echo "this CPU lacks $f: the bundle's binaries" \
+      "(-march=$(cat "$work/MARCH" 2> /dev/null || echo '?')) may die with SIGILL"; rc=1; }
+  done
   libs_resolve || rc=1
   return $rc
 }
@@ -245,7 +251,7 @@ cuda_cases() {  # the CUDA/NCCL cases of the other areas' test binaries
     gtest test_ring 'NcclEngine.*'
 }
 export -f gtest tbin libs_resolve gpu_info cuda_cases expect_fail_with
-export bin res sr
+export bin res sr work
 
 # ---- the checks ------------------------------------------------------------------------------
 step gpu 30 gpu_info
