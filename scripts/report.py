@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import report_model as rm  # noqa: E402
 import report_plots as rp  # noqa: E402
 import report_faults as rf  # noqa: E402
+import report_recovery as rrec  # noqa: E402
 import report_overlap as ro  # noqa: E402
 import report_studies as rs  # noqa: E402
 import starring_results as sr  # noqa: E402
@@ -186,6 +187,7 @@ def write_summary(out, runs, bench, figures):
     parts += rm.summary_lines(shown_runs(runs),
                               sr.collapse_bench_repeats(bench))
     parts += rf.summary_lines(runs)
+    parts += rrec.summary_lines(runs)
     parts += ["## Plots", ""] + [f"- `{f.file}`: {f.title}" for f in figures
                                  if isinstance(f, rp.Figure)]
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
@@ -222,6 +224,12 @@ def write_html(out, results, runs, bench, figures, rows, problems):
                     + "".join(f"<th>{e(h)}</th>" for h in rf.HEADER) + "</tr>"
                     + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
                               for row in fault_rows) + "</table>")
+    rec_rows = rrec.rows(runs)
+    if rec_rows:
+        body.append("<h2>Recovery</h2><p>" + e(rrec.summary_lines(runs)[2]) + "</p><table><tr>"
+                    + "".join(f"<th>{e(h)}</th>" for h in rrec.HEADER) + "</tr>"
+                    + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
+                              for row in rec_rows) + "</table>")
     for f in figures:
         if isinstance(f, rp.Figure):
             with open(os.path.join(out, f.file), "rb") as img:
@@ -278,6 +286,7 @@ def make_figures(runs, bench, metrics, out):
               ("crossover", lambda: rs.crossover(ok, out)),
               ("bucket", lambda: rs.bucket(ok, out)),
               ("faults", lambda: rf.faults(runs, out)),
+              ("recovery", lambda: rrec.recovery(runs, out)),
               ("cost model check", lambda: rm.predicted_vs_measured(ok, bench, out)),
               ("cost model scaling", lambda: rm.extrapolation(ok, bench, out))]
     figures = []

@@ -35,7 +35,8 @@ class Skipped:
 
 # ---- selecting and grouping runs --------------------------------------------------------------
 
-STUDY_KEYS = {"hidden", "straggler", "bucket-mb", "overlap", "batch", "compress", "consistency", "staleness"}
+STUDY_KEYS = {"hidden", "straggler", "bucket-mb", "overlap", "batch", "compress", "consistency", "staleness",
+              "fault", "checkpoint-every"}  # the last two: the recovery sweep (report_recovery)
 
 
 def scaling_runs(runs):

@@ -167,6 +167,37 @@ def check_record(rec, where="record"):
             problems.append(f"{where}: world_size {rec.get('world_size')} != np {rec['np']}")
     elif rec["status"] in ("failed", "timeout") and "log_tail" not in rec:
         problems.append(f"{where}: a {rec['status']} run should carry 'log_tail'")
+    if "recovery" in rec:
+        problems += check_recovery(rec, where)
+    return problems
+
+
+# A recovery sweep's `recovery` object (scripts/sweep_recovery.py): every run's, each leg's, and
+# what a successful run that was killed and resumed adds.
+RECOVERY_FIELDS = {"role": str, "legs": list, "total_s": _NUM}
+LEG_FIELDS = {"exit_code": int, "status": str, "elapsed_s": _NUM, "start_unix": _NUM,
+              "command": str, "log_file": str}
+RESUMED_FIELDS = {"fault": dict, "fault_step": int, "detect_s": _NUM, "resumed_at_step": int,
+                  "steps_lost": int, "startup_s": _NUM}
+
+
+def check_recovery(rec, where="record"):
+    rv = rec["recovery"]
+    if not isinstance(rv, dict):
+        return [f"{where}: 'recovery' is {type(rv).__name__}"]
+    problems = _check_fields(rv, RECOVERY_FIELDS, f"{where} recovery")
+    if problems:
+        return problems
+    if rv["role"] not in ("baseline", "checkpoints", "fault"):
+        problems.append(f"{where}: recovery role {rv['role']!r}")
+    for i, leg in enumerate(rv["legs"]):
+        problems += _check_fields(leg, LEG_FIELDS, f"{where} leg {i + 1}")
+    if not problems and abs(sum(leg["elapsed_s"] for leg in rv["legs"]) - rv["total_s"]) > 0.01:
+        problems.append(f"{where}: recovery total_s {rv['total_s']} is not the legs' sum")
+    if rv["role"] == "fault" and rec.get("status") == "ok":
+        problems += _check_fields(rv, RESUMED_FIELDS, f"{where} recovery")
+        if len(rv["legs"]) != 2:
+            problems.append(f"{where}: a resumed run has {len(rv['legs'])} legs, expected 2")
     return problems
 
 

@@ -3,7 +3,9 @@
 A sweep file (experiments/sweeps/<name>.ini) lists what to run:
 
   [sweep]            description, timeout_s (per run), trace (yes/no), report (yes/no),
-                     repeats (how many times every run and bench pass is made; default 1)
+                     repeats (how many times every run and bench pass is made; default 1),
+                     recovery (yes/no: checkpoint folders per run, and a faulted run resumed
+                     with --resume auto in a second leg; see scripts/sweep_recovery.py)
   [train]            flags given to every `starring train` run: `key = value` -> `--key value`
   [grid]             lists (space separated); every combination is one run of every variant.
                      `workers` is the number of worker ranks; other keys are train flags.
@@ -50,6 +52,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
 from sweep_jobs import launch, tail  # noqa: E402,F401
+import sweep_recovery as recovery  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(REPO, "scripts", "mpirun.sh") + " -np {np}"
@@ -121,7 +124,7 @@ def load_sweep(path, quick):
         usage_error(f"sweep: {path}: " + " ".join(str(e).split()))
     sec = {name: dict(cp[name]) for name in cp.sections()}
     sweep = {"timeout_s": "600", "trace": "no", "report": "yes", "description": "",
-             "repeats": "1"}
+             "repeats": "1", "recovery": "no"}
     sweep.update(sec.get("sweep", {}))
     train = dict(sec.get("train", {}))
     grid = {k: v.split() for k, v in sec.get("grid", {}).items()}
@@ -309,9 +312,13 @@ def run_train(run, idx, ctx, rep=1):
         argv += ["--trace", os.path.join(rdir, "trace.%r.json")]
         rec["trace_files"] = [os.path.relpath(os.path.join(rdir, f"trace.{r}.json"), ctx["out"])
                               for r in range(np_)]
-    rc, status, elapsed, cmd = launch(np_, argv, files["log_file"], ctx)
-    rec.update(status=status, exit_code=rc, elapsed_s=round(elapsed, 3), command=cmd)
-    if run["flags"].get("fault"):  # a fault injected on purpose: how the job ended is the result
+    if ctx.get("recovery"):  # checkpoint folders, a faulted run resumed (sweep_recovery.py)
+        argv += recovery.checkpoint_args(run["flags"], rdir)
+        status = recovery.run_legs(rec, run, argv, files, ctx, rdir)
+    else:
+        rc, status, elapsed, cmd = launch(np_, argv, files["log_file"], ctx)
+        rec.update(status=status, exit_code=rc, elapsed_s=round(elapsed, 3), command=cmd)
+    if run["flags"].get("fault") and not ctx.get("recovery"):  # how the job ended is the result
         rec["fault"] = sr.fault_outcome(run["flags"]["fault"], tail(files["log_file"], 200),
                                         time.time(), status, rc)
     if ctx["trace"]:  # one file with every rank, to open in Perfetto
@@ -331,6 +338,8 @@ def run_train(run, idx, ctx, rep=1):
             if k not in ("status", "exit_code", "elapsed_s", "command", "config", "variant",
                          "git"):
                 rec[k] = v
+    if ctx.get("recovery"):
+        recovery.finish(rec, files, ctx)
     if rec["status"] != "ok":
         rec["log_tail"] = tail(files["log_file"])
     return rec
@@ -372,6 +381,8 @@ def run_bench(name, np_, args, ctx, rep=1):
 
 
 def describe(rec):
+    if rec.get("recovery"):
+        return recovery.describe(rec)
     f = rec.get("fault")
     if f:
         ended = f"{f['detect_s']:.1f} s after the fault" if f["detect_s"] is not None else ""
@@ -483,7 +494,8 @@ def main(argv=None):
            "host": socket.gethostname(), "cores": cores(),
            "gpus": gpu_count() if a.gpus is None else a.gpus,
            "gpus_where": "on this host" if a.gpus is None else "in all (--gpus)",
-           "trace": sweep["trace"].lower() in ("yes", "true", "on", "1")}
+           "trace": sweep["trace"].lower() in ("yes", "true", "on", "1"),
+           "recovery": recovery.enabled(sweep)}
     nbench = sum(len(b["np"].split()) for b in benches.values())
     times = f" x {repeats} repeats" if repeats > 1 else ""
     print(f"[sweep] {name}{' (quick)' if a.quick else ''}: {len(runs)} train runs, {nbench} bench "
@@ -502,6 +514,8 @@ def main(argv=None):
         usage_error(f"sweep: {ctx['bin']} is not an executable: build it first "
                  "(cmake -S . -B build && cmake --build build --target starring)")
     problems = unknown_flags(ctx["bin"], runs, benches)
+    if ctx.get("recovery"):
+        problems += recovery.check_runs(runs)
     if problems:
         usage_error("\n".join(problems))
     if not a.out:
@@ -528,7 +542,8 @@ def main(argv=None):
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
           flush=True)
-    rc = 0 if all(k in ("ok", "skipped", "bench ok", "fault detected") for k in counts) else 1
+    rc = 0 if all(k in ("ok", "skipped", "bench ok", "fault detected", "recovered")
+                  for k in counts) else 1
     if sweep["report"].lower() in ("yes", "true", "on", "1") and not a.no_report:
         rc = run_report(out, ctx) or rc
     return rc
@@ -547,6 +562,8 @@ def run_all(runs, benches, ctx, counts):
             rec = run_train(run, i, ctx, rep)
             sr.append_jsonl(os.path.join(out, "runs.jsonl"), rec)
             key = "fault " + rec["fault"]["outcome"] if rec.get("fault") else rec["status"]
+            if rec.get("recovery"):
+                key = recovery.count_key(rec)
             counts[key] = counts.get(key, 0) + 1
             print(describe(rec), flush=True)
         for bname, b in benches.items():

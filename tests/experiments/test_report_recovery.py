@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""The recovery part of the report (scripts/report_recovery.py) on a results folder this test
+writes (records of a recovery sweep, every figure a closed-form function of the configuration,
+two repeats), and the driver's helpers behind it (scripts/sweep_recovery.py). No binary needed.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+REPORT = os.path.join(REPO, "scripts", "report.py")
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+sys.path.insert(0, HERE)
+import make_fixture  # noqa: E402
+import report_recovery  # noqa: E402
+import starring_results as sr  # noqa: E402
+import sweep_recovery as rcv  # noqa: E402
+
+FAULT_STEP = 300
+BASE_S = {"ring": 2.0, "ps-1": 3.0}  # a baseline's wall time; the repeat adds 0.5 s
+
+
+def record(variant, fault, every, repeat):
+    """One recovery-sweep record as the driver writes it."""
+    backend, servers = ("ring", "-") if variant == "ring" else ("ps", "1")
+    grid = {"workers": "2", "fault": fault or "-", "checkpoint-every": str(every or "-")}
+    run_id = f"recovery-{variant}-{grid['fault']}-{grid['checkpoint-every']}-r{repeat}"
+    rec, _ = make_fixture.summary("recovery", run_id, variant, 2, backend, servers, grid=grid)
+    rec["config"].update({k: v for k, v in grid.items() if k != "workers" and v != "-"})
+    role = "fault" if fault else ("checkpoints" if every else "baseline")
+    n_ck = 0 if not every and not fault else (1 if not every else 400 // every)
+    ck_s = 0.004 * n_ck
+    total = BASE_S[variant] + 0.5 * (repeat - 1) + ck_s
+    legs = [{"exit_code": 0, "status": "ok", "elapsed_s": total, "start_unix": 1.0e9,
+             "command": "c", "log_file": f"runs/{run_id}/log.txt"}]
+    rv = {"role": role, "legs": legs, "checkpoint_every": every, "startup_s": 0.3,
+          "checkpoints_total": n_ck, "checkpoint_s_total": ck_s}
+    if fault:
+        resumed = (FAULT_STEP - 1) // every * every if every else 0
+        lost = FAULT_STEP - resumed
+        legs[0].update(exit_code=137, status="failed", elapsed_s=1.0 + FAULT_STEP * 0.005)
+        legs.append({"exit_code": 0, "status": "ok", "elapsed_s": total - FAULT_STEP * 0.005
+                     + lost * 0.005, "start_unix": 1.0e9 + 2, "command": "c --resume auto",
+                     "log_file": f"runs/{run_id}/log.resume.txt"})
+        rv.update(fault={"spec": fault, "outcome": "detected"}, fault_step=FAULT_STEP,
+                  detect_s=1.0, resumed_at_step=resumed, steps_lost=lost)
+    rv["total_s"] = round(sum(leg["elapsed_s"] for leg in legs), 3)
+    if role != "baseline":
+        base = BASE_S[variant] + 0.5 * (repeat - 1)
+        rv.update(baseline_run_id="b", baseline_s=base, extra_s=rv["total_s"] - base,
+                  accuracy_delta=0.0, test_loss_delta=0.0, same_result=True)
+    rec.update(recovery=rv, repeat=repeat, repeats=2, elapsed_s=rv["total_s"],
+               checkpoints=n_ck, checkpoint_s={"worker0": ck_s, "others_max": ck_s})
+    return rec
+
+
+def records():
+    out = []
+    for repeat in (1, 2):
+        for variant in ("ring", "ps-1"):
+            for fault in (None, "kill:1:300"):
+                for every in (None, 25, 100):
+                    out.append(record(variant, fault, every, repeat))
+    return out
+
+
+def write(folder, recs):
+    os.makedirs(folder, exist_ok=True)
+    for r in recs:
+        sr.append_jsonl(os.path.join(folder, "runs.jsonl"), r)
+
+
+class RecoveryReport(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="starring_recovery_report_")
+        cls.recs = records()
+        write(os.path.join(cls.tmp, "results"), cls.recs)
+        cls.out = os.path.join(cls.tmp, "report")
+        cls.proc = subprocess.run([sys.executable, REPORT, os.path.join(cls.tmp, "results"),
+                                   "--out", cls.out, "--quiet"], capture_output=True, text=True,
+                                  timeout=300)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_the_fixture_records_are_well_formed(self):
+        for r in self.recs:
+            self.assertEqual(sr.check_record(r, r["run_id"]), [])
+
+    def test_the_plot_is_drawn_with_units_and_a_caption(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        with open(os.path.join(self.out, "recovery.png"), "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        with open(os.path.join(self.out, "report.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn('<figure id="recovery">', page)
+        self.assertIn("time to finish with one fault vs checkpoint interval", page)
+        # ps-1 has 3 ranks on the fixture's 2 cores: the caption says they time-share
+        self.assertIn("Runs with 3 ranks time-share this machine&#x27;s 2 cores", page)
+        self.assertIn("<h2>Recovery</h2>", page)
+
+    def test_summary_has_one_row_per_configuration_with_the_median_repeat(self):
+        with open(os.path.join(self.out, "summary.md"), encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("- `recovery.png`: Recovery", text)
+        table = text.split("## Recovery")[1].split("##")[0]
+        rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
+                if line.startswith("| ") and not line.startswith("| backend")]
+        self.assertEqual(len(rows), 12)  # 2 backends x (baseline, 2 intervals, 3 faulted)
+        by = {(r[0], r[2], r[3]): dict(zip(report_recovery.HEADER, r)) for r in rows}
+        ring_fault = by[("ring", "kill:1:300", "25")]
+        # the lower median of two repeats is the first (0.5 s faster); the range shows both
+        self.assertEqual(ring_fault["steps lost"], "25")
+        total = 1.0 + 2.0 + 0.004 * 16 + 25 * 0.005
+        self.assertEqual(ring_fault["total s"], f"{total:.2f} [{total:.2f}..{total + 0.5:.2f}]")
+        self.assertEqual(ring_fault["baseline s"], "2.00")
+        self.assertEqual(ring_fault["time lost / overhead s"], f"{total - 2.0:+.2f}")
+        self.assertEqual(ring_fault["same as baseline"], "yes")
+        self.assertEqual(by[("ps-1", "kill:1:300", "none")]["steps lost"], "300")
+        self.assertEqual(by[("ring", "-", "100")]["checkpoints"], "4")
+        self.assertEqual(by[("ring", "-", "-")]["baseline s"], "-")
+
+    def test_a_folder_without_a_resumed_run_says_why(self):
+        with tempfile.TemporaryDirectory(prefix="starring_recovery_report_") as tmp:
+            write(os.path.join(tmp, "results"),
+                  [r for r in self.recs if r["recovery"]["role"] != "fault"])
+            proc = subprocess.run([sys.executable, REPORT, os.path.join(tmp, "results"),
+                                   "--out", os.path.join(tmp, "report"), "--quiet"],
+                                  capture_output=True, text=True, timeout=300)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "report", "recovery.png")))
+            with open(os.path.join(tmp, "report", "report.html"), encoding="utf-8") as f:
+                self.assertIn("Recovery: no resumed run after a fault", f.read())
+
+
+class DriverHelpers(unittest.TestCase):
+    def test_the_second_leg_drops_the_fault_and_resumes(self):
+        argv = ["starring", "train", "--fault", "kill:1:30", "--checkpoint-every", "10",
+                "--fault=hang:1:3", "--checkpoint-dir", "d"]
+        self.assertEqual(rcv.second_leg_argv(argv),
+                         ["starring", "train", "--checkpoint-every", "10", "--checkpoint-dir",
+                          "d", "--resume", "auto"])
+
+    def test_roles_and_checkpoint_folders(self):
+        self.assertEqual(rcv.role_of({"backend": "ring"}), "baseline")
+        self.assertEqual(rcv.checkpoint_args({"backend": "ring"}, "r"), [])
+        self.assertEqual(rcv.role_of({"checkpoint-every": "10"}), "checkpoints")
+        self.assertEqual(rcv.role_of({"fault": "kill:1:3", "checkpoint-every": "10"}), "fault")
+        self.assertEqual(rcv.checkpoint_args({"fault": "kill:1:3"}, "r"),
+                         ["--checkpoint-dir", os.path.join("r", "ckpt")])
+        self.assertEqual(rcv.check_runs([{"variant": "v", "flags": {"resume": "auto"}}]),
+                         ["sweep: variant v: 'resume' is set by the sweep driver in a recovery "
+                          "sweep (OUT/runs/<id>/ckpt; the second leg adds --resume auto)"])
+
+    def test_the_baseline_is_the_same_configuration_and_repeat(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            recs = records()
+            write(tmp, recs)
+            fault = [r for r in recs if r["variant"] == "ps-1" and r["repeat"] == 2
+                     and r["recovery"]["role"] == "fault"][0]
+            base = rcv.find_baseline(fault, tmp)
+            self.assertEqual((base["variant"], base["repeat"], base["recovery"]["role"]),
+                             ("ps-1", 2, "baseline"))
+            other = dict(fault, config=dict(fault["config"], lr="0.5"))
+            self.assertIsNone(rcv.find_baseline(other, tmp))
+
+    def test_same_result_is_checked_for_synchronous_training_only(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            recs = records()
+            write(tmp, recs)
+            r = dict(recs[1], status="ok", test_accuracy=recs[0]["test_accuracy"] + 1e-4)
+            r["recovery"] = dict(r["recovery"])
+            metrics = os.path.join(tmp, "m.jsonl")
+            open(metrics, "w").close()
+            rcv.finish(r, {"metrics_file": metrics}, {"out": tmp})
+            self.assertIs(r["recovery"]["same_result"], False)
+            self.assertEqual(rcv.count_key(r), "result differs")
+            r.update(backend="ps", consistency="asp", test_accuracy=recs[0]["test_accuracy"])
+            rcv.finish(r, {"metrics_file": metrics}, {"out": tmp})
+            self.assertIsNone(r["recovery"]["same_result"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
