@@ -193,7 +193,7 @@ class NcclAllreducer : public Allreducer {
       return msg;
     }
     std::vector<GpuSlot> all(comm_->size());
-    all[0] = slot;
+    all[0] = from_message(mine);  // cut to the message's fields as the other ranks' are
     for (int r = 1; r < comm_->size(); ++r) {
       SlotMessage m{};
       comm_->recv(&m, sizeof m, r, kGpuIdTag, timeout_);
