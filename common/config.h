@@ -118,4 +118,10 @@ bool parse_config(const std::string& command, int argc, const char* const* argv,
 // validates everything that can be validated without data; throws ConfigError. Idempotent.
 void finalize_config(Config& cfg);
 
+// `starring train` only (common/config_use.cc): refuses, with one ConfigError line naming the
+// option, an option set away from its default that this run would ignore (--staleness without
+// ssp, a parameter-server option with another backend, --momentum with adamw, --warmup-steps
+// with --lr-scale none, ...) or a --straggler RANK that is not one of the `workers`.
+void check_train_options_apply(const Config& cfg, int workers);
+
 }  // namespace starring
