@@ -119,6 +119,21 @@ void check_data(const DataConfig& d) {
   check(d.synthetic_test > 0, "--synthetic-test", "> 0", d.synthetic_test);
   check(d.synthetic_dim > 0, "--synthetic-dim", "> 0", d.synthetic_dim);
   check(d.synthetic_classes >= 2, "--synthetic-classes", ">= 2", d.synthetic_classes);
+  if (d.dataset != "synthetic") return;
+  // Made as one set of train + test samples (an int count): past 2^31 - 1 the count wrapped
+  // negative ("bad shape n=-2147483393"). Each rank holds the samples about twice (the train and
+  // test copies keep the whole set's capacity); beyond memory the OOM killer ended the run.
+  const double n = double(d.synthetic_train) + d.synthetic_test;
+  if (n > std::numeric_limits<std::int32_t>::max())
+    throw ConfigError(detail::concat("--synthetic-train + --synthetic-test: ",
+                                     static_cast<long long>(n), " samples, more than 2^31 - 1"));
+  const double memory = physical_memory_bytes(), need = 2.0 * n * (d.synthetic_dim + 1) * 4;
+  if (memory > 0 && need > memory)
+    throw ConfigError(detail::concat(
+        "--synthetic-train + --synthetic-test: ", static_cast<long long>(n), " samples of ",
+        d.synthetic_dim, " floats need about ", std::round(need / (1 << 30) * 10) / 10,
+        " GiB per rank: more than this machine's memory (",
+        std::round(memory / (1 << 30) * 10) / 10, " GiB)"));
 }
 
 void check_train(const TrainConfig& t) {

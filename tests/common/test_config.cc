@@ -172,6 +172,10 @@ TEST(Config, BadValuesNameTheOption) {
       {{"--segment-bytes", "12X"}, "--segment-bytes"},
       {{"--segment-bytes", "63"}, "--segment-bytes"},    // the ring's minimum is 64
       {{"--ps-chunk-bytes", "2G"}, "--ps-chunk-bytes"},  // the parameter server's maximum
+      // train + test made as one int count (wrapped negative), and beyond any memory
+      {{"--dataset", "synthetic", "--synthetic-train", "2147483647"}, "--synthetic-train"},
+      {{"--dataset", "synthetic", "--synthetic-train", "2000000000", "--synthetic-dim", "100000"},
+       "--synthetic-train"},
       {{"--straggler", "1"}, "--straggler"},
       {{"--fault", "explode:1:2"}, "--fault"},
       {{"--hidden", "64", "--preset", "wide"}, "--preset"},
