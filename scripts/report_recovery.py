@@ -52,7 +52,7 @@ def _same(rv):
 
 
 HEADER = ["backend", "W", "fault", "checkpoint every", "checkpoints", "in them s (worker 0)",
-          "others waited s", "steps lost", "restart s", "total s", "baseline s",
+          "others waited s", "steps lost", "start to 1st step s", "total s", "baseline s",
           "time lost / overhead s", "test acc", "same as baseline"]
 
 
@@ -89,10 +89,11 @@ def summary_lines(runs):
              "Each backend's run without fault or checkpoints (the baseline), runs writing a "
              "checkpoint every N steps, and runs in which worker 1 was killed (SIGKILL) and the "
              "same command without the fault was run again with `--resume auto`. 'total' is the "
-             "wall time of every leg, launch to exit, the restart included; 'restart' the last "
-             "leg's job start to its first step; 'steps lost' the fault step minus the "
-             "step it resumed from; 'time lost / overhead' total minus baseline (noisy on a "
-             "shared machine: the seconds inside checkpoints are measured directly); "
+             "wall time of every leg, launch to exit, the restart included; 'start to 1st "
+             "step' the last leg's, job start to its first step; 'steps lost' the fault step "
+             "minus the step it resumed from; 'time lost / overhead' total minus the "
+             "baseline's (the medians of the repeats; noisy on a shared machine, where the "
+             "seconds inside checkpoints are the direct measure); "
              "checkpoints and the seconds in them are worker 0's over every leg, 'others "
              "waited' the slowest other worker's in the last leg. 'same as baseline': the final "
              "test accuracy and loss equal the baseline's within 1e-6 (synchronous training).",
@@ -107,7 +108,16 @@ def _xticks(g):
     return ticks, {t: i for i, t in enumerate(ticks)}
 
 
+def _steps_lost(g, interval):
+    """The steps lost at this interval when every backend lost the same number, else None."""
+    lost = {median_run(g[k])[0]["recovery"].get("steps_lost") for k in g
+            if k[2] == "fault" and k[3] == interval}
+    return lost.pop() if len(lost) == 1 else None
+
+
 def _fault_panel(ax, g, backends, pos):
+    """Total time of the faulted runs per interval, a line per backend; steps lost on the points
+    where the backends differ in them (else on the tick labels)."""
     top = 0.0
     for b in backends:
         c = color_of(b)
@@ -126,8 +136,9 @@ def _fault_panel(ax, g, backends, pos):
             ys.append(r["recovery"]["total_s"])
             lo.append(ys[-1] - totals[0])
             hi.append(totals[-1] - ys[-1])
-            ax.annotate(f"{r['recovery'].get('steps_lost', '?')} lost", (x, ys[-1]),
-                        textcoords="offset points", xytext=(4, 4), fontsize=7, color=c)
+            if _steps_lost(g, k[3]) is None:
+                ax.annotate(f"{r['recovery'].get('steps_lost', '?')} lost", (x, ys[-1]),
+                            textcoords="offset points", xytext=(4, 4), fontsize=7, color=c)
             top = max(top, totals[-1])
         ax.errorbar(xs, ys, yerr=[lo, hi], color=c, marker="o", capsize=3,
                     label=f"{b}: killed, resumed")
@@ -173,7 +184,9 @@ def recovery(runs, out_dir):
                                   gridspec_kw={"width_ratios": [3, 2]})
     _fault_panel(ax, g, backends, pos)
     ax.set_xticks(range(len(ticks)))
-    ax.set_xticklabels([str(t) if t != NONE else "none\n(from step 0)" for t in ticks])
+    ax.set_xticklabels([(str(t) if t != NONE else "none") + (
+        f"\n{_steps_lost(g, t)} steps lost" if _steps_lost(g, t) is not None else "")
+        for t in ticks])
     ax.legend(fontsize=7)
     workers = sorted({k[1] for k in g})
     label_axes(ax, "checkpoint interval (optimizer steps)",
@@ -192,12 +205,12 @@ def recovery(runs, out_dir):
                   "with --resume auto, resuming from the newest checkpoint ('none': no periodic "
                   "checkpoint, so from step 0); the point is the wall time of both legs, launch "
                   "to exit, including mpirun noticing the death (about 1 s), the restart (start-"
-                  "up, reading the checkpoint) and the steps done again (labelled: fault step "
-                  "minus the resumed step). Dashed: the same backend's run without fault or "
-                  "checkpoints. Right: without a fault, the seconds worker 0 spent in "
-                  "checkpoints over the whole run (gathering the state, from the servers under "
-                  "PS, and writing it; the other workers wait about as long), labelled with the "
-                  "number written and their share of the baseline's job time; the job's time "
-                  "minus the baseline's is in the summary table (on a shared machine mostly "
-                  "noise at this size). Error bars: the range over repeats (the point is the "
-                  "median)." + oversub_note(rr))
+                  "up, reading the checkpoint) and the steps done again (fault step minus the "
+                  "resumed step: under the interval, or on the point). Dashed: the same "
+                  "backend's run without fault or checkpoints. Right: without a fault, the "
+                  "seconds worker 0 spent in checkpoints over the whole run (gathering the "
+                  "state, from the servers under PS, and writing it; the other workers wait "
+                  "about as long), labelled with the number written and their share of the "
+                  "baseline's job time; the job's time minus the baseline's is in the summary "
+                  "table (on a shared machine mostly noise at this size). Error bars: the range "
+                  "over repeats (the point is the median)." + oversub_note(rr))
