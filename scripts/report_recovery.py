@@ -96,8 +96,8 @@ def summary_lines(runs):
              "seconds inside checkpoints are the direct measure); "
              "checkpoints and the seconds in them are worker 0's over every leg, 'others "
              "waited' the slowest other worker's in the last leg. 'same as baseline': the final "
-             "test accuracy and loss equal the baseline's within 1e-6 (synchronous training).",
-             "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+             "test accuracy and loss equal the baseline's within 1e-6 (synchronous training)."
+             + oversub_note(recovery_runs(runs)), "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
     return lines + [""]
 

@@ -112,6 +112,7 @@ class RecoveryReport(unittest.TestCase):
         table = text.split("## Recovery")[1].split("##")[0]
         rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
                 if line.startswith("| ") and not line.startswith("| backend")]
+        self.assertIn("Runs with 3 ranks time-share this machine's 2 cores", table)
         self.assertEqual(len(rows), 12)  # 2 backends x (baseline, 2 intervals, 3 faulted)
         by = {(r[0], r[2], r[3]): dict(zip(report_recovery.HEADER, r)) for r in rows}
         ring_fault = by[("ring", "kill:1:300", "25")]
