@@ -18,6 +18,7 @@ sys.path.insert(0, HERE)
 import make_fixture  # noqa: E402
 import report_recovery  # noqa: E402
 import starring_results as sr  # noqa: E402
+import sweep as driver  # noqa: E402
 import sweep_recovery as rcv  # noqa: E402
 
 FAULT_STEP = 300
@@ -141,6 +142,28 @@ class RecoveryReport(unittest.TestCase):
 
 
 class DriverHelpers(unittest.TestCase):
+    def test_the_shipped_sweep_runs_each_baseline_first(self):
+        for quick, intervals, step in ((False, ["50", "200", "800"], 1500),
+                                       (True, ["25", "100"], 300)):
+            sweep, train, grid, variants, _ = driver.load_sweep(
+                os.path.join(REPO, "experiments", "sweeps", "recovery.ini"), quick)
+            self.assertTrue(rcv.enabled(sweep))
+            self.assertEqual(sweep["repeats"], "1" if quick else "3")
+            runs = driver.expand_runs(train, grid, variants)
+            self.assertEqual(sorted({r["variant"] for r in runs}),
+                             ["ps-1", "ps-colocated", "ring"])
+            for v in ("ring", "ps-1", "ps-colocated"):
+                mine = [r["flags"] for r in runs if r["variant"] == v]
+                self.assertEqual(rcv.role_of(mine[0]), "baseline")
+                self.assertEqual([f.get("checkpoint-every") for f in mine
+                                  if rcv.role_of(f) == "checkpoints"], intervals)
+                faulted = [f for f in mine if rcv.role_of(f) == "fault"]
+                self.assertEqual([f.get("checkpoint-every") for f in faulted],
+                                 [None] + intervals)
+                self.assertTrue(all(f["fault"] == f"kill:1:{step}" for f in faulted))
+                # the fault step is reached: 1872 steps in the full sweep (4 epochs)
+                self.assertTrue(all(int(f.get("max-steps", 1872)) > step for f in faulted))
+
     def test_the_second_leg_drops_the_fault_and_resumes(self):
         argv = ["starring", "train", "--fault", "kill:1:30", "--checkpoint-every", "10",
                 "--fault=hang:1:3", "--checkpoint-dir", "d"]
