@@ -145,7 +145,7 @@ struct Groups {
         "SIGUSR1 does (fault tests)");
   }
   void add_sync(SyncConfig& y, Staged& s) {
-    sync.add_options()("backend", val(&y.backend), "local | ring | mpi | nccl | ps")(
+    sync.add_options()("backend", val(&y.backend), "local | ring | ring-p2p | mpi | nccl | ps")(
         "bucket-mb", val(&y.bucket_mb), "gradient bucket size in MiB")(
         "overlap", text(&s.overlap, y.overlap ? "on" : "off"),
         "on | off: sync buckets while backward runs")("compress", val(&y.compress),

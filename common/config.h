@@ -55,7 +55,7 @@ struct OutputConfig {
 };
 
 struct SyncConfig {
-  std::string backend = "local";  // registry name: local | ring | mpi | nccl | ps
+  std::string backend = "local";  // registry name: local | ring | ring-p2p | mpi | nccl | ps
   double timeout_s = 60.0;        // every wait
   double bucket_mb = 25.0;        // gradient bucket size (ring/mpi/nccl, and PS push granularity)
   bool overlap = true;            // start a bucket's sync while backward continues
