@@ -506,7 +506,8 @@ def main(argv=None):
         for r in runs:
             np_, _, _ = roles_of(r["flags"], r["workers"])
             print(f"  {r['variant']:>14} W={r['workers']} np={np_}: "
-                  f"{shlex.join(flag_args(r['flags']))}")
+                  f"{shlex.join(flag_args(r['flags']))}"
+                  + (recovery.dry_run_note(r["flags"]) if ctx["recovery"] else ""))
         for bname, b in benches.items():
             print(f"  bench {bname}: np {b.get('np', '')}: {b.get('args', '')}")
         return 0

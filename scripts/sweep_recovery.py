@@ -66,6 +66,14 @@ def checkpoint_args(flags, rdir):
     return ["--checkpoint-dir", os.path.join(rdir, "ckpt")]
 
 
+def dry_run_note(flags):
+    """What --dry-run adds to a run's line in a recovery sweep."""
+    if role_of(flags) == "baseline":
+        return "  [baseline]"
+    note = "  [+ --checkpoint-dir OUT/runs/<id>/ckpt"
+    return note + ("; then without --fault, plus --resume auto]" if flags.get("fault") else "]")
+
+
 def second_leg_argv(argv):
     """The first leg's command without --fault, plus --resume auto."""
     out, skip = [], False

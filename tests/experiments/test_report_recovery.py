@@ -164,6 +164,16 @@ class DriverHelpers(unittest.TestCase):
                 # the fault step is reached: 1872 steps in the full sweep (4 epochs)
                 self.assertTrue(all(int(f.get("max-steps", 1872)) > step for f in faulted))
 
+    def test_dry_run_says_which_runs_get_a_checkpoint_folder_and_a_second_leg(self):
+        proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "sweep.py"),
+                               "recovery", "--quick", "--dry-run"], capture_output=True,
+                              text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        lines = [line for line in proc.stdout.splitlines() if " W=2 " in line]
+        self.assertEqual(len(lines), 18)
+        self.assertEqual(sum(line.endswith("[baseline]") for line in lines), 3)
+        self.assertEqual(sum(line.endswith("plus --resume auto]") for line in lines), 9)
+
     def test_the_second_leg_drops_the_fault_and_resumes(self):
         argv = ["starring", "train", "--fault", "kill:1:30", "--checkpoint-every", "10",
                 "--fault=hang:1:3", "--checkpoint-dir", "d"]
