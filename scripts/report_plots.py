@@ -74,10 +74,31 @@ def model_label(r):
     return f"{name} MLP ({params / 1e6:.2f}M params)" if params else str(name)
 
 
+# One color per backend in every figure, whatever order the plots meet them in: a cycle handed
+# out on first use gave the bench's "ps" (busbw) gray beside ps-1's orange everywhere else.
+# Labels are the sweeps' variants and backend_label's names for runs without one.
+BACKEND_COLOR = {"ring": "#1f77b4", "mpi": "#e377c2", "nccl": "#bcbd22", "local": "#7f7f7f",
+                 "ps-1": "#ff7f0e", "ps S=1": "#ff7f0e", "ps-1-server": "#ff7f0e",
+                 "ps-half": "#9467bd", "ps-colocated": "#2ca02c", "ps colocated": "#2ca02c",
+                 "ps-bsp": "#d62728", "ps-ssp": "#8c564b", "ps-asp": "#17becf",
+                 "mpi-nothread": "#8e0152"}
+
+
 def color_of(label, _cache={}):  # noqa: B006 - a stable color per backend label
-    if label not in _cache:
-        _cache[label] = plt.get_cmap("tab10")(len(_cache) % 10)
+    if label in BACKEND_COLOR:
+        return BACKEND_COLOR[label]
+    if label not in _cache:  # others (add_run's labels, new variants): Dark2, in the order met
+        spare = plt.get_cmap("Dark2").colors
+        _cache[label] = spare[len(_cache) % len(spare)]
     return _cache[label]
+
+
+def bench_color(b):
+    """A bench row's color: its backend's, the bench's "ps" as ps-1 (S=1) or ps-half."""
+    name = b["backend"].partition("@")[0]
+    if name == "ps":
+        return color_of("ps-1" if b.get("servers") in (None, 1) else "ps-half")
+    return color_of(name)
 
 
 def oversub_note(runs):
@@ -378,7 +399,7 @@ def busbw(bench, out_dir):
     if not rows:
         return Skipped("Bus bandwidth vs message size", "no `starring bench` rows (bench.jsonl)")
     kinds = sorted({b["bench"] for b in rows})
-    fig, axes = plt.subplots(1, len(kinds), figsize=(6.4 * len(kinds), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6.4 * len(kinds), 5.6), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
         series = defaultdict(list)
         memcpy = []
@@ -390,13 +411,17 @@ def busbw(bench, out_dir):
             if b.get("memcpy_GBps"):
                 memcpy.append((bool(b.get("oversubscribed")), b["memcpy_GBps"]))
         styles = {}
+        any_over = False
         for key, pts in sorted(series.items(), key=lambda kv: (kv[1][0].get("workers", 0), kv[0])):
             pts.sort(key=lambda b: b["size"])
             workers = pts[0].get("workers", pts[0]["np"])
             style = styles.setdefault(workers, ["-", "--", ":", "-."][len(styles) % 4])
-            color = color_of(pts[0]["backend"].partition("@")[0])
+            color = bench_color(pts[0])
+            over = bool(pts[0].get("oversubscribed"))
+            any_over |= over
             ax.plot([b["size"] for b in pts], [b["busbw_GBps"] for b in pts], style,
-                    marker="s" if "(of np" in key else "o", markersize=3, color=color, label=key)
+                    marker="s" if "(of np" in key else "o", markersize=4 if over else 3,
+                    color=color, markerfacecolor="white" if over else color, label=key)
             _spread_bars(ax, [b["size"] for b in pts], pts, [b["busbw_GBps"] for b in pts],
                          "repeat_busbw_GBps", color)
         if memcpy:
@@ -405,16 +430,26 @@ def busbw(bench, out_dir):
             memcpy = [v for o, v in memcpy if not o] or [v for _, v in memcpy]
             mean = sum(memcpy) / len(memcpy)
             top = max(b["busbw_GBps"] for pts in series.values() for b in pts)
-            if mean <= 2.5 * top:
+            if mean <= 10 * top:  # the axis is log: a decade above the data still reads
                 ax.axhline(mean, color="k", linestyle=":", label=f"memcpy {mean:.1f} GB/s")
             else:  # a line far above the data would flatten it: name it instead
                 ax.plot([], [], " ", label=f"memcpy {mean:.1f} GB/s (off the scale)")
-        ax.set_ylim(bottom=0)
+        _hollow_legend(ax, any_over)
+        # Log: the rates span decades (0.3 GB/s time-shared beside 12 GB/s on 2 ranks), and on
+        # a linear axis every time-shared job lay flat along zero.
+        if all(b["busbw_GBps"] > 0 for pts in series.values() for b in pts):
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1, 2, 5)))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
+        else:
+            ax.set_ylim(bottom=0)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_size_label))
-        label_axes(ax, "message size (bytes, log scale)", "bus bandwidth (GB/s)",
+        label_axes(ax, "message size (bytes, log scale)", "bus bandwidth (GB/s, log scale)"
+                   if ax.get_yscale() == "log" else "bus bandwidth (GB/s)",
                    f"{kind} (starring bench)")
-        ax.legend(fontsize=8)
+        # below the axes: inside, it covered the curves of whichever corner it took
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     name = _save(fig, out_dir, "busbw.png")
     return Figure(name, "Bus bandwidth vs message size",
                   "From `starring bench`: for all-reduce, busbw = algbw x 2(n-1)/n with algbw = "
@@ -427,7 +462,9 @@ def busbw(bench, out_dir):
                   "ran on W of the job's N ranks, beside a parameter-server run with the other "
                   "ranks as servers." + repeat_note(rows, "repeat_busbw_GBps") + oversub_note(
                       [dict(np=b["np"], cores=b.get("cores", 0),
-                            oversubscribed=b.get("oversubscribed", False)) for b in rows]))
+                            oversubscribed=b.get("oversubscribed", False)) for b in rows])
+                  + (" Hollow markers are those jobs." if any(b.get("oversubscribed")
+                                                             for b in rows) else ""))
 
 
 def _bench_label(b):
