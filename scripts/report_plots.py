@@ -190,13 +190,49 @@ def _series(runs):
 
 # ---- the plots --------------------------------------------------------------------------------
 
+def _baseline(rs):
+    """The yardstick of linear scaling for one model: the fastest run at the smallest worker
+    count, as (per-worker samples/s, that run). Each backend's own smallest run was no common
+    yardstick: co-located PS at 1 worker once ran at half ring's rate (same compute, a server
+    thread beside it), which drew its 2-worker point at 181% of linear."""
+    w0 = min(r["workers"] for r in rs)
+    best = max((r for r in rs if r["workers"] == w0), key=lambda r: r["samples_per_s"])
+    return best["samples_per_s"] / w0, best
+
+
+def _baseline_text(base, best):
+    return (f"{sr.backend_label(best)} at W={best['workers']}, {base:,.0f} samples/s per worker")
+
+
+def _scaling_facets(runs):
+    return {m: rs for m, rs in _facets(scaling_runs(runs)).items()
+            if len({r["workers"] for r in rs}) > 1}
+
+
+def _scaling_verdict(facets):
+    """A caption sentence with what the plot shows: per model and worker count above the
+    baseline's, each backend's percent of linear, best first; * = ranks time-shared cores."""
+    parts = []
+    for model, rs in facets.items():
+        base, best = _baseline(rs)
+        for w in sorted({r["workers"] for r in rs if r["workers"] > best["workers"]}):
+            at = sorted((r for r in rs if r["workers"] == w), key=lambda r: -r["samples_per_s"])
+            parts.append(f"{model.split(' (')[0]} W={w}: " + ", ".join(
+                f"{sr.backend_label(r)} {100 * r['samples_per_s'] / (w * base):.0f}%"
+                + ("*" if r.get("oversubscribed") else "") for r in at))
+    if not parts:
+        return ""
+    over = any(r.get("oversubscribed") for rs in facets.values() for r in rs)
+    return (" Here, percent of linear (fastest first): " + "; ".join(parts) + "."
+            + (" * = more ranks than cores (time-shared)." if over else ""))
+
+
 def throughput(runs, out_dir):
-    runs = [r for r in scaling_runs(runs)]
-    facets = {m: rs for m, rs in _facets(runs).items() if len({r["workers"] for r in rs}) > 1}
+    facets = _scaling_facets(runs)
     if not facets:
         return Skipped("Throughput vs workers", "no backend was run at more than one worker count")
     fig, axes = plt.subplots(1, len(facets), figsize=(6.2 * len(facets), 4.6), squeeze=False)
-    used = []
+    used, bases = [], []
     for ax, (model, rs) in zip(axes[0], facets.items()):
         workers = sorted({r["workers"] for r in rs})
         over = False
@@ -207,35 +243,40 @@ def throughput(runs, out_dir):
             over |= _hollow_oversubscribed(ax, ws, [pts[w] for w in ws], ys, color_of(label))
             _spread_bars(ax, ws, [pts[w] for w in ws], ys, "repeat_samples_per_s",
                          color_of(label))
-            ideal = [ys[0] * w / ws[0] for w in ws]
-            ax.plot(ws, ideal, ":", color=color_of(label), linewidth=1)
             used += pts.values()
-        ax.plot([], [], "k:", linewidth=1, label="ideal linear (dotted)")
+        base, best = _baseline(rs)
+        bases.append((model, base, best))
+        ax.plot(workers, [base * w for w in workers], "k:", linewidth=1.2,
+                label=f"ideal linear from {sr.backend_label(best)} W={best['workers']}")
         _hollow_legend(ax, over)
         _log2_workers(ax, workers)
-        label_axes(ax, "workers", "throughput (samples/s, all workers)", model)
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+        label_axes(ax, "workers", "throughput (samples/s, all workers)",
+                   f"throughput vs workers: {model}")
         ax.legend(fontsize=8)
     name = _save(fig, out_dir, "throughput.png")
     return Figure(name, "Throughput vs workers",
                   "Training throughput of all workers together (samples per second, wall clock) "
-                  "for each backend as the number of workers grows, with each backend's ideal "
-                  "linear scaling from its smallest run drawn dotted in the same color. Every "
-                  "worker processes the same per-worker batch (weak scaling)." + repeat_note(used)
-                  + oversub_note(used) + _hollow_note(used))
+                  "for each backend as the number of workers grows. Every worker processes the "
+                  "same per-worker batch (weak scaling). The dotted line is ideal linear scaling "
+                  "of the fastest run at the smallest worker count, the same for every backend ("
+                  + "; ".join(f"{m.split(' (')[0]}: {_baseline_text(b, r)}" for m, b, r in bases)
+                  + ")." + repeat_note(used) + oversub_note(used) + _hollow_note(used)
+                  + _scaling_verdict(facets))
 
 
 def efficiency(runs, out_dir):
-    runs = scaling_runs(runs)
-    facets = {m: rs for m, rs in _facets(runs).items() if len({r["workers"] for r in rs}) > 1}
+    facets = _scaling_facets(runs)
     if not facets:
         return Skipped("Scaling efficiency", "no backend was run at more than one worker count")
     fig, axes = plt.subplots(1, len(facets), figsize=(6.2 * len(facets), 4.2), squeeze=False)
-    used = []
+    used, bases = [], []
     for ax, (model, rs) in zip(axes[0], facets.items()):
         over = False
+        base, best = _baseline(rs)
+        bases.append((model, base, best))
         for label, pts in _series(rs).items():
             ws = sorted(pts)
-            base = pts[ws[0]]["samples_per_s"] / ws[0]
             eff = [100.0 * pts[w]["samples_per_s"] / (w * base) if base > 0 else 0 for w in ws]
             ax.plot(ws, eff, "o-", color=color_of(label), label=label)
             over |= _hollow_oversubscribed(ax, ws, [pts[w] for w in ws], eff, color_of(label))
@@ -243,17 +284,25 @@ def efficiency(runs, out_dir):
                       if pts[w].get("repeat_samples_per_s") and base > 0 else {} for w in ws]
             _spread_bars(ax, ws, scaled, eff, "spread", color_of(label))
             used += pts.values()
-        ax.axhline(100, color="k", linestyle=":", linewidth=1, label="ideal (100%)")
+        ax.axhline(100, color="k", linestyle=":", linewidth=1.2,
+                   label=f"ideal: W x {sr.backend_label(best)} W={best['workers']} per worker")
         _hollow_legend(ax, over)
         _log2_workers(ax, sorted({r["workers"] for r in rs}))
-        label_axes(ax, "workers", "scaling efficiency (% of linear)", model)
+        label_axes(ax, "workers", "scaling efficiency (% of linear)",
+                   f"scaling efficiency: {model}")
         ax.set_ylim(0, max(110, ax.get_ylim()[1]))  # a top of 100 clipped points at 100%
         ax.legend(fontsize=8)
     name = _save(fig, out_dir, "efficiency.png")
     return Figure(name, "Scaling efficiency",
                   "Throughput at W workers divided by W times the per-worker throughput of the "
-                  "same backend's smallest run, in percent; 100% is perfect linear scaling."
-                  + repeat_note(used) + oversub_note(used) + _hollow_note(used))
+                  "fastest run at the smallest worker count, in percent, the same yardstick for "
+                  "every backend ("
+                  + "; ".join(f"{m.split(' (')[0]}: {_baseline_text(b, r)}" for m, b, r in bases)
+                  + "); 100% is perfect linear scaling. Another backend's point at that smallest "
+                  "count lies below 100% by its overhead there (a dedicated server's round trip) "
+                  "or by run-to-run noise on a shared machine."
+                  + repeat_note(used) + oversub_note(used) + _hollow_note(used)
+                  + _scaling_verdict(facets))
 
 
 def breakdown(runs, out_dir):
