@@ -37,10 +37,16 @@ def median_run(group):
     return pick, totals
 
 
-def baseline_s(g, backend, workers):
-    """The median total time of the backend's runs without fault or checkpoints, or None."""
-    key = [k for k in g if k[:3] == (backend, workers, "baseline")]
-    return median_run(g[key[0]])[0]["recovery"]["total_s"] if key else None
+def baseline_s(g, key):
+    """The median total time of the runs without fault or checkpoints of the group's backend
+    and workers; for a variant without baseline runs of its own (one that kills the PS server,
+    say), of the baseline runs its runs were compared with. None where there are none."""
+    own = [k for k in g if k[:3] == (key[0], key[1], "baseline")]
+    if own:
+        return median_run(g[own[0]])[0]["recovery"]["total_s"]
+    ids = {r["recovery"].get("baseline_run_id") for r in g[key]}
+    bases = [r for k in g if k[2] == "baseline" for r in g[k] if r["run_id"] in ids]
+    return median_run(bases)[0]["recovery"]["total_s"] if bases else None
 
 
 def _fmt(x, spec=".2f"):
@@ -65,7 +71,7 @@ def rows(runs):
                                         str(k[3]).zfill(12))):
         r, totals = median_run(g[key])
         rv = r["recovery"]
-        base = baseline_s(g, key[0], key[1])
+        base = baseline_s(g, key)
         extra = None if base is None or rv["role"] == "baseline" else rv["total_s"] - base
         total = _fmt(rv["total_s"]) + (f" [{totals[0]:.2f}..{totals[-1]:.2f}]"
                                        if len(totals) > 1 else "")
@@ -153,9 +159,7 @@ def _overhead_panel(ax, g, backends, ticks):
     width = 0.8 / max(len(backends), 1)
     top = 0.0
     for i, b in enumerate(backends):
-        base = None
-        for w in sorted({k[1] for k in g if k[0] == b}):
-            base = baseline_s(g, b, w)
+        base = baseline_s(g, next(k for k in g if k[0] == b))
         for j, t in enumerate(numeric):
             k = [k for k in g if k[0] == b and k[2] == "checkpoints" and k[3] == t]
             if not k:

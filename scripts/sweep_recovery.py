@@ -17,7 +17,7 @@ Under `recovery = yes` in [sweep]:
     over all legs (worker 0's metrics events), and for a faulted run the fault's outcome, the
     steps lost (fault step - the step it resumed from) and `detect_s` (fault to the first leg's
     exit). Every run but the baseline is compared with the baseline run recorded before it (same
-    variant, workers, repeat and flags, but no fault and no checkpoint-every): `extra_s` (time
+    workers, repeat and flags, but no fault and no checkpoint-every): `extra_s` (time
     lost to the fault, or the checkpoints' overhead) and whether the final accuracy and test
     loss equal the baseline's (`same_result`, for synchronous training; null under asp/ssp).
 """
@@ -168,8 +168,10 @@ def synchronous(rec):
 
 
 def baseline_key(rec):
+    """What a run shares with its baseline: the configuration but the fault and checkpoints
+    (not the variant's name: a variant that kills the PS server compares with ps-1's)."""
     flags = {k: v for k, v in rec.get("config", {}).items() if k not in VARIED}
-    return (rec.get("sweep"), rec.get("variant"), rec.get("workers"), rec.get("repeat", 1),
+    return (rec.get("sweep"), rec.get("workers"), rec.get("repeat", 1),
             json.dumps(flags, sort_keys=True))
 
 

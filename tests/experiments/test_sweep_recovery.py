@@ -57,6 +57,12 @@ backend = ring
 [variant ps-1]
 backend = ps
 servers = 1
+
+[variant ps-1-server]
+backend = ps
+servers = 1
+fault = kill:2:25
+checkpoint-every = 10
 """
 
 
@@ -91,12 +97,12 @@ class TwoLegRecords(unittest.TestCase):
     def test_every_run_is_ok_well_formed_and_counted(self):
         self.assertEqual(self.proc.returncode, 0, self.msg)
         self.assertEqual(self.bad, [])
-        self.assertEqual(len(self.runs), 8, self.msg)
+        self.assertEqual(len(self.runs), 9, self.msg)
         for r in self.runs:
             self.assertEqual(r["status"], "ok", r.get("log_tail", "") + self.msg)
             self.assertEqual(sr.check_record(r, r["run_id"]), [])
             self.assertEqual(r["steps"], 40)
-        self.assertIn("4 ok, 4 recovered", self.proc.stdout)
+        self.assertIn("4 ok, 5 recovered", self.proc.stdout)
 
     def test_the_baseline_has_no_checkpoint(self):
         for v in ("ring", "ps-1"):
@@ -160,6 +166,14 @@ class TwoLegRecords(unittest.TestCase):
             steps = [json.loads(line)["step"] for line in open(
                 os.path.join(self.out, r["metrics_file"])) if '"loss"' in line]
             self.assertEqual(steps, list(range(1, 41)))
+
+    def test_a_killed_server_is_resumed_and_compared_with_the_same_configuration(self):
+        r, base = self.of("ps-1-server", "fault", 10), self.of("ps-1", "baseline", None)
+        rv = r["recovery"]
+        self.assertEqual((rv["fault"]["rank"], rv["fault"]["outcome"]), (2, "detected"))
+        self.assertEqual((rv["resumed_at_step"], rv["steps_lost"]), (20, 5))
+        self.assertEqual(rv["baseline_run_id"], base["run_id"])
+        self.assertIs(rv["same_result"], True)
 
     def test_a_sweep_setting_the_checkpoint_folder_is_refused(self):
         with tempfile.TemporaryDirectory(prefix="starring_recovery_test_") as tmp:
