@@ -4,7 +4,8 @@ checkpoints cost when nothing fails. Standard library only.
 
 Under `recovery = yes` in [sweep]:
   - a run with `checkpoint-every` or a `fault` gets `--checkpoint-dir OUT/runs/<id>/ckpt`; a run
-    with neither is its variant's baseline (no checkpoint at all);
+    with neither is the baseline of its configuration (no checkpoint at all), which must run
+    before the others (`-` first in the grid's `fault` and `checkpoint-every` lists);
   - a run whose fault ended the job (the first leg failed after the fault was injected) is
     launched again in the same folder: the same command without `--fault`, plus `--resume auto`
     (the second leg). It resumes from the newest checkpoint, or starts afresh where the first
