@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.patches  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -341,12 +342,17 @@ def breakdown(runs, out_dir):
         ax.set_xticklabels([f"{sr.backend_label(r)}\nW={r['workers']}"
                             + ("*" if r.get("oversubscribed") else "") for r in bars], fontsize=8)
         ax.set_ylabel("time per step (ms, mean over workers)")
-        ax.set_title(model)
+        ax.set_title(f"step-time breakdown: {model}")
         ax.grid(axis="y", alpha=0.3)
+
         tops = [c + w + o for c, w, o in zip(compute, wait, other)]
         tops += [1e3 * t.get("comm_s", 0.0) for t in step]
         ax.set_ylim(0, 1.35 * max(tops + [1e-3]))  # headroom: the legend sits above the bars
-        ax.legend(fontsize=8, loc="upper left", ncol=2)
+        handles, labels = ax.get_legend_handles_labels()
+        if any(r.get("oversubscribed") for r in bars):  # the * under the bars, said on the plot
+            handles.append(matplotlib.patches.Patch(facecolor="none", edgecolor="none"))
+            labels.append("W=N*: more ranks than cores (time-shared)")
+        ax.legend(handles, labels, fontsize=8, loc="upper left", ncol=2)
     name = _save(fig, out_dir, "breakdown.png")
     return Figure(name, "Step-time breakdown",
                   "Mean wall-clock time of one training step per backend and worker count. The "
