@@ -562,7 +562,9 @@ def convergence(runs, metrics, out_dir):
     fig, axes = plt.subplots(2, len(workers), figsize=(4.6 * len(workers), 7.2), squeeze=False)
     for col, w in enumerate(workers):
         for r in sorted((r for r in runs if r["workers"] == w), key=sr.backend_label):
-            label, color = sr.backend_label(r), color_of(sr.backend_label(r))
+            color = color_of(sr.backend_label(r))
+            label = sr.backend_label(r) + (f" ({r['np']} ranks on {r['cores']} cores)"
+                                           if r.get("oversubscribed") else "")
             steps = [m for m in metrics.get(r["run_id"], []) if "loss" in m and "time_s" in m]
             if steps:
                 k = max(1, len(steps) // 40)
@@ -582,6 +584,7 @@ def convergence(runs, metrics, out_dir):
             axes[row][col].grid(alpha=0.3)
             if axes[row][col].lines:
                 axes[row][col].legend(fontsize=8)
+    fig.suptitle(f"{model}: training loss and test accuracy vs wall time")
     name = _save(fig, out_dir, "convergence.png")
     return Figure(name, "Loss and accuracy vs wall time",
                   f"{model}: training loss per step (rank 0's metrics, moving average) and test "
