@@ -103,7 +103,8 @@ def summary_lines(runs):
              "checkpoints and the seconds in them are worker 0's over every leg, 'others "
              "waited' the slowest other worker's in the last leg. 'same as baseline': the final "
              "test accuracy and loss equal the baseline's within 1e-6 (synchronous training)."
-             + oversub_note(recovery_runs(runs)), "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+             + oversub_note(recovery_runs(runs)), "",
+             "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
     return lines + [""]
 
@@ -203,15 +204,20 @@ def recovery(runs, out_dir):
     name = _save(fig, out_dir, "recovery.png")
     rr = recovery_runs(runs)
     faults = sorted({r["recovery"]["fault"]["spec"] for r in rr if r["recovery"].get("fault")})
+    own = {k[0] for k in g if k[2] == "baseline"}
+    borrowed = sorted({b for b in backends if b not in own})
     return Figure(name, "Recovery: time to finish with one fault vs checkpoint interval",
-                  "Left: each point is a job in which a worker was killed (SIGKILL; "
+                  "Left: each point is a job in which a rank was killed (SIGKILL; "
                   f"{', '.join(faults)}) and the same command without the fault was run again "
                   "with --resume auto, resuming from the newest checkpoint ('none': no periodic "
                   "checkpoint, so from step 0); the point is the wall time of both legs, launch "
                   "to exit, including mpirun noticing the death (about 1 s), the restart (start-"
                   "up, reading the checkpoint) and the steps done again (fault step minus the "
                   "resumed step: under the interval, or on the point). Dashed: the same "
-                  "backend's run without fault or checkpoints. Right: without a fault, the "
+                  "backend's run without fault or checkpoints"
+                  + (f" ({', '.join(borrowed)}: compared with the baseline of the same "
+                     "configuration under another name, drawn in its colour)" if borrowed else "")
+                  + ". Right: without a fault, the "
                   "seconds worker 0 spent in checkpoints over the whole run (gathering the "
                   "state, from the servers under PS, and writing it; the other workers wait "
                   "about as long), labelled with the number written and their share of the "
