@@ -147,8 +147,9 @@ def _fault_panel(ax, g, backends, pos):
                 ax.annotate(f"{r['recovery'].get('steps_lost', '?')} lost", (x, ys[-1]),
                             textcoords="offset points", xytext=(4, 4), fontsize=7, color=c)
             top = max(top, totals[-1])
-        ax.errorbar(xs, ys, yerr=[lo, hi], color=c, marker="o", capsize=3,
-                    label=f"{b}: killed, resumed")
+        # a variant with another's baseline (ps-1-server: ps-1's colour) is dotted, squares
+        ax.errorbar(xs, ys, yerr=[lo, hi], color=c, marker="o" if base else "s",
+                    ls="-" if base else ":", capsize=3, label=f"{b}: killed, resumed")
     ax.set_ylim(0, 1.2 * top + 0.1)
     return top
 
@@ -157,6 +158,7 @@ def _overhead_panel(ax, g, backends, ticks):
     """Seconds worker 0 spent in checkpoints, per interval and backend, labelled with the number
     written and their share of the baseline's job time."""
     numeric = [t for t in ticks if t != NONE]
+    backends = [b for b in backends if any(k[0] == b and k[2] == "checkpoints" for k in g)]
     width = 0.8 / max(len(backends), 1)
     top = 0.0
     for i, b in enumerate(backends):
@@ -196,7 +198,7 @@ def recovery(runs, out_dir):
     workers = sorted({k[1] for k in g})
     label_axes(ax, "checkpoint interval (optimizer steps)",
                "time to finish, both legs (s)",
-               f"One worker killed, job resumed ({'/'.join(map(str, workers))} workers)")
+               f"One rank killed, job resumed ({'/'.join(map(str, workers))} workers)")
     _overhead_panel(ax2, g, backends, ticks)
     ax2.legend(fontsize=7)
     label_axes(ax2, "checkpoint interval (optimizer steps)",
