@@ -2,6 +2,7 @@
 and bucket size. Same conventions as report_plots.py (Figure or Skipped, Agg backend)."""
 from collections import defaultdict
 
+import matplotlib.patches
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 
@@ -21,41 +22,51 @@ def straggler(runs, out_dir):
         return Skipped("Straggler", "no run with --straggler")
     base = {_key(r, "straggler"): r for r in runs if not r.get("straggler")}
     pairs = [(base.get(_key(r, "straggler")), r) for r in slow]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.9))
     x = list(range(len(pairs)))
-    width = 0.38
-    def value(r, key):
-        if r is None:
-            return 0.0
-        if key == "rate":
-            return sum(sr.worker_rates(r)) or r["samples_per_s"]
-        return 100.0 * r["test_accuracy"]
+    colors = [color_of(sr.backend_label(p[1])) for p in pairs]
 
-    for ax, key, ylabel in ((axes[0], "rate", "aggregate worker rate (samples/s)"),
-                            (axes[1], "acc", "test accuracy (%, axis not from 0)")):
-        without = [value(p[0], key) for p in pairs]
-        with_ = [value(p[1], key) for p in pairs]
-        ax.bar([i - width / 2 for i in x], without, width, color="#4C72B0", label="no straggler")
-        ax.bar([i + width / 2 for i in x], with_, width, color="#C44E52",
-               label="with straggler")
-        for i, (a, b) in enumerate(zip(without, with_)):
-            if a > 0:
-                ax.annotate(f"{100 * (b - a) / a:+.0f}%" if key == "rate" else f"{b - a:+.1f} pt",
-                            (i + width / 2, b), ha="center", va="bottom", fontsize=8)
+    def rate(r):
+        return (sum(sr.worker_rates(r)) or r["samples_per_s"]) if r else 0.0
+
+    # Left: the share of its own rate each backend keeps. Blue 'without' and red 'with' bars on
+    # one axis left the straggler bars (2-4k under 60-115k samples/s) as slivers, and blue/red
+    # read as ring/ps-bsp, the backends' colors in every other plot.
+    ax = axes[0]
+    kept = [100.0 * rate(b) / rate(a) if a and rate(a) > 0 else 0.0 for a, b in pairs]
+    ax.bar(x, kept, 0.6, color=colors)
+    for i, ((a, b), k) in enumerate(zip(pairs, kept)):
+        if a:
+            ax.annotate(f"{k:.0f}%\n{rate(b):,.0f}\nof {rate(a):,.0f}", (i, k), ha="center",
+                        va="bottom", fontsize=7)
+    ax.set_ylim(0, max([125.0] + [1.25 * k for k in kept]))  # room for the labels
+    ax.set_yticks(range(0, 101, 20))
+    ax.set_ylabel("throughput kept (% of no-straggler run)")
+    # Right: accuracy without (gray) and with (the backend's color) the straggler.
+    ax = axes[1]
+    width = 0.38
+    without = [100.0 * a["test_accuracy"] if a else 0.0 for a, _ in pairs]
+    with_ = [100.0 * b["test_accuracy"] for _, b in pairs]
+    ax.bar([i - width / 2 for i in x], without, width, color="#BBBBBB", label="no straggler")
+    ax.bar([i + width / 2 for i in x], with_, width, color=colors)
+    for i, (a, b) in enumerate(zip(without, with_)):
+        if a > 0:
+            ax.annotate(f"{b - a:+.1f} pt", (i + width / 2, b), ha="center", va="bottom",
+                        fontsize=8)
+    lo = min([v for v in without + with_ if v > 0] or [0])
+    ax.set_ylim(max(0, lo - 10), min(101, max(without + with_) + 4))
+    ax.set_ylabel("test accuracy (%, axis not from 0)")
+    handles, labels = ax.get_legend_handles_labels()  # a swatch of one backend's color misled
+    handles.append(matplotlib.patches.Patch(facecolor="white", edgecolor="#555555"))
+    labels.append("with straggler (the backend's color)")
+    ax.legend(handles, labels, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    for ax in axes:
         ax.set_xticks(x)
         ax.set_xticklabels([f"{sr.backend_label(p[1])}\nW={p[1]['workers']}\n{p[1]['straggler']}"
-                            for p in pairs],
-                           fontsize=8)
-        ax.set_ylabel(ylabel)
+                            for p in pairs], fontsize=8)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8)
-        if key == "acc":
-            lo = min([v for v in without + with_ if v > 0] or [0])
-            ax.set_ylim(max(0, lo - 10), min(101, max(without + with_) + 4))
-        else:
-            ax.set_ylim(0, 1.1 * max(without + with_))
-    axes[0].set_title("throughput kept")
-    axes[1].set_title("accuracy cost")
+    axes[0].set_title("throughput kept with a straggler (labels: samples/s)")
+    axes[1].set_title("accuracy cost of a straggler")
     name = _save(fig, out_dir, "straggler.png")
     what = sorted({r["straggler"] for r in slow})
     return Figure(name, "Straggler: throughput kept and accuracy cost",
@@ -63,18 +74,23 @@ def straggler(runs, out_dir):
                   "milliseconds of extra compute on worker RANK every step; any:MS on one worker "
                   "drawn at random each step). Left: the samples per second the workers sustain "
                   "together (the sum over workers of each one's steps x batch / its own "
-                  "training-loop time) without (blue) and with (red) the straggler, with the "
-                  "change in percent. Synchronous backends (ring, PS BSP) wait for the slow "
+                  "training-loop time) with the straggler as a share of the same backend's rate "
+                  "without it, both rates in the label. Synchronous backends (ring, PS BSP) wait for the slow "
                   "worker every step. Under SSP the others may run at most --staleness steps "
                   "ahead, so a straggler that is slow on every step still bounds them, while "
                   "delays that move between workers (any:MS) are absorbed: each worker is slow "
                   "on 1/W of the steps, so SSP pays about MS/W per step where BSP pays MS; under "
                   "ASP nobody waits, but any:MS still puts about MS/W of extra compute on every "
                   "worker's step, so its rate falls too. Right: test accuracy after the same "
-                  "number of steps per worker, with the change in percentage points: the cost of "
+                  "number of steps per worker without (gray) and with the straggler, with the "
+                  "change in percentage points: the cost of "
                   "training on stale parameters (its axis starts near the lowest accuracy, so "
                   "bar heights exaggerate the differences: read the labels)."
                   + oversub_note([p[1] for p in pairs]))
+
+
+HATCHES = ["", "//", ".."]
+LINESTYLES = ["-", "--", ":"]
 
 
 def _staleness_label(r):
@@ -93,27 +109,35 @@ def staleness(runs, out_dir):
     for ax, kind in zip(axes[0], kinds):
         mine = sorted((r for r in runs if r["consistency"] == kind), key=_staleness_label)
         width = 0.8 / len(mine)
+        # The backend's color for every run, the runs told apart by hatch / line style: a tab10
+        # cycle drew them blue, orange, green, the colors of ring, ps-1 and ps-colocated.
         for i, r in enumerate(mine):
             hist = {int(k): v for k, v in r["staleness_hist"].items()}
             total = sum(hist.values()) or 1
             ks = sorted(hist)
-            color = plt.get_cmap("tab10")(i % 10)
+            color = color_of(sr.backend_label(r))
             if kind == "ssp":
                 ax.bar([k - 0.4 + width * (i + 0.5) for k in ks],
                        [100 * hist[k] / total for k in ks], width, color=color,
-                       label=_staleness_label(r))
+                       alpha=1.0 - 0.25 * (i % 3), hatch=HATCHES[i % len(HATCHES)],
+                       edgecolor="white", label=_staleness_label(r))
             else:  # cumulative: a tail of 1% bins is invisible as bars
                 cum, acc = [], 0.0
                 for k in ks:
                     acc += hist[k]
                     cum.append(100 * acc / total)
-                ax.step(ks, cum, where="post", color=color, label=_staleness_label(r))
+                ax.step(ks, cum, where="post", color=color, linewidth=1.5,
+                        linestyle=LINESTYLES[i % len(LINESTYLES)], label=_staleness_label(r))
         bounds = sorted({r["staleness"] for r in mine if isinstance(r.get("staleness"), int)})
         if kind == "ssp":
+            top = max([int(k) for r in mine for k in r["staleness_hist"]] + bounds)
+            ax.set_xlim(-0.6, top + 1.5)  # the bound's line sat on the axis' right edge
             for b in bounds:
-                ax.axvline(b + 0.5, color="k", linestyle=":", linewidth=1,
+                ax.axvline(b + 0.5, color="k", linestyle=":", linewidth=1.2,
                            label=f"bound --staleness {b}")
-            ax.set_xticks(range(0, max(int(k) for r in mine for k in r["staleness_hist"]) + 1))
+                ax.axvspan(b + 0.5, top + 1.5, color="#DDDDDD", alpha=0.5, zorder=0,
+                           label=f"beyond the bound (staleness > {b})")
+            ax.set_xticks(range(0, top + 2))
             label_axes(ax, "staleness (steps)", "pushes (%)", "SSP: share of pushes")
         else:
             ax.set_ylim(0, 102)
@@ -126,7 +150,8 @@ def staleness(runs, out_dir):
                   "How stale the parameters were that each gradient push was computed from, as "
                   "recorded by the servers: staleness = the server's clock minus the clock of "
                   "the parameters the worker computed on, in steps. SSP (bars: the share of "
-                  "pushes at each staleness): the bound --staleness (dotted) caps it. ASP "
+                  "pushes at each staleness): the bound --staleness (dotted) caps it, and no bar may stand in "
+                  "the gray region beyond it. ASP "
                   "(cumulative share of pushes with at most a given staleness): unbounded, so "
                   "a long tail; the curve reaches 100% at the stalest push.")
 
