@@ -81,7 +81,7 @@ def model_label(r):
 BACKEND_COLOR = {"ring": "#1f77b4", "mpi": "#e377c2", "nccl": "#bcbd22", "local": "#7f7f7f",
                  "ps-1": "#ff7f0e", "ps S=1": "#ff7f0e", "ps-1-server": "#ff7f0e",
                  "ps-half": "#9467bd", "ps-colocated": "#2ca02c", "ps colocated": "#2ca02c",
-                 "ps-bsp": "#d62728", "ps-ssp": "#8c564b", "ps-asp": "#17becf",
+                 "ps-bsp": "#d62728", "ps-ssp": "#8c564b", "ps-asp": "#0e8c99",
                  "mpi-nothread": "#8e0152"}
 
 
