@@ -323,6 +323,10 @@ void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::pars
   if (given("max-bytes")) cfg.bench.max_bytes = parse_bytes("--max-bytes", s.max_bytes);
   if (given("backends")) cfg.bench.backends = split_list("--backends", s.backends);
   if (given("compute")) cfg.bench.compute = split_list("--compute", s.compute);
+  cfg.from_ini.clear();
+  if (ini)
+    for (const auto& o : ini->options)
+      if (source_of(o.string_key, cmd, ini) == 1) cfg.from_ini.insert(o.string_key);
 }
 
 }  // namespace

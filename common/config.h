@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,7 @@ struct BenchConfig {
 struct Config {
   std::string command;      // "train" | "bench" | "env"
   std::string config_file;  // the INI file read, if any
+  std::set<std::string> from_ini;  // options whose value came from it (not the command line)
   DataConfig data;
   ModelConfig model;
   TrainConfig train;
@@ -119,9 +121,11 @@ bool parse_config(const std::string& command, int argc, const char* const* argv,
 void finalize_config(Config& cfg);
 
 // `starring train` only (common/config_use.cc): refuses, with one ConfigError line naming the
-// option, an option set away from its default that this run would ignore (--staleness without
-// ssp, a parameter-server option with another backend, --momentum with adamw, --warmup-steps
-// with --lr-scale none, ...) or a --straggler RANK that is not one of the `workers`.
-void check_train_options_apply(const Config& cfg, int workers);
+// option, an option set away from its default on the command line that this run would ignore
+// (--staleness without ssp, a parameter-server option with another backend, --momentum with
+// adamw, --warmup-steps with --lr-scale none, ...) or a --straggler RANK that is not one of the
+// `workers`. Such an option set in the --config file is not an error (one INI serves several
+// backends, and a command line may switch what it sets up): it is returned as a note to print.
+std::vector<std::string> check_train_options_apply(const Config& cfg, int workers);
 
 }  // namespace starring

@@ -315,7 +315,8 @@ void preflight(Config& cfg, int rank, int size) {
   const int workers =
       s.backend == "ps" ? starring::ps::make_ps_group(s.servers, size).num_workers() : size;
   const auto& t = cfg.train;
-  starring::check_train_options_apply(cfg, workers);
+  for (const auto& note : starring::check_train_options_apply(cfg, workers))
+    if (rank == 0) std::fprintf(stderr, "[starring] note: %s\n", note.c_str());
   if (t.fault.rfind("stop:", 0) == 0) check_stop_fault(cfg, workers);
   if (workers >= 1 && (ds == "synthetic" || idx) &&
       static_cast<long long>(n / workers) < static_cast<long long>(t.batch) * t.accum)

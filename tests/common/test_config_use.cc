@@ -5,6 +5,7 @@
 // --straggler on a dedicated server's rank ended in MPI_Abort with a line per worker.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,36 @@ TEST(ConfigUse, OptionsWhereTheyApplyPass) {
   // One worker: the lr scale does not change the rate, yet a warm-up set with it is accepted
   // (an experiment file serves every worker count: experiments/fmnist_mlp.ini).
   EXPECT_EQ(refusal({"--lr-scale", "linear", "--warmup-steps", "100"}, 1), "");
+}
+
+// The same options set in the --config file are notes, not errors: an INI serves several
+// backends, and a command line switches what it set up (the shipped fmnist_mlp.ini sets
+// warmup-steps 100 for --lr-scale linear; `--lr-scale none` on top of it must still train).
+TEST(ConfigUse, OptionsFromTheConfigFileThatDoNotApplyAreNotes) {
+  const std::string ini = ::testing::TempDir() + "config_use.ini";
+  {
+    std::ofstream f(ini);
+    f << "[train]\nlr-scale = linear\nwarmup-steps = 100\nstaleness = 3\n"
+         "[sync]\nservers = 2\n";
+  }
+  const Config cfg = parse_train({"--config", ini, "--lr-scale", "none", "--backend", "ring"});
+  std::vector<std::string> notes;
+  ASSERT_NO_THROW(notes = check_train_options_apply(cfg, 2));
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_EQ(notes[0].rfind(ini + " sets staleness 3, which this run does not use: ", 0), 0u)
+      << notes[0];
+  EXPECT_NE(notes[1].find("sets servers 2"), std::string::npos) << notes[1];
+  EXPECT_NE(notes[2].find("sets warmup-steps 100"), std::string::npos) << notes[2];
+  // The command line's own still refuses, the INI's value overridden or not.
+  EXPECT_EQ(refusal({"--config", ini, "--backend", "ring", "--staleness", "4"})
+                .rfind("--staleness 4: ", 0),
+            0u);
+  // A --straggler on no worker's rank fails training wherever it was set.
+  {
+    std::ofstream f(ini);
+    f << "straggler = 5:10\n";
+  }
+  EXPECT_EQ(refusal({"--config", ini, "--backend", "ring"}).rfind("--straggler 5:10: ", 0), 0u);
 }
 
 }  // namespace
