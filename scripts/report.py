@@ -115,12 +115,13 @@ def table_rows(runs):
             f"{_mb(by['server_recv'])} / {_mb(th['server'])} ({_dev(by['server_recv'], th['server'])})"
         rows.append([
             sr.backend_label(r), rp.model_label(r).split(" (")[0], str(r["workers"]), str(servers),
-            _rate(r),
+            _rate(r) + ("*" if r.get("oversubscribed") else ""),
             f"{1e3 * st['total_s']:.2f} / {1e3 * st['compute_s']:.2f} / {1e3 * st['comm_s']:.2f}"
             f" / {1e3 * st['wait_s']:.2f}", wbytes, sbytes,
             f"{r['test_accuracy']:.4f}", _extra(r) or "-"])
-        if several:
-            rows[-1][-1] = f"{r.get('sweep', '?')}: {rows[-1][-1]}"
+        if several:  # "main", not "main: -", for a sweep that varies no knob
+            rows[-1][-1] = r.get("sweep", "?") + ("" if rows[-1][-1] == "-" else
+                                                   f": {rows[-1][-1]}")
     return rows
 
 
@@ -138,11 +139,21 @@ def markdown_table(rows):
 def text_table(rows):
     """A plain aligned table for the terminal (the same content as summary.md)."""
     head = ["backend", "model", "W", "S", "samples/s", "step ms tot/cmp/comm/wait",
-            "worker MB/step meas/theory", "server MB/step", "acc", "swept"]
+            "worker MB sent/step meas/theory (dev)", "server MB recv/step", "acc", "swept"]
+    if rows and all(row[-1] == "-" for row in rows):  # one sweep varying nothing: a column of -
+        head, rows = head[:-1], [row[:-1] for row in rows]
     cells = [head] + rows
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
     return "\n".join("  ".join(c[i].ljust(widths[i]) for i in range(len(head))).rstrip()
-                     for c in cells)
+                     for c in cells) + star_note(rows, "\n")
+
+
+def star_note(rows, sep=" "):
+    """What the * after samples/s means, when a row has one (samples/s is column 4)."""
+    if not any(row[4].endswith("*") for row in rows):
+        return ""
+    return (f"{sep}* more ranks (workers + dedicated servers) than this machine's cores: they "
+            "time-share them, so wall-clock figures measure the machine, not the backend.")
 
 
 def not_ok(runs):
@@ -175,7 +186,7 @@ def write_summary(out, runs, bench, figures):
              "worker and W x D/S per server (D = model bytes, halved with fp16/bf16). A "
              "configuration run several times (`scripts/sweep.sh --repeat N`) shows its median "
              "run (by samples/s), with the range of all its runs in brackets."
-             + async_note(runs), "",
+             + async_note(runs) + star_note(rows), "",
              markdown_table(rows) if rows else "(no successful run)", ""]
     bad = not_ok(runs)
     if bad:
@@ -213,7 +224,8 @@ def write_html(out, results, runs, bench, figures, rows, problems):
     if rows:
         body.append("<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER)
                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)
-                                        + "</tr>" for row in rows) + "</table>")
+                                        + "</tr>" for row in rows) + "</table>"
+                    + (f"<p>{e(star_note(rows, ''))}</p>" if star_note(rows) else ""))
     body.append(rm.html_section(shown_runs(runs),
                                 sr.collapse_bench_repeats(bench)))
     fault_rows = rf.rows(runs)
