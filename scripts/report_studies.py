@@ -172,17 +172,24 @@ def crossover(runs, out_dir):
         params = [r["model"]["params"] for r in pts]
         frac = [100 * r["step_time"]["comm_s"]
                 / max(r["step_time"]["comm_s"] + r["step_time"]["compute_s"], 1e-12) for r in pts]
-        name = f"{label} W={w} batch {batch}"
-        axes[0].plot(params, frac, "o" + styles[batch], color=color_of(label), label=name)
+        over = pts[0].get("oversubscribed", False)
+        name = f"{label} W={w} batch {batch}" + (f" ({pts[0]['np']} ranks)" if over else "")
+        face = "white" if over else color_of(label)  # hollow: ranks time-share the cores
+        axes[0].plot(params, frac, "o" + styles[batch], color=color_of(label),
+                     markerfacecolor=face, label=name)
         axes[1].plot(params, [r["samples_per_s"] for r in pts], "o" + styles[batch],
-                     color=color_of(label), label=name)
+                     color=color_of(label), markerfacecolor=face, label=name)
     axes[0].axhline(50, color="k", linestyle=":", linewidth=1, label="crossover (50%)")
+    if any(r.get("oversubscribed") for r in runs):
+        for ax in axes:
+            ax.plot([], [], "o", color="gray", markerfacecolor="white",
+                    label=f"hollow: more ranks than {max(r.get('cores', 0) for r in runs)} cores")
     axes[0].set_ylabel("communication / (communication + compute) (%)")
     axes[0].set_ylim(0, 100)
-    axes[0].set_title("communication share of the step")
+    axes[0].set_title("communication share of the step vs model size")
     axes[1].set_ylabel("throughput (samples/s, log scale)")
     axes[1].set_yscale("log")
-    axes[1].set_title("throughput")
+    axes[1].set_title("throughput vs model size")
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xlabel("model parameters (count, log scale)")
@@ -205,7 +212,26 @@ def crossover(runs, out_dir):
                   "per-message latency weighs most, so communication can dominate the step "
                   "(whether it does depends on the backend: see the left panel). Right: "
                   "throughput (log scale)."
-                  + oversub_note(runs))
+                  + oversub_note(runs) + _crossover_verdict(runs))
+
+
+def _crossover_verdict(runs):
+    """What the plot shows at the narrowest and the widest model: the backend with the highest
+    throughput, and which backends spent over half the step communicating."""
+    out = []
+    sizes = sorted({r["model"]["params"] for r in runs})
+    for params in (sizes[0], sizes[-1]):
+        at = [r for r in runs if r["model"]["params"] == params]
+        best = max(at, key=lambda r: r["samples_per_s"])
+        bound = sorted(sr.backend_label(r) for r in at
+                       if r["step_time"]["comm_s"] > r["step_time"]["compute_s"])
+        out.append(f"at {params / 1e6:.2g}M parameters {sr.backend_label(best)} is fastest "
+                   f"({best['samples_per_s']:,.0f} samples/s) and "
+                   + (", ".join(bound) + (" communicate longer than they compute"
+                                          if len(bound) > 1 else
+                                          " communicates longer than it computes") if bound
+                      else "every backend computes longer than it communicates"))
+    return " Here: " + "; ".join(out) + "."
 
 
 def bucket(runs, out_dir):
