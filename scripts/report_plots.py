@@ -496,8 +496,10 @@ def busbw(bench, out_dir):
         # a linear axis every time-shared job lay flat along zero.
         if all(b["busbw_GBps"] > 0 for pts in series.values() for b in pts):
             ax.set_yscale("log")
-            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1, 2, 5)))
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1, 2, 3, 5)))
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
+            # under a decade matplotlib labels minor ticks too, as "6 x 10^0"
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         else:
             ax.set_ylim(bottom=0)
         ax.set_xscale("log", base=2)
