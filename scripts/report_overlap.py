@@ -6,7 +6,7 @@ from collections import defaultdict
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 
-from report_plots import Figure, Skipped, _save, _size_label, color_of, label_axes, oversub_note
+from report_plots import Figure, Skipped, _save, _size_label, bench_color, label_axes, oversub_note
 
 KINDS = ("sleep", "busy", "serial")
 KIND_TITLE = {"sleep": "sleep (host idle, as under a GPU kernel)",
@@ -44,7 +44,7 @@ def overlap(bench, out_dir):
         for key, pts in sorted(series.items()):
             pts.sort(key=lambda b: b["size"])
             ax.plot([b["size"] for b in pts], [b["overlap_pct"] for b in pts], "o-",
-                    markersize=3, color=color_of(pts[0]["backend"].partition("@")[0]), label=key)
+                    markersize=3, color=bench_color(pts[0]), label=key)
         ax.set_ylim(-3, 103)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_size_label))
