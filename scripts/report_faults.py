@@ -6,7 +6,9 @@ import matplotlib.pyplot as plt
 import starring_results as sr
 from report_plots import Figure, Skipped, _save, label_axes, oversub_note
 
-KIND_COLOR = {"kill": "#C44E52", "hang": "#4C72B0"}
+# Grays, not blue and red: those are ring's and ps-bsp's colors in every other figure, and the
+# x axis already names the backend.
+KIND_COLOR = {"kill": "#404040", "hang": "#A0A0A0"}
 
 
 def fault_runs(runs):
