@@ -226,8 +226,10 @@ def write_html(out, results, runs, bench, figures, rows, problems):
                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)
                                         + "</tr>" for row in rows) + "</table>"
                     + (f"<p>{e(star_note(rows, ''))}</p>" if star_note(rows) else ""))
-    body.append(rm.html_section(shown_runs(runs),
-                                sr.collapse_bench_repeats(bench)))
+    # The cost model's three tables go just above its two figures (whose captions point to
+    # "the table above"): placed after the summary, they stood between the reader and the
+    # measured plots.
+    model_section = rm.html_section(shown_runs(runs), sr.collapse_bench_repeats(bench))
     fault_rows = rf.rows(runs)
     if fault_rows:
         body.append("<h2>Faults</h2><p>Each run had a rank killed (SIGKILL) or silenced at a "
@@ -243,6 +245,9 @@ def write_html(out, results, runs, bench, figures, rows, problems):
                     + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
                               for row in rec_rows) + "</table>")
     for f in figures:
+        if isinstance(f, rp.Figure) and f.file.startswith("cost_model") and model_section:
+            body.append(model_section)
+            model_section = ""
         if isinstance(f, rp.Figure):
             with open(os.path.join(out, f.file), "rb") as img:
                 data = base64.b64encode(img.read()).decode("ascii")
@@ -250,6 +255,8 @@ def write_html(out, results, runs, bench, figures, rows, problems):
                         f'<img src="data:image/png;base64,{data}" alt="{e(f.file)}">'
                         f"<figcaption>{e(f.caption)} <a href=\"{e(f.file)}\">{e(f.file)}</a>"
                         "</figcaption></figure>")
+    if model_section:  # no cost-model figure was drawn
+        body.append(model_section)
     traced = [r for r in runs if r.get("trace_merged")]
     if traced:
         body.append("<h2>Timelines</h2><p>Chrome trace-event files, one process per rank "
