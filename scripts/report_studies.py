@@ -62,9 +62,13 @@ def straggler(runs, out_dir):
     ax.legend(handles, labels, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     for ax in axes:
         ax.set_xticks(x)
-        ax.set_xticklabels([f"{sr.backend_label(p[1])}\nW={p[1]['workers']}\n{p[1]['straggler']}"
-                            for p in pairs], fontsize=8)
+        ax.set_xticklabels([f"{sr.backend_label(p[1])}\nW={p[1]['workers']}"
+                            + ("*" if p[1].get("oversubscribed") else "")
+                            + f"\n{p[1]['straggler']}" for p in pairs], fontsize=8)
         ax.grid(axis="y", alpha=0.3)
+    if any(p[1].get("oversubscribed") for p in pairs):  # the * under the bars, on the plot
+        axes[0].text(0.99, 0.98, "W=N*: more ranks than cores (time-shared)", ha="right",
+                     va="top", fontsize=8, transform=axes[0].transAxes)
     axes[0].set_title("throughput kept with a straggler (labels: samples/s)")
     axes[1].set_title("accuracy cost of a straggler")
     name = _save(fig, out_dir, "straggler.png")
@@ -86,7 +90,9 @@ def straggler(runs, out_dir):
                   "change in percentage points: the cost of "
                   "training on stale parameters (its axis starts near the lowest accuracy, so "
                   "bar heights exaggerate the differences: read the labels)."
-                  + oversub_note([p[1] for p in pairs]))
+                  + oversub_note([p[1] for p in pairs])
+                  + (" Those runs are marked * (a dedicated-PS run has W + S ranks)."
+                     if oversub_note([p[1] for p in pairs]) else ""))
 
 
 HATCHES = ["", "//", ".."]
