@@ -216,6 +216,8 @@ def _scaling_verdict(facets):
     parts = []
     for model, rs in facets.items():
         base, best = _baseline(rs)
+        if base <= 0:  # a run that recorded no samples/s: no yardstick to state
+            continue
         for w in sorted({r["workers"] for r in rs if r["workers"] > best["workers"]}):
             at = sorted((r for r in rs if r["workers"] == w), key=lambda r: -r["samples_per_s"])
             parts.append(f"{model.split(' (')[0]} W={w}: " + ", ".join(
