@@ -280,6 +280,45 @@ class RepeatedRuns(unittest.TestCase):
                 self.assertIn(f'alt="{plot}"', page)
 
 
+class ScalingYardstickAndColors(unittest.TestCase):
+    def test_efficiency_measures_every_backend_against_the_fastest_smallest_run(self):
+        # Each backend's own 1-worker run was its baseline: a co-located PS whose W=1 run was
+        # slow (34k samples/s beside ring's 71k) showed its W=2 point at 181% of linear.
+        with tempfile.TemporaryDirectory(prefix="starring_report_eff_") as tmp:
+            shutil.copytree(FIXTURE, os.path.join(tmp, "results"))
+            path = os.path.join(tmp, "results", "runs.jsonl")
+            with open(path, encoding="utf-8") as f:
+                runs = [json.loads(l) for l in f if l.strip()]
+            for r in runs:
+                if r.get("run_id") == "main-ps-colocated-w1":
+                    r["samples_per_s"] /= 2
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(r) + "\n" for r in runs)
+            p = run_report(os.path.join(tmp, "results"), os.path.join(tmp, "out"))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(os.path.join(tmp, "out", "report.html"), encoding="utf-8") as f:
+                page = html.unescape(f.read())
+        cap = re.search(r'<figure id="efficiency">.*?<figcaption>(.*?)</figcaption>', page, re.S)
+        verdict = cap.group(1).split("Here, percent of linear")[1]
+        self.assertIn("ring at W=1, 2,577 samples/s per worker", cap.group(1))
+        self.assertIn("784-256-128-10 MLP W=2: ring 99%, ps-colocated 99%, ps-1 66%*", verdict)
+        self.assertLessEqual(max(int(v) for v in re.findall(r" (\d+)%", verdict)), 100)
+
+    def test_a_backend_has_one_color_in_every_figure(self):
+        import report_plots as rp  # matplotlib: imported here, as test_cost_model does
+        self.assertEqual(rp.bench_color({"backend": "ps", "servers": 1}), rp.color_of("ps-1"))
+        self.assertEqual(rp.bench_color({"backend": "ps", "servers": 2}),
+                         rp.color_of("ps-half"))
+        self.assertEqual(rp.bench_color({"backend": "ring@2"}), rp.color_of("ring"))
+        # the order plots meet labels in no longer changes them
+        first = {b: rp.color_of(b) for b in ("ring", "ps-1", "ps-colocated", "mpi")}
+        rp.color_of("someone's own label")
+        self.assertEqual(first, {b: rp.color_of(b) for b in first})
+        self.assertEqual(len(set(rp.BACKEND_COLOR[b] for b in
+                                 ("ring", "mpi", "nccl", "ps-1", "ps-half", "ps-colocated",
+                                  "ps-bsp", "ps-ssp", "ps-asp"))), 9)
+
+
 class RecordChecks(unittest.TestCase):
     def setUp(self):
         self.runs, bad = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
