@@ -64,6 +64,7 @@ def predicted_vs_measured(runs, bench, out_dir):
     if isinstance(got, str):
         return Skipped(title, got)
     _, ref, preds, _ = got
+    unpredicted = _unpredicted(runs, preds)
     # Injected stragglers add tens of ms the model has no term for: drawn, they stretched the
     # axes 40-fold and squeezed every modeled run into one corner. They stay in the table.
     slowed = {r.get("run_id") for r in runs if r.get("straggler")}
@@ -125,7 +126,26 @@ def predicted_vs_measured(runs, bench, out_dir):
                   "bench's (the table's comm column: predicted / measured)." + stat
                   + (f" {left_off} runs with an injected straggler (--straggler) are left off "
                      "the plot: the model has no term for the delay; the table lists them."
-                     if left_off else ""))
+                     if left_off else "") + unpredicted)
+
+
+def _unpredicted(runs, preds):
+    """The caption sentence for runs the model could not predict (no 1-worker compute time at
+    their model and batch, or no bench rows for their backend): they were missing from the plot
+    and the table without a word."""
+    done = {p["run_id"] for p in preds}
+    left = [r for r in runs if r.get("status", "ok") == "ok" and r.get("step_time")
+            and r.get("model") and r.get("run_id") not in done]
+    if not left:
+        return ""
+    by_sweep = {}
+    for r in left:
+        by_sweep[r.get("sweep") or "?"] = by_sweep.get(r.get("sweep") or "?", 0) + 1
+    return (f" Not predicted, so on neither the plot nor the table: {len(left)} run"
+            f"{'s' if len(left) != 1 else ''} ("
+            + ", ".join(f"{n} of the {s} sweep" for s, n in sorted(by_sweep.items()))
+            + "), with no 1-worker run (or bench-model row) of their model and batch to give "
+            "T_compute, or no bench rows of their backend.")
 
 
 def _coincide(a, b, tol=0.02):
