@@ -2,12 +2,14 @@
 `faults` sweep), how long each backend's job took from the fault to its end, and whether its
 error named the rank at fault. Same conventions as report_plots.py (Figure or Skipped, Agg)."""
 import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 
 import starring_results as sr
 from report_plots import Figure, Skipped, _save, label_axes, oversub_note
 
 # Grays, not blue and red: those are ring's and ps-bsp's colors in every other figure, and the
 # x axis already names the backend.
+FLOOR_S = 0.1  # the y axis starts here (log); a job that ended sooner is drawn at it
 KIND_COLOR = {"kill": "#404040", "hang": "#A0A0A0"}
 
 
@@ -81,7 +83,7 @@ def faults(runs, out_dir):
             f = r["fault"]
             x = g - 0.4 + width * (k + 0.5)
             hung = f["outcome"] == "hung"
-            y = f["detect_s"] or 0.0
+            y = max(f["detect_s"] or 0.0, FLOOR_S)  # log axis: no bar reaches 0
             top = max(top, y)
             ax.bar(x, y, width, color=KIND_COLOR.get(kind, "#888"), hatch="//" if hung else None,
                    edgecolor="black" if hung else None,
@@ -98,10 +100,13 @@ def faults(runs, out_dir):
         top = max(top, timeout)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([f"{b}\nW={w}" for b, w in groups], fontsize=8)
-    ax.set_ylim(0, 1.25 * top + 0.5)
+    # Log: a job that hung to the sweep's bound (minutes) beside kills noticed in a second.
+    ax.set_yscale("log")
+    ax.set_ylim(FLOOR_S, 3 * top + 1)
+    ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.legend(title="fault", fontsize=8)
     label_axes(ax, "backend, workers (which rank and step: the faults table)",
-               "seconds from the fault to the job's end", "Time to notice a dead or silent rank")
+               "seconds from the fault to the job's end (log)", "Time to notice a dead or silent rank")
     name = _save(fig, out_dir, "faults.png")
     targets = sorted({_target(r) for r in fr})
     return Figure(name, "Faults: time from a dead or silent rank to the job's end",
@@ -111,5 +116,6 @@ def faults(runs, out_dir):
                   "the rank's own clock, to the job's exit. The label says whether the error "
                   "named the rank at fault and the exit code; hatched bars hung until the "
                   f"sweep's time bound. Faults hit {' and '.join(targets)} ranks (see the table). "
+                  "The time axis is logarithmic; a job that ended within 0.1 s is drawn at 0.1 s. "
                   "The dashed line is the wait bound every rank was given (--timeout): a silent "
                   "rank cannot be told from a slow one sooner." + oversub_note(fr))
