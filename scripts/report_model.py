@@ -234,6 +234,19 @@ def extrapolation(runs, bench, out_dir):
                   "--bandwidth-gbps B.")
 
 
+def _constants_caveat(ref):
+    """What the extrapolation's per-backend constants are, and which of them came from bench runs
+    that time-shared the cores (their 1/beta and alpha carry the sharing, not a network)."""
+    shared = sorted(f"{k} (W={f.workers}, {f.ranks} ranks)" for k, f in ref.items()
+                    if f.oversubscribed)
+    text = (" (each backend with its own constants, the [used] calibration rows: this node's "
+            "shared memory and MPI, not a network")
+    if shared:
+        text += ("; " + ", ".join(shared) + " come from runs with more ranks than cores, so "
+                 "the 'fastest' column compares time-sharing as much as algorithms")
+    return text + "; at equal links see the bottom row of cost_model_scaling.png)"
+
+
 def _tables(runs, bench):
     try:
         return _tables_or_raise(runs, bench)
@@ -254,8 +267,8 @@ def _tables_or_raise(runs, bench):
         ref_m = cm.model_reference(bench, widths)
         ext = cm.extrapolate(widths, tc[0], lambda k: cm.network_consts(ref_m, k), WORKERS)
         if ext:
-            out.append((f"Extrapolated step time, {name} MLP, calibrated constants, no overlap",
-                        cli.extrapolation_table(name, ext, 64)))
+            out.append((f"Extrapolated step time, {name} MLP, calibrated constants, no overlap"
+                        + _constants_caveat(ref_m), cli.extrapolation_table(name, ext, 64)))
     return out
 
 
