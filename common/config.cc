@@ -35,7 +35,7 @@ namespace {
 // Options read as text first, converted and checked after parsing.
 struct Staged {
   std::string hidden, overlap, segment_bytes, ps_chunk_bytes, ps_shm, min_bytes, max_bytes,
-      backends, compute;
+      backends, compute, seed;
 };
 
 template <typename T>
@@ -74,7 +74,7 @@ struct Groups {
     add_data(c.data);
     add_model(c.model, s);
     add_train(c.train);
-    runtime.add_options()("seed", val(&c.train.seed),
+    runtime.add_options()("seed", text(&s.seed, std::to_string(c.train.seed)),
                           "base seed; per-worker randomness uses seed + rank")(
         "device", val(&c.train.device), "cpu | cuda | auto (no usable GPU: falls back to cpu)")(
         "threads", val(&c.train.threads), "OpenBLAS threads per rank")(
@@ -288,6 +288,17 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
   }
 }
 
+// An unsigned 64-bit seed. Read as text: Boost converts '-1' to 2^64 - 1 without a word.
+std::uint64_t parse_seed(const std::string& text) {
+  const std::string t = trim(text);
+  std::uint64_t v = 0;
+  const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || r.ec != std::errc() || r.ptr != t.data() + t.size())
+    throw ConfigError(
+        detail::concat("--seed: '", text, "' is not an integer from 0 to 18446744073709551615"));
+  return v;
+}
+
 // Where an option's value came from: 2 command line, 1 INI file, 0 default.
 int source_of(const std::string& name, const po::parsed_options& cmd,
               const po::parsed_options* ini) {
@@ -312,6 +323,7 @@ void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::pars
   } else if (preset_src > 0 && cfg.model.preset != "custom") {
     cfg.model.hidden = preset_hidden(cfg.model.preset);  // a higher source chose a preset
   }
+  if (given("seed")) cfg.train.seed = parse_seed(s.seed);
   if (given("overlap")) cfg.sync.overlap = parse_on_off("--overlap", s.overlap);
   if (given("segment-bytes"))
     cfg.sync.segment_bytes = parse_bytes("--segment-bytes", s.segment_bytes);

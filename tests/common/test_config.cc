@@ -66,6 +66,12 @@ TEST(Config, DefaultsAreValid) {
   EXPECT_TRUE(cfg.sync.overlap);
 }
 
+TEST(Config, SeedTakesTheWholeUnsignedRange) {
+  EXPECT_EQ(parse_train({}).train.seed, 42u);
+  EXPECT_EQ(parse_train({"--seed", "0"}).train.seed, 0u);
+  EXPECT_EQ(parse_train({"--seed", "18446744073709551615"}).train.seed, 18446744073709551615u);
+}
+
 TEST(Config, CommandLineValues) {
   Config cfg = parse_train({"--batch", "32", "--lr=0.1", "--hidden", "64,32,16", "--overlap", "off",
                             "--eval-each-epoch=false", "--backend", "ring", "--servers",
@@ -172,6 +178,9 @@ TEST(Config, BadValuesNameTheOption) {
       {{"--segment-bytes", "12X"}, "--segment-bytes"},
       {{"--segment-bytes", "63"}, "--segment-bytes"},    // the ring's minimum is 64
       {{"--ps-chunk-bytes", "2G"}, "--ps-chunk-bytes"},  // the parameter server's maximum
+      {{"--seed", "-1"}, "--seed"},                      // Boost read it as 2^64 - 1
+      {{"--seed", "18446744073709551616"}, "--seed"},
+      {{"--seed", "4x"}, "--seed"},
       // train + test made as one int count (wrapped negative), and beyond any memory
       {{"--dataset", "synthetic", "--synthetic-train", "2147483647"}, "--synthetic-train"},
       {{"--dataset", "synthetic", "--synthetic-train", "2000000000", "--synthetic-dim", "100000"},
