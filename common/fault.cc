@@ -29,7 +29,8 @@ void announce_fault(const std::string& who, const std::string& kind, std::int64_
 namespace {
 
 // Set up before any signal can arrive. The handler writes the signal number to g_pipe (what a
-// handler may do); the watcher thread runs the hook, prints the line and re-raises.
+// handler may do); the watcher thread prints the line, runs the hook, waits at the barrier in
+// force for the other ranks' hooks and re-raises.
 constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
 constexpr const char* kNames[3] = {"SIGINT", "SIGTERM", "SIGHUP"};
 int g_pipe[2] = {-1, -1};
@@ -44,6 +45,7 @@ int g_rank = 0;
 std::mutex g_hook_mu;
 std::function<void()> g_hook;
 std::string g_note;
+std::function<void()> g_barrier;
 
 [[noreturn]] void die_by(int sig) {
   std::signal(sig, SIG_DFL);
@@ -85,6 +87,12 @@ void watch() {
       g_hook();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "starring: rank %d: %s\n", g_rank, e.what());
+    }
+  }
+  if (g_barrier) {
+    try {
+      g_barrier();
+    } catch (const std::exception&) {  // a rank that never came (gone, stuck): end anyway
     }
   }
   die_by(sig);
@@ -134,6 +142,16 @@ InterruptHook::~InterruptHook() {
   std::lock_guard<std::mutex> lk(g_hook_mu);
   g_hook = nullptr;
   g_note.clear();
+}
+
+InterruptBarrier::InterruptBarrier(std::function<void()> wait) {
+  std::lock_guard<std::mutex> lk(g_hook_mu);
+  g_barrier = std::move(wait);
+}
+
+InterruptBarrier::~InterruptBarrier() {
+  std::lock_guard<std::mutex> lk(g_hook_mu);
+  g_barrier = nullptr;
 }
 
 }  // namespace starring

@@ -15,8 +15,8 @@ void announce_fault(const std::string& who, const std::string& kind, std::int64_
 
 // SIGINT, SIGTERM and SIGHUP (Ctrl-C, mpirun passing one on, a batch system's time limit) print
 // one line on stderr where `announce` is true (rank 0: mpirun signals every rank at once), run
-// the InterruptHook in force (if any), then end the process by the same signal as before, so
-// the exit status still says which signal it was:
+// the InterruptHook in force (if any), wait at the InterruptBarrier in force (if any), then end
+// the process by the same signal as before, so the exit status still says which signal it was:
 //   starring: rank 0: stopped by SIGINT; checkpoints written so far are whole, metrics stay in
 //   their .partial file[; NOTE]
 // The handler only writes the signal number to a pipe; a helper thread started here does the
@@ -25,8 +25,9 @@ void announce_interrupts(bool announce, int rank);
 
 // While it lives, an interrupt adds `note` to the line and then runs `fn` (on the helper thread;
 // it must not wait for the training thread, and has about a second under mpirun, which kills
-// ranks that outstay that): the trainer writes the --trace events recorded so far, which a
-// stopped run otherwise lost. One hook at a time (a newer one replaces it).
+// ranks that outstay that, or less where another rank ends first: see InterruptBarrier): the
+// trainer writes the --trace events recorded so far, which a stopped run otherwise lost. One
+// hook at a time (a newer one replaces it).
 // SIGUSR1, a batch system's preemption notice (Slurm: `#SBATCH --signal=B:USR1@120` signals the
 // batch script, which passes it on to mpirun, see README; mpirun passes it on to every rank), asks
 // a training run to stop at a step the workers agree on, write a checkpoint there and exit with
@@ -41,6 +42,20 @@ class InterruptHook {
   ~InterruptHook();
   InterruptHook(const InterruptHook&) = delete;
   InterruptHook& operator=(const InterruptHook&) = delete;
+};
+
+// While it lives, an interrupted rank, after its hook, runs `wait` before it ends (on the helper
+// thread; it must return within a time limit of its own): `starring` waits there until the other
+// ranks of its host have run their hooks or have ended (experiments/interrupt_wait.h), because
+// Open MPI 4.1's mpirun SIGKILLs a host's remaining ranks as soon as one of them has ended, so
+// the rank that wrote its trace first cut the others short. An exception from `wait` is
+// ignored: the rank ends as before. One at a time (a newer one replaces it).
+class InterruptBarrier {
+ public:
+  explicit InterruptBarrier(std::function<void()> wait);
+  ~InterruptBarrier();
+  InterruptBarrier(const InterruptBarrier&) = delete;
+  InterruptBarrier& operator=(const InterruptBarrier&) = delete;
 };
 
 }  // namespace starring

@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <new>
 #include <string>
 #include <thread>
@@ -44,6 +45,7 @@
 #include "common/fault.h"
 #include "common/mpi_comm.h"
 #include "experiments/commands.h"
+#include "experiments/interrupt_wait.h"
 #include "ps/ps_group.h"
 #include "trainer/checkpoint.h"
 
@@ -56,8 +58,9 @@ using starring::detail::concat;
 using Command = int (*)(Config&, std::shared_ptr<Comm>);
 using Clock = std::chrono::steady_clock;
 
-constexpr std::chrono::seconds kGrace{3};      // failing ranks wait this long for the others
-constexpr std::chrono::seconds kFinalize{10};  // MPI_Finalize after a failure: exit if stuck
+constexpr std::chrono::seconds kGrace{3};          // failing ranks wait this long for the others
+constexpr std::chrono::seconds kFinalize{10};      // MPI_Finalize after a failure: exit if stuck
+constexpr std::chrono::seconds kInterruptWait{2};  // Ctrl-C: for the host's other ranks' hooks
 
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table{
@@ -431,8 +434,14 @@ int run_command(Command command, Config& cfg, int provided, std::string& what) {
 int run(Command command, Config& cfg, int provided, int rank, int size) {
   MPI_Comm agree = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &agree);
+  // Ctrl-C while the command runs: no rank ends before the other ranks of its host have run
+  // their interrupt hooks (written their --trace), or mpirun SIGKILLs the slower ones at once.
+  std::unique_ptr<starring::HostInterruptWait> host_wait;
+  if (size > 1 && provided >= MPI_THREAD_MULTIPLE)
+    host_wait = std::make_unique<starring::HostInterruptWait>(MPI_COMM_WORLD, kInterruptWait);
   std::string what;
   const int code = run_command(command, cfg, provided, what);
+  host_wait.reset();
   const bool failed = !what.empty();
   // Any failure, the failed ranks' highest code, every rank's highest code. A failure's code wins
   // over a stopped train's kStoppedExit ("resume me") on the ranks that did not fail.
