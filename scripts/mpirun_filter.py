@@ -10,8 +10,11 @@ ones are replaced by at most one line per job, e.g.
     mpirun: job stopped: rank 0 called MPI_Abort (error code 1)
     mpirun: job stopped: rank 1 exited with code 2
 
-(the program has already said why on its own line). Frames this filter does not know are
-passed on unchanged, so nothing mpirun says is lost except the known boilerplate. Run
+(the program has already said why on its own line). That line is written when mpirun closes
+its stderr, after everything the ranks printed: mpirun may print its banner before it relays
+the line a rank wrote just before MPI_Abort (seen under load: the banner first in 2 of 4 runs
+of test_cli_errors' hung-peer case). Frames this filter does not know are passed on
+unchanged, so nothing mpirun says is lost except the known boilerplate. Run
 `STARRING_MPI_VERBOSE=1 scripts/mpirun.sh ...` to see mpirun's messages unfiltered.
 """
 import os
@@ -77,7 +80,7 @@ class Filter:
         self.pending = b""  # an incomplete line that may turn out to be mpirun's
         self.midline = False  # the current line was passed on in part already
         self.frame = None  # lines of an open frame, dashes included
-        self.said = False  # the one condensed line of this job was written
+        self.said = b""  # the one condensed line of this job, written at the end
         self.stopped = []  # STOPPED lines held until the end
 
     def write(self, data):
@@ -109,8 +112,7 @@ class Filter:
         if short is None:
             self.write(b"".join(frame))
         elif short and not self.said:
-            self.said = True
-            self.write(b"mpirun: job stopped: " + short + b"\n")
+            self.said = b"mpirun: job stopped: " + short + b"\n"
 
     def feed(self, data):
         data = self.pending + data
@@ -142,8 +144,7 @@ class Filter:
             self.line(self.pending)
         if self.frame is not None:
             self.write(b"".join(self.frame))
-        if not self.said:
-            self.write(b"".join(self.stopped))
+        self.write(self.said or b"".join(self.stopped))
 
 
 def main():

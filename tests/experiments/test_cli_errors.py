@@ -467,6 +467,13 @@ class Filter(unittest.TestCase):
         self.assertEqual(out, rank + "mpirun: job stopped: rank 1 called MPI_Abort (error code 1)"
                          "\n")
 
+    def test_the_condensed_line_comes_after_the_ranks_lines(self):
+        # mpirun may print its MPI_Abort banner before it relays the line the aborting rank
+        # wrote just before (under load, in test_hung_ring_peer_ends_soon): the rank's line first
+        rank = "starring: error: rank 0: timeout after 2.0 s in shared-memory ring\n"
+        self.assertEqual(filtered(ABORT + rank), rank + "mpirun: job stopped: rank 1 called "
+                         "MPI_Abort (error code 1)\n")
+
     def test_exit_and_signal_banners(self):
         self.assertEqual(filtered("x\n" + NONZERO), "x\nmpirun: job stopped: rank 3 exited with "
                          "code 2\n")
