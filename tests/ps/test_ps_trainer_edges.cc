@@ -24,6 +24,7 @@
 #include "../trainer/train_fixture.h"
 #include "ps/protocol.h"
 #include "ps_test_util.h"
+#include "tests/scratch_dir.h"
 
 namespace starring {
 namespace {
@@ -77,8 +78,7 @@ TEST(PsTrainerBytes, CheckpointsLeaveTheStepBytesAlone) {
   for (const char* servers : {"colocated", "1"}) {
     const Config plain = ps_config(servers);
     Config ckpt = plain;
-    ckpt.ckpt.dir = ::testing::TempDir() + "/starring_ps_edges_ckpt";
-    std::filesystem::remove_all(ckpt.ckpt.dir);
+    ckpt.ckpt.dir = testing::scratch_dir(std::string("ps_edges_ckpt_") + servers);
     ckpt.ckpt.every = 3;
     ckpt.ckpt.keep = 1;
     const auto a = testing::train_inproc(plain, world_of(plain, kWorkers));

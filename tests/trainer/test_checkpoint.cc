@@ -11,6 +11,7 @@
 
 #include "common/config.h"
 #include "common/error.h"
+#include "tests/scratch_dir.h"
 #include "trainer/checkpoint.h"
 
 namespace starring {
@@ -34,12 +35,7 @@ CheckpointData sample(std::int64_t step, std::size_t n = 1000, bool adamw = true
   return c;
 }
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("starring_ckpt_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
+std::string fresh_dir(const std::string& name) { return testing::scratch_dir("ckpt_" + name); }
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

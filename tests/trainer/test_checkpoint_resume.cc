@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/scratch_dir.h"
 #include "train_fixture.h"
 #include "trainer/checkpoint.h"
 
@@ -63,12 +64,7 @@ TrainResult train(const Config& cfg, int workers) {
   return outs[0].result;
 }
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("starring_resume_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
+std::string fresh_dir(const std::string& name) { return testing::scratch_dir("resume_" + name); }
 
 std::string ckpt(const std::string& dir, std::int64_t step) {
   return dir + "/" + checkpoint_file_name(step);

@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/inproc_comm.h"
+#include "tests/scratch_dir.h"
 #include "train_fixture.h"
 #include "trainer/checkpoint.h"
 #include "trainer/stop_vote.h"
@@ -132,12 +133,7 @@ int world_of(const Case& c) {
   return c.workers + std::stoi(c.servers);
 }
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("starring_stop_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
+std::string fresh_dir(const std::string& name) { return testing::scratch_dir("stop_" + name); }
 
 class StopOnRequest : public ::testing::TestWithParam<Case> {};
 
