@@ -226,12 +226,20 @@ def _crossover_verdict(runs):
     throughput, and which backends spent over half the step communicating."""
     out = []
     sizes = sorted({r["model"]["params"] for r in runs})
+    several_w = len({r["workers"] for r in runs}) > 1
+    several_b = len({r.get("batch", 0) for r in runs}) > 1
+
+    def name(r):  # a plotted series: the worker count and batch where the runs vary them
+        return (sr.backend_label(r) + (f" W={r['workers']}" if several_w else "")
+                + (f" batch {r.get('batch', 0)}" if several_b else ""))
+
     for params in (sizes[0], sizes[-1]):
         at = [r for r in runs if r["model"]["params"] == params]
         best = max(at, key=lambda r: r["samples_per_s"])
-        bound = sorted(sr.backend_label(r) for r in at
-                       if r["step_time"]["comm_s"] > r["step_time"]["compute_s"])
-        out.append(f"at {params / 1e6:.2g}M parameters {sr.backend_label(best)} is fastest "
+        slow = sorted((r for r in at if r["step_time"]["comm_s"] > r["step_time"]["compute_s"]),
+                      key=lambda r: (sr.backend_label(r), r["workers"], r.get("batch", 0)))
+        bound = list(dict.fromkeys(name(r) for r in slow))  # each series once
+        out.append(f"at {params / 1e6:.2g}M parameters {name(best)} is fastest "
                    f"({best['samples_per_s']:,.0f} samples/s) and "
                    + (", ".join(bound) + (" communicate longer than they compute"
                                           if len(bound) > 1 else

@@ -319,6 +319,30 @@ class ScalingYardstickAndColors(unittest.TestCase):
                                   "ps-bsp", "ps-ssp", "ps-asp"))), 9)
 
 
+class CrossoverVerdict(unittest.TestCase):
+    def test_each_backend_named_once_with_the_batch_when_batches_differ(self):
+        # experiments/sweeps/crossover.ini runs batch 16 and 128 at every width: the caption
+        # listed a backend once per batch ('mpi, mpi, ring, ring communicate longer') and named
+        # the fastest run without its batch (a batch-128 run beside batch-16 ones).
+        import report_studies as rs  # matplotlib, as the report needs
+
+        def run(variant, batch, params, rate, comm, compute):
+            return {"variant": variant, "workers": 4, "batch": batch, "model": {"params": params},
+                    "samples_per_s": rate, "step_time": {"comm_s": comm, "compute_s": compute}}
+
+        runs = [run(v, b, p, rate * (8 if b == 128 else 1), comm, 1.0)
+                for v, rate in (("ring", 1000.0), ("mpi", 900.0))
+                for b in (16, 128) for p, comm in ((26506, 2.0), (5824522, 0.5))]
+        text = rs._crossover_verdict(runs)
+        self.assertIn("at 0.027M parameters ring batch 128 is fastest (8,000 samples/s) and "
+                      "mpi batch 16, mpi batch 128, ring batch 16, ring batch 128 communicate "
+                      "longer than they compute", text)
+        self.assertIn("every backend computes longer than it communicates", text)
+        # One batch: the names alone, each once.
+        one = rs._crossover_verdict([r for r in runs if r["batch"] == 16] * 2)
+        self.assertIn("ring is fastest (1,000 samples/s) and mpi, ring communicate", one)
+
+
 class RecordChecks(unittest.TestCase):
     def setUp(self):
         self.runs, bad = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
