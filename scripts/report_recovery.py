@@ -91,12 +91,15 @@ def summary_lines(runs):
     table = rows(runs)
     if not table:
         return []
+    faults = sorted({r["recovery"]["fault"]["spec"] for r in recovery_runs(runs)
+                     if r["recovery"].get("fault")})
     lines = ["## Recovery", "",
              "Each backend's run without fault or checkpoints (the baseline), runs writing a "
-             "checkpoint every N steps, and runs in which worker 1 was killed (SIGKILL) and the "
-             "same command without the fault was run again with `--resume auto`. 'total' is the "
-             "wall time of every leg, launch to exit, the restart included; 'start to 1st "
-             "step' the last leg's, job start to its first step; 'steps lost' the fault step "
+             "checkpoint every N steps, and runs in which one rank was killed (SIGKILL; "
+             f"kill:RANK:STEP here: {', '.join(faults) or '-'}) and the same command "
+             "without the fault was run again with `--resume auto`. 'total' is the wall time "
+             "of every leg, launch to exit, the restart included; 'start to 1st step' the last "
+             "leg's, job start to its first step; 'steps lost' the fault step "
              "minus the step it resumed from; 'time lost / overhead' total minus the "
              "baseline's (the medians of the repeats; noisy on a shared machine, where the "
              "seconds inside checkpoints are the direct measure); "

@@ -128,6 +128,16 @@ class RecoveryReport(unittest.TestCase):
         self.assertEqual(by[("ring", "-", "100")]["checkpoints"], "4")
         self.assertEqual(by[("ring", "-", "-")]["baseline s"], "-")
 
+    def test_the_summary_names_the_ranks_killed(self):
+        # A variant that kills the PS server (recovery.ini's ps-1-server, rank 2) is in the
+        # table: the text said 'runs in which worker 1 was killed' of every faulted run.
+        server = record("ps-1", "kill:2:300", 100, 1)
+        server["variant"] = "ps-1-server"
+        text = "\n".join(report_recovery.summary_lines(self.recs + [server]))
+        self.assertNotIn("worker 1 was killed", text)
+        self.assertIn("one rank was killed (SIGKILL; kill:RANK:STEP here: kill:1:300, "
+                      "kill:2:300)", text)
+
     def test_a_folder_without_a_resumed_run_says_why(self):
         with tempfile.TemporaryDirectory(prefix="starring_recovery_report_") as tmp:
             write(os.path.join(tmp, "results"),
