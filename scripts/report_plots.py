@@ -218,8 +218,9 @@ def _scaling_verdict(facets):
         base, best = _baseline(rs)
         if base <= 0:  # a run that recorded no samples/s: no yardstick to state
             continue
-        for w in sorted({r["workers"] for r in rs if r["workers"] > best["workers"]}):
-            at = sorted((r for r in rs if r["workers"] == w), key=lambda r: -r["samples_per_s"])
+        drawn = _series(rs).values()  # the plotted points: one run per backend and count
+        for w in sorted({w for pts in drawn for w in pts if w > best["workers"]}):
+            at = sorted((pts[w] for pts in drawn if w in pts), key=lambda r: -r["samples_per_s"])
             parts.append(f"{model.split(' (')[0]} W={w}: " + ", ".join(
                 f"{sr.backend_label(r)} {100 * r['samples_per_s'] / (w * base):.0f}%"
                 + ("*" if r.get("oversubscribed") else "") for r in at))

@@ -304,6 +304,22 @@ class ScalingYardstickAndColors(unittest.TestCase):
         self.assertIn("784-256-128-10 MLP W=2: ring 99%, ps-colocated 99%, ps-1 66%*", verdict)
         self.assertLessEqual(max(int(v) for v in re.findall(r" (\d+)%", verdict)), 100)
 
+    def test_the_verdict_names_the_points_the_plot_draws(self):
+        # Two sweeps in one folder (main and scaling both run ring at W=1, 2 on the default
+        # MLP): the plot draws each backend's last run per worker count, the caption listed
+        # every run ('W=2: ring 90%, ring 75%').
+        import report_plots as rp
+
+        def run(w, rate, sweep):
+            return {"variant": "ring", "workers": w, "samples_per_s": rate, "sweep": sweep,
+                    "model": {"params": 1000, "widths": [1]}, "config": {"preset": "default"},
+                    "grid_point": {}}
+
+        runs = [run(1, 100, "main"), run(2, 180, "main"), run(1, 100, "scaling"),
+                run(2, 150, "scaling")]
+        self.assertEqual(rp._scaling_verdict(rp._scaling_facets(runs)),
+                         " Here, percent of linear (fastest first): default MLP W=2: ring 75%.")
+
     def test_a_backend_has_one_color_in_every_figure(self):
         import report_plots as rp  # matplotlib: imported here, as test_cost_model does
         self.assertEqual(rp.bench_color({"backend": "ps", "servers": 1}), rp.color_of("ps-1"))
