@@ -96,8 +96,8 @@ struct BenchConfig {
 };
 
 struct Config {
-  std::string command;      // "train" | "bench" | "env"
-  std::string config_file;  // the INI file read, if any
+  std::string command;             // "train" | "bench" | "env"
+  std::string config_file;         // the INI file read, if any
   std::set<std::string> from_ini;  // options whose value came from it (not the command line)
   DataConfig data;
   ModelConfig model;

@@ -26,9 +26,6 @@ struct GpuSlot {
   std::string uuid;  // "GPU-1a2b..."
   std::string note;  // without a GPU: what it computes on, or why there is none
   bool has_gpu() const { return ordinal >= 0; }
-  bool same_gpu(const GpuSlot& o) const {
-    return has_gpu() && o.has_gpu() && host == o.host && pci == o.pci && uuid == o.uuid;
-  }
 };
 
 // Empty when every rank (slots[r] is rank r's) has a GPU and no two share one; otherwise one

@@ -38,7 +38,7 @@ if [ "$compile" = 1 ]; then
   cmake --build "$build" -j2 --target starring "${tests[@]}"
 fi
 march=$(sed -n 's/^STARRING_MARCH:STRING=//p' "$build/CMakeCache.txt")
-if [ "$march" = native ]; then
+if [ -z "$march" ] || [ "$march" = native ]; then  # empty: configured before STARRING_MARCH
   echo "device_bundle: $build is built with -march=native (this CPU's instructions): reconfigure" \
     "with -DSTARRING_MARCH=x86-64-v3, or drop --no-compile" >&2
   exit 1
