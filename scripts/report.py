@@ -32,6 +32,7 @@ import report_faults as rf  # noqa: E402
 import report_recovery as rrec  # noqa: E402
 import report_overlap as ro  # noqa: E402
 import report_studies as rs  # noqa: E402
+import report_traffic as rt  # noqa: E402
 import starring_results as sr  # noqa: E402
 
 
@@ -296,8 +297,8 @@ def make_figures(runs, bench, metrics, out):
     makers = [("throughput", lambda: rp.throughput(ok, out)),
               ("efficiency", lambda: rp.efficiency(ok, out)),
               ("breakdown", lambda: rp.breakdown(ok, out)),
-              ("bytes per rank", lambda: rp.bytes_per_rank(ok, out)),
-              ("busbw", lambda: rp.busbw(bench, out)),
+              ("bytes per rank", lambda: rt.bytes_per_rank(ok, out)),
+              ("busbw", lambda: rt.busbw(bench, out)),
               ("overlap", lambda: ro.overlap(bench, out)),
               ("convergence", lambda: rp.convergence(ok, metrics, out)),
               ("straggler", lambda: rs.straggler(ok, out)),

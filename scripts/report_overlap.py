@@ -6,7 +6,8 @@ from collections import defaultdict
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 
-from report_plots import Figure, Skipped, _save, _size_label, bench_color, label_axes, oversub_note
+from report_plots import Figure, Skipped, _save, bench_color, label_axes, oversub_note
+from report_traffic import _size_label
 
 KINDS = ("sleep", "busy", "serial")
 KIND_TITLE = {"sleep": "sleep (host idle, as under a GPU kernel)",

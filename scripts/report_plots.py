@@ -1,8 +1,9 @@
 """The plots of StarRing's report (scripts/report.py). Each plot function takes the loaded
 results and returns a Figure (file name, title, caption) after saving the PNG, or a Skipped
 (title, reason) when the results hold no data for it. matplotlib's Agg backend, no display.
+Here: the shared helpers (colors, caption notes, grouping) and the scaling, breakdown and
+convergence figures; bytes per rank and bus bandwidth are in report_traffic.py.
 """
-import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass
@@ -16,7 +17,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import starring_results as sr  # noqa: E402
 
-MB = 1e6
 DPI = 110
 COLORS = {"compute_s": "#4C72B0", "comm_s": "#DD8452", "wait_s": "#C44E52"}
 
@@ -366,184 +366,6 @@ def breakdown(runs, out_dir):
                   "taller than the wait segment, that much communication overlapped computation."
                   + oversub_note(runs) + (" Those runs are marked * (a dedicated-PS run has "
                                           "W + S ranks)." if oversub_note(runs) else ""))
-
-
-def bytes_per_rank(runs, out_dir):
-    runs = [r for r in runs if r.get("bytes_per_step") and r.get("model", {}).get("bytes")]
-    if not runs:
-        return Skipped("Bytes per rank per step", "no run recorded bytes per step")
-    servers = [r for r in runs if sr.is_dedicated_ps(r)]
-    ncols = 2 if servers else 1
-    fig, axes = plt.subplots(1, ncols, figsize=(6.2 * ncols, 4.6), squeeze=False)
-    ax = axes[0][0]
-    wmax = max(r["workers"] for r in runs)
-    ws = [w / 10 for w in range(10, 10 * wmax + 1)]
-    ax.plot(ws, [2 * (w - 1) / w for w in ws], "k-", linewidth=1,
-            label="theory ring / co-located: 2(N-1)/N")
-    if servers:
-        ax.plot(ws, [1.0] * len(ws), "k--", linewidth=1, label="theory dedicated PS worker: 1")
-    series = _series(runs)
-    for i, (label, pts) in enumerate(series.items()):
-        shift = 2 ** (0.04 * (i - (len(series) - 1) / 2))  # side by side, not on top
-        for r in pts.values():
-            d = sr.wire_bytes(r)
-            ax.plot(r["workers"] * shift, r["bytes_per_step"]["worker_sent"] / d, "o",
-                    color=color_of(label), label=label)
-            ax.plot(r["workers"] * shift, r["bytes_per_step"]["worker_recv"] / d, "x",
-                    color=color_of(label))
-    _dedupe_legend(ax)
-    _log2_workers(ax, sorted({r["workers"] for r in runs}))
-    label_axes(ax, "workers N", "bytes per worker per step / D",
-               "worker ranks (o sent, x received)")
-    if servers:
-        ax = axes[0][1]
-        for s in sorted({r["num_servers"] for r in servers}):
-            ax.plot(ws, [w / s for w in ws], "k-", linewidth=1, alpha=0.3 + 0.7 / s,
-                    label=f"theory server, S={s}: W/S")
-        labels = list(dict.fromkeys(sr.backend_label(r) for r in servers))
-        for r in servers:
-            d = sr.wire_bytes(r)
-            label = sr.backend_label(r)
-            # side by side like the left panel: ps-bsp/ssp/asp sat exactly under ps-1
-            x = r["workers"] * 2 ** (0.04 * (labels.index(label) - (len(labels) - 1) / 2))
-            ax.plot(x, r["bytes_per_step"]["server_recv"] / d, "o",
-                    color=color_of(label), label=f"{label} (S={r['num_servers']})")
-            ax.plot(x, r["bytes_per_step"]["server_sent"] / d, "x",
-                    color=color_of(label))
-        _dedupe_legend(ax)
-        _log2_workers(ax, sorted({r["workers"] for r in servers}))
-        label_axes(ax, "workers W", "bytes per server per step / D",
-                   "dedicated server ranks (o received, x sent)")
-    name = _save(fig, out_dir, "bytes_per_rank.png")
-    ds = sorted({sr.wire_bytes(r) for r in runs})
-    worst = []
-    for r in runs:
-        th = sr.theory_bytes(r)
-        by = r["bytes_per_step"]
-        for what, meas, theory in (("worker sent", by["worker_sent"], th["worker"]),
-                                   ("worker received", by["worker_recv"], th["worker"]),
-                                   ("server received", by["server_recv"], th["server"]),
-                                   ("server sent", by["server_sent"], th["server"])):
-            dev = sr.deviation_pct(meas, theory)
-            if dev is not None and theory:
-                worst.append((abs(dev), dev, what, r))
-    worst.sort(key=lambda w: -w[0])
-    dev_note = ""
-    if worst:
-        _, dev, what, r = worst[0]
-        dev_note = (f" Largest deviation from theory: {dev:+.1f}% ({what}, "
-                    f"{sr.backend_label(r)} W={r['workers']})." if abs(dev) >= 0.05 else
-                    f" Every measured count equals the theory (all {len(worst)} within "
-                    "0.05%).")
-    return Figure(name, "Bytes per rank per step vs theory",
-                  "Bytes each rank sent and received per optimizer step, measured by the "
-                  "backends, divided by D = the gradient bytes on the wire (model parameters x 4 "
-                  "bytes, halved with fp16/bf16 compression; here D = "
-                  + ", ".join(f"{d / MB:.2f} MB" for d in ds) + "). Lines are the theory: ring, "
-                  "MPI and co-located PS move 2(N-1)/N x D per rank; with dedicated servers a "
-                  "worker pushes D and pulls D, and each of S servers receives and sends W x D/S. "
-                  "The mpi backend cannot see inside MPI_Allreduce: its bytes are what the "
-                  "backend reports for it. Independent of the number of cores." + dev_note)
-
-
-def _dedupe_legend(ax):
-    handles, labels = ax.get_legend_handles_labels()
-    seen = {}
-    for h, l in zip(handles, labels):
-        seen.setdefault(l, h)
-    ax.legend(seen.values(), seen.keys(), fontsize=8)
-
-
-def busbw(bench, out_dir):
-    rows = [b for b in bench if "size" in b and b.get("busbw_GBps") is not None]
-    if not rows:
-        return Skipped("Bus bandwidth vs message size", "no `starring bench` rows (bench.jsonl)")
-    kinds = sorted({b["bench"] for b in rows})
-    fig, axes = plt.subplots(1, len(kinds), figsize=(6.4 * len(kinds), 5.6), squeeze=False)
-    for ax, kind in zip(axes[0], kinds):
-        series = defaultdict(list)
-        memcpy = []
-        for b in rows:
-            if b["bench"] != kind:
-                continue
-            key = _bench_label(b)
-            series[key].append(b)
-            if b.get("memcpy_GBps"):
-                memcpy.append((bool(b.get("oversubscribed")), b["memcpy_GBps"]))
-        styles = {}
-        any_over = False
-        for key, pts in sorted(series.items(), key=lambda kv: (kv[1][0].get("workers", 0), kv[0])):
-            pts.sort(key=lambda b: b["size"])
-            workers = pts[0].get("workers", pts[0]["np"])
-            style = styles.setdefault(workers, ["-", "--", ":", "-."][len(styles) % 4])
-            color = bench_color(pts[0])
-            over = bool(pts[0].get("oversubscribed"))
-            any_over |= over
-            ax.plot([b["size"] for b in pts], [b["busbw_GBps"] for b in pts], style,
-                    marker="s" if "(of np" in key else "o", markersize=4 if over else 3,
-                    color=color, markerfacecolor="white" if over else color, label=key)
-            _spread_bars(ax, [b["size"] for b in pts], pts, [b["busbw_GBps"] for b in pts],
-                         "repeat_busbw_GBps", color)
-        if memcpy:
-            # A job with more ranks than cores measures its memcpy time-shared (11 against
-            # 34 GB/s here): leave those out when the others can give the machine's rate.
-            memcpy = [v for o, v in memcpy if not o] or [v for _, v in memcpy]
-            mean = sum(memcpy) / len(memcpy)
-            top = max(b["busbw_GBps"] for pts in series.values() for b in pts)
-            if mean <= 10 * top:  # the axis is log: a decade above the data still reads
-                ax.axhline(mean, color="k", linestyle=":", label=f"memcpy {mean:.1f} GB/s")
-            else:  # a line far above the data would flatten it: name it instead
-                ax.plot([], [], " ", label=f"memcpy {mean:.1f} GB/s (off the scale)")
-        _hollow_legend(ax, any_over)
-        # Log: the rates span decades (0.3 GB/s time-shared beside 12 GB/s on 2 ranks), and on
-        # a linear axis every time-shared job lay flat along zero.
-        if all(b["busbw_GBps"] > 0 for pts in series.values() for b in pts):
-            ax.set_yscale("log")
-            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1, 2, 3, 5)))
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
-            # under a decade matplotlib labels minor ticks too, as "6 x 10^0"
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        else:
-            ax.set_ylim(bottom=0)
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_size_label))
-        label_axes(ax, "message size (bytes, log scale)", "bus bandwidth (GB/s, log scale)"
-                   if ax.get_yscale() == "log" else "bus bandwidth (GB/s)",
-                   f"{kind} (starring bench)")
-        # below the axes: inside, it covered the curves of whichever corner it took
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
-    name = _save(fig, out_dir, "busbw.png")
-    return Figure(name, "Bus bandwidth vs message size",
-                  "From `starring bench`: for all-reduce, busbw = algbw x 2(n-1)/n with algbw = "
-                  "message bytes / time, the rate comparable across rank counts (nccl-tests' "
-                  "definition); for parameter-server push+pull, busbw is the rate through the "
-                  "busiest link (the servers'). For scale, the legend gives this machine's memcpy "
-                  "bandwidth measured in the same run (a dotted line when it fits the axis), the "
-                  "mean over the bench jobs with no more ranks than cores where there are any. "
-                  "Color: backend; line style: number of workers. \"(of np=N)\": the operation "
-                  "ran on W of the job's N ranks, beside a parameter-server run with the other "
-                  "ranks as servers." + repeat_note(rows, "repeat_busbw_GBps") + oversub_note(
-                      [dict(np=b["np"], cores=b.get("cores", 0),
-                            oversubscribed=b.get("oversubscribed", False)) for b in rows])
-                  + (" Hollow markers are those jobs." if any(b.get("oversubscribed")
-                                                             for b in rows) else ""))
-
-
-def _bench_label(b):
-    """"ring W=4", "ps W=4 S=1", "ps-colocated W=4"; "(of np=5)" when the op ran on a subset
-    of a larger job (the bench's NAME@N form)."""
-    name, _, sub = b["backend"].partition("@")
-    label = f"{name} W={b.get('workers', b['np'])}"
-    if isinstance(b.get("servers"), int) and b["servers"] > 0:
-        label += f" S={b['servers']}"
-    return label + (f" (of np={b['np']})" if sub else "")
-
-
-def _size_label(x, _pos=None):
-    for unit, div in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
-        if x >= div:
-            return f"{x / div:g}{unit}"
-    return f"{x:g}"
 
 
 def _smooth(values, k):
