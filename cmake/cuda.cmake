@@ -11,11 +11,20 @@ if(NOT STARRING_CUDA STREQUAL "OFF")
   check_language(CUDA)
   find_package(CUDAToolkit QUIET)
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
-    enable_language(CUDA)
     # nvcc's own default (52 before CUDA 13, 75 from it) has no machine code for A100/H100/H200:
     # there the driver compiles the PTX at every start, in every rank. 75 keeps Turing (T4).
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES MATCHES "^(52|75)$")
-      set(CMAKE_CUDA_ARCHITECTURES 75 80 90)
+    # A user's -DCMAKE_CUDA_ARCHITECTURES is in the cache before enable_language (untyped): kept
+    # as given. A typed 52 or 75 there is nvcc's default that an older configure cached.
+    set(_starring_user_archs OFF)
+    if(DEFINED CACHE{CMAKE_CUDA_ARCHITECTURES})
+      get_property(_archs_type CACHE CMAKE_CUDA_ARCHITECTURES PROPERTY TYPE)
+      if(_archs_type STREQUAL "UNINITIALIZED" OR NOT "$CACHE{CMAKE_CUDA_ARCHITECTURES}" MATCHES "^(52|75)$")
+        set(_starring_user_archs ON)
+      endif()
+    endif()
+    enable_language(CUDA)
+    if(NOT _starring_user_archs)
+      set(CMAKE_CUDA_ARCHITECTURES "75;80;90" CACHE STRING "GPU architectures to build for" FORCE)
     endif()
     set(CMAKE_CUDA_STANDARD 17)
     set(STARRING_HAVE_CUDA ON)
