@@ -359,6 +359,30 @@ class CrossoverVerdict(unittest.TestCase):
         self.assertIn("ring is fastest (1,000 samples/s) and mpi, ring communicate", one)
 
 
+class BytesCaption(unittest.TestCase):
+    def test_the_caption_states_the_largest_deviation_it_measured(self):
+        # Counts 0.012% off were captioned 'Every measured count equals the theory (all
+        # within 0.05%)': now the bound is the largest deviation, rounded up, and where it is.
+        import report_traffic as rt
+
+        def run(sent, workers=2):
+            return {"backend": "ring", "variant": "ring", "workers": workers,
+                    "model": {"bytes": 1000},
+                    "bytes_per_step": {"worker_sent": sent, "worker_recv": 2000 * (workers - 1) / workers,
+                                       "server_recv": 0, "server_sent": 0}}
+
+        self.assertEqual(rt._deviation_note([run(1000), run(1500.05, 4)]),
+                         " Every measured count matches the theory within 0.0034% (all 4; "
+                         "largest: worker sent, ring W=4).")
+        self.assertEqual(rt._deviation_note([run(1000.12)]),
+                         " Every measured count matches the theory within 0.012% (all 2; "
+                         "largest: worker sent, ring W=2).")
+        self.assertEqual(rt._deviation_note([run(1000)]),
+                         " Every measured count equals the theory (all 2).")
+        self.assertEqual(rt._deviation_note([run(1000), run(1503, 4)]),
+                         " Largest deviation from theory: +0.2% (worker sent, ring W=4).")
+
+
 class RecordChecks(unittest.TestCase):
     def setUp(self):
         self.runs, bad = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
