@@ -9,6 +9,7 @@ import starring_results as sr
 from report_plots import Figure, Skipped, _save, color_of, label_axes, oversub_note
 
 NONE = "none"  # the x position of a faulted run without periodic checkpoints (step 0 again)
+HATCHES = ("", "//", "..", "xx")  # the worker counts' bars, where the runs have several
 
 
 def recovery_runs(runs):
@@ -158,23 +159,31 @@ def _fault_panel(ax, g, backends, pos):
 
 
 def _overhead_panel(ax, g, backends, ticks):
-    """Seconds worker 0 spent in checkpoints, per interval and backend, labelled with the number
-    written and their share of the baseline's job time."""
+    """Seconds worker 0 spent in checkpoints, per interval and backend (and worker count, where
+    the runs have several), labelled with the number written and their share of the job time of
+    the baseline with the same backend and workers."""
     numeric = [t for t in ticks if t != NONE]
-    backends = [b for b in backends if any(k[0] == b and k[2] == "checkpoints" for k in g)]
-    width = 0.8 / max(len(backends), 1)
+    series = sorted({k[:2] for k in g if k[2] == "checkpoints" and k[0] in backends})
+    counts = sorted({w for _, w in series})
+    several = len(counts) > 1
+    width = 0.8 / max(len(series), 1)
     top = 0.0
-    for i, b in enumerate(backends):
-        base = baseline_s(g, next(k for k in g if k[0] == b))
+    for i, (b, w) in enumerate(series):
+        label = f"{b} W={w}" if several else b
         for j, t in enumerate(numeric):
-            k = [k for k in g if k[0] == b and k[2] == "checkpoints" and k[3] == t]
-            if not k:
+            k = (b, w, "checkpoints", t)
+            if k not in g:
                 continue
-            rv = median_run(g[k[0]])[0]["recovery"]
+            # the baseline of this backend at these workers: the backend's first group, at
+            # whatever worker count, measured a W=2 bar against the W=4 baseline
+            base = baseline_s(g, k)
+            rv = median_run(g[k])[0]["recovery"]
             x = j - 0.4 + width * (i + 0.5)
             y = rv.get("checkpoint_s_total") or 0.0
             top = max(top, y)
-            ax.bar(x, y, width, color=color_of(b), label=b if j == 0 else None)
+            ax.bar(x, y, width, color=color_of(b), label=label,
+                   hatch=HATCHES[counts.index(w) % len(HATCHES)] if several else None)
+            label = None
             share = f"\n{100 * y / base:.1f}%" if base else ""
             ax.annotate(f"{rv.get('checkpoints_total', '')}{share}", (x, y), ha="center",
                         va="bottom", fontsize=7)

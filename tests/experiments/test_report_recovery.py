@@ -3,6 +3,7 @@
 writes (records of a recovery sweep, every figure a closed-form function of the configuration,
 two repeats), and the driver's helpers behind it (scripts/sweep_recovery.py). No binary needed.
 """
+import copy
 import os
 import shutil
 import subprocess
@@ -137,6 +138,30 @@ class RecoveryReport(unittest.TestCase):
         self.assertNotIn("worker 1 was killed", text)
         self.assertIn("one rank was killed (SIGKILL; kill:RANK:STEP here: kill:1:300, "
                       "kill:2:300)", text)
+
+    def test_the_checkpoint_share_is_of_the_baseline_with_the_same_workers(self):
+        # ring run at W=4 and W=2: the overhead panel took each backend's baseline from its
+        # first group, the W=4 baseline (8 s) for the W=2 bars (baseline 2 s).
+        import matplotlib.pyplot as plt
+
+        def at4(rec, total, ck_s):
+            rec = copy.deepcopy(rec)
+            rec["workers"] = 4
+            rec["recovery"].update(total_s=total, checkpoint_s_total=ck_s)
+            return rec
+
+        base2, ck2 = record("ring", None, None, 1), record("ring", None, 100, 1)
+        runs = [at4(base2, 8.0, 0.0), base2, ck2, at4(ck2, 8.032, 0.032)]
+        g = report_recovery.groups(runs)
+        fig, ax = plt.subplots()
+        try:
+            report_recovery._overhead_panel(ax, g, ["ring"], [100, report_recovery.NONE])
+            shares = sorted(a.get_text() for a in ax.texts)
+            labels = ax.get_legend_handles_labels()[1]
+        finally:
+            plt.close(fig)
+        self.assertEqual(shares, ["4\n0.4%", "4\n0.8%"])  # 0.032 s of 8 s, 0.016 s of 2 s
+        self.assertEqual(labels, ["ring W=2", "ring W=4"])
 
     def test_a_folder_without_a_resumed_run_says_why(self):
         with tempfile.TemporaryDirectory(prefix="starring_recovery_report_") as tmp:
