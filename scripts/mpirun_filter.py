@@ -10,11 +10,12 @@ ones are replaced by at most one line per job, e.g.
     mpirun: job stopped: rank 0 called MPI_Abort (error code 1)
     mpirun: job stopped: rank 1 exited with code 2
 
-(the program has already said why on its own line). That line is written when mpirun closes
-its stderr, after everything the ranks printed: mpirun may print its banner before it relays
-the line a rank wrote just before MPI_Abort (seen under load: the banner first in 2 of 4 runs
-of test_cli_errors' hung-peer case). Frames this filter does not know are passed on
-unchanged, so nothing mpirun says is lost except the known boilerplate. Run
+(the program has already said why on its own line). mpirun may print its MPI_Abort banner
+before it relays the `starring: error:` line the aborting rank wrote just before (seen under
+load in test_cli_errors' hung-peer case): until such a line has passed, that one line is held
+back and written right after the first one, or when mpirun closes its stderr. Frames this
+filter does not know are passed on unchanged, so nothing mpirun says is lost except the known
+boilerplate. Run
 `STARRING_MPI_VERBOSE=1 scripts/mpirun.sh ...` to see mpirun's messages unfiltered.
 """
 import os
@@ -72,6 +73,8 @@ def condense(frame):
 # Ctrl-C, noise when another rank's failure made mpirun stop the job. Held to the end and
 # dropped when mpirun names a rank that failed.
 STOPPED = re.compile(rb"^starring: rank \d+: stopped by SIG[A-Z]+;")
+# The program's own error line (experiments/main.cc), which the launcher's line follows.
+ERROR = re.compile(rb"^starring: error: ")
 
 
 class Filter:
@@ -79,8 +82,11 @@ class Filter:
         self.out = out
         self.pending = b""  # an incomplete line that may turn out to be mpirun's
         self.midline = False  # the current line was passed on in part already
+        self.midline_error = False  # ... and it is a program's error line
         self.frame = None  # lines of an open frame, dashes included
-        self.said = b""  # the one condensed line of this job, written at the end
+        self.said = False  # the one condensed line of this job was written or is held
+        self.held = b""  # that line, an MPI_Abort's, until a program's error line has passed
+        self.errors = False  # a program's "starring: error:" line has passed
         self.stopped = []  # STOPPED lines held until the end
 
     def write(self, data):
@@ -100,6 +106,13 @@ class Filter:
             self.stopped.append(ln)
         elif not any(p.search(bare) for p in DROP):
             self.write(ln)
+            if ERROR.match(bare):
+                self.error_passed()
+
+    def error_passed(self):  # a program's error line is out: the held line may follow it
+        self.errors = True
+        self.write(self.held)
+        self.held = b""
 
     def close_frame(self):
         frame, self.frame = self.frame, None
@@ -112,7 +125,12 @@ class Filter:
         if short is None:
             self.write(b"".join(frame))
         elif short and not self.said:
-            self.said = b"mpirun: job stopped: " + short + b"\n"
+            self.said = True
+            said = b"mpirun: job stopped: " + short + b"\n"
+            if b"MPI_Abort" in short and not self.errors:
+                self.held = said
+            else:
+                self.write(said)
 
     def feed(self, data):
         data = self.pending + data
@@ -125,6 +143,8 @@ class Filter:
             if self.midline:
                 self.write(ln)
                 self.midline = False
+                if self.midline_error:
+                    self.error_passed()
             else:
                 self.line(ln)
         if not data:
@@ -138,13 +158,16 @@ class Filter:
         else:
             self.write(data)
             self.midline = True
+            self.midline_error = bool(ERROR.match(data))
 
     def finish(self):
         if self.pending:
             self.line(self.pending)
         if self.frame is not None:
             self.write(b"".join(self.frame))
-        self.write(self.said or b"".join(self.stopped))
+        self.write(self.held)
+        if not self.said:
+            self.write(b"".join(self.stopped))
 
 
 def main():
