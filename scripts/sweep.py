@@ -42,7 +42,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -51,7 +50,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
-from sweep_jobs import launch, tail  # noqa: E402,F401
+from sweep_jobs import (check_launcher, cores, git_commit, gpu_count, launch,  # noqa: E402
+                        repeat_suffix, run_bench, run_report, tail, usage_error, utc_now)
 import sweep_recovery as recovery  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,56 +59,6 @@ LAUNCHER = os.path.join(REPO, "scripts", "mpirun.sh") + " -np {np}"
 OMIT = "-"
 # train flags run_train passes itself
 DRIVER_FLAGS = {"summary-file", "metrics-file", "run-name", "trace"}
-
-
-def usage_error(message):
-    """Bad input (a sweep file, an option): one line, exit 2, as `starring` does."""
-    print(message, file=sys.stderr)
-    sys.exit(2)
-
-
-def utc_now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def git_commit():
-    try:
-        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return head + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def gpu_count():
-    """GPUs a run on this host may use: those nvidia-smi lists (0 without a driver or device),
-    no more than CUDA_VISIBLE_DEVICES names when it is set (CUDA reads it up to the first
-    entry that is not a GPU: "" or "-1" hide them all)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    if out.returncode != 0:
-        return 0
-    listed = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return listed
-    named = 0
-    for entry in visible.split(","):
-        if not entry.strip() or entry.strip().startswith("-"):
-            break
-        named += 1
-    return min(listed, named)
-
-
-def cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 # ---- reading a sweep file -------------------------------------------------------------------
@@ -272,10 +222,6 @@ def flag_args(flags):
     return args
 
 
-def repeat_suffix(ctx, rep):
-    return f"-r{rep}" if ctx["repeats"] > 1 else ""
-
-
 def run_train(run, idx, ctx, rep=1):
     run_id = sr.unique_name(os.path.join(ctx["out"], "runs"),
                             f"{ctx['name']}-{idx:03d}-{run['variant']}-w{run['workers']}"
@@ -345,41 +291,6 @@ def run_train(run, idx, ctx, rep=1):
     return rec
 
 
-def run_bench(name, np_, args, ctx, rep=1):
-    bench_id = f"{ctx['name']}-bench-{name}-np{np_}" + repeat_suffix(ctx, rep)
-    # bench_id stays as it is (rows of the same pass made again count as its repeats); the log
-    # gets a name of its own
-    log_path = os.path.join(ctx["out"], "runs",
-                            sr.unique_name(os.path.join(ctx["out"], "runs"), bench_id, ".log")
-                            + ".log")
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    argv = [ctx["bin"], "bench", "--json"] + shlex.split(args)
-    rc, status, elapsed, cmd = launch(np_, argv, log_path, ctx)
-    extra = {"sweep": ctx["name"], "bench_id": bench_id, "git": ctx["git"], "host": ctx["host"],
-             "date": utc_now(), "cores": ctx["cores"], "oversubscribed": np_ > ctx["cores"],
-             "repeat": rep, "repeats": ctx["repeats"]}
-    rows = []
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(row, dict) and "bench" in row:
-                    row.update(extra)
-                    rows.append(row)
-    if status == "ok" and not rows:
-        status = "failed"
-    if status != "ok":
-        rows.append(dict(extra, status=status, exit_code=rc, np=np_, command=cmd,
-                         elapsed_s=round(elapsed, 3), log_tail=tail(log_path)))
-    for row in rows:
-        sr.append_jsonl(os.path.join(ctx["out"], "bench.jsonl"), row)
-    return status, len([r for r in rows if "size" in r]), elapsed
-
-
 def describe(rec):
     if rec.get("recovery"):
         return recovery.describe(rec)
@@ -416,30 +327,8 @@ def default_out(name, quick):
     return out
 
 
-def check_launcher(launcher, find_program=True):
-    """--launcher before any run: a placeholder other than {np} was a KeyError traceback after
-    the first run's folder was made, a program that is not there failed every run (exit 127)."""
-    try:
-        argv = shlex.split(launcher.format(np=1))
-    except (KeyError, IndexError, ValueError) as e:
-        usage_error(f"sweep: --launcher {launcher!r}: {e!r} (the only placeholder is {{np}})")
-    # runs start in the repository (sweep_jobs.launch): a relative path is found from there
-    prog = os.path.join(REPO, argv[0]) if argv and os.sep in argv[0] else (argv or [""])[0]
-    if find_program and not (prog and shutil.which(prog)):
-        usage_error(f"sweep: --launcher {launcher!r}: no program "
-                    f"{argv[0] if argv else ''!r} on PATH")
-
-
-def run_report(out, ctx):
-    report = os.path.join(REPO, "scripts", "report.py")
-    print(f"[sweep] report: {report} {out}", flush=True)
-    rc = subprocess.run([sys.executable, report, out]).returncode
-    if rc != 0:
-        print(f"[sweep] report.py failed with exit code {rc}", file=sys.stderr)
-    return rc
-
-
-def main(argv=None):
+def parse_args(argv):
+    """The command line, its values checked (--launcher too, unless --dry-run)."""
     ap = argparse.ArgumentParser(prog="scripts/sweep.sh",
                                  description="Run a sweep of `starring train` configurations "
                                  "and `starring bench` passes; append JSON records to a folder.")
@@ -467,17 +356,16 @@ def main(argv=None):
     ap.add_argument("--no-report", action="store_true", help="do not run scripts/report.py")
     ap.add_argument("--dry-run", action="store_true", help="print the runs, launch nothing")
     a = ap.parse_args(argv)
-
     if a.gpus is not None and a.gpus < 0:
         usage_error(f"sweep: --gpus {a.gpus}: expected a count >= 0")
     if a.timeout is not None and a.timeout < 1:  # `timeout 0` would mean no bound at all
         usage_error(f"sweep: --timeout {a.timeout:g}: expected seconds >= 1")
     check_launcher(a.launcher, not a.dry_run)
-    path, name = resolve_sweep(a.sweep)
-    sweep, train, grid, variants, benches = load_sweep(path, a.quick)
-    runs = expand_runs(train, grid, variants)
-    if a.no_bench:
-        benches = {}
+    return a
+
+
+def make_context(a, sweep, name):
+    """What every run and bench pass needs: the options, the sweep's settings, this host."""
     out = os.path.abspath(a.out) if a.out else os.path.join(
         REPO, "results", name + ("-quick" if a.quick else ""))
     given = a.repeat if a.repeat is not None else sweep["repeats"]
@@ -487,30 +375,29 @@ def main(argv=None):
         repeats = 0
     if repeats < 1:
         usage_error(f"sweep: repeats must be a whole number >= 1, got {given!r}")
-    ctx = {"name": name, "out": out, "bin": os.path.abspath(a.bin), "quick": a.quick,
-           "repeats": repeats,
-           "launcher": a.launcher,
-           "timeout_s": a.timeout or float(sweep["timeout_s"]), "git": git_commit(),
-           "host": socket.gethostname(), "cores": cores(),
-           "gpus": gpu_count() if a.gpus is None else a.gpus,
-           "gpus_where": "on this host" if a.gpus is None else "in all (--gpus)",
-           "trace": sweep["trace"].lower() in ("yes", "true", "on", "1"),
-           "recovery": recovery.enabled(sweep)}
-    nbench = sum(len(b["np"].split()) for b in benches.values())
-    times = f" x {repeats} repeats" if repeats > 1 else ""
-    print(f"[sweep] {name}{' (quick)' if a.quick else ''}: {len(runs)} train runs, {nbench} bench "
-          f"passes{times}, at most {ctx['timeout_s']:.0f} s each -> {out}", flush=True)
-    if sweep["description"]:
-        print(f"[sweep] {sweep['description']}", flush=True)
-    if a.dry_run:
-        for r in runs:
-            np_, _, _ = roles_of(r["flags"], r["workers"])
-            print(f"  {r['variant']:>14} W={r['workers']} np={np_}: "
-                  f"{shlex.join(flag_args(r['flags']))}"
-                  + (recovery.dry_run_note(r["flags"]) if ctx["recovery"] else ""))
-        for bname, b in benches.items():
-            print(f"  bench {bname}: np {b.get('np', '')}: {b.get('args', '')}")
-        return 0
+    return {"name": name, "out": out, "bin": os.path.abspath(a.bin), "quick": a.quick,
+            "repeats": repeats,
+            "launcher": a.launcher,
+            "timeout_s": a.timeout or float(sweep["timeout_s"]), "git": git_commit(),
+            "host": socket.gethostname(), "cores": cores(),
+            "gpus": gpu_count() if a.gpus is None else a.gpus,
+            "gpus_where": "on this host" if a.gpus is None else "in all (--gpus)",
+            "trace": sweep["trace"].lower() in ("yes", "true", "on", "1"),
+            "recovery": recovery.enabled(sweep)}
+
+
+def print_dry_run(runs, benches, ctx):
+    for r in runs:
+        np_, _, _ = roles_of(r["flags"], r["workers"])
+        print(f"  {r['variant']:>14} W={r['workers']} np={np_}: "
+              f"{shlex.join(flag_args(r['flags']))}"
+              + (recovery.dry_run_note(r["flags"]) if ctx["recovery"] else ""))
+    for bname, b in benches.items():
+        print(f"  bench {bname}: np {b.get('np', '')}: {b.get('args', '')}")
+
+
+def check_before_running(runs, benches, ctx):
+    """The binary and every flag of the sweep, before the first run (exit 2 naming each)."""
     if not os.access(ctx["bin"], os.X_OK):
         usage_error(f"sweep: {ctx['bin']} is not an executable: build it first "
                  "(cmake -S . -B build && cmake --build build --target starring)")
@@ -519,6 +406,41 @@ def main(argv=None):
         problems += recovery.check_runs(runs)
     if problems:
         usage_error("\n".join(problems))
+
+
+def interrupted(counts, out):
+    """Ctrl-C during the runs: say what is recorded, then end by SIGINT."""
+    done = sum(counts.values())
+    print(f"\n[sweep] interrupted (Ctrl-C): a job in progress was stopped and is not "
+          f"recorded; {done} earlier run(s) and bench pass(es) are in {out} "
+          f"(`scripts/report.py {out}` draws them; `--out {out}` adds to them)",
+          file=sys.stderr, flush=True)
+    # End by SIGINT itself, not exit 130: a calling shell script (scripts/quickstart.sh)
+    # stops only when its child died of the signal, else it goes on to its next command.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    return 130
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    path, name = resolve_sweep(a.sweep)
+    sweep, train, grid, variants, benches = load_sweep(path, a.quick)
+    runs = expand_runs(train, grid, variants)
+    if a.no_bench:
+        benches = {}
+    ctx = make_context(a, sweep, name)
+    out, repeats = ctx["out"], ctx["repeats"]
+    nbench = sum(len(b["np"].split()) for b in benches.values())
+    times = f" x {repeats} repeats" if repeats > 1 else ""
+    print(f"[sweep] {name}{' (quick)' if a.quick else ''}: {len(runs)} train runs, {nbench} bench "
+          f"passes{times}, at most {ctx['timeout_s']:.0f} s each -> {out}", flush=True)
+    if sweep["description"]:
+        print(f"[sweep] {sweep['description']}", flush=True)
+    if a.dry_run:
+        print_dry_run(runs, benches, ctx)
+        return 0
+    check_before_running(runs, benches, ctx)
     if not a.out:
         default_out(name, a.quick)
     try:
@@ -530,16 +452,7 @@ def main(argv=None):
     try:
         run_all(runs, benches, ctx, counts)
     except KeyboardInterrupt:
-        done = sum(counts.values())
-        print(f"\n[sweep] interrupted (Ctrl-C): a job in progress was stopped and is not "
-              f"recorded; {done} earlier run(s) and bench pass(es) are in {out} "
-              f"(`scripts/report.py {out}` draws them; `--out {out}` adds to them)",
-              file=sys.stderr, flush=True)
-        # End by SIGINT itself, not exit 130: a calling shell script (scripts/quickstart.sh)
-        # stops only when its child died of the signal, else it goes on to its next command.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-        return 130
+        return interrupted(counts, out)
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
           flush=True)

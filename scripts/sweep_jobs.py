@@ -1,10 +1,18 @@
-"""Launching one job of a sweep (scripts/sweep.py): under `timeout`, output to a log file, and
-stopped with it on Ctrl-C. Standard library only."""
+"""Launching the jobs of a sweep (scripts/sweep.py): one job under `timeout`, output to a log
+file, stopped with it on Ctrl-C; a `starring bench` pass and its JSON rows; scripts/report.py
+after the sweep; the --launcher check; and the facts about this host every record carries.
+Standard library and starring_results only."""
+import datetime
+import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
+import sys
 import time
+
+import starring_results as sr
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,3 +66,119 @@ def stop_job(proc):
     except ProcessLookupError:  # `timeout` has not made its group yet
         proc.kill()
     proc.wait()
+
+
+# ---- a bench pass, the report ---------------------------------------------------------------
+
+def repeat_suffix(ctx, rep):
+    return f"-r{rep}" if ctx["repeats"] > 1 else ""
+
+
+def run_bench(name, np_, args, ctx, rep=1):
+    bench_id = f"{ctx['name']}-bench-{name}-np{np_}" + repeat_suffix(ctx, rep)
+    # bench_id stays as it is (rows of the same pass made again count as its repeats); the log
+    # gets a name of its own
+    log_path = os.path.join(ctx["out"], "runs",
+                            sr.unique_name(os.path.join(ctx["out"], "runs"), bench_id, ".log")
+                            + ".log")
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    argv = [ctx["bin"], "bench", "--json"] + shlex.split(args)
+    rc, status, elapsed, cmd = launch(np_, argv, log_path, ctx)
+    extra = {"sweep": ctx["name"], "bench_id": bench_id, "git": ctx["git"], "host": ctx["host"],
+             "date": utc_now(), "cores": ctx["cores"], "oversubscribed": np_ > ctx["cores"],
+             "repeat": rep, "repeats": ctx["repeats"]}
+    rows = []
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(row, dict) and "bench" in row:
+                    row.update(extra)
+                    rows.append(row)
+    if status == "ok" and not rows:
+        status = "failed"
+    if status != "ok":
+        rows.append(dict(extra, status=status, exit_code=rc, np=np_, command=cmd,
+                         elapsed_s=round(elapsed, 3), log_tail=tail(log_path)))
+    for row in rows:
+        sr.append_jsonl(os.path.join(ctx["out"], "bench.jsonl"), row)
+    return status, len([r for r in rows if "size" in r]), elapsed
+
+
+def run_report(out, ctx):
+    report = os.path.join(REPO, "scripts", "report.py")
+    print(f"[sweep] report: {report} {out}", flush=True)
+    rc = subprocess.run([sys.executable, report, out]).returncode
+    if rc != 0:
+        print(f"[sweep] report.py failed with exit code {rc}", file=sys.stderr)
+    return rc
+
+
+# ---- the host and the launcher --------------------------------------------------------------
+
+def usage_error(message):
+    """Bad input (a sweep file, an option): one line, exit 2, as `starring` does."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def git_commit():
+    try:
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def gpu_count():
+    """GPUs a run on this host may use: those nvidia-smi lists (0 without a driver or device),
+    no more than CUDA_VISIBLE_DEVICES names when it is set (CUDA reads it up to the first
+    entry that is not a GPU: "" or "-1" hide them all)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    if out.returncode != 0:
+        return 0
+    listed = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return listed
+    named = 0
+    for entry in visible.split(","):
+        if not entry.strip() or entry.strip().startswith("-"):
+            break
+        named += 1
+    return min(listed, named)
+
+
+def cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def check_launcher(launcher, find_program=True):
+    """--launcher before any run: a placeholder other than {np} was a KeyError traceback after
+    the first run's folder was made, a program that is not there failed every run (exit 127)."""
+    try:
+        argv = shlex.split(launcher.format(np=1))
+    except (KeyError, IndexError, ValueError) as e:
+        usage_error(f"sweep: --launcher {launcher!r}: {e!r} (the only placeholder is {{np}})")
+    # runs start in the repository (launch, above): a relative path is found from there
+    prog = os.path.join(REPO, argv[0]) if argv and os.sep in argv[0] else (argv or [""])[0]
+    if find_program and not (prog and shutil.which(prog)):
+        usage_error(f"sweep: --launcher {launcher!r}: no program "
+                    f"{argv[0] if argv else ''!r} on PATH")
