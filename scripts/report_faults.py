@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker as mticker
 
 import starring_results as sr
-from report_plots import Figure, Skipped, _save, label_axes, oversub_note
+from report_plots import Figure, Skipped, _save, label_axes, markdown_section, oversub_note
 
 # Grays, not blue and red: those are ring's and ps-bsp's colors in every other figure, and the
 # x axis already names the backend.
@@ -49,12 +49,10 @@ def summary_lines(runs):
     table = rows(runs)
     if not table:
         return []
-    lines = ["## Faults", "",
-             "Each run had a rank killed (SIGKILL) or silenced at a given step; 'ended after' is "
-             "the time from the fault (the rank's own wall clock) to the job's exit.", "",
-             "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
-    return lines + [""]
+    return markdown_section(
+        "Faults", "Each run had a rank killed (SIGKILL) or silenced at a given step; 'ended "
+        "after' is the time from the fault (the rank's own wall clock) to the job's exit.",
+        HEADER, table)
 
 
 def _timeout_of(runs):

@@ -167,6 +167,14 @@ def label_axes(ax, xlabel, ylabel, title):
     ax.grid(alpha=0.3)
 
 
+def markdown_section(title, text, header, table):
+    """A section of summary.md: '## title', a paragraph, and the table ('|' in cells escaped)."""
+    lines = [f"## {title}", "", text, "", "| " + " | ".join(header) + " |",
+             "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
+    return lines + [""]
+
+
 def _log2_workers(ax, workers):
     ax.set_xscale("log", base=2)
     ax.set_xticks(workers)

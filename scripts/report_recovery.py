@@ -6,7 +6,8 @@ report_plots.py (Figure or Skipped, Agg)."""
 import matplotlib.pyplot as plt
 
 import starring_results as sr
-from report_plots import Figure, Skipped, _save, color_of, label_axes, oversub_note
+from report_plots import (Figure, Skipped, _save, color_of, label_axes, markdown_section,
+                          oversub_note)
 
 NONE = "none"  # the x position of a faulted run without periodic checkpoints (step 0 again)
 HATCHES = ("", "//", "..", "xx")  # the worker counts' bars, where the runs have several
@@ -94,23 +95,20 @@ def summary_lines(runs):
         return []
     faults = sorted({r["recovery"]["fault"]["spec"] for r in recovery_runs(runs)
                      if r["recovery"].get("fault")})
-    lines = ["## Recovery", "",
-             "Each backend's run without fault or checkpoints (the baseline), runs writing a "
-             "checkpoint every N steps, and runs in which one rank was killed (SIGKILL; "
-             f"kill:RANK:STEP here: {', '.join(faults) or '-'}) and the same command "
-             "without the fault was run again with `--resume auto`. 'total' is the wall time "
-             "of every leg, launch to exit, the restart included; 'start to 1st step' the last "
-             "leg's, job start to its first step; 'steps lost' the fault step "
-             "minus the step it resumed from; 'time lost / overhead' total minus the "
-             "baseline's (the medians of the repeats; noisy on a shared machine, where the "
-             "seconds inside checkpoints are the direct measure); "
-             "checkpoints and the seconds in them are worker 0's over every leg, 'others "
-             "waited' the slowest other worker's in the last leg. 'same as baseline': the final "
-             "test accuracy and loss equal the baseline's within 1e-6 (synchronous training)."
-             + oversub_note(recovery_runs(runs)), "",
-             "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table]
-    return lines + [""]
+    text = ("Each backend's run without fault or checkpoints (the baseline), runs writing a "
+            "checkpoint every N steps, and runs in which one rank was killed (SIGKILL; "
+            f"kill:RANK:STEP here: {', '.join(faults) or '-'}) and the same command "
+            "without the fault was run again with `--resume auto`. 'total' is the wall time "
+            "of every leg, launch to exit, the restart included; 'start to 1st step' the last "
+            "leg's, job start to its first step; 'steps lost' the fault step "
+            "minus the step it resumed from; 'time lost / overhead' total minus the "
+            "baseline's (the medians of the repeats; noisy on a shared machine, where the "
+            "seconds inside checkpoints are the direct measure); "
+            "checkpoints and the seconds in them are worker 0's over every leg, 'others "
+            "waited' the slowest other worker's in the last leg. 'same as baseline': the final "
+            "test accuracy and loss equal the baseline's within 1e-6 (synchronous training)."
+            + oversub_note(recovery_runs(runs)))
+    return markdown_section("Recovery", text, HEADER, table)
 
 
 def _xticks(g):
