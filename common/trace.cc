@@ -22,8 +22,6 @@
 
 namespace starring {
 
-namespace {
-
 std::string expand_rank(const std::string& pattern, int rank) {
   std::string out;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -36,6 +34,8 @@ std::string expand_rank(const std::string& pattern, int rank) {
   }
   return out;
 }
+
+namespace {
 
 nlohmann::json metadata(const char* what, int pid, int tid, const std::string& name) {
   return {{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};

@@ -18,6 +18,9 @@
 
 namespace starring {
 
+// A --trace pattern's file for `rank`: every "%r" replaced by the rank.
+std::string expand_rank(const std::string& pattern, int rank);
+
 class Trace {
  public:
   explicit Trace(int rank = 0);

@@ -44,16 +44,22 @@
 #include "common/error.h"
 #include "common/fault.h"
 #include "common/mpi_comm.h"
+#include "common/trace.h"
 #include "experiments/commands.h"
 #include "experiments/interrupt_wait.h"
+#include "experiments/output_checks.h"
 #include "ps/ps_group.h"
 #include "trainer/checkpoint.h"
 
 namespace {
 
+using starring::check_checkpoint_dir;
+using starring::check_checkpoint_dir_writable;
+using starring::check_output;
 using starring::Comm;
 using starring::Config;
 using starring::ConfigError;
+using starring::expand_rank;
 using starring::detail::concat;
 using Command = int (*)(Config&, std::shared_ptr<Comm>);
 using Clock = std::chrono::steady_clock;
@@ -120,75 +126,6 @@ void print_line(const std::string& line) {
 }
 
 // --- phase 1: checks each rank can make alone, before any communication --------------------
-
-// A file can be created in folder `dir` by this process (a probe file, removed again).
-void check_writable_folder(const char* option, const std::filesystem::path& dir) {
-  std::string probe = (dir / ".starring-write-test-XXXXXX").string();
-  const int fd = ::mkstemp(probe.data());
-  if (fd < 0)
-    throw ConfigError(concat(option, ": cannot write in folder '", dir.string(), "' (",
-                             std::strerror(errno), ")"));
-  ::close(fd);
-  ::unlink(probe.c_str());
-}
-
-// `path` (an output file) can be created: its folder exists and this process may write there.
-// Outputs are written next to `path` and renamed over it, so an existing `path` must be a plain
-// file: renamed over /dev/null, a run as root replaced the device with a regular file.
-void check_output(const char* option, const std::string& path) {
-  namespace fs = std::filesystem;
-  if (path.empty()) return;
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    throw ConfigError(concat(option, ": '", path, "' is a folder; give a file name"));
-  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
-    throw ConfigError(concat(option, ": '", path,
-                             "' is not a regular file (a device, pipe or socket); give a file "
-                             "name, or leave the option out"));
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  if (!fs::is_directory(dir, ec))
-    throw ConfigError(concat(option, ": folder '", dir.string(), "' does not exist"));
-  check_writable_folder(option, dir);
-}
-
-// --checkpoint-dir is created when the first checkpoint is written (the end of the run at the
-// latest): what would stop that is found now, before the training it would lose.
-void check_checkpoint_dir_writable(const std::string& dir) {
-  namespace fs = std::filesystem;
-  if (dir.empty()) return;
-  std::error_code ec;
-  fs::path existing = fs::absolute(dir, ec);
-  while (!fs::exists(existing, ec) && existing.has_relative_path())
-    existing = existing.parent_path();
-  if (!fs::is_directory(existing, ec))
-    throw ConfigError(concat("--checkpoint-dir: cannot create '", dir, "': '", existing.string(),
-                             "' is not a folder"));
-  check_writable_folder("--checkpoint-dir", existing);
-}
-
-// A fresh run (no --resume) must not write into a folder holding another run's checkpoints: the
-// rotation keeps the highest steps whoever wrote them, and a later `--resume latest` would
-// continue the other run.
-void check_checkpoint_dir(const starring::CheckpointConfig& ck) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (ck.dir.empty() || !ck.resume.empty() || !fs::is_directory(ck.dir, ec)) return;
-  for (const auto& e : fs::directory_iterator(ck.dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name == "latest" || (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".ckpt"))
-      throw ConfigError(concat("--checkpoint-dir: folder '", ck.dir,
-                               "' already holds checkpoints (", name,
-                               "); continue that run with --resume latest, or give an empty "
-                               "folder"));
-  }
-}
-
-std::string expand_rank(std::string pattern, int rank) {
-  for (auto at = pattern.find("%r"); at != std::string::npos; at = pattern.find("%r", at))
-    pattern.replace(at, 2, std::to_string(rank));
-  return pattern;
-}
 
 // Training options that only mean something with another backend or world size: refused rather
 // than ignored (their format is already checked by parse_config).

@@ -1,0 +1,19 @@
+// Checks of a run's outputs, made on each rank before any communication (ConfigError naming the
+// option): experiments/output_checks.cc.
+#pragma once
+
+#include <string>
+
+#include "common/config.h"
+
+namespace starring {
+
+// `path` (an output file; empty: none) can be created: its folder exists and is writable, and an
+// existing `path` is a plain file (outputs are renamed over it).
+void check_output(const char* option, const std::string& path);
+// --checkpoint-dir can be created (or written) when the first checkpoint is due.
+void check_checkpoint_dir_writable(const std::string& dir);
+// A fresh run (no --resume) refuses a folder that holds another run's checkpoints.
+void check_checkpoint_dir(const CheckpointConfig& ck);
+
+}  // namespace starring
