@@ -124,18 +124,26 @@ def _steps_lost(g, interval):
     return lost.pop() if len(lost) == 1 else None
 
 
+WORKER_MARKERS = ("o", "^", "D", "v")  # the worker counts' points, where the runs have several
+
+
 def _fault_panel(ax, g, backends, pos):
-    """Total time of the faulted runs per interval, a line per backend; steps lost on the points
-    where the backends differ in them (else on the tick labels)."""
+    """Total time of the faulted runs per interval, a line per backend and worker count (its
+    own baseline dashed); steps lost on the points where the backends differ in them (else on
+    the tick labels)."""
+    series = sorted({k[:2] for k in g if k[0] in backends and k[2] in ("baseline", "fault")})
+    counts = sorted({w for _, w in series})
+    several = len(counts) > 1
     top = 0.0
-    for b in backends:
-        c = color_of(b)
-        base = [k for k in g if k[0] == b and k[2] == "baseline"]
+    for b, w in series:
+        c, name = color_of(b), (f"{b} W={w}" if several else b)
+        style = "--" if counts.index(w) % 2 == 0 else "-."
+        base = [k for k in g if k[:3] == (b, w, "baseline")]
         if base:
             y0 = median_run(g[base[0]])[0]["recovery"]["total_s"]
-            ax.axhline(y0, color=c, ls="--", lw=1, label=f"{b}: no fault, no checkpoints")
+            ax.axhline(y0, color=c, ls=style, lw=1, label=f"{name}: no fault, no checkpoints")
             top = max(top, y0)
-        pts = sorted((pos[k[3]], k) for k in g if k[0] == b and k[2] == "fault")
+        pts = sorted((pos[k[3]], k) for k in g if k[:3] == (b, w, "fault"))
         if not pts:
             continue
         xs, ys, lo, hi = [], [], [], []
@@ -150,8 +158,9 @@ def _fault_panel(ax, g, backends, pos):
                             textcoords="offset points", xytext=(4, 4), fontsize=7, color=c)
             top = max(top, totals[-1])
         # a variant with another's baseline (ps-1-server: ps-1's colour) is dotted, squares
-        ax.errorbar(xs, ys, yerr=[lo, hi], color=c, marker="o" if base else "s",
-                    ls="-" if base else ":", capsize=3, label=f"{b}: killed, resumed")
+        marker = WORKER_MARKERS[counts.index(w) % len(WORKER_MARKERS)] if several else "o"
+        ax.errorbar(xs, ys, yerr=[lo, hi], color=c, marker=marker if base else "s",
+                    ls="-" if base else ":", capsize=3, label=f"{name}: killed, resumed")
     ax.set_ylim(0, 1.2 * top + 0.1)
     return top
 
@@ -172,8 +181,7 @@ def _overhead_panel(ax, g, backends, ticks):
             k = (b, w, "checkpoints", t)
             if k not in g:
                 continue
-            # the baseline of this backend at these workers: the backend's first group, at
-            # whatever worker count, measured a W=2 bar against the W=4 baseline
+            # the baseline of this backend at these workers (or the one it was compared with)
             base = baseline_s(g, k)
             rv = median_run(g[k])[0]["recovery"]
             x = j - 0.4 + width * (i + 0.5)

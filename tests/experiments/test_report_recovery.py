@@ -163,6 +163,37 @@ class RecoveryReport(unittest.TestCase):
         self.assertEqual(shares, ["4\n0.4%", "4\n0.8%"])  # 0.032 s of 8 s, 0.016 s of 2 s
         self.assertEqual(labels, ["ring W=2", "ring W=4"])
 
+    def test_the_fault_panel_draws_each_worker_count_against_its_own_baseline(self):
+        # ring at W=2 and W=4: the panel took the backend's first baseline for both counts and
+        # drew the W=2 and W=4 faulted runs as one line.
+        import matplotlib.pyplot as plt
+
+        def at4(rec, total):
+            rec = copy.deepcopy(rec)
+            rec["workers"] = 4
+            rec["recovery"]["total_s"] = total
+            return rec
+
+        base2 = record("ring", None, None, 1)
+        fault2 = next(r for r in self.recs if r["recovery"]["role"] == "fault"
+                      and r["backend"] == "ring")
+        runs = [base2, fault2, at4(base2, 8.0), at4(fault2, 9.5)]
+        g = report_recovery.groups(runs)
+        _, pos = report_recovery._xticks(g)
+        fig, ax = plt.subplots()
+        try:
+            report_recovery._fault_panel(ax, g, ["ring"], pos)
+            labels = ax.get_legend_handles_labels()[1]
+            levels = sorted(line.get_ydata()[0] for line in ax.get_lines()
+                            if len(set(line.get_ydata())) == 1 and len(line.get_ydata()) == 2)
+        finally:
+            plt.close(fig)
+        self.assertEqual(sorted(labels), ["ring W=2: killed, resumed",
+                                          "ring W=2: no fault, no checkpoints",
+                                          "ring W=4: killed, resumed",
+                                          "ring W=4: no fault, no checkpoints"])
+        self.assertEqual(levels, sorted([base2["recovery"]["total_s"], 8.0]))
+
     def test_a_folder_without_a_resumed_run_says_why(self):
         with tempfile.TemporaryDirectory(prefix="starring_recovery_report_") as tmp:
             write(os.path.join(tmp, "results"),
