@@ -95,6 +95,24 @@ std::string checkpoint_line(const nlohmann::json& j) {
   return line;
 }
 
+// The whole job, every leg of a resumed one (the top-level steps' figures, wall_s and
+// samples_per_s are this run's): the runs that trained its steps, its steps, their training
+// seconds (wall_s's clock: the earlier runs' from the checkpoint, this run's wall_s; restarts,
+// evaluation, checkpoints and steps redone after a failure are not counted) and the throughput
+// over them, and the history entries the earlier runs evaluated. legs 0 (null figures): resumed
+// from a checkpoint of an older build, which did not record the job; the history is this run's.
+void add_job(nlohmann::json& j, const TrainResult& res, std::int64_t global_batch) {
+  const bool known = res.legs > 0;
+  const double train_s = res.earlier_train_s + j["wall_s"].get<double>();
+  j["job"] = {
+      {"legs", known ? nlohmann::json(res.legs) : nlohmann::json()},
+      {"steps", res.steps},
+      {"train_s", known ? nlohmann::json(train_s) : nlohmann::json()},
+      {"samples_per_s", known && train_s > 0 ? nlohmann::json(res.steps * global_batch / train_s)
+                                             : nlohmann::json()},
+      {"epochs_by_earlier_legs", res.earlier_epochs}};
+}
+
 nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int world_size, int workers,
                              const std::vector<nlohmann::json>& ranks) {
   const double steps = std::max<double>(res.steps - res.resumed_step, 1);
@@ -186,6 +204,7 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   nlohmann::json h = nlohmann::json::array();
   for (auto& e : res.history)
     h.push_back({{"epoch", e.epoch},
+                 {"step", e.step},
                  {"wall_s", e.wall_s},
                  {"train_loss", e.train_loss},
                  {"test_accuracy", e.test_accuracy},
@@ -193,6 +212,7 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["history"] = h;
   j["staleness_hist"] = hist;
   add_checkpoint_cost(j, res, ranks);
+  add_job(j, res, cfg.train.batch * cfg.train.accum * workers);
   return j;
 }
 
@@ -214,6 +234,34 @@ std::string server_bytes(const nlohmann::json& j) {
   std::snprintf(line, sizeof line, "bytes per server per step: recv %.0f  sent %.0f\n",
                 b["server_recv"].get<double>(), b["server_sent"].get<double>());
   return line;
+}
+
+// A resumed run: which run of the job this is, and the job's figures beside this run's.
+std::string job_line(const nlohmann::json& j) {
+  if (!j["resumed_from"].is_string()) return "";
+  const std::string from = "resumed from " + j["resumed_from"].get<std::string>() + " at step " +
+                           std::to_string(j["resumed_at_step"].get<long long>());
+  const auto& job = j["job"];
+  if (!job["legs"].is_number())
+    return from +
+           " (a checkpoint of an older build: the job's earlier epochs and time are unknown, "
+           "the history is this run's)\n";
+  const auto earlier = job["epochs_by_earlier_legs"].get<std::size_t>();
+  const auto& h = j["history"];
+  std::string epochs;
+  if (earlier == 1)
+    epochs = "; the history's epoch " + std::to_string(h[0]["epoch"].get<int>()) +
+             " comes from an earlier run";
+  else if (earlier > 1)
+    epochs = "; the history's epochs " + std::to_string(h[0]["epoch"].get<int>()) + "-" +
+             std::to_string(h[earlier - 1]["epoch"].get<int>()) + " come from earlier runs";
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "\nthe whole job (run %d of it): %lld steps, %.2f s of training, %.0f samples/s "
+                "(restarts, evaluation, checkpoints and steps redone not counted)",
+                job["legs"].get<int>(), job["steps"].get<long long>(), job["train_s"].get<double>(),
+                job["samples_per_s"].is_number() ? job["samples_per_s"].get<double>() : 0.0);
+  return from + line + epochs + "\n";
 }
 
 void print_summary(const nlohmann::json& j) {
@@ -242,11 +290,7 @@ void print_summary(const nlohmann::json& j) {
       st["wait_s"].get<double>() * 1e3, st["comm_s"].get<double>() * 1e3,
       b["worker_sent"].get<double>(), b["worker_recv"].get<double>(), server_bytes(j).c_str(),
       j["test_accuracy"].get<double>(), j["test_loss"].get<double>(), checkpoint_line(j).c_str(),
-      j["resumed_from"].is_string()
-          ? ("resumed from " + j["resumed_from"].get<std::string>() + " at step " +
-             std::to_string(j["resumed_at_step"].get<long long>()) + "\n")
-                .c_str()
-          : "");
+      job_line(j).c_str());
   std::fflush(stdout);
 }
 

@@ -98,6 +98,17 @@ std::string encode_checkpoint(const CheckpointData& c) {
   meta["next_batch"] = c.next_batch;
   meta["epoch_loss_sum"] = c.epoch_loss_sum;
   meta["epoch_steps"] = c.epoch_steps;
+  meta["legs"] = c.legs;
+  meta["train_s"] = c.train_s;
+  nlohmann::json history = nlohmann::json::array();
+  for (const EpochRecord& e : c.history)
+    history.push_back({{"epoch", e.epoch},
+                       {"step", e.step},
+                       {"wall_s", e.wall_s},
+                       {"train_loss", e.train_loss},
+                       {"test_accuracy", e.test_accuracy},
+                       {"test_loss", e.test_loss}});
+  meta["history"] = std::move(history);
   const std::string text = meta.dump();
   std::string out;
   out.reserve(kHeaderBytes + text.size() + 28 +
@@ -164,6 +175,13 @@ CheckpointData decode_checkpoint(const std::string& in, const std::string& file,
     c.next_batch = c.meta.at("next_batch").get<std::int64_t>();
     c.epoch_loss_sum = c.meta.at("epoch_loss_sum").get<double>();
     c.epoch_steps = c.meta.at("epoch_steps").get<std::int64_t>();
+    // The job so far: absent from a file of an older build (legs 0: unknown).
+    c.legs = c.meta.value("legs", 0);
+    c.train_s = c.meta.value("train_s", 0.0);
+    for (const auto& e : c.meta.value("history", nlohmann::json::array()))
+      c.history.push_back({e.at("epoch").get<int>(), e.at("wall_s").get<double>(),
+                           e.at("train_loss").get<double>(), e.at("test_accuracy").get<double>(),
+                           e.at("test_loss").get<double>(), e.at("step").get<std::int64_t>()});
   } catch (const nlohmann::json::exception& e) {
     throw bad_file(where, file, std::string("bad metadata: ") + e.what());
   }

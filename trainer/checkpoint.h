@@ -8,8 +8,9 @@
 //   16  u64      M, bytes of the JSON metadata
 //   24  M bytes  JSON metadata: format, model widths and num_params, the optimizer config, the
 //                position (step, epoch, next_batch, epoch loss so far), seed, batch, accum, global
-//                batch, lr settings, and - informational - the backend and world size it was
-//                written with
+//                batch, lr settings, the job so far (legs, train_s, history: see CheckpointData;
+//                absent from files written before they were added, which still load), and -
+//                informational - the backend and world size it was written with
 //   ..  3 x u64  P, S1, S2: float counts of the parameters and the two optimizer state vectors
 //                (momentum / Adam m, and Adam v; S2 = 0 for sgd)
 //   ..  floats   params, state1, state2 (float32)
@@ -37,6 +38,7 @@
 
 #include "common/comm.h"
 #include "common/config.h"
+#include "trainer/trainer.h"
 
 namespace starring {
 
@@ -50,6 +52,14 @@ struct CheckpointData {
   double epoch_loss_sum = 0;     // sum of the step losses of `epoch` so far (the workers' mean)
                                  // (next_batch 0: of the epoch that just ended)
   std::int64_t epoch_steps = 0;  // ... over this many steps
+  // The job up to this step, so that a resumed run's summary covers every leg: the runs that
+  // trained its steps (the one that wrote this file included; 0: unknown, a file written before
+  // this was recorded, whose train_s and history are then empty), their training seconds over
+  // those steps (TrainResult::wall_s's clock: no evaluation, checkpoints, restarts or steps a
+  // later run redid), and the epochs evaluated so far (EpochRecord::wall_s on that clock).
+  int legs = 0;
+  double train_s = 0;
+  std::vector<EpochRecord> history;
   std::vector<float> params, state1, state2;
 };
 

@@ -19,6 +19,11 @@ void TrainLoop::resume() {
   epoch_loss_ = c.epoch_loss_sum;
   epoch_batches_ = static_cast<int>(c.epoch_steps);
   if (start_batch_ >= steps_per_epoch_) start_batch_ = 0, ++pos_epoch_;
+  // The job so far, for the summary: the earlier runs' epochs and training time.
+  res_.legs = c.legs > 0 ? c.legs + 1 : 0;
+  res_.earlier_train_s = c.train_s;
+  res_.history = c.history;
+  res_.earlier_epochs = c.history.size();
   pos_batch_ = start_batch_;
   metrics_.write_earlier(resume_.metrics_lines);  // time_s goes on from the last of them
   metrics_.flush();  // a crashed earlier run had them only in the .partial file just replaced
@@ -97,6 +102,10 @@ void TrainLoop::checkpoint() {
       // At an epoch's end, the finished epoch's (reported by a resumed run with no steps left).
       c.epoch_loss_sum = loss_sum / world_;
       c.epoch_steps = epoch_batches_;
+      c.legs = res_.legs;  // 0 stays unknown: the earlier runs' part is missing
+      c.train_s =
+          res_.earlier_train_s + std::chrono::duration<double>(t0 - t_start_).count() - eval_s_;
+      c.history = res_.history;
       path = save_checkpoint(cfg_.ckpt, c, env_.workers.where());
       res_.last_checkpoint = path;
     } catch (const std::exception& e) {

@@ -121,8 +121,18 @@ TrainResult TrainLoop::run() {
   }
   if (stopping_) stop();
   stop_vote_.finish();
-  // Resumed with nothing left: evaluate what there is.
-  if (res_.history.empty() && !stopping_) evaluate(std::max(pos_epoch_ - 1, 0));
+  // Resumed with nothing left: report the earlier run's evaluation of these parameters, or
+  // evaluate them (a checkpoint taken between evaluations, or of an older build).
+  if (res_.history.size() == res_.earlier_epochs && !stopping_) {
+    if (!res_.history.empty() && res_.history.back().step == step_) {
+      const EpochRecord& e = res_.history.back();
+      res_.final_train_loss = e.train_loss;
+      res_.test_accuracy = e.test_accuracy;
+      res_.test_loss = e.test_loss;
+    } else {
+      evaluate(std::max(pos_epoch_ - 1, 0));
+    }
+  }
   const auto t_wait = Clock::now();
   env_.sync.flush();
   res_.wait_s += seconds_since(t_wait);
@@ -293,8 +303,16 @@ void TrainLoop::evaluate(int epoch) {
   if (rank_ == 0)
     res_.final_train_loss = ev.train_loss;  // every worker's batches, not only its own
   eval_s_ += seconds_since(t_eval);
-  EpochRecord rec{epoch + 1, seconds_since(t_start_) - eval_s_, res_.final_train_loss, ev.accuracy,
-                  ev.loss};
+  const double train_s = seconds_since(t_start_) - eval_s_;  // this run's
+  EpochRecord rec{
+      epoch + 1, res_.earlier_train_s + train_s, res_.final_train_loss, ev.accuracy, ev.loss,
+      step_};
+  // An epoch evaluated again (an earlier run cut inside it by --max-steps, extended by this one)
+  // keeps its last evaluation: the history lists every epoch once.
+  if (!res_.history.empty() && res_.history.back().epoch == rec.epoch) {
+    res_.history.pop_back();
+    res_.earlier_epochs = std::min(res_.earlier_epochs, res_.history.size());
+  }
   res_.history.push_back(rec);
   res_.test_accuracy = ev.accuracy;
   res_.test_loss = ev.loss;
@@ -308,7 +326,7 @@ void TrainLoop::evaluate(int epoch) {
                   {"train_loss", rec.train_loss},
                   {"test_accuracy", ev.accuracy},
                   {"test_loss", ev.loss},
-                  {"time_s", rec.wall_s}});
+                  {"time_s", train_s}});  // the metrics file adds the earlier runs' time
 }
 
 TrainResult Trainer::run(const Dataset& train, const Dataset& test) {

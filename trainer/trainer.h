@@ -36,10 +36,11 @@ namespace starring {
 
 struct EpochRecord {
   int epoch = 0;
-  double wall_s = 0;
+  double wall_s = 0;  // training seconds since the job's first step (every leg of a resumed job)
   double train_loss = 0;
   double test_accuracy = 0;
   double test_loss = 0;
+  std::int64_t step = 0;  // the optimizer step after which it was evaluated
 };
 
 struct TrainResult {
@@ -61,6 +62,13 @@ struct TrainResult {
   std::vector<float> params;      // final parameters (host copy), for equivalence checks
   std::string resumed_from;       // the checkpoint this run resumed from (empty: a fresh run)
   std::int64_t resumed_step = 0;  // its step: this run trained steps - resumed_step steps
+  // The whole job, from the checkpoint a resumed run started from (a fresh run: 1, 0, 0): the
+  // runs that trained its steps, this one included (0: unknown, a checkpoint of an older build);
+  // the training seconds of the earlier ones over the steps up to resumed_step (wall_s's clock);
+  // and how many leading entries of `history` they evaluated.
+  int legs = 1;
+  double earlier_train_s = 0;
+  std::size_t earlier_epochs = 0;
   // Steady state: the totals above without the first `untimed_steps` steps of this run (one-time
   // costs: GPU kernel loading and library set-up, first-touch memory, connections). The first
   // step of a GPU run costs ~90 ms against ~0.3 ms for the next ones (H200, default MLP).

@@ -4,7 +4,9 @@
 // past a damaged newest file, *.tmp leftovers of a killed run ignored and cleaned up), and the
 // options.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -72,6 +74,67 @@ TEST(CheckpointFile, RoundTripKeepsEveryValueAndThePosition) {
     EXPECT_EQ(d.state2, c.state2);
     EXPECT_EQ(d.meta["widths"], c.meta["widths"]);
     EXPECT_EQ(d.meta["format"], "starring.checkpoint");
+  }
+}
+
+// The job so far (a resumed run's summary covers every leg) comes back bit for bit.
+TEST(CheckpointFile, RoundTripKeepsTheJobSoFar) {
+  CheckpointData c = sample(42);
+  c.legs = 3;
+  c.train_s = 12.345678901234567;
+  c.history = {{1, 0.1 / 3, 2.0 / 3, 0.8125, 0.5 / 7, 16}, {2, 1e-17, 1.0 / 3, 0.875, 3.0, 32}};
+  const CheckpointData d = decode_checkpoint(encode_checkpoint(c), "mem", "rank 0");
+  EXPECT_EQ(d.legs, 3);
+  EXPECT_EQ(d.train_s, c.train_s);
+  ASSERT_EQ(d.history.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const EpochRecord &a = c.history[i], &b = d.history[i];
+    EXPECT_EQ(b.epoch, a.epoch);
+    EXPECT_EQ(b.step, a.step);
+    EXPECT_EQ(b.wall_s, a.wall_s);
+    EXPECT_EQ(b.train_loss, a.train_loss);
+    EXPECT_EQ(b.test_accuracy, a.test_accuracy);
+    EXPECT_EQ(b.test_loss, a.test_loss);
+  }
+}
+
+// The bytes of `good` with its metadata replaced by `meta` (lengths and CRC made right again): a
+// file as another build wrote it.
+std::string with_meta(const std::string& good, const nlohmann::json& meta) {
+  std::uint64_t len = 0;
+  std::memcpy(&len, good.data() + 16, sizeof len);
+  const std::string text = meta.dump();
+  const std::uint64_t n = text.size();
+  std::string out = good.substr(0, 16);
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out += text;
+  out += good.substr(24 + len, good.size() - 24 - len - 4);
+  const auto crc = static_cast<std::uint32_t>(
+      crc32_z(0L, reinterpret_cast<const Bytef*>(out.data()), static_cast<z_size_t>(out.size())));
+  out.append(reinterpret_cast<const char*>(&crc), sizeof crc);
+  return out;
+}
+
+// A file of a build before the job was recorded (no legs, train_s, history) still loads, with
+// the job unknown (legs 0); a history entry that is not one is bad metadata, named as such.
+TEST(CheckpointFile, AFileWithoutTheJobLoadsAndABadHistoryIsRejected) {
+  const std::string good = encode_checkpoint(sample(5));
+  nlohmann::json meta = decode_checkpoint(good, "mem", "rank 0").meta;
+  for (const char* k : {"legs", "train_s", "history"}) ASSERT_EQ(meta.erase(k), 1u) << k;
+  const CheckpointData old = decode_checkpoint(with_meta(good, meta), "old.ckpt", "rank 0");
+  EXPECT_EQ(old.step, 5);
+  EXPECT_EQ(old.legs, 0);
+  EXPECT_EQ(old.train_s, 0);
+  EXPECT_TRUE(old.history.empty());
+  EXPECT_EQ(old.params, sample(5).params);
+
+  const std::string dir = fresh_dir("bad_history");
+  for (const nlohmann::json& h :
+       {nlohmann::json::array({{{"epoch", "one"}}}), nlohmann::json("none"),
+        nlohmann::json::array({{{"epoch", 1}, {"wall_s", 1.0}}})}) {
+    meta["history"] = h;
+    spit(dir + "/h.ckpt", with_meta(good, meta));
+    expect_bad(dir + "/h.ckpt", {"bad metadata"});
   }
 }
 

@@ -87,6 +87,59 @@ class CheckpointCli(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.dir)),
                          ["ckpt-0000000020.ckpt", "ckpt-0000000040.ckpt", "latest"])  # every 0: only the end
 
+    def test_a_stopped_and_resumed_runs_summary_lists_every_epoch_once(self):
+        # 2 workers x 16 on 512 samples: 16 steps an epoch, 48 in all; a stop request at step
+        # 20 (vote round 24) stops after step 26, inside epoch 2, which the resumed run ends
+        plain_summary = os.path.join(self.tmp.name, "plain.json")
+        plain = train("--backend", "ring", "--summary-file", plain_summary)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        flags = ["--backend", "ring", "--checkpoint-dir", self.dir, "--metrics-file",
+                 self.metrics, "--summary-file", self.summary]
+        stopped = train(*flags, "--fault", "stop:1:20")
+        self.assertEqual(stopped.returncode, 75, stopped.stderr)
+        self.assertIn("stopped after step 26", stopped.stdout)
+        self.assertFalse(os.path.exists(self.summary))  # a stopped run writes none
+        resumed = train(*flags, "--resume", "latest")
+        self.assertEqual(resumed.returncode, 0, resumed.stderr)
+        with open(plain_summary) as f:
+            p = json.load(f)
+        with open(self.summary) as f:
+            s = json.load(f)
+        self.assertEqual([h["epoch"] for h in s["history"]], [1, 2, 3])
+        self.assertEqual([h["step"] for h in s["history"]], [16, 32, 48])
+        for a, b in zip(p["history"], s["history"]):  # synchronous: the same numbers
+            for k in ("epoch", "step", "test_accuracy", "test_loss"):
+                self.assertEqual(a[k], b[k], (k, a, b))
+            # epoch 2's loss so far went through the checkpoint as the workers' mean sum
+            self.assertAlmostEqual(a["train_loss"], b["train_loss"], places=9)
+        self.assertEqual(p["history"][0]["train_loss"], s["history"][0]["train_loss"])
+        self.assertEqual(s["epochs"], 3)
+        self.assertEqual((s["test_accuracy"], s["test_loss"], s["final_train_loss"]),
+                         (p["test_accuracy"], p["test_loss"], p["final_train_loss"]))
+        # the metrics file, continued across the runs, evaluates every epoch once too
+        with open(self.metrics) as f:
+            evals = [json.loads(l) for l in f if '"eval"' in l]
+        self.assertEqual([e["epoch"] for e in evals], [1, 2, 3])
+        # one clock for the job: the training seconds of both runs (evaluation left out)
+        walls = [h["wall_s"] for h in s["history"]]
+        self.assertEqual(walls, sorted(walls))
+        job = s["job"]
+        self.assertEqual((job["legs"], job["steps"], job["epochs_by_earlier_legs"]), (2, 48, 1))
+        self.assertGreater(job["train_s"], s["wall_s"])  # the first run's 26 steps, and these
+        self.assertGreaterEqual(job["train_s"], walls[-1])
+        self.assertAlmostEqual(job["samples_per_s"] * job["train_s"] / (48 * 2 * 16), 1.0, places=6)
+        # this run's figures stay this run's, and say so
+        self.assertEqual(s["resumed_at_step"], 26)
+        self.assertEqual(s["ranks"][0]["steps"], 22)
+        self.assertIn("steps 48 (27-48 in this run)", resumed.stdout)
+        self.assertIn("the whole job (run 2 of it): 48 steps, ", resumed.stdout)
+        self.assertIn("the history's epoch 1 comes from an earlier run", resumed.stdout)
+        # an uninterrupted run's job is the run itself
+        pj = p["job"]
+        self.assertEqual((pj["legs"], pj["steps"], pj["epochs_by_earlier_legs"]), (1, 48, 0))
+        self.assertEqual(pj["train_s"], p["wall_s"])
+        self.assertNotIn("the whole job", plain.stdout)
+
     def test_killed_run_resumes_from_its_last_checkpoint(self):
         killed = train("--backend", "ps", "--servers", "colocated", "--max-steps", "30",
                        "--checkpoint-dir", self.dir, "--checkpoint-every", "8",

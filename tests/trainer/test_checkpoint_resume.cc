@@ -197,9 +197,10 @@ TEST(ResumeAsync, AspAndSspCheckpointAndResume) {
   EXPECT_EQ(read_checkpoint(ckpt(cfg.ckpt.dir, kSteps), "test").step, kSteps);
 }
 
-// Resuming a run that ended at an epoch's end trains nothing and evaluates that epoch again: its
-// training loss is the finished epoch's, carried in the checkpoint (it read 0 when checkpoints at
-// an epoch's end dropped it).
+// Resuming a run that ended at an epoch's end trains nothing and reports that epoch's evaluation,
+// carried in the checkpoint with the history (its training loss read 0 when checkpoints at an
+// epoch's end dropped it); a checkpoint of an older build, without the history, has the epoch
+// evaluated again.
 TEST(ResumeFinished, AnEpochsEndKeepsItsTrainingLoss) {
   for (const Case& r : {Case{"local", "", 1, "sgd"}, Case{"ring", "", 2, "sgd"}}) {
     Config cfg = make_cfg(r);
@@ -212,11 +213,31 @@ TEST(ResumeFinished, AnEpochsEndKeepsItsTrainingLoss) {
     const TrainResult again = train(cfg, r.workers);
     EXPECT_EQ(again.steps, done.steps);
     EXPECT_EQ(again.resumed_step, done.steps);
-    ASSERT_EQ(again.history.size(), 1u);
-    EXPECT_EQ(again.history[0].epoch, 2);
-    EXPECT_NEAR(again.history[0].train_loss, done.history[1].train_loss, 1e-9) << r.backend;
-    EXPECT_NEAR(again.final_train_loss, done.final_train_loss, 1e-9) << r.backend;
+    ASSERT_EQ(again.history.size(), 2u);
+    EXPECT_EQ(again.earlier_epochs, 2u);
+    EXPECT_EQ(again.legs, 2);
+    for (std::size_t e = 0; e < 2; ++e) {
+      EXPECT_EQ(again.history[e].epoch, done.history[e].epoch);
+      EXPECT_EQ(again.history[e].train_loss, done.history[e].train_loss) << r.backend;
+      EXPECT_EQ(again.history[e].test_accuracy, done.history[e].test_accuracy) << r.backend;
+    }
+    EXPECT_EQ(again.final_train_loss, done.final_train_loss) << r.backend;
     EXPECT_EQ(again.test_accuracy, done.test_accuracy);
+    EXPECT_EQ(again.test_loss, done.test_loss);
+
+    // The same checkpoint as an older build wrote it: no job in its metadata.
+    const std::string path = ckpt(cfg.ckpt.dir, done.steps);
+    CheckpointData old = read_checkpoint(path, "test");
+    old.legs = 0;
+    old.train_s = 0;
+    old.history.clear();
+    write_file_atomically(path, encode_checkpoint(old), "test");
+    const TrainResult older = train(cfg, r.workers);
+    EXPECT_EQ(older.legs, 0);
+    ASSERT_EQ(older.history.size(), 1u);  // evaluated again: the earlier epochs are unknown
+    EXPECT_EQ(older.history[0].epoch, 2);
+    EXPECT_NEAR(older.history[0].train_loss, done.history[1].train_loss, 1e-9) << r.backend;
+    EXPECT_EQ(older.test_accuracy, done.test_accuracy);
   }
 }
 

@@ -270,23 +270,62 @@ namespace {
 
 // 3 workers of batch 16 on 256 samples: 5 steps per epoch, so a request at step 5 (round 8) stops
 // after step 10, the end of epoch 2. That epoch is evaluated before the checkpoint (the resumed
-// run starts epoch 3 and would never evaluate it): the two runs evaluate every epoch once.
-TEST(StopOnRequest, AStopAtAnEpochsEndEvaluatesThatEpoch) {
+// run starts epoch 3 and would never evaluate it): the runs evaluate every epoch once. The
+// resumed run is stopped again inside epoch 4 (a request at step 13: round 16, after step 18),
+// and the third run's history - the summary's - lists every epoch of the job once, with the
+// values of an uninterrupted run (bit for bit: synchronous training; the training loss of the
+// epoch split between runs up to rounding) and one clock across the runs.
+TEST(StopOnRequest, AStopAtAnEpochsEndEvaluatesThatEpochAndTheHistoryCoversEveryRun) {
   Config cfg = make_cfg(Case{"ring", "", 3, "", 0});
   cfg.train.eval_each_epoch = true;
+  const TrainResult plain = testing::train_inproc(cfg, 3)[0].result;
   cfg.ckpt.dir = fresh_dir("epoch_end");
   Config stop = cfg;
   stop.train.fault = "stop:2:5";
   const TrainResult stopped = testing::train_inproc(stop, 3)[0].result;
   ASSERT_EQ(stopped.stopped_at_step, 10);
-  std::vector<int> epochs;
-  for (const auto& e : stopped.history) epochs.push_back(e.epoch);
-  EXPECT_EQ(epochs, (std::vector<int>{1, 2}));
+  auto epochs_of = [](const TrainResult& r) {
+    std::vector<int> e;
+    for (const auto& h : r.history) e.push_back(h.epoch);
+    return e;
+  };
+  EXPECT_EQ(epochs_of(stopped), (std::vector<int>{1, 2}));
+  EXPECT_EQ(stopped.legs, 1);
+  stop.ckpt.resume = "latest";
+  stop.train.fault = "stop:0:13";
+  const TrainResult second = testing::train_inproc(stop, 3)[0].result;
+  ASSERT_EQ(second.stopped_at_step, 18);
+  EXPECT_EQ(epochs_of(second), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(second.legs, 2);
+  EXPECT_EQ(second.earlier_epochs, 2u);
   cfg.ckpt.resume = "latest";
-  const TrainResult resumed = testing::train_inproc(cfg, 3)[0].result;
-  epochs.clear();
-  for (const auto& e : resumed.history) epochs.push_back(e.epoch);
-  EXPECT_EQ(epochs, (std::vector<int>{3, 4}));
+  const TrainResult last = testing::train_inproc(cfg, 3)[0].result;
+  EXPECT_EQ(last.legs, 3);
+  EXPECT_EQ(last.resumed_step, 18);
+  EXPECT_EQ(last.earlier_epochs, 3u);
+  ASSERT_EQ(epochs_of(last), epochs_of(plain));
+  ASSERT_EQ(epochs_of(plain), (std::vector<int>{1, 2, 3, 4}));
+  const std::int64_t steps[] = {5, 10, 15, 20};
+  for (std::size_t e = 0; e < plain.history.size(); ++e) {
+    const EpochRecord &a = plain.history[e], &b = last.history[e];
+    EXPECT_EQ(b.step, steps[e]);
+    EXPECT_EQ(b.step, a.step);
+    if (a.epoch != 4)  // not split between runs
+      EXPECT_EQ(b.train_loss, a.train_loss) << "epoch " << a.epoch;
+    else  // its loss so far is carried as the workers' mean sum: the last bits may differ
+      EXPECT_NEAR(b.train_loss, a.train_loss, 1e-9);
+    EXPECT_EQ(b.test_accuracy, a.test_accuracy) << "epoch " << a.epoch;
+    EXPECT_EQ(b.test_loss, a.test_loss) << "epoch " << a.epoch;
+    if (e > 0) EXPECT_GT(b.wall_s, last.history[e - 1].wall_s) << "one clock across the runs";
+  }
+  // The earlier runs' entries are theirs, as they recorded them; the job's time goes on from the
+  // checkpoint's (the second run's training up to step 18, after the first's up to step 10).
+  EXPECT_EQ(last.history[0].wall_s, stopped.history[0].wall_s);
+  EXPECT_EQ(last.history[2].wall_s, second.history[2].wall_s);
+  EXPECT_GT(last.earlier_train_s, second.history[2].wall_s);
+  EXPECT_LT(last.earlier_train_s, last.history[3].wall_s);
+  EXPECT_EQ(last.test_accuracy, plain.test_accuracy);
+  EXPECT_EQ(last.params, plain.params);
 }
 
 }  // namespace
