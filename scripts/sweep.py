@@ -40,7 +40,6 @@ import datetime
 import itertools
 import json
 import os
-import re
 import shlex
 import signal
 import socket
@@ -50,15 +49,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
-from sweep_jobs import (check_launcher, cores, git_commit, gpu_count, launch,  # noqa: E402
-                        repeat_suffix, run_bench, run_report, tail, usage_error, utc_now)
+from sweep_jobs import (DRIVER_FLAGS, check_launcher, cores, git_commit,  # noqa: E402,F401
+                        gpu_count, help_flags, launch, repeat_suffix, run_bench, run_report,
+                        tail, unknown_flags, usage_error, utc_now)
 import sweep_recovery as recovery  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(REPO, "scripts", "mpirun.sh") + " -np {np}"
 OMIT = "-"
-# train flags run_train passes itself
-DRIVER_FLAGS = {"summary-file", "metrics-file", "run-name", "trace"}
 
 
 # ---- reading a sweep file -------------------------------------------------------------------
@@ -156,49 +154,6 @@ def expand_runs(train, grid, variants):
             runs.append({"variant": vname, "flags": flags, "workers": workers,
                          "point": point, "requires": requires})
     return runs
-
-
-def help_flags(binary, command):
-    """The options `starring COMMAND --help` lists (long names, and one-letter ones), or None
-    when the program cannot be run."""
-    try:
-        proc = subprocess.run([binary, command, "--help"], capture_output=True, text=True,
-                              timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode != 0:
-        return None
-    return set(re.findall(r"--([a-z0-9][a-z0-9-]*)", proc.stdout)) | set(
-        re.findall(r"(?:^|\s)-([a-z]),? ", proc.stdout))
-
-
-def unknown_flags(binary, runs, benches):
-    """One line per key of the sweep file that `starring train` (or, in a bench's args,
-    `starring bench`) does not know; checked before anything runs, so a typo costs no sweep."""
-    problems = []
-    for r in runs:  # the driver gives every run these itself (twice, each run failed)
-        for key in DRIVER_FLAGS.intersection(r["flags"]):
-            line = (f"sweep: variant {r['variant']}: '{key}' is set by the sweep driver (each "
-                    "run's files go to OUT/runs/<id>/; `trace = yes` in [sweep] for traces)")
-            if line not in problems:
-                problems.append(line)
-    train = help_flags(binary, "train")
-    if train:
-        for r in runs:
-            for key in r["flags"]:
-                line = (f"sweep: variant {r['variant']}: '{key}' is not a `starring train` option "
-                        "(see starring train --help)")
-                if key not in train and line not in problems:
-                    problems.append(line)
-    bench = help_flags(binary, "bench")
-    if bench:
-        for name, b in benches.items():
-            for tok in shlex.split(b.get("args", "")):
-                flag = tok[2:].split("=")[0] if tok.startswith("--") else None
-                if flag and flag not in bench:
-                    problems.append(f"sweep: bench {name}: '--{flag}' is not a `starring bench` "
-                                    "option (see starring bench --help)")
-    return problems
 
 
 def roles_of(flags, workers):
@@ -387,6 +342,21 @@ def make_context(a, sweep, name):
 
 
 def print_dry_run(runs, benches, ctx):
+    """The runs it would launch; then the flags against the binary's --help where it is built,
+    so a typo shows in the plan (exit 2) and not only when the sweep is started."""
+    try:
+        print_plan(runs, benches, ctx)
+    except BrokenPipeError:  # `--dry-run | head`: the reader has seen what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    if not os.access(ctx["bin"], os.X_OK):
+        print(f"[sweep] flags not checked: {ctx['bin']} is not built", flush=True)
+        return 0
+    check_flags(runs, benches, ctx)
+    return 0
+
+
+def print_plan(runs, benches, ctx):
     for r in runs:
         np_, _, _ = roles_of(r["flags"], r["workers"])
         print(f"  {r['variant']:>14} W={r['workers']} np={np_}: "
@@ -401,6 +371,11 @@ def check_before_running(runs, benches, ctx):
     if not os.access(ctx["bin"], os.X_OK):
         usage_error(f"sweep: {ctx['bin']} is not an executable: build it first "
                  "(cmake -S . -B build && cmake --build build --target starring)")
+    check_flags(runs, benches, ctx)
+
+
+def check_flags(runs, benches, ctx):
+    """Every flag of the sweep against the binary's --help (exit 2 naming each unknown one)."""
     problems = unknown_flags(ctx["bin"], runs, benches)
     if ctx.get("recovery"):
         problems += recovery.check_runs(runs)
@@ -438,8 +413,7 @@ def main(argv=None):
     if sweep["description"]:
         print(f"[sweep] {sweep['description']}", flush=True)
     if a.dry_run:
-        print_dry_run(runs, benches, ctx)
-        return 0
+        return print_dry_run(runs, benches, ctx)
     check_before_running(runs, benches, ctx)
     if not a.out:
         default_out(name, a.quick)

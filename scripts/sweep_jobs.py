@@ -1,10 +1,11 @@
 """Launching the jobs of a sweep (scripts/sweep.py): one job under `timeout`, output to a log
 file, stopped with it on Ctrl-C; a `starring bench` pass and its JSON rows; scripts/report.py
-after the sweep; the --launcher check; and the facts about this host every record carries.
-Standard library and starring_results only."""
+after the sweep; the --launcher check; the sweep's flags against `starring COMMAND --help`; and
+the facts about this host every record carries. Standard library and starring_results only."""
 import datetime
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -15,6 +16,8 @@ import time
 import starring_results as sr
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# train flags run_train passes itself
+DRIVER_FLAGS = {"summary-file", "metrics-file", "run-name", "trace"}
 
 
 def tail(path, lines=25):
@@ -182,3 +185,46 @@ def check_launcher(launcher, find_program=True):
     if find_program and not (prog and shutil.which(prog)):
         usage_error(f"sweep: --launcher {launcher!r}: no program "
                     f"{argv[0] if argv else ''!r} on PATH")
+
+
+def help_flags(binary, command):
+    """The options `starring COMMAND --help` lists (long names, and one-letter ones), or None
+    when the program cannot be run."""
+    try:
+        proc = subprocess.run([binary, command, "--help"], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    return set(re.findall(r"--([a-z0-9][a-z0-9-]*)", proc.stdout)) | set(
+        re.findall(r"(?:^|\s)-([a-z]),? ", proc.stdout))
+
+
+def unknown_flags(binary, runs, benches):
+    """One line per key of the sweep file that `starring train` (or, in a bench's args,
+    `starring bench`) does not know; checked before anything runs, so a typo costs no sweep."""
+    problems = []
+    for r in runs:  # the driver gives every run these itself (twice, each run failed)
+        for key in DRIVER_FLAGS.intersection(r["flags"]):
+            line = (f"sweep: variant {r['variant']}: '{key}' is set by the sweep driver (each "
+                    "run's files go to OUT/runs/<id>/; `trace = yes` in [sweep] for traces)")
+            if line not in problems:
+                problems.append(line)
+    train = help_flags(binary, "train")
+    if train:
+        for r in runs:
+            for key in r["flags"]:
+                line = (f"sweep: variant {r['variant']}: '{key}' is not a `starring train` option "
+                        "(see starring train --help)")
+                if key not in train and line not in problems:
+                    problems.append(line)
+    bench = help_flags(binary, "bench")
+    if bench:
+        for name, b in benches.items():
+            for tok in shlex.split(b.get("args", "")):
+                flag = tok[2:].split("=")[0] if tok.startswith("--") else None
+                if flag and flag not in bench:
+                    problems.append(f"sweep: bench {name}: '--{flag}' is not a `starring bench` "
+                                    "option (see starring bench --help)")
+    return problems

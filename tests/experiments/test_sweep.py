@@ -405,6 +405,20 @@ class UnknownKeysStopTheSweep(unittest.TestCase):
             self.assertNotIn("variant ok", proc.stderr)
             self.assertFalse(os.path.exists(os.path.join(out, "runs.jsonl")))
 
+    def test_a_dry_run_checks_the_flags_too(self):
+        # --dry-run listed `--epoch 1` (a typo of --epochs) and exited 0: the plan looked good
+        # and only the real sweep refused it
+        rest = "[grid]\nworkers = 1\n\n[variant typo]\nbackend = ring\nepoch = 1\n"
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            proc, out = sweep(small_sweep(60, "", rest), tmp, "--dry-run")
+            self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+            self.assertIn("--epoch 1", proc.stdout)  # the plan is still shown
+            self.assertIn("variant typo: 'epoch' is not a `starring train` option", proc.stderr)
+            self.assertFalse(os.path.exists(out))
+            proc, _ = sweep(small_sweep(60, "", rest.replace("epoch =", "epochs =")), tmp,
+                            "--dry-run")
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+
     def test_a_flag_the_driver_sets_is_one_error_before_any_run(self):
         # `metrics-file = m.jsonl` in a sweep file: every run got the flag twice and failed
         rest = "[grid]\nworkers = 1\n\n[variant own]\nbackend = ring\nmetrics-file = m.jsonl\n"
