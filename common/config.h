@@ -128,4 +128,12 @@ void finalize_config(Config& cfg);
 // backends, and a command line may switch what it sets up): it is returned as a note to print.
 std::vector<std::string> check_train_options_apply(const Config& cfg, int workers);
 
+// `train` and `bench` (common/config_use.cc): a size the run uses other than as given, one note
+// each for rank 0 to print, saying what is used and the nearest valid values (the values are
+// accepted, as nccl-tests and BytePS accept sizes they align): --segment-bytes not a multiple of
+// 64 (the ring's segments are whole blocks of 16 floats) or, set for backend 'ring', outside the
+// shared-memory ring's 4K..256K; --ps-chunk-bytes not a multiple of 4 (whole floats); bench -b
+// not a multiple of 4 (its messages are whole floats). Only for backends the command runs.
+std::vector<std::string> size_notes(const Config& cfg);
+
 }  // namespace starring

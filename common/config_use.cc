@@ -5,6 +5,7 @@
 // judged in experiments/main.cc. One set in the --config file only gives a note: an INI file is a
 // base that serves several backends (experiments/fmnist_mlp.ini sets warmup-steps for the
 // linear scaling rule, and `--lr-scale none` on the command line must still run).
+#include <algorithm>
 #include <string>
 
 #include "common/config.h"
@@ -124,6 +125,70 @@ std::vector<std::string> check_train_options_apply(const Config& cfg, int worker
                                    : ""));
   }
   return std::move(u).notes();
+}
+
+namespace {
+
+// "is used as 999936 bytes: WHY; the nearest valid values are 999936 and 1000000": a size the
+// code cuts into whole units of `unit` bytes.
+std::string rounded(std::size_t given, std::size_t unit, const std::string& why) {
+  const std::size_t down = given / unit * unit;
+  return concat("is used as ", down, " bytes: ", why, "; the nearest valid values are ", down,
+                " and ", down + unit);
+}
+
+bool runs_ring(const std::string& b) { return b.rfind("ring", 0) == 0; }  // ring-p2p too
+bool runs_shm_ring(const std::string& b) { return b == "ring" || b.rfind("ring@", 0) == 0; }
+bool runs_ps(const std::string& b) { return b.rfind("ps", 0) == 0; }
+
+// --segment-bytes: the ring cuts segments of whole 16-float blocks (allreduce/ring_allreduce.cc);
+// backend 'ring' on one host (float32) runs over shared memory, whose slots take the value
+// clamped to 4K..256K (allreduce/shm_ring.cc). One note for both, or "".
+std::string segment_note(const SyncConfig& s, const std::vector<std::string>& backends) {
+  if (!std::any_of(backends.begin(), backends.end(), runs_ring)) return "";
+  constexpr std::size_t kUnit = 16 * sizeof(float), kLo = 4 << 10, kHi = 256 << 10;
+  const std::size_t used = s.segment_bytes / kUnit * kUnit;
+  std::string note;
+  if (used != s.segment_bytes)
+    note =
+        rounded(s.segment_bytes, kUnit, "the ring cuts its segments in whole blocks of 16 floats");
+  const bool shm = s.compress == "none" && s.segment_bytes != SyncConfig{}.segment_bytes &&
+                   std::any_of(backends.begin(), backends.end(), runs_shm_ring);
+  if (shm && (used < kLo || used > kHi))
+    note += concat(
+        note.empty() ? ": " : "; ", "with every rank on one host, backend 'ring' runs ",
+        "over shared memory, whose segments are 4K to 256K: ", format_bytes(used < kLo ? kLo : kHi),
+        " there ('ring-p2p' takes the value as given)");
+  if (note.empty()) return "";
+  return concat("--segment-bytes ", format_bytes(s.segment_bytes), note[0] == ':' ? "" : " ", note);
+}
+
+}  // namespace
+
+std::vector<std::string> size_notes(const Config& cfg) {
+  std::vector<std::string> notes;
+  const SyncConfig& s = cfg.sync;
+  std::vector<std::string> backends{s.backend};
+  if (cfg.command == "bench") {
+    backends = cfg.bench.backends;
+    if (backends.empty()) backends = {s.backend == "local" ? "ring" : s.backend};
+    if (cfg.bench.min_bytes % sizeof(float) != 0 && cfg.bench.min_bytes > sizeof(float))
+      notes.push_back(concat("-b/--min-bytes ", format_bytes(cfg.bench.min_bytes), " ",
+                             rounded(cfg.bench.min_bytes, sizeof(float),
+                                     "messages are whole float32 elements, so every row's size "
+                                     "is rounded down to a multiple of 4 (the size column shows "
+                                     "the bytes sent)")));
+  } else if (cfg.command != "train") {
+    return notes;
+  }
+  if (std::string n = segment_note(s, backends); !n.empty()) notes.push_back(n);
+  // ps/partition.cc: chunks of whole floats.
+  if (std::any_of(backends.begin(), backends.end(), runs_ps) &&
+      s.ps_chunk_bytes % sizeof(float) != 0)
+    notes.push_back(
+        concat("--ps-chunk-bytes ", format_bytes(s.ps_chunk_bytes), " ",
+               rounded(s.ps_chunk_bytes, sizeof(float), "a chunk holds whole float32 values")));
+  return notes;
 }
 
 }  // namespace starring

@@ -131,5 +131,68 @@ TEST(ConfigUse, OptionsFromTheConfigFileThatDoNotApplyAreNotes) {
   EXPECT_EQ(refusal({"--config", ini, "--backend", "ring"}).rfind("--straggler 5:10: ", 0), 0u);
 }
 
+// size_notes: a size the code cuts into whole units is accepted (as nccl-tests and BytePS accept
+// theirs) and noted once, with what is used and the nearest valid values; a size it uses as given,
+// or an option of a backend the command does not run, gives no note.
+Config parse(const std::string& command, std::vector<std::string> args) {
+  args.insert(args.begin(), command);
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  Config cfg;
+  parse_config(command, static_cast<int>(argv.size()), argv.data(), cfg, nullptr);
+  return cfg;
+}
+
+TEST(SizeNotes, ARoundedSizeIsNotedWithWhatIsUsedAndTheNearestValidValues) {
+  using Notes = std::vector<std::string>;
+  EXPECT_EQ(size_notes(parse("train", {"--backend", "ps", "--ps-chunk-bytes", "1000001"})),
+            Notes{"--ps-chunk-bytes 1000001 is used as 1000000 bytes: a chunk holds whole float32 "
+                  "values; the nearest valid values are 1000000 and 1000004"});
+  EXPECT_EQ(size_notes(parse("train", {"--backend", "ring-p2p", "--segment-bytes", "1000001"})),
+            Notes{"--segment-bytes 1000001 is used as 1000000 bytes: the ring cuts its segments in "
+                  "whole blocks of 16 floats; the nearest valid values are 1000000 and 1000064"});
+  // backend 'ring' on one host: the shared-memory ring's slots, in the same one line
+  const Notes ring =
+      size_notes(parse("train", {"--backend", "ring", "--segment-bytes", "1000001"}));
+  ASSERT_EQ(ring.size(), 1u);
+  EXPECT_EQ(ring[0].rfind("--segment-bytes 1000001 is used as 1000000 bytes: ", 0), 0u) << ring[0];
+  EXPECT_NE(ring[0].find("; with every rank on one host, backend 'ring' runs over shared memory, "
+                         "whose segments are 4K to 256K: 256K there"),
+            std::string::npos)
+      << ring[0];
+  EXPECT_EQ(size_notes(parse("train", {"--backend", "ring", "--segment-bytes", "1K"})),
+            Notes{"--segment-bytes 1K: with every rank on one host, backend 'ring' runs over "
+                  "shared memory, whose segments are 4K to 256K: 4K there ('ring-p2p' takes the "
+                  "value as given)"});
+  // bench: its messages are whole floats; the backends it runs decide the rest
+  EXPECT_EQ(size_notes(parse("bench", {"-b", "1000001", "-e", "4M"})),
+            Notes{"-b/--min-bytes 1000001 is used as 1000000 bytes: messages are whole float32 "
+                  "elements, so every row's size is rounded down to a multiple of 4 (the size "
+                  "column shows the bytes sent); the nearest valid values are 1000000 and "
+                  "1000004"});
+  const Notes both =
+      size_notes(parse("bench", {"--backends", "ring-p2p,ps-colocated", "--segment-bytes", "100",
+                                 "--ps-chunk-bytes", "6"}));
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].rfind("--segment-bytes 100 is used as 64 bytes", 0), 0u) << both[0];
+  EXPECT_EQ(both[1].rfind("--ps-chunk-bytes 6 is used as 4 bytes", 0), 0u) << both[1];
+}
+
+TEST(SizeNotes, SizesUsedAsGivenGiveNoNote) {
+  for (const auto& [command, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"train", {"--backend", "ring"}},  // the default 1M: no note unless set
+           {"train", {"--backend", "ring", "--segment-bytes", "64K"}},
+           {"train", {"--backend", "ring-p2p", "--segment-bytes", "1K"}},
+           {"train", {"--backend", "ring", "--segment-bytes", "1K", "--compress", "fp16"}},
+           {"train", {"--backend", "ps", "--ps-chunk-bytes", "1000000"}},
+           {"train", {"--backend", "ring", "--bucket-mb", "0.3"}},  // a cap on whole tensors
+           {"bench", {"-b", "1000000", "-e", "1000001"}},           // -e only bounds b * f^k
+           {"bench", {"--backends", "mpi", "--segment-bytes", "100", "--ps-chunk-bytes", "6"}},
+           {"env", {}}}) {
+    EXPECT_EQ(size_notes(parse(command, args)), std::vector<std::string>{})
+        << command << " " << ::testing::PrintToString(args);
+  }
+}
+
 }  // namespace
 }  // namespace starring

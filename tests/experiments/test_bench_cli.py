@@ -70,6 +70,30 @@ class Bench(unittest.TestCase):
                 else:
                     self.assertEqual(r["bench"], "allreduce")
 
+    def test_sizes_it_rounds_are_accepted_with_one_note_each_from_rank_0(self):
+        # -b 1001: rows of whole floats (1000, 2000, 4004 bytes, as the size column says);
+        # segments of whole 16-float blocks, chunks of whole floats (common/config_use.cc)
+        p = subprocess.run([MPIRUN, "-np", "2", BIN, "bench", "--backends", "ring-p2p,ps-colocated",
+                            "-b", "1001", "-e", "4004", "--segment-bytes", "100",
+                            "--ps-chunk-bytes", "6", "-n", "1", "-w", "0", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        notes = [line for line in p.stderr.splitlines() if line.startswith("[starring] note: ")]
+        self.assertEqual(len(notes), 3, p.stderr)  # rank 0 only
+        self.assertIn("-b/--min-bytes 1001 is used as 1000 bytes", notes[0])
+        self.assertIn("the nearest valid values are 1000 and 1004", notes[0])
+        self.assertIn("--segment-bytes 100 is used as 64 bytes", notes[1])
+        self.assertIn("--ps-chunk-bytes 6 is used as 4 bytes", notes[2])
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual(sorted((r["backend"], r["size"], r["wrong"]) for r in rows),
+                         [(b, d, 0) for b in ("ps-colocated", "ring-p2p")
+                          for d in (1000, 2000, 4004)])
+        plain = subprocess.run([MPIRUN, "-np", "2", BIN, "bench", "--backends", "ring-p2p",
+                                "-b", "1000", "-e", "4000", "-n", "1", "-w", "0"],
+                               capture_output=True, text=True, timeout=120)
+        self.assertEqual(plain.returncode, 0, plain.stdout + plain.stderr)
+        self.assertNotIn("note:", plain.stderr)
+
     def test_a_message_smaller_than_the_shards_names_the_smallest_size(self):
         # 1 float over 3 co-located shards: the error said "use fewer servers", which a bench
         # with --servers colocated cannot do; the fix is a larger -b.
