@@ -125,8 +125,7 @@ void print_environment() {
                                           "OMPI_MCA_osc",
                                           "CUDA_VISIBLE_DEVICES",
                                           "OMP_NUM_THREADS",
-                                          "OPENBLAS_NUM_THREADS",
-                                          "OPENBLAS_CORETYPE"};
+                                          "OPENBLAS_"};  // threads, kernels, cache sizes
   std::printf("Environment (rank 0)\n");
   int shown = 0;
   for (char** e = environ; *e; ++e) {
@@ -142,7 +141,7 @@ void print_environment() {
   if (!shown)
     row("(none set)",
         "NCCL_*, UCX_*, OMPI_MCA_{btl,pml,coll,osc}*, CUDA_VISIBLE_DEVICES, "
-        "OMP/OPENBLAS_NUM_THREADS, OPENBLAS_CORETYPE");
+        "OMP_NUM_THREADS, OPENBLAS_*");
 }
 
 // Every rank's host line, on rank 0 (empty elsewhere).

@@ -61,11 +61,13 @@ class EnvCommand(unittest.TestCase):
 
     def test_communication_variables_are_shown(self):
         rc, out = env(1, {"NCCL_ALGO": "Ring", "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-                          "UNRELATED_VARIABLE": "x"})
+                          "OPENBLAS_L2_SIZE": "512", "UNRELATED_VARIABLE": "x"})
         self.assertEqual(rc, 0, out)
         section = out.split("Environment (rank 0)")[1]
         self.assertRegex(section, r"NCCL_ALGO\s+Ring")
         self.assertRegex(section, r"OMPI_MCA_coll_tuned_use_dynamic_rules\s+1")
+        # OpenBLAS's blocking: the README promises OPENBLAS_*; only two of them were shown
+        self.assertRegex(section, r"OPENBLAS_L2_SIZE\s+512")
         self.assertNotIn("UNRELATED_VARIABLE", section)
         self.assertNotIn("oversubscribed", out)
 
