@@ -117,15 +117,10 @@ std::vector<GpuSlot> gpu_slots(const std::vector<std::string>& hosts) {
 
 // Variables that change how communication or compute behaves, as this rank sees them.
 void print_environment() {
-  static const char* const kPrefixes[] = {"NCCL_",
-                                          "UCX_",
-                                          "OMPI_MCA_btl",
-                                          "OMPI_MCA_pml",
-                                          "OMPI_MCA_coll",
-                                          "OMPI_MCA_osc",
-                                          "CUDA_VISIBLE_DEVICES",
-                                          "OMP_NUM_THREADS",
-                                          "OPENBLAS_"};  // threads, kernels, cache sizes
+  static const char* const kPrefixes[] = {
+      "NCCL_",         "UCX_",         "OMPI_MCA_btl",         "OMPI_MCA_pml",
+      "OMPI_MCA_coll", "OMPI_MCA_osc", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
+      "OPENBLAS_"};  // threads, kernels, cache sizes
   std::printf("Environment (rank 0)\n");
   int shown = 0;
   for (char** e = environ; *e; ++e) {
