@@ -30,10 +30,12 @@ SUMMARY_FIELDS = {
 # "cuda", where rank 0 computed after any fallback) with device_name; diverged_at_step (int, only
 # in a run whose loss stopped being finite: the run then exits 1 after writing the summary);
 # checkpoints (int) written by the run and checkpoint_s {worker0, others_max (null with one
-# worker)}, the seconds spent in them outside wall_s and step_time; first_step_unix (number).
+# worker)}, the seconds spent in them outside wall_s and step_time; first_step_unix (number);
+# job {legs, steps, train_s, samples_per_s, epochs_by_earlier_legs}: the whole job, every run of a
+# resumed one (the top-level figures are the run's; legs null: resumed from an older checkpoint).
 OPTIONAL_SUMMARY_FIELDS = {"untimed_steps": int, "samples_per_s_all_steps": _NUM, "device": str,
                            "device_name": str, "diverged_at_step": int, "checkpoints": int,
-                           "checkpoint_s": dict, "first_step_unix": _NUM}
+                           "checkpoint_s": dict, "first_step_unix": _NUM, "job": dict}
 STEP_TIME_FIELDS = ("total_s", "compute_s", "comm_s", "wait_s")
 BYTES_FIELDS = ("worker_sent", "worker_recv", "server_sent", "server_recv")
 RANK_FIELDS = ("rank", "role", "bytes_sent_per_step", "bytes_recv_per_step", "compute_s",
