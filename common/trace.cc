@@ -1,22 +1,40 @@
-// Trace: records complete ("X") and counter ("C") events in memory under one mutex and writes
-// them at close() as a Chrome trace-event JSON object {"traceEvents": [...]}. Metadata events
-// ("M") name the process ("rank N") and every thread that recorded something, so Perfetto shows
-// one track per thread. Timestamps are written on the host's monotonic clock (steady_clock, the
-// same for every process of a host), so the files of all ranks of one host line up when merged
-// (scripts/merge_traces.py). The file is written to a temporary name next to the target and
-// renamed, so a reader never sees half a file.
+// Trace: records complete ("X") and counter ("C") events under one mutex into a buffer that a
+// writer thread appends to "<file>.partial" whenever it holds kFlushEvents events or
+// kFlushPeriod has passed, so the recording threads only copy an event into a vector, as when
+// every event stayed in memory until the end, and a rank killed mid-run (mpirun's SIGKILL on
+// Ctrl-C or when another rank fails) leaves every event flushed so far.
+//
+// The .partial is Chrome's JSON Array Format, one event per line: "[", then the events, each
+// line but the last ending with ','. Its closing ']' is optional for both viewers:
+// catapult's importer (tracing/tracing/extras/importer/trace_event_importer.html,
+// TraceEventImporter) strips a trailing comma and appends the ']' to text that starts with '['
+// ("some tracing implementations cannot guarantee that a ']' gets written to the trace file"),
+// and Perfetto's tokenizer (src/trace_processor/importers/json/json_trace_tokenizer.cc,
+// ParseInternal, kTraceEventsArray) reads the array one dictionary at a time and treats the end
+// of the data as "needs more data", with nothing to do at end of file. So "partial + ']'" parses
+// as JSON whenever the last write was whole. Metadata events ("M": the process's name, and each
+// thread's name once set) go into the .partial as they become known, so its tracks are named.
+//
+// close() writes the last buffer, then the file itself as before: a JSON object
+// {"traceEvents": [...], "displayTimeUnit": "ms"} whose metadata events come first, followed by
+// the .partial's other events, written to a temporary name next to the target and renamed (a
+// reader never sees half a file); then it removes the .partial. Timestamps are written on the
+// host's monotonic clock (steady_clock, the same for every process of a host), so the files of
+// all ranks of one host line up when merged (scripts/merge_traces.py).
 #include "common/trace.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <nlohmann/json.hpp>
-#include <thread>
+#include <string_view>
 
 #include "common/error.h"
 
@@ -37,13 +55,97 @@ std::string expand_rank(const std::string& pattern, int rank) {
 
 namespace {
 
-nlohmann::json metadata(const char* what, int pid, int tid, const std::string& name) {
-  return {{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
+constexpr std::string_view kMetadataStart = "{\"ph\":\"M\"";  // how every "M" line starts
+
+void put_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {  // control characters, newlines
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", static_cast<unsigned>(c));
+      out += esc;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+// The shortest text that reads back as `v`, with ".0" on whole numbers (as nlohmann writes a
+// double); null where not finite (as nlohmann does).
+void put_number(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  const std::string_view text(buf, static_cast<std::size_t>(end - buf));
+  out += text;
+  if (text.find_first_of(".eE") == std::string_view::npos) out += ".0";
+}
+
+std::string metadata_line(const char* what, int pid, int tid, const char* key,
+                          const std::string& value, bool quoted) {
+  std::string out(kMetadataStart);
+  out += ",\"name\":\"";
+  out += what;
+  out += "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"";
+  out += key;
+  out += "\":";
+  if (quoted)
+    put_string(out, value);
+  else
+    out += value;
+  out += "}}";
+  return out;
+}
+
+std::string process_lines(int rank) {
+  return metadata_line("process_name", rank, 0, "name", "rank " + std::to_string(rank), true) +
+         ",\n" +
+         metadata_line("process_sort_index", rank, 0, "sort_index", std::to_string(rank), false);
+}
+
+template <class Event>
+void put_event(std::string& out, const Event& e, int pid, double origin_us) {
+  out += "{\"ph\":\"";
+  out += e.ph;
+  out += "\",\"name\":";
+  put_string(out, e.name);
+  out += ",\"cat\":";
+  put_string(out, e.cat);
+  out += ",\"ts\":";
+  put_number(out, origin_us + e.ts);
+  if (e.ph == 'X') {
+    out += ",\"dur\":";
+    put_number(out, e.dur);
+  }
+  out += ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(e.tid);
+  if (!e.args.empty()) {
+    out += ",\"args\":{";
+    const char* sep = "";
+    for (const auto& [key, value] : e.args) {
+      out += sep;
+      put_string(out, key);
+      out += ':';
+      put_number(out, value);
+      sep = ",";
+    }
+    out += '}';
+  }
+  out += '}';
 }
 
 }  // namespace
 
-Trace::Trace(int rank) : rank_(rank), t0_(std::chrono::steady_clock::now()) {}
+Trace::Trace(int rank)
+    : rank_(rank),
+      t0_(std::chrono::steady_clock::now()),
+      origin_us_(std::chrono::duration<double, std::micro>(t0_.time_since_epoch()).count()) {}
 
 Trace::~Trace() {
   try {
@@ -55,10 +157,28 @@ Trace::~Trace() {
 
 void Trace::open(const std::string& path_pattern) {
   STARRING_CHECK(!path_pattern.empty(), "rank ", rank_, ": trace path is empty");
-  std::lock_guard<std::mutex> lock(mu_);
+  close();
+  std::lock_guard<std::mutex> closing(close_mu_);
+  std::lock_guard<std::mutex> file_lock(file_mu_);
   path_ = expand_rank(path_pattern, rank_);
-  events_.clear();
-  enabled_ = true;
+  const std::string partial = path_ + ".partial";
+  // A stale .partial of an earlier run at this path is emptied here.
+  fd_ = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0)
+    throw Error(detail::concat("rank ", rank_, ": --trace: cannot write ", partial, ": ",
+                               std::strerror(errno)));
+  write_error_.clear();
+  names_written_.clear();
+  batch_.clear();
+  write_partial("[\n" + process_lines(rank_));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.clear();
+    events_.reserve(kFlushEvents);
+    stop_ = false;
+    enabled_ = true;
+  }
+  writer_ = std::thread([this] { write_loop(); });
 }
 
 double Trace::now_us() const {
@@ -78,14 +198,18 @@ void Trace::complete(const std::string& name, const std::string& cat, double sta
                      double dur_us, const std::map<std::string, double>& args) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!enabled_) return;  // closed meanwhile: its last buffer is written
   events_.push_back(Event{name, cat, 'X', start_us, dur_us, thread_id(), args});
+  if (events_.size() == kFlushEvents) wake_.notify_one();
 }
 
 void Trace::counter(const std::string& name, double value) {
   if (!enabled_) return;
   const double ts = now_us();
   std::lock_guard<std::mutex> lock(mu_);
+  if (!enabled_) return;
   events_.push_back(Event{name, "counter", 'C', ts, 0.0, thread_id(), {{name, value}}});
+  if (events_.size() == kFlushEvents) wake_.notify_one();
 }
 
 void Trace::set_thread_name(const std::string& name) {
@@ -93,54 +217,135 @@ void Trace::set_thread_name(const std::string& name) {
   thread_names_[thread_id()] = name;
 }
 
+void Trace::write_partial(const std::string& text) {  // caller holds file_mu_
+  if (fd_ < 0 || !write_error_.empty()) return;       // after a failed write, the rest is dropped
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      write_error_ = n < 0 ? std::strerror(errno) : "nothing written";
+      return;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+void Trace::flush() {
+  std::lock_guard<std::mutex> file_lock(file_mu_);
+  if (fd_ < 0) return;
+  std::string text;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch_.swap(events_);  // both keep their capacity
+    for (const auto& [tid, name] : thread_names_) {
+      auto& written = names_written_[tid];
+      if (written == name) continue;
+      written = name;
+      text += ",\n" + metadata_line("thread_name", rank_, tid, "name", name, true);
+    }
+  }
+  for (const Event& e : batch_) {
+    text += ",\n";
+    put_event(text, e, rank_, origin_us_);
+  }
+  batch_.clear();
+  if (!text.empty()) write_partial(text);
+}
+
+void Trace::write_loop() {
+  try {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      wake_.wait_for(lock, kFlushPeriod,
+                     [this] { return stop_ || events_.size() >= kFlushEvents; });
+      if (stop_) break;
+      lock.unlock();
+      flush();
+      lock.lock();
+    }
+  } catch (const std::exception& e) {  // out of memory: close() reports it
+    std::lock_guard<std::mutex> file_lock(file_mu_);
+    if (write_error_.empty()) write_error_ = e.what();
+  }
+}
+
 void Trace::close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!enabled_) return;
-  enabled_ = false;
-  nlohmann::json events = nlohmann::json::array();
-  events.push_back(metadata("process_name", rank_, 0, "rank " + std::to_string(rank_)));
-  events.push_back({{"name", "process_sort_index"},
-                    {"ph", "M"},
-                    {"pid", rank_},
-                    {"tid", 0},
-                    {"args", {{"sort_index", rank_}}}});
+  std::lock_guard<std::mutex> closing(close_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!enabled_) return;
+    enabled_ = false;
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  flush();  // the last buffer
+  finish();
+}
+
+std::string Trace::final_metadata() {  // caller holds mu_
+  std::string out = process_lines(rank_);
   for (const auto& [key, tid] : tids_) {
     auto named = thread_names_.find(tid);
     const std::string name =
         named != thread_names_.end() ? named->second : "thread " + std::to_string(tid);
-    events.push_back(metadata("thread_name", rank_, tid, name));
+    out += ",\n" + metadata_line("thread_name", rank_, tid, "name", name, true);
   }
-  const double origin_us =
-      std::chrono::duration<double, std::micro>(t0_.time_since_epoch()).count();
-  for (const Event& e : events_) {
-    nlohmann::json j = {{"name", e.name},         {"cat", e.cat}, {"ph", std::string(1, e.ph)},
-                        {"ts", origin_us + e.ts}, {"pid", rank_}, {"tid", e.tid}};
-    if (e.ph == 'X') j["dur"] = e.dur;
-    if (!e.args.empty()) j["args"] = e.args;
-    events.push_back(std::move(j));
+  return out;
+}
+
+void Trace::finish() {  // caller holds close_mu_
+  const std::string partial = path_ + ".partial";
+  std::string head, failed;
+  {
+    std::lock_guard<std::mutex> file_lock(file_mu_);
+    if (::close(fd_) != 0 && write_error_.empty()) write_error_ = std::strerror(errno);
+    fd_ = -1;
+    failed = write_error_;
+    std::lock_guard<std::mutex> lock(mu_);
+    head = final_metadata();
   }
-  events_.clear();
-  const nlohmann::json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+  if (!failed.empty())
+    throw Error(detail::concat("rank ", rank_, ": --trace: writing ", partial, " failed: ", failed,
+                               "; the events before that stay in it"));
+  const std::string kept = "; the events recorded stay in " + partial;
+  std::ifstream in(partial, std::ios::binary);
+  if (!in)
+    throw Error(detail::concat("rank ", rank_, ": --trace: cannot read back ", partial, ": ",
+                               std::strerror(errno)));
   const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
   {
     errno = 0;
-    std::ofstream out(tmp);
+    std::ofstream out(tmp, std::ios::binary);
     if (!out)
       throw Error(detail::concat("rank ", rank_, ": --trace: cannot write ", tmp, ": ",
-                                 std::strerror(errno)));
-    out << doc.dump() << '\n';
+                                 std::strerror(errno), kept));
+    out << "{\"traceEvents\":[\n" << head;
+    std::string line;
+    std::getline(in, line);  // "["
+    while (std::getline(in, line)) {
+      std::string_view event(line);
+      if (!event.empty() && event.back() == ',') event.remove_suffix(1);
+      if (event.empty() || event.substr(0, kMetadataStart.size()) == kMetadataStart) continue;
+      out << ",\n" << event;
+    }
+    out << "\n],\"displayTimeUnit\":\"ms\"}\n";
     out.close();
-    if (!out) {  // a full disk: no half-written file is left behind
+    if (!out || in.bad()) {  // a full disk: no half-written file is left behind
       const int err = errno;
       std::remove(tmp.c_str());
       throw Error(detail::concat("rank ", rank_, ": --trace: writing ", tmp, " failed",
-                                 err ? ": " : "", err ? std::strerror(err) : ""));
+                                 err ? ": " : "", err ? std::strerror(err) : "", kept));
     }
   }
   if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
     std::remove(tmp.c_str());
-    throw Error(detail::concat("rank ", rank_, ": cannot rename trace file to ", path_));
+    throw Error(detail::concat("rank ", rank_, ": cannot rename trace file to ", path_, kept));
   }
+  std::remove(partial.c_str());
 }
 
 TraceScope::TraceScope(Trace* trace, const char* name, const char* cat)

@@ -3,17 +3,22 @@
 // (ph:"X") with microsecond timestamps from one steady clock shared by all threads of the rank
 // (now_us() counts from the Trace's creation; the file holds the host's monotonic time, so the
 // ranks of one host line up); pid = rank, tid = a small id per named thread ("compute", "comm").
+// Events stream to "<file>.partial" while the run goes (a writer thread appends them every
+// kFlushEvents events or kFlushPeriod), so a run killed mid-way still leaves a viewable
+// timeline; close() turns it into the file itself.
 //
-//   Trace trace(rank);  trace.open("trace.%r.json");     // "%r" -> rank
+//   Trace trace(rank);  trace.open("trace.%r.json");     // "%r" -> rank; creates .partial
 //   { TraceScope s(&trace, "backward", "compute"); ... }
-//   trace.close();  // writes the file (also done by the destructor)
+//   trace.close();  // writes trace.<rank>.json, removes the .partial (also done by ~Trace)
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace starring {
@@ -23,14 +28,26 @@ std::string expand_rank(const std::string& pattern, int rank);
 
 class Trace {
  public:
+  // The writer appends the buffer to the .partial once it holds this many events, or after
+  // this long, whichever comes first.
+  static constexpr std::size_t kFlushEvents = 4096;
+  static constexpr std::chrono::milliseconds kFlushPeriod{250};
+
   explicit Trace(int rank = 0);
   ~Trace();
   Trace(const Trace&) = delete;
   Trace& operator=(const Trace&) = delete;
 
-  void open(const std::string& path_pattern);  // enables recording
+  // Enables recording and creates (or empties) "<file>.partial"; an error names the rank and
+  // the file. A trace already open is closed first.
+  void open(const std::string& path_pattern);
   bool enabled() const { return enabled_; }
-  void close();  // writes the JSON file atomically (temp file + rename)
+  // Appends the events recorded so far to "<file>.partial" now (the writer thread does it on
+  // its own; for tests and for callers about to block).
+  void flush();
+  // Writes the JSON file atomically (temp file + rename) from the .partial, which it then
+  // removes; where that fails, the error says the events stay in the .partial.
+  void close();
 
   double now_us() const;  // microseconds since this Trace was created
   // A finished interval on the calling thread (thread name set with set_thread_name).
@@ -40,7 +57,6 @@ class Trace {
   void set_thread_name(const std::string& name);  // for the calling thread
 
  private:
-  int thread_id();
   struct Event {
     std::string name, cat;
     char ph;
@@ -48,14 +64,32 @@ class Trace {
     int tid;
     std::map<std::string, double> args;
   };
+  int thread_id();  // caller holds mu_
+  void write_loop();
+  void write_partial(const std::string& text);  // caller holds file_mu_
+  std::string final_metadata();                 // caller holds mu_
+  void finish();                                // the .partial -> the file
+
   int rank_;
   std::atomic<bool> enabled_{false};
-  std::string path_;
   std::chrono::steady_clock::time_point t0_;
+  double origin_us_;  // t0_ on the host's monotonic clock
+  // Recording: the events not yet written, and the threads.
   std::mutex mu_;
+  std::condition_variable wake_;  // the writer: a full buffer, or close()
+  bool stop_ = false;
   std::vector<Event> events_;
   std::map<std::size_t, int> tids_;  // hash(std::thread::id) -> tid
   std::map<int, std::string> thread_names_;
+  // Writing (lock order: close_mu_, file_mu_, mu_).
+  std::mutex close_mu_;
+  std::mutex file_mu_;
+  std::string path_;
+  int fd_ = -1;  // the .partial
+  std::vector<Event> batch_;
+  std::map<int, std::string> names_written_;  // thread names already in the .partial
+  std::string write_error_;                   // the first failed write
+  std::thread writer_;
 };
 
 // RAII interval; no-op when trace is null or disabled.

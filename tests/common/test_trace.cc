@@ -1,15 +1,20 @@
 // Trace: events recorded from several threads land in one Chrome trace-event file that parses as
 // JSON, carries pid = rank, names every thread, and is written only when enabled; a path that
 // cannot be written or a full disk is an error naming the rank, with no half-written file left.
+// While the trace is open its events stream to "<file>.partial", which parses as JSON once the
+// optional ']' of Chrome's JSON Array Format is appended; close() leaves only the file itself.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -34,6 +39,28 @@ nlohmann::json read_json(const fs::path& path) {
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   return nlohmann::json::parse(in);
+}
+
+// A .partial as Perfetto and chrome://tracing read it: the array with its closing ']' added.
+nlohmann::json read_partial(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  std::stringstream text;
+  text << in.rdbuf() << "]";
+  return nlohmann::json::parse(text.str());
+}
+
+int count_phase(const nlohmann::json& events, const char* ph, const char* name = nullptr) {
+  int n = 0;
+  for (const auto& e : events) n += e["ph"] == ph && (!name || e["name"] == name);
+  return n;
+}
+
+std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 TEST(Trace, EventsFromSeveralThreadsFormOneValidFile) {
@@ -176,19 +203,20 @@ TEST(Trace, CloseIsIdempotentAndStopsRecording) {
 
 TEST(Trace, UnwritablePathThrowsNamingTheRank) {
   Trace trace(5);
-  trace.open("/nonexistent_dir_for_starring/trace.%r.json");
-  trace.complete("a", "compute", 0, 1);
   try {
-    trace.close();
+    trace.open("/nonexistent_dir_for_starring/trace.%r.json");  // the .partial is created here
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rank 5"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("trace.5.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("trace.5.json.partial"), std::string::npos) << e.what();
   }
+  EXPECT_FALSE(trace.enabled());
+  trace.close();  // nothing to write
 }
 
 // A full disk (the temp file is /dev/full): an error naming the rank and the cause, and neither
-// the temp file nor a half-written trace is left.
+// the temp file nor a half-written trace is left; the events stay in the .partial, and the
+// error says so.
 TEST(Trace, FullDiskLeavesNoFileAndSaysWhy) {
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   const fs::path dir = temp_dir();
@@ -205,9 +233,140 @@ TEST(Trace, FullDiskLeavesNoFileAndSaysWhy) {
     EXPECT_NE(std::string(e.what()).find("rank 3: --trace: writing"), std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("stay in " + path.string() + ".partial"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_FALSE(fs::exists(fs::symlink_status(tmp)));
   EXPECT_FALSE(fs::exists(path));
+  EXPECT_EQ(count_phase(read_partial(path.string() + ".partial"), "X"), 2000);
+  fs::remove_all(dir);
+}
+
+// The disk fills while the events stream (the .partial is /dev/full): close() fails naming the
+// rank, the .partial and the cause, and writes no trace file.
+TEST(Trace, FullDiskWhileStreamingFailsAtClose) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const fs::path dir = temp_dir();
+  fs::create_symlink("/dev/full", dir / "trace.3.json.partial");
+  Trace trace(3);
+  trace.open((dir / "trace.%r.json").string());
+  for (int i = 0; i < 2000; ++i) trace.complete("step", "compute", i, 1);
+  try {
+    trace.close();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 3: --trace: writing " + (dir / "trace.3.json.partial").string()),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("No space left on device"), std::string::npos) << what;
+  }
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"trace.3.json.partial"});
+  fs::remove_all(dir);
+}
+
+// While the trace is open its events are in the .partial: the writer appends a full buffer on
+// its own (no flush() call here), and what it wrote parses as Chrome's JSON Array Format without
+// the closing ']' (as Perfetto and chrome://tracing read it), with the process and the threads
+// named. close() then leaves only the trace file, holding every event once and each thread's
+// name once, metadata first, as before the events streamed.
+TEST(Trace, EventsStreamToThePartialBeforeClose) {
+  const fs::path dir = temp_dir();
+  const fs::path partial = dir / "t.2.json.partial";
+  constexpr int kEvents = 2 * static_cast<int>(Trace::kFlushEvents) + 7;
+  Trace trace(2);
+  trace.open((dir / "t.%r.json").string());
+  ASSERT_TRUE(fs::exists(partial));
+  std::thread([&trace] {
+    trace.set_thread_name("comm");
+    for (int i = 0; i < kEvents; ++i) trace.complete("bucket", "comm", i, 1, {{"bytes", i}});
+  }).join();
+  int streamed = 0;  // the writer runs on its own schedule: wait for it (bounded)
+  for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+    std::ifstream in(partial);
+    std::stringstream text;
+    text << in.rdbuf() << "]";
+    const auto events = nlohmann::json::parse(text.str(), nullptr, false);  // may be mid-write
+    if (!events.is_discarded() &&
+        (streamed = count_phase(events, "X")) >= static_cast<int>(Trace::kFlushEvents))
+      break;
+  }
+  EXPECT_GE(streamed, static_cast<int>(Trace::kFlushEvents));
+  trace.flush();
+  const nlohmann::json events = read_partial(partial);
+  EXPECT_EQ(count_phase(events, "X"), kEvents);
+  EXPECT_EQ(count_phase(events, "M", "process_name"), 1);
+  int comm_named = 0;
+  double last_bytes = -1;
+  for (const auto& e : events) {
+    comm_named += e["name"] == "thread_name" && e["args"]["name"] == "comm";
+    if (e["ph"] == "X") last_bytes = e["args"]["bytes"].get<double>();
+  }
+  EXPECT_EQ(comm_named, 1);
+  EXPECT_EQ(last_bytes, static_cast<double>(kEvents - 1));  // in the order recorded
+  trace.complete("after_flush", "compute", 0, 1);           // the main thread: tid 1, unnamed
+  trace.close();
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"t.2.json"});
+  const nlohmann::json doc = read_json(dir / "t.2.json");
+  EXPECT_EQ(doc["displayTimeUnit"], "ms");
+  const nlohmann::json& all = doc["traceEvents"];
+  EXPECT_EQ(count_phase(all, "X"), kEvents + 1);
+  EXPECT_EQ(count_phase(all, "M", "thread_name"), 2);  // "comm" and "thread 1"
+  EXPECT_EQ(count_phase(all, "M"), 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(all[i]["ph"], "M") << i;
+}
+
+// A run into the path of an earlier run that was killed: the stale .partial (cut in the middle
+// of an event here) is emptied at open(), and after close() only this run's file is left.
+TEST(Trace, RerunReplacesAStalePartial) {
+  const fs::path dir = temp_dir();
+  const fs::path partial = dir / "t.json.partial";
+  std::ofstream(partial) << "[\n{\"ph\":\"X\",\"name\":\"stale\"},\n{\"ph\":\"X\",\"na";
+  Trace trace(0);
+  trace.open((dir / "t.json").string());
+  trace.complete("fresh", "compute", 0, 1);
+  trace.flush();
+  const nlohmann::json events = read_partial(partial);  // parses: the stale bytes are gone
+  EXPECT_EQ(count_phase(events, "X", "fresh"), 1);
+  EXPECT_EQ(count_phase(events, "X"), 1);
+  trace.close();
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"t.json"});
+  const nlohmann::json doc = read_json(dir / "t.json");
+  EXPECT_EQ(count_phase(doc["traceEvents"], "X", "fresh"), 1);
+  EXPECT_EQ(count_phase(doc["traceEvents"], "X"), 1);
+  fs::remove_all(dir);
+}
+
+// Ctrl-C closes the trace on the interrupt thread while the training thread goes on recording:
+// the file is whole, with the events recorded until then, and later events are dropped.
+TEST(Trace, CloseWhileAnotherThreadRecords) {
+  const fs::path dir = temp_dir();
+  Trace trace(1);
+  trace.open((dir / "t.%r.json").string());
+  std::atomic<bool> go{true};
+  std::atomic<int> recorded{0};
+  std::thread training([&] {
+    trace.set_thread_name("compute");
+    while (go) {
+      TraceScope scope(&trace, "step", "compute");
+      ++recorded;
+    }
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (recorded < 3 * static_cast<int>(Trace::kFlushEvents) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  trace.close();
+  const int at_close = recorded;
+  go = false;
+  training.join();
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"t.1.json"});
+  const int written = count_phase(read_json(dir / "t.1.json")["traceEvents"], "X");
+  EXPECT_GE(written, 3 * static_cast<int>(Trace::kFlushEvents));
+  EXPECT_LE(written, at_close + 1);  // one more may have passed enabled() as close() began
   fs::remove_all(dir);
 }
 
