@@ -5,7 +5,8 @@ Each case runs the real executable, alone or under scripts/mpirun.sh, and checks
 exit (2 for bad input), one `starring: error:` line naming the problem (and the rank where one
 rank failed), at most one short line from the launcher and none of Open MPI's banners, no
 traceback / "terminate called" / crash report, an end well within the time bound, and no
-half-written output file (only the documented `<metrics>.partial`; traces are whole JSON).
+half-written output file (only the documented `<metrics>.partial`; traces are whole JSON, or a
+killed rank's `<trace>.partial`, which parses once its optional `]` is added).
 Also scripts/mpirun_filter.py alone on canned Open MPI 4.1 output.
 Small data: synthetic, a 16-unit MLP; the IDX cases use tiny files written here.
 """
@@ -135,6 +136,9 @@ class CliErrors(unittest.TestCase):
             if f.endswith(".json"):
                 with open(os.path.join(out, f)) as fh:
                     json.load(fh)
+            if f.endswith(".json.partial"):  # a killed rank's streamed trace: Chrome's JSON
+                with open(os.path.join(out, f)) as fh:  # Array Format, its ']' left out
+                    self.assertTrue(json.loads(fh.read() + "]"), where + f)
         self.assertNotIn("s.json", files, where)
         if trained:
             with open(os.path.join(out, "m.jsonl")) as fh:
@@ -397,6 +401,7 @@ class CliErrors(unittest.TestCase):
                                  None, ["rank 1", "killed by signal 9"], bound=30,
                                  killed=True)
         self.assertIn("m.jsonl.partial", files)
+        self.assertIn("t1.json.partial", files)  # its trace so far (run_case parses it)
 
     def test_hung_ring_peer_ends_soon(self):
         # Rank 1 goes silent: rank 0 times out after --timeout, waits 3 s for the others to agree
