@@ -37,6 +37,7 @@ class TrainLoop {
   void evaluate(int epoch);
   void add_sync_stats(const SyncStepStats& st);
   void resume();
+  void resume_lr_scale(const CheckpointData& c);
   void advance_position(std::int64_t s, int epoch);
   void maybe_checkpoint(bool after_eval);
   void checkpoint();
@@ -56,6 +57,9 @@ class TrainLoop {
   DistributedSampler sampler_;
   std::int64_t steps_per_epoch_ = 0, total_steps_ = 0;
   int epochs_ = 0;
+  // The workers --lr-scale scales the rate for: this run's, or a resumed checkpoint's (the global
+  // batch is the same, so the schedule must be too when the workers changed with it).
+  int lr_workers_ = 0;
   Staging staging_;
   Straggler straggler_;
   FaultInjector fault_;

@@ -25,6 +25,7 @@ void TrainLoop::resume() {
   res_.history = c.history;
   res_.earlier_epochs = c.history.size();
   pos_batch_ = start_batch_;
+  resume_lr_scale(c);
   metrics_.write_earlier(resume_.metrics_lines);  // time_s goes on from the last of them
   metrics_.flush();  // a crashed earlier run had them only in the .partial file just replaced
   progress_.resume_at(step_);
@@ -32,6 +33,21 @@ void TrainLoop::resume() {
     progress_.message("resuming from " + resume_.path + " at step " + std::to_string(step_) +
                       " (epoch " + std::to_string(pos_epoch_ + 1) + ", " +
                       std::to_string(start_batch_) + " of its steps done)");
+}
+
+// --lr-scale scales the rate with the workers because the global batch grows with them; a resume
+// keeps the global batch, so on other workers (2 x 64 as 1 x 128) it keeps the checkpoint's
+// basis: with this run's, the rate halved there, mid-schedule. Files without lr_workers (older
+// builds) give the workers that wrote them.
+void TrainLoop::resume_lr_scale(const CheckpointData& c) {
+  const nlohmann::json& m = c.meta;
+  const auto basis =
+      m.contains("lr_workers") ? m["lr_workers"] : m.value("workers", nlohmann::json());
+  if (basis.is_number_integer() && basis.get<int>() > 0) lr_workers_ = basis.get<int>();
+  if (rank_ == 0 && lr_workers_ != world_ && tc_.lr_scale != "none")
+    progress_.message("--lr-scale " + tc_.lr_scale + ": the rate stays scaled for " +
+                      std::to_string(lr_workers_) + " workers, as in the checkpoint (" +
+                      std::to_string(world_) + " here, on the same global batch)");
 }
 
 void TrainLoop::advance_position(std::int64_t s, int epoch) {
@@ -96,6 +112,7 @@ void TrainLoop::checkpoint() {
       env_.device.to_host(c.params.data(), model_.params(), c.params.size());
       c.meta =
           checkpoint_meta(cfg_, model_.widths(), model_.num_params(), env_.sync.name(), world_);
+      c.meta["lr_workers"] = lr_workers_;
       c.step = step_;
       c.epoch = pos_epoch_;
       c.next_batch = pos_batch_;

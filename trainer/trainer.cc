@@ -63,6 +63,7 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
   if (tc_.max_steps >= 0) total_steps_ = std::min(total_steps_, tc_.max_steps);
   epochs_ = static_cast<int>((total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
   progress_ = Progress(cfg.out.progress, total_steps_, cfg.out.log_every, rank_ == 0);
+  lr_workers_ = world_;
   for (int l = 0; l < model_.num_layers(); ++l) {
     layer_t_.push_back(model_.layer_tensors(l));
     std::sort(layer_t_.back().begin(), layer_t_.back().end());
@@ -165,7 +166,7 @@ TrainResult TrainLoop::run() {
 void TrainLoop::step_once(std::int64_t s, int epoch) {
   ++step_;
   const auto t_step = Clock::now();
-  const float lr = Trainer::learning_rate(tc_, step_, total_steps_, world_);
+  const float lr = Trainer::learning_rate(tc_, step_, total_steps_, lr_workers_);
   env_.sync.begin_step(step_, lr);
   fault_.at_step(rank_, step_);
   double loss = 0, wait_s = 0, grad_sq = 0;

@@ -162,20 +162,33 @@ TEST(ResumeAcrossBackends, RingCheckpointOnTheParameterServerAndBack) {
 
 // Another world size: 2 ring workers of batch 16 and 1 worker of batch 32 train on the same
 // samples each step (test_equivalence), so the step, the epoch and the position carry over.
+// With --lr-scale linear too: the rate is scaled for the checkpoint's 2 workers (the global
+// batch is the same), not for this run's 1 (before: halved from the resumed step on, and the
+// parameters 1e-2 apart).
 TEST(ResumeAcrossBackends, TwoRingWorkersResumedOnOneWorkerOfTheSameGlobalBatch) {
-  Config a = make_cfg(Case{"ring", "", 2, "adamw"});
-  a.ckpt.dir = fresh_dir("world");
-  a.ckpt.every = kEvery;
-  a.ckpt.keep = 10;
-  const TrainResult straight = train(a, 2);
-  Config b = make_cfg(Case{"local", "", 1, "adamw"});
-  b.train.batch *= 2;
-  b.ckpt.resume = ckpt(a.ckpt.dir, kEvery);
-  const TrainResult resumed = train(b, 1);
-  EXPECT_EQ(resumed.steps, kSteps);
-  const double diff = testing::max_abs_diff(resumed.params, straight.params);
-  EXPECT_LT(diff, kCrossBackendTol);
-  std::printf("ring x2 -> local x1: max |param difference| = %.3g\n", diff);
+  for (const std::string scale : {"none", "linear"}) {
+    Config a = make_cfg(Case{"ring", "", 2, "adamw"});
+    a.train.lr_scale = scale;
+    a.ckpt.dir = fresh_dir("world_" + scale);
+    a.ckpt.every = kEvery;
+    a.ckpt.keep = 10;
+    const TrainResult straight = train(a, 2);
+    Config b = make_cfg(Case{"local", "", 1, "adamw"});
+    b.train.lr_scale = scale;
+    b.train.batch *= 2;
+    b.ckpt.resume = ckpt(a.ckpt.dir, kEvery);
+    b.ckpt.dir = fresh_dir("world_" + scale + "_b");
+    b.ckpt.every = kEvery;
+    const TrainResult resumed = train(b, 1);
+    EXPECT_EQ(resumed.steps, kSteps);
+    const double diff = testing::max_abs_diff(resumed.params, straight.params);
+    EXPECT_LT(diff, kCrossBackendTol) << "--lr-scale " << scale;
+    std::printf("ring x2 -> local x1, --lr-scale %s: max |param difference| = %.3g\n",
+                scale.c_str(), diff);
+    // ... and its own checkpoints keep that basis for the next resume
+    auto saved = read_checkpoint(ckpt(b.ckpt.dir, 14), "test");
+    EXPECT_EQ(saved.meta.value("lr_workers", 0), 2);
+  }
 }
 
 // Under asp and ssp a checkpoint comes after every worker's flush: no deadlock, a valid file.
