@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -151,8 +152,9 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["resumed_from"] =
       res.resumed_from.empty() ? nlohmann::json() : nlohmann::json(res.resumed_from);
   j["resumed_at_step"] = res.resumed_step;
-  double sums[4] = {0, 0, 0, 0};  // worker sent, recv, server sent, recv
-  double tsum[4] = {0, 0, 0, 0};  // compute, comm, wait, wall per timed step (over workers)
+  double sums[4] = {0, 0, 0, 0};   // worker sent, recv, server sent, recv
+  double busiest[3] = {-1, 0, 0};  // the server that received most: its rank, sent, recv
+  double tsum[4] = {0, 0, 0, 0};   // compute, comm, wait, wall per timed step (over workers)
   double max_wall = 0, samples = 0, max_all_wall = 0, untimed = 0;
   int nw = 0, ns = 0;
   nlohmann::json hist = nlohmann::json::object();
@@ -161,6 +163,11 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
     (server ? ns : nw)++;
     sums[server ? 2 : 0] += r["bytes_sent_per_step"].get<double>();
     sums[server ? 3 : 1] += r["bytes_recv_per_step"].get<double>();
+    if (server && r["bytes_recv_per_step"].get<double>() > busiest[2]) {
+      busiest[0] = r["rank"].get<double>();
+      busiest[1] = r["bytes_sent_per_step"].get<double>();
+      busiest[2] = r["bytes_recv_per_step"].get<double>();
+    }
     if (!server) {
       const double wall = r.value("wall_s", 0.0);
       const double timed = std::max(r.value("steps", 0.0) - r.value("untimed_steps", 0.0), 1.0);
@@ -193,10 +200,15 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
                     {"compute_s", tsum[0] / nw},
                     {"comm_s", tsum[1] / nw},
                     {"wait_s", tsum[2] / nw}};
-  j["bytes_per_step"] = {{"worker_sent", sums[0] / nw},
-                         {"worker_recv", sums[1] / nw},
-                         {"server_sent", ns ? sums[2] / ns : 0.0},
-                         {"server_recv", ns ? sums[3] / ns : 0.0}};
+  j["bytes_per_step"] = {
+      {"worker_sent", sums[0] / nw},
+      {"worker_recv", sums[1] / nw},
+      {"server_sent", ns ? sums[2] / ns : 0.0},
+      {"server_recv", ns ? sums[3] / ns : 0.0},
+      // the busiest server: the mean hides --ps-partition tensor's imbalance
+      {"server_sent_busiest", ns ? busiest[1] : 0.0},
+      {"server_recv_busiest", ns ? busiest[2] : 0.0},
+      {"server_busiest_rank", ns ? nlohmann::json(std::lround(busiest[0])) : nlohmann::json()}};
   j["ranks"] = ranks;
   j["test_accuracy"] = res.test_accuracy;
   j["test_loss"] = res.test_loss;
@@ -230,9 +242,18 @@ std::string server_bytes(const nlohmann::json& j) {
   if (j["backend"] != "ps" || j["servers"] == "colocated" || j["num_servers"].get<int>() < 1)
     return "";
   const auto& b = j["bytes_per_step"];
-  char line[128];
-  std::snprintf(line, sizeof line, "bytes per server per step: recv %.0f  sent %.0f\n",
-                b["server_recv"].get<double>(), b["server_sent"].get<double>());
+  const double recv = b["server_recv"].get<double>(), top = b.value("server_recv_busiest", recv);
+  char line[224];
+  if (std::abs(top - recv) <= 0.01 * recv)  // balanced (--ps-partition range): one figure
+    std::snprintf(line, sizeof line, "bytes per server per step: recv %.0f  sent %.0f\n", recv,
+                  b["server_sent"].get<double>());
+  else
+    std::snprintf(line, sizeof line,
+                  "bytes per server per step: recv %.0f  sent %.0f (mean of %d; busiest, rank "
+                  "%.0f: recv %.0f  sent %.0f)\n",
+                  recv, b["server_sent"].get<double>(), j["num_servers"].get<int>(),
+                  b["server_busiest_rank"].get<double>(), top,
+                  b["server_sent_busiest"].get<double>());
   return line;
 }
 

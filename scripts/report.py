@@ -112,8 +112,9 @@ def table_rows(runs):
         servers = r["num_servers"] if sr.is_dedicated_ps(r) else (
             "coloc." if sr.is_colocated(r) else "-")
         wbytes = f"{_mb(by['worker_sent'])} / {_mb(th['worker'])} ({_dev(by['worker_sent'], th['worker'])})"
+        srecv = sr.busiest_server(r, "server_recv")
         sbytes = "-" if th["server"] is None else \
-            f"{_mb(by['server_recv'])} / {_mb(th['server'])} ({_dev(by['server_recv'], th['server'])})"
+            f"{_mb(srecv)} / {_mb(th['server'])} ({_dev(srecv, th['server'])})"
         rows.append([
             sr.backend_label(r), rp.model_label(r).split(" (")[0], str(r["workers"]), str(servers),
             _rate(r) + ("*" if r.get("oversubscribed") else ""),
@@ -128,7 +129,7 @@ def table_rows(runs):
 
 HEADER = ["backend", "model", "workers", "servers", "samples/s",
           "step ms (total / compute / comm / wait)", "worker MB sent/step: measured / theory (dev)",
-          "server MB recv/step: measured / theory (dev)", "test acc", "swept"]
+          "busiest server MB recv/step: measured / theory (dev)", "test acc", "swept"]
 
 
 def markdown_table(rows):

@@ -53,14 +53,14 @@ def bytes_per_rank(runs, out_dir):
             label = sr.backend_label(r)
             # side by side like the left panel: ps-bsp/ssp/asp sat exactly under ps-1
             x = r["workers"] * 2 ** (0.04 * (labels.index(label) - (len(labels) - 1) / 2))
-            ax.plot(x, r["bytes_per_step"]["server_recv"] / d, "o",
+            ax.plot(x, sr.busiest_server(r, "server_recv") / d, "o",
                     color=color_of(label), label=f"{label} (S={r['num_servers']})")
-            ax.plot(x, r["bytes_per_step"]["server_sent"] / d, "x",
+            ax.plot(x, sr.busiest_server(r, "server_sent") / d, "x",
                     color=color_of(label))
         _dedupe_legend(ax)
         _log2_workers(ax, sorted({r["workers"] for r in servers}))
         label_axes(ax, "workers W", "bytes per server per step / D",
-                   "dedicated server ranks (o received, x sent)")
+                   "the busiest dedicated server (o received, x sent)")
     name = _save(fig, out_dir, "bytes_per_rank.png")
     ds = sorted({sr.wire_bytes(r) for r in runs})
     return Figure(name, "Bytes per rank per step vs theory",
@@ -69,7 +69,9 @@ def bytes_per_rank(runs, out_dir):
                   "bytes, halved with fp16/bf16 compression; here D = "
                   + ", ".join(f"{d / MB:.2f} MB" for d in ds) + "). Lines are the theory: ring, "
                   "MPI and co-located PS move 2(N-1)/N x D per rank; with dedicated servers a "
-                  "worker pushes D and pulls D, and each of S servers receives and sends W x D/S. "
+                  "worker pushes D and pulls D, and each of S servers receives and sends W x D/S "
+                  "(the busiest server is drawn: a mean hides unbalanced shards, as with "
+                  "--ps-partition tensor). "
                   "The mpi backend cannot see inside MPI_Allreduce: its bytes are what the "
                   "backend reports for it. Independent of the number of cores." + _deviation_note(runs))
 
@@ -84,8 +86,10 @@ def _deviation_note(runs):
         by = r["bytes_per_step"]
         for what, meas, theory in (("worker sent", by["worker_sent"], th["worker"]),
                                    ("worker received", by["worker_recv"], th["worker"]),
-                                   ("server received", by["server_recv"], th["server"]),
-                                   ("server sent", by["server_sent"], th["server"])):
+                                   ("server received", sr.busiest_server(r, "server_recv"),
+                                    th["server"]),
+                                   ("server sent", sr.busiest_server(r, "server_sent"),
+                                    th["server"])):
             dev = sr.deviation_pct(meas, theory)
             if dev is not None and theory:
                 worst.append((abs(dev), dev, what, r))

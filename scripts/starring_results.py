@@ -276,6 +276,15 @@ def theory_bytes(rec):
     return {"worker": 2.0 * (w - 1) / w * d if w > 0 else 0.0, "server": None}
 
 
+def busiest_server(rec, key):
+    """bytes_per_step `key` ('server_recv' or 'server_sent') of the dedicated server that received
+    the most: the theory's W*D/S holds for each server only when the shards are balanced, and the
+    mean over servers hides --ps-partition tensor's imbalance. Records written before the summary
+    carried it give the mean."""
+    by = rec["bytes_per_step"]
+    return by.get(key + "_busiest", by[key])
+
+
 def deviation_pct(measured, theory):
     if theory is None or measured is None:
         return None

@@ -382,6 +382,23 @@ class BytesCaption(unittest.TestCase):
         self.assertEqual(rt._deviation_note([run(1000), run(1503, 4)]),
                          " Largest deviation from theory: +0.2% (worker sent, ring W=4).")
 
+    def test_unbalanced_servers_show_their_busiest(self):
+        # --ps-partition tensor, 2 workers, 2 servers: one server takes nearly everything. The
+        # summary's mean over servers is the theory W x D/S exactly, so the table and caption
+        # read '(0%)'; the busiest server is what a user must see.
+        import report_traffic as rt
+        rec = {"backend": "ps", "variant": "ps-tensor", "workers": 2, "num_servers": 2,
+               "servers": "2", "model": {"bytes": 1000}, "step_time": {}, "test_accuracy": 0.5,
+               "bytes_per_step": {"worker_sent": 1000, "worker_recv": 1000,
+                                  "server_recv": 1000, "server_sent": 1000,
+                                  "server_recv_busiest": 1996, "server_sent_busiest": 1996,
+                                  "server_busiest_rank": 3}}
+        self.assertEqual(sr.busiest_server(rec, "server_recv"), 1996)
+        self.assertIn("+99.6% (server received, ps-tensor W=2)", rt._deviation_note([rec]))
+        old = dict(rec, bytes_per_step={k: v for k, v in rec["bytes_per_step"].items()
+                                        if "busiest" not in k})  # a record from before
+        self.assertEqual(sr.busiest_server(old, "server_recv"), 1000)
+
 
 class RecordChecks(unittest.TestCase):
     def setUp(self):

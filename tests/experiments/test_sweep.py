@@ -181,6 +181,30 @@ class TinySweep(unittest.TestCase):
             else:
                 self.assertNotIn("bytes per server per step", log, r["variant"])
 
+    def test_unbalanced_servers_name_their_busiest(self):
+        # --ps-partition tensor puts whole tensors on servers round-robin: the line printed the
+        # mean over servers (W x D/S, the balanced theory) and hid a server with most of the load
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            summary = os.path.join(tmp, "s.json")
+            p = subprocess.run(
+                [os.path.join(REPO, "scripts", "mpirun.sh"), "-np", "4", BIN, "train",
+                 "--dataset", "synthetic", "--synthetic-train", "512", "--synthetic-test", "64",
+                 "--synthetic-dim", "32", "--hidden", "16", "--max-steps", "4", "--batch", "16",
+                 "--progress", "off", "--backend", "ps", "--servers", "2", "--ps-partition",
+                 "tensor", "--summary-file", summary], capture_output=True, text=True,
+                timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(summary) as f:
+                j = json.load(f)
+            b = j["bytes_per_step"]
+            loads = sorted(r["bytes_recv_per_step"] for r in j["ranks"] if r["role"] == "server")
+            self.assertEqual(b["server_recv_busiest"], loads[-1])
+            self.assertEqual(b["server_recv"], sum(loads) / 2)
+            self.assertGreater(loads[-1], 1.2 * loads[0])
+            self.assertIn(f"(mean of 2; busiest, rank {b['server_busiest_rank']}: recv "
+                          f"{b['server_recv_busiest']:.0f}  sent {b['server_sent_busiest']:.0f})",
+                          p.stdout)
+
     def test_metrics_file_has_one_line_per_step(self):
         for r in self.runs:
             lines, bad = sr.read_jsonl(os.path.join(self.out, r["metrics_file"]))
