@@ -4,23 +4,25 @@
 // every event stayed in memory until the end, and a rank killed mid-run (mpirun's SIGKILL on
 // Ctrl-C or when another rank fails) leaves every event flushed so far.
 //
-// The .partial is Chrome's JSON Array Format, one event per line: "[", then the events, each
-// line but the last ending with ','. Its closing ']' is optional for both viewers:
+// The .partial is Chrome's JSON Array Format, one event per line: 15 spaces, "[", then the
+// events, each line but the last ending with ','. Its closing ']' is optional for both viewers:
 // catapult's importer (tracing/tracing/extras/importer/trace_event_importer.html,
-// TraceEventImporter) strips a trailing comma and appends the ']' to text that starts with '['
-// ("some tracing implementations cannot guarantee that a ']' gets written to the trace file"),
-// and Perfetto's tokenizer (src/trace_processor/importers/json/json_trace_tokenizer.cc,
-// ParseInternal, kTraceEventsArray) reads the array one dictionary at a time and treats the end
-// of the data as "needs more data", with nothing to do at end of file. So "partial + ']'" parses
-// as JSON whenever the last write was whole. Metadata events ("M": the process's name, and each
+// TraceEventImporter) trims the text, and where it starts with '[' strips a trailing comma and
+// appends the ']' ("some tracing implementations cannot guarantee that a ']' gets written to
+// the trace file"); Perfetto's tokenizer (src/trace_processor/importers/json/
+// json_trace_tokenizer.cc, ParseInternal, kTraceEventsArray) reads the array one dictionary at
+// a time and takes the end of the data as "needs more data", with nothing to do at end of file
+// (its GuessTraceType drops whitespace before looking for '[{"'). So "partial + ']'" parses as
+// JSON whenever the last write was whole. Metadata events ("M": the process's name, and each
 // thread's name once set) go into the .partial as they become known, so its tracks are named.
 //
-// close() writes the last buffer, then the file itself as before: a JSON object
-// {"traceEvents": [...], "displayTimeUnit": "ms"} whose metadata events come first, followed by
-// the .partial's other events, written to a temporary name next to the target and renamed (a
-// reader never sees half a file); then it removes the .partial. Timestamps are written on the
-// host's monotonic clock (steady_clock, the same for every process of a host), so the files of
-// all ranks of one host line up when merged (scripts/merge_traces.py).
+// close() writes the last buffer, the names of threads never named ("thread N"), the closing
+// "]" and ',"displayTimeUnit":"ms"}', then writes '{"traceEvents":' over the leading spaces:
+// the file is the same JSON object as when it was written in one go at the end, with no copy,
+// however long the run. The .partial is then renamed to the file, so a reader never sees half
+// a file. Timestamps are written on the host's monotonic clock (steady_clock, the same for
+// every process of a host), so the files of all ranks of one host line up when merged
+// (scripts/merge_traces.py).
 #include "common/trace.h"
 
 #include <fcntl.h>
@@ -31,7 +33,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <string_view>
@@ -55,7 +56,9 @@ std::string expand_rank(const std::string& pattern, int rank) {
 
 namespace {
 
-constexpr std::string_view kMetadataStart = "{\"ph\":\"M\"";  // how every "M" line starts
+// The .partial starts with as many spaces as close() needs to turn the array into the object.
+constexpr std::string_view kObjectStart = "{\"traceEvents\":";
+constexpr std::string_view kObjectEnd = ",\"displayTimeUnit\":\"ms\"}\n";
 
 void put_string(std::string& out, std::string_view s) {
   out += '"';
@@ -90,8 +93,7 @@ void put_number(std::string& out, double v) {
 
 std::string metadata_line(const char* what, int pid, int tid, const char* key,
                           const std::string& value, bool quoted) {
-  std::string out(kMetadataStart);
-  out += ",\"name\":\"";
+  std::string out = "{\"ph\":\"M\",\"name\":\"";
   out += what;
   out += "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"";
   out += key;
@@ -170,7 +172,7 @@ void Trace::open(const std::string& path_pattern) {
   write_error_.clear();
   names_written_.clear();
   batch_.clear();
-  write_partial("[\n" + process_lines(rank_));
+  write_partial(std::string(kObjectStart.size(), ' ') + "[\n" + process_lines(rank_));
   {
     std::lock_guard<std::mutex> lock(mu_);
     events_.clear();
@@ -286,66 +288,30 @@ void Trace::close() {
   finish();
 }
 
-std::string Trace::final_metadata() {  // caller holds mu_
-  std::string out = process_lines(rank_);
-  for (const auto& [key, tid] : tids_) {
-    auto named = thread_names_.find(tid);
-    const std::string name =
-        named != thread_names_.end() ? named->second : "thread " + std::to_string(tid);
-    out += ",\n" + metadata_line("thread_name", rank_, tid, "name", name, true);
-  }
-  return out;
-}
-
 void Trace::finish() {  // caller holds close_mu_
   const std::string partial = path_ + ".partial";
-  std::string head, failed;
+  std::lock_guard<std::mutex> file_lock(file_mu_);
+  std::string tail;
   {
-    std::lock_guard<std::mutex> file_lock(file_mu_);
-    if (::close(fd_) != 0 && write_error_.empty()) write_error_ = std::strerror(errno);
-    fd_ = -1;
-    failed = write_error_;
     std::lock_guard<std::mutex> lock(mu_);
-    head = final_metadata();
+    for (const auto& [key, tid] : tids_)  // the threads never named
+      if (!names_written_.count(tid))
+        tail += ",\n" + metadata_line("thread_name", rank_, tid, "name",
+                                      "thread " + std::to_string(tid), true);
   }
-  if (!failed.empty())
-    throw Error(detail::concat("rank ", rank_, ": --trace: writing ", partial, " failed: ", failed,
-                               "; the events before that stay in it"));
-  const std::string kept = "; the events recorded stay in " + partial;
-  std::ifstream in(partial, std::ios::binary);
-  if (!in)
-    throw Error(detail::concat("rank ", rank_, ": --trace: cannot read back ", partial, ": ",
-                               std::strerror(errno)));
-  const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
-  {
-    errno = 0;
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out)
-      throw Error(detail::concat("rank ", rank_, ": --trace: cannot write ", tmp, ": ",
-                                 std::strerror(errno), kept));
-    out << "{\"traceEvents\":[\n" << head;
-    std::string line;
-    std::getline(in, line);  // "["
-    while (std::getline(in, line)) {
-      std::string_view event(line);
-      if (!event.empty() && event.back() == ',') event.remove_suffix(1);
-      if (event.empty() || event.substr(0, kMetadataStart.size()) == kMetadataStart) continue;
-      out << ",\n" << event;
-    }
-    out << "\n],\"displayTimeUnit\":\"ms\"}\n";
-    out.close();
-    if (!out || in.bad()) {  // a full disk: no half-written file is left behind
-      const int err = errno;
-      std::remove(tmp.c_str());
-      throw Error(detail::concat("rank ", rank_, ": --trace: writing ", tmp, " failed",
-                                 err ? ": " : "", err ? std::strerror(err) : "", kept));
-    }
-  }
-  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error(detail::concat("rank ", rank_, ": cannot rename trace file to ", path_, kept));
-  }
-  std::remove(partial.c_str());
+  write_partial(tail + "\n]" + std::string(kObjectEnd));
+  if (write_error_.empty() && ::pwrite(fd_, kObjectStart.data(), kObjectStart.size(), 0) !=
+                                  static_cast<ssize_t>(kObjectStart.size()))
+    write_error_ = std::strerror(errno);
+  if (::close(fd_) != 0 && write_error_.empty()) write_error_ = std::strerror(errno);
+  fd_ = -1;
+  if (!write_error_.empty())
+    throw Error(detail::concat("rank ", rank_, ": --trace: writing ", partial,
+                               " failed: ", write_error_, "; the events before that stay in it"));
+  if (std::rename(partial.c_str(), path_.c_str()) != 0)
+    throw Error(detail::concat("rank ", rank_, ": --trace: cannot rename ", partial, " to ", path_,
+                               ": ", std::strerror(errno), "; the events recorded stay in ",
+                               partial));
 }
 
 TraceScope::TraceScope(Trace* trace, const char* name, const char* cat)

@@ -45,8 +45,9 @@ class Trace {
   // Appends the events recorded so far to "<file>.partial" now (the writer thread does it on
   // its own; for tests and for callers about to block).
   void flush();
-  // Writes the JSON file atomically (temp file + rename) from the .partial, which it then
-  // removes; where that fails, the error says the events stay in the .partial.
+  // Completes the .partial (its last events, the closing bracket, the names of threads never
+  // named) and renames it to the file, so the file appears whole or not at all; where that
+  // fails, the error says the events stay in the .partial.
   void close();
 
   double now_us() const;  // microseconds since this Trace was created
@@ -67,7 +68,6 @@ class Trace {
   int thread_id();  // caller holds mu_
   void write_loop();
   void write_partial(const std::string& text);  // caller holds file_mu_
-  std::string final_metadata();                 // caller holds mu_
   void finish();                                // the .partial -> the file
 
   int rank_;
