@@ -26,8 +26,8 @@ void announce_interrupts(bool announce, int rank);
 // While it lives, an interrupt adds `note` to the line and then runs `fn` (on the helper thread;
 // it must not wait for the training thread, and has about a second under mpirun, which kills
 // ranks that outstay that, or less where another rank ends first: see InterruptBarrier): the
-// trainer writes the --trace events recorded so far, which a stopped run otherwise lost. One
-// hook at a time (a newer one replaces it).
+// trainer completes its --trace file, which a stopped run otherwise leaves as a .partial
+// without its last buffer of events. One hook at a time (a newer one replaces it).
 // SIGUSR1, a batch system's preemption notice (Slurm: `#SBATCH --signal=B:USR1@120` signals the
 // batch script, which passes it on to mpirun, see README; mpirun passes it on to every rank), asks
 // a training run to stop at a step the workers agree on, write a checkpoint there and exit with
@@ -48,8 +48,10 @@ class InterruptHook {
 // thread; it must return within a time limit of its own): `starring` waits there until the other
 // ranks of its host have run their hooks or have ended (experiments/interrupt_wait.h), because
 // Open MPI 4.1's mpirun SIGKILLs a host's remaining ranks as soon as one of them has ended, so
-// the rank that wrote its trace first cut the others short. An exception from `wait` is
-// ignored: the rank ends as before. One at a time (a newer one replaces it).
+// the rank that wrote its trace first cut the others short (their events stream to the
+// trace's .partial, but the last buffer and the completed file need the hook to finish). An
+// exception from `wait` is ignored: the rank ends as before. One at a time (a newer one
+// replaces it).
 class InterruptBarrier {
  public:
   explicit InterruptBarrier(std::function<void()> wait);

@@ -1,10 +1,14 @@
 // HostInterruptWait: on Ctrl-C, a rank ends only once the other ranks of its host have run their
-// interrupt hooks (written their --trace) or have ended (common/fault.h, InterruptBarrier).
+// interrupt hooks (completed their --trace) or have ended (common/fault.h, InterruptBarrier).
 //
 // Why: Open MPI 4.1's mpirun passes SIGTERM to every rank and SIGKILLs the ranks of a host as
 // soon as one of them has ended (measured: 15 ms after it; otherwise 1 s after SIGTERM), so the
 // rank that wrote its trace first cut the others' short (a trace file missing in 3 of 4 stopped
-// np 3 jobs, where the server's small trace is written first). Why not a barrier: a rank that
+// np 3 jobs, where the server's small trace is written first). Since traces stream to their
+// .partial during the run, a rank cut short keeps its events up to the last flush, and closing
+// takes only the last buffer; still, without this wait 1 of 11 stopped np 3 ps jobs (0.3-0.8M
+// events a rank) left a rank's .partial short of its last buffer instead of the file, with it 0
+// of 14 (2026-11-30). Why not a barrier: a rank that
 // has already ended never arrives (one that called MPI_Abort, or was killed: mpirun then stops
 // the others with the same SIGTERM), and waiting for it cost every failed job mpirun's whole
 // second. So each rank tells its host's others it is done, and takes a peer as done when it
