@@ -130,8 +130,8 @@ TrainResult TrainLoop::run() {
       res_.final_train_loss = e.train_loss;
       res_.test_accuracy = e.test_accuracy;
       res_.test_loss = e.test_loss;
-    } else {
-      evaluate(std::max(pos_epoch_ - 1, 0));
+    } else {  // the epoch in progress, or the one that just ended
+      evaluate(pos_batch_ != 0 ? pos_epoch_ : std::max(pos_epoch_ - 1, 0));
     }
   }
   const auto t_wait = Clock::now();

@@ -254,6 +254,31 @@ TEST(ResumeFinished, AnEpochsEndKeepsItsTrainingLoss) {
   }
 }
 
+// Resumed with nothing left from a checkpoint inside epoch 2 (step 14; 8 steps an epoch), taken
+// after epoch 1's evaluation: epoch 2 so far is evaluated, and epoch 1's record stays the earlier
+// run's (it was labelled epoch 1, the epoch before, and replaced that record).
+TEST(ResumeFinished, InsideAnEpochEvaluatesThatEpoch) {
+  Config cfg = make_cfg(Case{"ring", "", 2, "sgd"});
+  cfg.ckpt.dir = fresh_dir("inside");
+  cfg.ckpt.every = kEvery;
+  cfg.ckpt.keep = 10;
+  const TrainResult full = train(cfg, 2);
+  ASSERT_EQ(full.history.size(), 3u);
+  Config again = make_cfg(Case{"ring", "", 2, "sgd"});
+  again.ckpt.resume = ckpt(cfg.ckpt.dir, 2 * kEvery);
+  again.train.max_steps = 2 * kEvery;
+  const TrainResult r = train(again, 2);
+  EXPECT_EQ(r.steps, 2 * kEvery);
+  ASSERT_EQ(r.history.size(), 2u);
+  EXPECT_EQ(r.earlier_epochs, 1u);
+  EXPECT_EQ(r.history[0].epoch, 1);
+  EXPECT_EQ(r.history[0].step, 8);
+  EXPECT_EQ(r.history[0].test_accuracy, full.history[0].test_accuracy);
+  EXPECT_EQ(r.history[0].wall_s, full.history[0].wall_s);
+  EXPECT_EQ(r.history[1].epoch, 2);
+  EXPECT_EQ(r.history[1].step, 2 * kEvery);
+}
+
 // Expects training with `cfg` to fail with an error holding every one of `parts`.
 void expect_failure(const Config& cfg, int workers, std::initializer_list<std::string> parts) {
   try {
