@@ -66,17 +66,20 @@ Measured measure(BenchOp& op, Comm& world, const BenchConfig& bc, std::size_t co
   return m;
 }
 
-void print_header(int np, const BenchConfig& bc) {
-  std::printf("#\n# starring bench: all-reduce / push-pull of float32, sum over workers, np %d\n",
-              np);
+// `width`: the backend column, wide enough for the longest name (ps-colocated@4).
+void print_header(int np, const BenchConfig& bc, const std::string& compress, int width) {
+  // --compress: the rows' size, algbw and busbw count float32 data; the wire carries half
+  const std::string wire = compress == "none" ? "" : " (" + compress + " on the wire: --compress)";
+  std::printf("#\n# starring bench: all-reduce / push-pull of float32%s, sum over workers, np %d\n",
+              wire.c_str(), np);
   std::printf(
       "#  minBytes %zu maxBytes %zu step: %d(factor) warmup iters: %d iters: %d "
       "validation: %d\n",
       bc.min_bytes, bc.max_bytes, bc.factor, bc.warmup, bc.iters, bc.check ? 1 : 0);
-  std::printf("#  %-10s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", "backend", "size", "count",
+  std::printf("#  %-*s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", width, "backend", "size", "count",
               "type", "time(us)", "algbw", "busbw", "#wrong", "%memcpy", "vs base");
-  std::printf("#  %-10s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", "", "(B)", "(elements)", "", "",
-              "(GB/s)", "(GB/s)", "", "", "");
+  std::printf("#  %-*s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", width, "", "(B)", "(elements)",
+              "", "", "(GB/s)", "(GB/s)", "", "", "");
 }
 
 }  // namespace
@@ -180,19 +183,19 @@ BenchRow make_row(const BenchOp& op, const std::string& name, int np, std::size_
   return row;
 }
 
-void print_row(const BenchRow& r, double base_busbw, bool is_base, bool json) {
+void print_row(const BenchRow& r, double base_busbw, bool is_base, bool json, int width) {
   char vs[16] = "", pct[16] = "", wrong[24] = "N/A";
   if (!is_base && base_busbw > 0) std::snprintf(vs, sizeof vs, "%.2fx", r.busbw_GBps / base_busbw);
   if (r.memcpy_GBps > 0)
     std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * r.busbw_GBps / r.memcpy_GBps);
   if (r.checked) std::snprintf(wrong, sizeof wrong, "%ld", r.wrong);
-  std::printf("   %-10s %12zu %12zu %6s %11.1f %9.2f %9.2f %7s %8s %8s\n", r.backend.c_str(),
+  std::printf("   %-*s %12zu %12zu %6s %11.1f %9.2f %9.2f %7s %8s %8s\n", width, r.backend.c_str(),
               r.bytes, r.count, "float", r.time_us, r.algbw_GBps, r.busbw_GBps, wrong, pct, vs);
   if (json) std::printf("%s\n", to_json(r).dump().c_str());
 }
 
 void print_footer(const std::vector<std::string>& names, const std::vector<BenchRow>& rows,
-                  const std::string& base, bool checked) {
+                  const std::string& base, bool checked, int width) {
   for (const auto& n : names) {
     double busbw = 0;
     long wrong = 0;
@@ -204,11 +207,12 @@ void print_footer(const std::vector<std::string>& names, const std::vector<Bench
       ++k;
     }
     if (checked)
-      std::printf("#  %-10s Out of bounds values : %ld %s\n", n.c_str(), wrong,
+      std::printf("#  %-*s Out of bounds values : %ld %s\n", width, n.c_str(), wrong,
                   wrong ? "FAILED" : "OK");
     else
-      std::printf("#  %-10s Out of bounds values : N/A (not checked: -c 0)\n", n.c_str());
-    std::printf("#  %-10s Avg bus bandwidth    : %.3f GB/s\n", n.c_str(), busbw / std::max(k, 1));
+      std::printf("#  %-*s Out of bounds values : N/A (not checked: -c 0)\n", width, n.c_str());
+    std::printf("#  %-*s Avg bus bandwidth    : %.3f GB/s\n", width, n.c_str(),
+                busbw / std::max(k, 1));
   }
   std::printf(
       "#  busbw = algbw * bus factor (all-reduce: 2(N-1)/N); %%memcpy = busbw as a percentage "
@@ -246,6 +250,8 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
     if (!failed.empty()) throw Error(failed.substr(1));
   }
   std::size_t base = 0;  // the baseline column: "mpi" when present, else the first backend
+  int width = 10;
+  for (const auto& n : names) width = std::max(width, static_cast<int>(n.size()));
   for (std::size_t b = 0; b < names.size(); ++b)
     if (names[b] == "mpi") base = b;
 
@@ -255,7 +261,7 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
   if (bc.memcpy_baseline && leader) memcpy_GBps = measure_memcpy_GBps(memcpy_bytes);
   world->barrier(Seconds(std::max(world->timeout().count(), 120.0)));
   if (leader) {
-    print_header(world->size(), bc);
+    print_header(world->size(), bc, cfg.sync.compress, width);
     if (bc.memcpy_baseline)
       std::printf("#  memcpy bandwidth of this machine (one process, %zu B): %.2f GB/s\n",
                   memcpy_bytes, memcpy_GBps);
@@ -281,16 +287,17 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
       size_rows.back().iters = bc.iters;
       size_rows.back().warmup = bc.warmup;
       size_rows.back().extra = extra;
+      if (cfg.sync.compress != "none") size_rows.back().extra["compress"] = cfg.sync.compress;
     }
     if (leader) {
       for (std::size_t b = 0; b < size_rows.size(); ++b)
-        print_row(size_rows[b], size_rows[base].busbw_GBps, b == base, bc.json);
+        print_row(size_rows[b], size_rows[base].busbw_GBps, b == base, bc.json, width);
       std::fflush(stdout);
       rows.insert(rows.end(), size_rows.begin(), size_rows.end());
     }
     if (bytes > bc.max_bytes / bc.factor) break;  // the next size would pass -e (or overflow)
   }
-  if (leader) print_footer(names, rows, names[base], bc.check != 0);
+  if (leader) print_footer(names, rows, names[base], bc.check != 0, width);
   return rows;
 }
 

@@ -242,8 +242,9 @@ def calibrate(bench, gamma=None, chunk=PS_CHUNK_BYTES, window=None):
     window (lo, hi) bytes, alpha (a small-message property) comes from all sizes and beta is
     refit on the sizes in the window (see _in_window): at large sizes a PS's chunk count grows
     with the bytes, so two large sizes alone cannot tell per-message from per-byte cost."""
+    # --compress rows move half the bytes the model's float32 terms count: not calibration
     rows = [r for r in bench if "size" in r and r.get("time_us", 0) > 0 and not r.get("wrong")
-            and bench_kind(r) in KINDS and r["size"] > 0]
+            and bench_kind(r) in KINDS and r["size"] > 0 and not r.get("compress")]
     g = gamma_from_bench(rows) if gamma is None else gamma
     groups = {}
     for r in rows:

@@ -196,6 +196,8 @@ def _bench_label(b):
     """"ring W=4", "ps W=4 S=1", "ps-colocated W=4"; "(of np=5)" when the op ran on a subset
     of a larger job (the bench's NAME@N form)."""
     name, _, sub = b["backend"].partition("@")
+    if b.get("compress"):  # --compress: half the bytes on the wire, a series of its own
+        name += f" {b['compress']}"
     label = f"{name} W={b.get('workers', b['np'])}"
     if isinstance(b.get("servers"), int) and b["servers"] > 0:
         label += f" S={b['servers']}"

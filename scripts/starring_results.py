@@ -355,7 +355,7 @@ def collapse_repeats(runs):
 
 
 _BENCH_KEY = ("sweep", "bench", "backend", "np", "workers", "servers", "size", "type", "compute",
-              "sync_overlap")
+              "sync_overlap", "compress")
 
 
 def collapse_bench_repeats(rows):

@@ -70,6 +70,27 @@ class Bench(unittest.TestCase):
                 else:
                     self.assertEqual(r["bench"], "allreduce")
 
+    def test_compressed_rows_say_so(self):
+        # --compress bf16 halves the bytes on the wire, but its rows (size, algbw, busbw of the
+        # float32 data) read like an uncompressed run's: bench.jsonl could not tell them apart.
+        # Also: a backend name longer than the column (ps-colocated@2) kept the table aligned.
+        p = subprocess.run([MPIRUN, "-np", "2", BIN, "bench", "--backends", "ring",
+                            "--compress", "bf16", "-b", "64K", "-e", "64K", "-n", "2", "-w", "1",
+                            "--json"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("float32 (bf16 on the wire: --compress)", p.stdout)
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([(r["compress"], r["bytes_sent_per_rank"]) for r in rows],
+                         [("bf16", 32768)])  # 2(N-1)/N x 64K / 2
+        p = subprocess.run([MPIRUN, "-np", "2", BIN, "bench", "--backends", "ring,ps-colocated@2",
+                            "-b", "64K", "-e", "64K", "-n", "1", "-w", "0", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertTrue(all("compress" not in json.loads(line)
+                            for line in p.stdout.splitlines() if line.startswith("{")))
+        table = [line for line in p.stdout.splitlines() if line.startswith("   ")]
+        self.assertEqual(len({line.index(" 65536 ") for line in table}), 1, table)
+
     def test_sizes_it_rounds_are_accepted_with_one_note_each_from_rank_0(self):
         # -b 1001: rows of whole floats (1000, 2000, 4004 bytes, as the size column says);
         # segments of whole 16-float blocks, chunks of whole floats (common/config_use.cc)

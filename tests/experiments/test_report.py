@@ -400,6 +400,23 @@ class BytesCaption(unittest.TestCase):
         self.assertEqual(sr.busiest_server(old, "server_recv"), 1000)
 
 
+class CompressedBenchRows(unittest.TestCase):
+    def test_are_a_series_of_their_own_and_not_calibration(self):
+        # `bench --compress fp16` rows: half the wire bytes under the same backend name; they
+        # were drawn as one series with the float32 rows and fitted into the ring's cost model
+        import report_traffic as rt
+        import cost_model as cm
+        rows = [{"bench": "allreduce", "backend": "ring", "np": 2, "workers": 2, "servers": 0,
+                 "size": size, "time_us": size / 1e3, "wrong": 0, "memcpy_GBps": 20.0,
+                 "compress": "fp16"} for size in (1 << 20, 1 << 22)]
+        self.assertEqual(rt._bench_label(rows[0]), "ring fp16 W=2")
+        self.assertEqual(rt._bench_label(dict(rows[0], compress=None)), "ring W=2")
+        self.assertEqual(cm.calibrate(rows), [])
+        self.assertEqual(len(cm.calibrate([dict(r, compress=None) for r in rows])), 1)
+        self.assertEqual(len(sr.collapse_bench_repeats(rows + [dict(rows[0], compress=None)])),
+                         3)
+
+
 class RecordChecks(unittest.TestCase):
     def setUp(self):
         self.runs, bad = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
