@@ -145,7 +145,7 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["batch"] = cfg.train.batch;
   j["accum"] = cfg.train.accum;
   j["global_batch"] = cfg.train.batch * cfg.train.accum * workers;
-  j["lr"] = cfg.train.lr;
+  j["lr"] = json_float(cfg.train.lr);
   j["epochs"] = res.history.empty() ? 0 : res.history.back().epoch;
   j["steps"] = res.steps;
   // A resumed run: per-step figures are over the steps this run trained.

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -12,6 +14,12 @@
 #include "trainer/checkpoint.h"
 
 namespace starring {
+
+double json_float(float f) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, f);  // shortest form that reads back as f
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+}
 
 void write_json_atomically(const std::string& path, const nlohmann::json& j) {
   if (path.empty()) return;

@@ -17,6 +17,10 @@ namespace starring {
 
 void write_json_atomically(const std::string& path, const nlohmann::json& j);
 
+// A float as the double with the same shortest decimal form, for JSON: --lr 0.05 is the float
+// 0.0500000007..., which a plain conversion wrote as 0.05000000074505806.
+double json_float(float f);
+
 class MetricsWriter {
  public:
   explicit MetricsWriter(const std::string& path);  // empty path: disabled

@@ -266,7 +266,7 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
                      {"time_s", seconds_since(t_start_)},
                      {"loss", loss},
                      {"grad_norm", std::sqrt(grad_sq)},
-                     {"lr", lr},
+                     {"lr", json_float(lr)},
                      {"samples_per_s", samples_per_step() / step_s},
                      {"compute_s", step_s - wait_s},
                      {"comm_s", st.comm_s},

@@ -100,6 +100,16 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
+// --lr 0.05 was written as 0.05000000074505806 (the float widened to double) in the summary and
+// every metrics line: now the double of the float's shortest decimal form, which reads back as
+// the same float.
+TEST(JsonFloat, ShortestFormThatReadsBackAsTheSameFloat) {
+  EXPECT_EQ(nlohmann::json(json_float(0.05f)).dump(), "0.05");
+  EXPECT_EQ(nlohmann::json(json_float(0.02f * 4)).dump(), "0.08");
+  for (float f : {0.05f, 1e-8f, 0.1f * 3, 3.4028235e38f, 1.17549435e-38f, 0.0f, -2.5f})
+    EXPECT_EQ(static_cast<float>(json_float(f)), f) << f;
+}
+
 TEST(MetricsWriter, PartialUntilFinished) {
   TempDir d;
   const std::string file = (d.path / "m.jsonl").string();
