@@ -119,6 +119,12 @@ void check_data(const DataConfig& d) {
   check(d.synthetic_test > 0, "--synthetic-test", "> 0", d.synthetic_test);
   check(d.synthetic_dim > 0, "--synthetic-dim", "> 0", d.synthetic_dim);
   check(d.synthetic_classes >= 2, "--synthetic-classes", ">= 2", d.synthetic_classes);
+  // Both are read from --data-dir by the same file names: with the default folder (Debian's
+  // Fashion-MNIST) "--dataset mnist" trained on Fashion-MNIST and reported it as MNIST.
+  if (d.dataset == "mnist" && d.data_dir == DataConfig{}.data_dir)
+    throw ConfigError(detail::concat("--dataset mnist: give --data-dir, the folder of MNIST's ",
+                                     "IDX files (the default, ", d.data_dir,
+                                     ", holds Fashion-MNIST)"));
   if (d.dataset != "synthetic") return;
   // Made as one set of train + test samples (an int count): past 2^31 - 1 the count wrapped
   // negative ("bad shape n=-2147483393"). Each rank holds the samples about twice (the train and

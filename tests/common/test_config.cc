@@ -188,6 +188,8 @@ TEST(Config, BadValuesNameTheOption) {
       {{"--straggler", "1"}, "--straggler"},
       {{"--fault", "explode:1:2"}, "--fault"},
       {{"--hidden", "64", "--preset", "wide"}, "--preset"},
+      // the default --data-dir holds Fashion-MNIST under the same file names as MNIST's
+      {{"--dataset", "mnist"}, "--dataset mnist: give --data-dir"},
   };
   for (const auto& [args, option] : cases) {
     std::string msg = error_of("train", args);

@@ -55,7 +55,8 @@ TEST(ConfigUse, IgnoredOptionsAreRefusedNamingTheOption) {
       {{"--warmup-steps", "10"}, "--warmup-steps 10"},  // --lr-scale none
       {{"--keep-checkpoints", "5"}, "--keep-checkpoints 5"},
       {{"--synthetic-train", "100"}, "--synthetic-train 100"},  // fashion-mnist
-      {{"--dataset", "mnist", "--synthetic-dim", "8"}, "--synthetic-dim 8"},
+      {{"--dataset", "mnist", "--data-dir", "/srv/mnist", "--synthetic-dim", "8"},
+       "--synthetic-dim 8"},
       {{"--dataset", "synthetic", "--data-dir", "/tmp"}, "--data-dir /tmp"},
       {{"--backend", "ring", "--straggler", "2:5"}, "--straggler 2:5"},
   };
