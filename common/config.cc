@@ -70,7 +70,8 @@ struct Groups {
     general.add_options()("help,h", "show this help and exit")(
         "config", po::value(&c.config_file)->value_name("FILE"),
         "INI file of options (keys = long option names; the command line wins)")(
-        "run-name", val(&c.out.run_name), "a label copied into metrics and summaries");
+        "run-name", val(&c.out.run_name),
+        "a label copied into the summary (train) and the --json rows (bench, bench-model)");
     add_data(c.data);
     add_model(c.model, s);
     add_train(c.train);

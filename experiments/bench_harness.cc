@@ -288,6 +288,7 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
       size_rows.back().warmup = bc.warmup;
       size_rows.back().extra = extra;
       if (cfg.sync.compress != "none") size_rows.back().extra["compress"] = cfg.sync.compress;
+      if (!cfg.out.run_name.empty()) size_rows.back().extra["run_name"] = cfg.out.run_name;
     }
     if (leader) {
       for (std::size_t b = 0; b < size_rows.size(); ++b)

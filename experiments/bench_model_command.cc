@@ -269,6 +269,7 @@ int run_bench_model(Config& cfg, std::shared_ptr<Comm> world) {
   if (!cfg.bench.json) print_table_header(*dev, cfg);
   for (const ModelSpec& spec : models(cfg)) {
     nlohmann::json row = bench_one(*dev, cfg, spec);
+    if (!cfg.out.run_name.empty()) row["run_name"] = cfg.out.run_name;
     if (cfg.bench.json)
       std::printf("%s\n", row.dump().c_str());
     else

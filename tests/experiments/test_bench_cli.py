@@ -82,12 +82,14 @@ class Bench(unittest.TestCase):
         rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
         self.assertEqual([(r["compress"], r["bytes_sent_per_rank"]) for r in rows],
                          [("bf16", 32768)])  # 2(N-1)/N x 64K / 2
+        # --run-name labels the rows (it was accepted and dropped: "copied into metrics and
+        # summaries", of which bench writes neither)
         p = subprocess.run([MPIRUN, "-np", "2", BIN, "bench", "--backends", "ring,ps-colocated@2",
-                            "-b", "64K", "-e", "64K", "-n", "1", "-w", "0", "--json"],
-                           capture_output=True, text=True, timeout=120)
+                            "-b", "64K", "-e", "64K", "-n", "1", "-w", "0", "--json",
+                            "--run-name", "base"], capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertTrue(all("compress" not in json.loads(line)
-                            for line in p.stdout.splitlines() if line.startswith("{")))
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([("compress" in r, r["run_name"]) for r in rows], [(False, "base")] * 2)
         table = [line for line in p.stdout.splitlines() if line.startswith("   ")]
         self.assertEqual(len({line.index(" 65536 ") for line in table}), 1, table)
 
@@ -150,7 +152,7 @@ class Bench(unittest.TestCase):
 
 class BenchModel(unittest.TestCase):
     def test_json_rows_are_self_consistent(self):
-        rc, out, err = bench_model("--json", "--hidden", "32")
+        rc, out, err = bench_model("--json", "--hidden", "32", "--run-name", "m1")
         self.assertEqual(rc, 0, out + err)
         rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         self.assertEqual([r["model"] for r in rows], ["default", "wide", "custom"], out)
@@ -159,6 +161,7 @@ class BenchModel(unittest.TestCase):
         for r in rows:
             with self.subTest(model=r["model"]):
                 self.assertEqual(r["bench"], "model")
+                self.assertEqual(r["run_name"], "m1")
                 self.assertEqual(r["device"], "cpu")
                 self.assertEqual(r["batch"], 8)
                 self.assertEqual(r["optimizer"], "sgd")
