@@ -141,7 +141,8 @@ def markdown_table(rows):
 def text_table(rows):
     """A plain aligned table for the terminal (the same content as summary.md)."""
     head = ["backend", "model", "W", "S", "samples/s", "step ms tot/cmp/comm/wait",
-            "worker MB sent/step meas/theory (dev)", "server MB recv/step", "acc", "swept"]
+            "worker MB sent/step meas/theory (dev)", "busiest server MB recv/step", "acc",
+            "swept"]
     if rows and all(row[-1] == "-" for row in rows):  # one sweep varying nothing: a column of -
         head, rows = head[:-1], [row[:-1] for row in rows]
     cells = [head] + rows
