@@ -284,16 +284,21 @@ std::vector<OverlapSample> unflatten(const std::vector<std::vector<double>>& all
 void print_header(const Config& cfg, int np) {
   std::printf(
       "#\n# starring bench --mode overlap: through GradientSync, post (tensor_ready every tensor), "
-      "compute, wait (wait_params, flush); np %d, --overlap %s, bucket %.4g MiB\n",
-      np, cfg.sync.overlap ? "on" : "off", cfg.sync.bucket_mb);
+      "compute, wait (wait_params, flush); np %d, --overlap %s, bucket %.4g MiB%s\n",
+      np, cfg.sync.overlap ? "on" : "off", cfg.sync.bucket_mb,
+      cfg.sync.compress == "none" ? "" : (", --compress " + cfg.sync.compress).c_str());
   std::printf("#  %12s %-18s %-7s %12s %13s %12s %10s\n", "size(B)", "backend", "compute",
               "t_comm(us)", "t_compute(us)", "t_total(us)", "overlap(%)");
 }
 
-void print_row(const OverlapRow& r, bool json) {
+void print_row(const OverlapRow& r, const Config& cfg) {
   std::printf("   %12zu %-18s %-7s %12.1f %13.1f %12.1f %10.1f\n", r.bytes, r.backend.c_str(),
               r.compute.c_str(), r.t_comm_us, r.t_compute_us, r.t_total_us, r.overlap_pct);
-  if (json) std::printf("%s\n", to_json(r).dump().c_str());
+  if (!cfg.bench.json) return;
+  nlohmann::json j = to_json(r);  // labelled as bandwidth rows are (bench_harness.cc)
+  if (cfg.sync.compress != "none") j["compress"] = cfg.sync.compress;
+  if (!cfg.out.run_name.empty()) j["run_name"] = cfg.out.run_name;
+  std::printf("%s\n", j.dump().c_str());
 }
 
 void print_footer(const std::vector<std::string>& names, const std::vector<std::string>& kinds,
@@ -421,7 +426,7 @@ std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Com
       base.tensors = static_cast<int>(overlap_tensor_sizes(count).size());
       base.iters = bc.iters;
       for (auto& r : overlap_rows(base, bc.compute, unflatten(all, bc.compute.size()))) {
-        print_row(r, bc.json);
+        print_row(r, cfg);
         rows.push_back(std::move(r));
       }
       std::fflush(stdout);

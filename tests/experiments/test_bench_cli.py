@@ -90,6 +90,15 @@ class Bench(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
         self.assertEqual([("compress" in r, r["run_name"]) for r in rows], [(False, "base")] * 2)
+        p = subprocess.run([MPIRUN, "-np", "2", BIN, "bench", "--mode", "overlap", "--backends",
+                            "ring", "--compress", "fp16", "--compute", "serial", "-b", "64K",
+                            "-e", "64K", "-n", "1", "-w", "0", "--json", "--run-name", "ov"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("--compress fp16", p.stdout.splitlines()[1])
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([(r["bench"], r["compress"], r["run_name"]) for r in rows],
+                         [("overlap", "fp16", "ov")])
         table = [line for line in p.stdout.splitlines() if line.startswith("   ")]
         self.assertEqual(len({line.index(" 65536 ") for line in table}), 1, table)
 
