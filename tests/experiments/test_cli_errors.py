@@ -196,6 +196,24 @@ class CliErrors(unittest.TestCase):
         self.run_case(2, ["bench", "--backends", "ring", "-b", "4", "-e", "65536G"], 2,
                       ["--max-bytes", "memory"])
 
+    def test_a_size_the_code_rounds_is_a_note_not_an_error(self):
+        # accepted, as nccl-tests and BytePS accept sizes they align, with one note from rank 0
+        # saying what is used (common/config_use.cc size_notes); the run trains to its end
+        for args, says in (
+                (["--backend", "ps", "--servers", "colocated", "--ps-chunk-bytes", "1000001"],
+                 "--ps-chunk-bytes 1000001 is used as 1000000 bytes"),
+                (["--backend", "ring-p2p", "--segment-bytes", "1000"],
+                 "--segment-bytes 1000 is used as 960 bytes")):
+            with self.subTest(args=args):
+                p = subprocess.run([MPIRUN, "-np", "2", BIN, "train"] + args + TINY,
+                                   capture_output=True, text=True, timeout=90)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                notes = [l for l in p.stderr.splitlines() if l.startswith("[starring] note: ")]
+                self.assertEqual(len(notes), 1, p.stderr)
+                self.assertIn(says, notes[0])
+                self.assertIn("the nearest valid values are", notes[0])
+                self.assertIn("== StarRing train summary ==", p.stdout)
+
     def test_model_beyond_memory(self):
         # refused before any allocation (the OOM killer ended such a run with no word); only
         # where a model under the 2^31-parameter cap can exceed memory
