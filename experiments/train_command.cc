@@ -2,12 +2,15 @@
 // and runs either the Trainer (worker ranks) or the server loop (dedicated server ranks). At the
 // end every rank sends its totals to world rank 0, which prints the summary and writes
 // --summary-file (schema "starring.run.v1", see README).
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -40,6 +43,36 @@ std::string hostname() {
   char buf[256] = {0};
   gethostname(buf, sizeof buf - 1);
   return buf;
+}
+
+// The CPUs this rank may run on (its affinity, as `starring env` counts them).
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Ranks beyond the CPUs of their host time-share them: the host with the most ranks per CPU,
+// as "R ranks on C cpus of HOST", or "" when every host has a CPU per rank. Host by host: a
+// job of 8 ranks on 2 hosts of 4 CPUs is not oversubscribed (world size against rank 0's CPUs
+// said it was).
+std::string oversubscription(const std::vector<nlohmann::json>& ranks) {
+  std::map<std::string, std::pair<unsigned, unsigned>> hosts;  // host -> ranks, cpus
+  for (const auto& r : ranks) {
+    auto& h = hosts[r.value("host", std::string())];
+    h.first += 1;
+    h.second = std::max(h.second, r.value("cpus", 0u));
+  }
+  std::string worst;
+  double most = 1;
+  for (const auto& [host, h] : hosts)
+    if (h.second > 0 && h.first > h.second && double(h.first) / h.second > most) {
+      most = double(h.first) / h.second;
+      worst = std::to_string(h.first) + " ranks on " + std::to_string(h.second) + " cpus of " +
+              (host.empty() ? "one host" : host);
+    }
+  return worst;
 }
 
 // Every rank's totals travel to world rank 0 as a JSON string.
@@ -135,9 +168,10 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["world_size"] = world_size;
   j["workers"] = workers;
   j["num_servers"] = world_size - workers;
-  const unsigned cores = std::thread::hardware_concurrency();
-  j["cores"] = cores;
-  j["oversubscribed"] = static_cast<unsigned>(world_size) > cores;
+  j["cores"] = usable_cpus();  // rank 0's
+  const std::string over = oversubscription(ranks);
+  j["oversubscribed"] = !over.empty();
+  if (!over.empty()) j["oversubscribed_where"] = over;
   j["dataset"] = cfg.data.dataset;
   j["model"] = {{"widths", res.widths},
                 {"params", res.num_params},
@@ -291,7 +325,7 @@ void print_summary(const nlohmann::json& j) {
   std::printf(
       "\n== StarRing train summary ==\n"
       "backend %s  workers %d  servers %s  model %s (%zu params)\n"
-      "steps %lld%s  wall %.2f s  throughput %.0f samples/s%s\n"
+      "steps %lld%s  wall %.2f s  throughput %.0f samples/s%s\n%s"
       "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
       "bytes per worker per step: sent %.0f  recv %.0f\n%s"
       "test accuracy %.4f  test loss %.4f\n%s%s",
@@ -305,6 +339,11 @@ void print_summary(const nlohmann::json& j) {
           ? (" (steps after the first " + std::to_string(j["untimed_steps"].get<long long>()) +
              "; all steps: " +
              std::to_string(std::lround(j["samples_per_s_all_steps"].get<double>())) + ")")
+                .c_str()
+          : "",
+      j.contains("oversubscribed_where")
+          ? ("time-shared: " + j["oversubscribed_where"].get<std::string>() +
+             " (wall-clock figures measure the host as much as the backend)\n")
                 .c_str()
           : "",
       st["total_s"].get<double>() * 1e3, st["compute_s"].get<double>() * 1e3,
@@ -378,6 +417,8 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   mine["steps"] = res.steps - res.resumed_step;  // trained by this run
   mine["untimed_steps"] = res.untimed_steps;
   mine["wall_s"] = res.timed_wall_s;
+  mine["host"] = hostname();
+  mine["cpus"] = usable_cpus();
   mine["all_steps_wall_s"] = res.wall_s;
   mine["samples"] = static_cast<double>(res.steps - res.resumed_step - res.untimed_steps) *
                     cfg.train.batch * cfg.train.accum;

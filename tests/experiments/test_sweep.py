@@ -205,6 +205,28 @@ class TinySweep(unittest.TestCase):
                           f"{b['server_recv_busiest']:.0f}  sent {b['server_sent_busiest']:.0f})",
                           p.stdout)
 
+    @unittest.skipUnless(shutil.which("taskset"), "needs taskset")
+    def test_time_sharing_is_said_where_it_happens(self):
+        # 2 ranks allowed one CPU: the end-of-run lines did not say that they time-shared it (only
+        # the summary's `oversubscribed`, which compared the world size with rank 0's host's
+        # CPUs: wrong on several hosts and under taskset)
+        cpu = str(min(os.sched_getaffinity(0)))
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            summary = os.path.join(tmp, "s.json")
+            p = subprocess.run(
+                ["taskset", "-c", cpu, os.path.join(REPO, "scripts", "mpirun.sh"), "-np", "2",
+                 BIN, "train", "--dataset", "synthetic", "--synthetic-train", "256",
+                 "--synthetic-test", "64", "--synthetic-dim", "32", "--hidden", "16",
+                 "--max-steps", "2", "--batch", "16", "--progress", "off", "--backend", "ring",
+                 "--summary-file", summary], capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(summary) as f:
+                j = json.load(f)
+            self.assertEqual([(r["cpus"], r["host"]) for r in j["ranks"]],
+                             [(1, j["host"])] * 2)
+            self.assertTrue(j["oversubscribed"])
+            self.assertIn(f"time-shared: 2 ranks on 1 cpus of {j['host']}", p.stdout)
+
     def test_metrics_file_has_one_line_per_step(self):
         for r in self.runs:
             lines, bad = sr.read_jsonl(os.path.join(self.out, r["metrics_file"]))
