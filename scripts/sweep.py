@@ -20,6 +20,7 @@ A sweep file (experiments/sweeps/<name>.ini) lists what to run:
                      train flags); `variants = a b` / `benches = a b|none` keep only those.
   [quick SECTION]    --quick overrides for keys of [SECTION] (e.g. [quick bench ring]).
 
+Any other section, or another key in [sweep] and [bench NAME], stops the sweep (exit 2).
 A value `-` leaves the flag out (e.g. `straggler = - 1:200` runs without and with a straggler).
 Launch: `scripts/mpirun.sh -np N build/bin/starring train ...` under `timeout` (--launcher
 changes the first part, e.g. 'srun -n {np} --mpi=pmix' under Slurm); ranks are
@@ -73,6 +74,7 @@ def load_sweep(path, quick):
     sec = {name: dict(cp[name]) for name in cp.sections()}
     sweep = {"timeout_s": "600", "trace": "no", "report": "yes", "description": "",
              "repeats": "1", "recovery": "no"}
+    check_sections(path, sec, sweep)
     sweep.update(sec.get("sweep", {}))
     train = dict(sec.get("train", {}))
     grid = {k: v.split() for k, v in sec.get("grid", {}).items()}
@@ -103,6 +105,27 @@ def load_sweep(path, quick):
         b.setdefault("np", "2")  # what a pass without `np` runs on (and --dry-run counts)
     check_values(sweep, benches)
     return sweep, train, grid, variants, benches
+
+
+def check_sections(path, sec, sweep_keys):
+    """A section or a [sweep]/[bench] key the driver does not read is an error, not skipped:
+    `[varaint ring]` or `timeout = 30` (for timeout_s) were dropped without a word, and a
+    `starring train --config` file ([data], [model], [sync]) ran as one default run."""
+    for name, keys in sec.items():
+        kind, _, rest = name.partition(" ")
+        if not (name in ("sweep", "train", "grid", "quick")
+                or (kind in ("variant", "bench") and rest)
+                or (kind == "quick" and rest in sec and rest.split(" ")[0] in ("variant", "bench"))):
+            usage_error(f"sweep: {path}: section [{name}] "
+                        + (f"names no [{rest}]" if kind == "quick" else "is not one the driver reads")
+                        + " (a sweep file has [sweep], [train], [grid], [variant NAME], [bench "
+                        "NAME], [quick], [quick variant|bench NAME]; see scripts/sweep.py's top)")
+        allowed = (sweep_keys if name == "sweep" else
+                   ("np", "args") if kind == "bench" or rest.startswith("bench ") else ())
+        for key in keys:
+            if allowed and key not in allowed:
+                usage_error(f"sweep: {path}: [{name}] {key}: not a key of that section "
+                            f"({', '.join(allowed)})")
 
 
 def check_values(sweep, benches):

@@ -206,6 +206,13 @@ class BadSweepFiles(unittest.TestCase):
         ("[bench x]\nnp = two\n", "bench x: np = two"),
         ("[sweep]\ntimeout_s = soon\n", "timeout_s = soon"),
         ("[bench x]\nargs = --backends \"ring\n", "bench x: args: No closing quotation"),
+        # sections and keys the driver does not read were skipped without a word: a typo lost
+        # a variant, and a `starring train --config` file ran as one default run
+        ("[varaint ring]\nbackend = ring\n", "section [varaint ring] is not one the driver"),
+        ("[data]\ndataset = synthetic\n[sync]\nbackend = ring\n", "section [data]"),
+        ("[sweep]\ntimeout = 30\n", "[sweep] timeout: not a key of that section"),
+        ("[bench x]\nargs = -b 1K\nnps = 2\n", "[bench x] nps: not a key"),
+        ("[variant a]\n[quick variant b]\nmax-steps = 2\n", "[quick variant b] names no"),
     ]
 
     def test_one_line_and_exit_2(self):
