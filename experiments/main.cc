@@ -232,6 +232,22 @@ void check_distinct_outputs(const Config& cfg, int size) {
                                  outs[i].second, "'"));
 }
 
+// A warm-up as long as the run: the rate never reaches the scaled one, and a cosine never
+// starts (a shortened test run of experiments/fmnist_mlp.ini's 100 warm-up steps). A note, on
+// rank 0; `n` training samples, steps as the trainer counts them (trainer/trainer.cc).
+void note_warmup_past_the_run(const starring::TrainConfig& t, long long n, int workers) {
+  if (workers < 2 || t.lr_scale == "none" || t.warmup_steps <= 0) return;
+  const long long per_epoch = n / (static_cast<long long>(workers) * t.batch) / t.accum;
+  long long steps = per_epoch * t.epochs;
+  if (t.max_steps >= 0) steps = std::min<long long>(steps, t.max_steps);
+  if (steps > t.warmup_steps) return;
+  std::fprintf(stderr,
+               "[starring] note: --warmup-steps %d is not shorter than the run (%lld steps): the "
+               "rate never reaches --lr x the --lr-scale %s factor%s\n",
+               t.warmup_steps, steps, t.lr_scale.c_str(),
+               t.lr_schedule == "cosine" ? ", and the cosine decay never starts" : "");
+}
+
 void preflight(Config& cfg, int rank, int size) {
   if (cfg.command == "bench") check_bench_memory(cfg.bench.max_bytes);
   for (const auto& note : starring::size_notes(cfg))  // sizes used other than as given
@@ -265,6 +281,7 @@ void preflight(Config& cfg, int rank, int size) {
     throw ConfigError(concat("batch ", t.batch, " x accum ", t.accum,
                              " is larger than each worker's shard (", n / workers, " of ", n,
                              " samples over ", workers, " workers)"));
+  if (rank == 0 && (ds == "synthetic" || idx)) note_warmup_past_the_run(t, n, workers);
   if (rank == 0) cfg.ckpt.resume = check_resume(cfg, workers);
 }
 

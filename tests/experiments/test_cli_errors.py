@@ -214,6 +214,23 @@ class CliErrors(unittest.TestCase):
                 self.assertIn("the nearest valid values are", notes[0])
                 self.assertIn("== StarRing train summary ==", p.stdout)
 
+    def test_a_warm_up_as_long_as_the_run_is_a_note(self):
+        # experiments/fmnist_mlp.ini's 100 warm-up steps in a run cut short: the rate never
+        # reached the scaled one and the cosine never began, without a word
+        p = subprocess.run([MPIRUN, "-np", "2", BIN, "train", "--backend", "ring", "--lr-scale",
+                            "linear", "--warmup-steps", "100", "--lr-schedule", "cosine"] + TINY, capture_output=True, text=True,
+                           timeout=90)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        notes = [l for l in p.stderr.splitlines() if l.startswith("[starring] note: ")]
+        self.assertEqual(notes, ["[starring] note: --warmup-steps 100 is not shorter than the run "
+                                 "(4 steps): the rate never reaches --lr x the --lr-scale linear "
+                                 "factor, and the cosine decay never starts"], p.stderr)
+        p = subprocess.run([MPIRUN, "-np", "2", BIN, "train", "--backend", "ring", "--lr-scale",
+                            "linear", "--warmup-steps", "2"] + TINY,
+                           capture_output=True, text=True, timeout=90)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertNotIn("note:", p.stderr)
+
     def test_model_beyond_memory(self):
         # refused before any allocation (the OOM killer ended such a run with no word); only
         # where a model under the 2^31-parameter cap can exceed memory
