@@ -37,8 +37,9 @@ PsGroup make_ps_group(const std::string& servers, int comm_size) {
                         "'colocated', got '",
                         servers, "'");
   STARRING_CONFIG_CHECK(comm_size - s >= 1, "--servers ", s, " needs at least ", s + 1, " ranks (",
-                        s, " servers + at least 1 worker) but ", comm_size,
-                        " were started: run mpirun -np W+", s);
+                        s, s == 1 ? " server" : " servers", " + at least 1 worker) but ", comm_size,
+                        comm_size == 1 ? " was" : " were", " started: run mpirun -np W+", s,
+                        " for W workers");
   for (int r = 0; r < comm_size - s; ++r) g.worker_ranks.push_back(r);
   for (int r = comm_size - s; r < comm_size; ++r) g.server_ranks.push_back(r);
   return g;
