@@ -249,6 +249,7 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
   STARRING_CONFIG_CHECK(in.good(), "--config: cannot read '", path, "' (missing or unreadable)");
   std::ostringstream kept;
   std::map<std::string, int> line_of;  // key -> its line, for errors found by the parser
+  std::string sweep_file;              // a hint once the file shows a sweep file's sections
   std::string line;
   for (int no = 1; std::getline(in, line); ++no) {
     std::string t = trim(line);
@@ -259,6 +260,9 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     if (t.front() == '[') {
       STARRING_CONFIG_CHECK(t.back() == ']', path, ":", no, ": bad section header '", t, "'");
+      const std::string name = trim(t.substr(1, t.size() - 2));
+      if (name == "sweep" || name == "grid" || name.rfind("variant ", 0) == 0)
+        sweep_file = " (a sweep file: run it with scripts/sweep.sh)";
       continue;
     }
     auto eq = t.find('=');
@@ -266,7 +270,7 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
                           t, "'");
     std::string key = trim(t.substr(0, eq));
     STARRING_CONFIG_CHECK(key != "config" && key != "help" && all.find_nothrow(key, false), path,
-                          ":", no, ": unknown option '", key, "'");
+                          ":", no, ": unknown option '", key, "'", sweep_file);
     STARRING_CONFIG_CHECK(!line_of.count(key), path, ":", no, ": '", key,
                           "' given twice (first on line ", line_of[key], ")");
     line_of[key] = no;

@@ -127,6 +127,14 @@ TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
   std::string no_eq = write("e.ini", "batch 8\n");
   EXPECT_NE(error_of("train", {"--config", no_eq}).find("e.ini:1"), std::string::npos);
 
+  // a sweep file given to train (scripts/sweep.sh runs those): said so
+  std::string sweep = write("s.ini", "[sweep]\ndescription = x\n[variant ring]\n");
+  msg = error_of("train", {"--config", sweep});
+  EXPECT_NE(msg.find("s.ini:2: unknown option 'description' (a sweep file: run it with "
+                     "scripts/sweep.sh)"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(error_of("train", {"--config", bad_key}).find("sweep"), std::string::npos);
   msg = error_of("train", {"--config", (dir_ / "missing.ini").string()});
   EXPECT_NE(msg.find("missing.ini"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--config"), std::string::npos) << msg;
