@@ -219,7 +219,8 @@ void check_bench(const BenchConfig& b) {
   check(b.factor >= 2, "--factor", ">= 2", b.factor);
   check(b.iters > 0, "--iters", "> 0", b.iters);
   check(b.warmup >= 0, "--warmup", ">= 0", b.warmup);
-  check(b.check >= 0, "--check", ">= 0", b.check);
+  check(b.check == 0 || b.check == 1, "--check", "0 or 1 (off or on, nccl-tests' -c <0/1>)",
+        b.check);
   check_choice("--mode", b.mode, {"bandwidth", "overlap"});
   for (const auto& c : b.compute) check_choice("--compute", c, {"sleep", "busy", "serial"});
 }

@@ -206,6 +206,8 @@ TEST(Config, BadValuesNameTheOption) {
   }
   EXPECT_NE(error_of("bench", {"-b", "64M", "-e", "1M"}).find("--max-bytes"), std::string::npos);
   EXPECT_NE(error_of("bench", {"-f", "1"}).find("--factor"), std::string::npos);
+  // -c 2 was read as on: it is off or on, not a count of checked iterations
+  EXPECT_NE(error_of("bench", {"-c", "2"}).find("--check: must be 0 or 1"), std::string::npos);
   EXPECT_NE(error_of("bench", {"--segment-bytes", "6"}).find("--segment-bytes"), std::string::npos);
 }
 
