@@ -34,7 +34,16 @@ class PsBenchOp : public BenchOp {
         group_(
             ps::make_ps_group(colocated ? "colocated" : ctx.cfg.sync.servers, ctx.world->size())),
         comm_(ctx.world),
-        rank_(ctx.world->rank()) {}
+        rank_(ctx.world->rank()) {
+    // Found by every rank here, before the first barrier (bench_harness.cc agrees on it): in
+    // prepare() the workers alone found it, after the table's header, and ended by MPI_Abort.
+    STARRING_CONFIG_CHECK(ctx.cfg.sync.ps_partition != "tensor" || group_.num_servers() < 2,
+                          "bench ", colocated ? "ps-colocated" : "ps",
+                          ": --ps-partition tensor places whole tensors, and "
+                          "the bench pushes one buffer (one tensor), so ",
+                          group_.num_servers() - 1, " of its ", group_.num_servers(),
+                          " server shards would own nothing: use --ps-partition range");
+  }
   ~PsBenchOp() override {
     try {
       finish();

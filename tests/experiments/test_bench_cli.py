@@ -158,6 +158,22 @@ class Bench(unittest.TestCase):
                               "least 4 ranks", errors[0])
                 self.assertNotIn("MPI_Abort", p.stderr)
 
+    def test_tensor_partition_over_several_shards_is_one_line(self):
+        # The bench pushes one tensor: whole-tensor placement leaves all shards but one empty.
+        # The workers found it in prepare(), after the header: two error lines and MPI_Abort.
+        for args in (["--backends", "ps", "--servers", "2"], ["--backends", "ps-colocated"]):
+            with self.subTest(args=args):
+                p = subprocess.run([MPIRUN, "-np", "4", BIN, "bench", "--ps-partition", "tensor",
+                                    "-b", "1M", "-e", "1M", "-n", "1", "-w", "0"] + args,
+                                   capture_output=True, text=True, timeout=120)
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                errors = [line for line in p.stderr.splitlines()
+                          if line.startswith("starring: error")]
+                self.assertEqual(len(errors), 1, p.stderr)
+                self.assertIn("--ps-partition tensor places whole tensors", errors[0])
+                self.assertNotIn("MPI_Abort", p.stderr)
+                self.assertNotIn("starring bench", p.stdout)  # before the table's header
+
 
 class BenchModel(unittest.TestCase):
     def test_json_rows_are_self_consistent(self):
