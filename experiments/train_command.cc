@@ -319,12 +319,21 @@ std::string job_line(const nlohmann::json& j) {
   return from + line + epochs + "\n";
 }
 
+// " (2 workers x 64 x accum 2)": what the global batch is made of, as a DDP user reads it.
+std::string batch_parts(const nlohmann::json& j) {
+  const int workers = j["workers"].get<int>(), accum = j["accum"].get<int>();
+  if (workers == 1 && accum == 1) return "";
+  return " (" + std::to_string(workers) + " worker" + (workers == 1 ? "" : "s") + " x " +
+         std::to_string(j["batch"].get<int>()) +
+         (accum > 1 ? " x accum " + std::to_string(accum) : std::string()) + ")";
+}
+
 void print_summary(const nlohmann::json& j) {
   auto& st = j["step_time"];
   auto& b = j["bytes_per_step"];
   std::printf(
       "\n== StarRing train summary ==\n"
-      "backend %s  workers %d  servers %s  model %s (%zu params)\n"
+      "backend %s  workers %d  servers %s  model %s (%zu params)  global batch %lld%s\n"
       "steps %lld%s  wall %.2f s  throughput %.0f samples/s%s\n%s"
       "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
       "bytes per worker per step: sent %.0f  recv %.0f\n%s"
@@ -333,8 +342,8 @@ void print_summary(const nlohmann::json& j) {
       j["servers"] == "colocated" ? "colocated"
                                   : std::to_string(j["num_servers"].get<int>()).c_str(),
       j["model"]["widths"].dump().c_str(), j["model"]["params"].get<std::size_t>(),
-      j["steps"].get<long long>(), resumed_steps(j).c_str(), j["wall_s"].get<double>(),
-      j["samples_per_s"].get<double>(),
+      j["global_batch"].get<long long>(), batch_parts(j).c_str(), j["steps"].get<long long>(),
+      resumed_steps(j).c_str(), j["wall_s"].get<double>(), j["samples_per_s"].get<double>(),
       j["untimed_steps"].get<long long>() > 0
           ? (" (steps after the first " + std::to_string(j["untimed_steps"].get<long long>()) +
              "; all steps: " +
