@@ -186,7 +186,8 @@ def write_summary(out, runs, bench, figures):
              "kernel loading, first-touch memory, connection set-up); the summary's "
              "`samples_per_s_all_steps` counts them. Bytes are per rank per optimizer "
              "step; theory: ring/MPI/co-located 2(N-1)/N x D per rank, dedicated PS D per "
-             "worker and W x D/S per server (D = model bytes, halved with fp16/bf16). A "
+             "worker and W x D/S per server, the busiest one shown (D = model bytes, halved "
+             "with fp16/bf16). A "
              "configuration run several times (`scripts/sweep.sh --repeat N`) shows its median "
              "run (by samples/s), with the range of all its runs in brackets."
              + async_note(runs) + star_note(rows), "",
