@@ -201,7 +201,8 @@ struct Groups {
   // flag that would do nothing there (bench --summary-file) is an error, not silently ignored.
   // An INI file may still hold any option (one file can serve every command).
   void select(const std::string& command, po::options_description& out) const {
-    out.add(general);
+    // env writes no record for --run-name to label
+    out.add(command == "env" ? pick("General", general, {"help", "config"}) : general);
     if (command == "train") {
       out.add(data).add(model).add(train).add(runtime).add(output).add(ckpt).add(sync).add(ps);
     } else if (command == "bench") {

@@ -156,6 +156,9 @@ TEST(Config, UnknownFlagAndStrayArgument) {
   EXPECT_NE(error_of("train", {"stray"}), "");
   // Options of other commands are not accepted on the command line.
   EXPECT_NE(error_of("env", {"--batch", "3"}).find("--batch"), std::string::npos);
+  // env writes no record for a label (it was accepted and did nothing); bench's rows take it
+  EXPECT_NE(error_of("env", {"--run-name", "x"}).find("--run-name"), std::string::npos);
+  EXPECT_EQ(error_of("bench", {"--run-name", "x"}), "");
   EXPECT_NE(error_of("bench", {"--epochs", "3"}).find("--epochs"), std::string::npos);
   EXPECT_EQ(error_of("bench", {"-b", "1K", "-e", "4K"}), "");
   EXPECT_EQ(error_of("bench-model", {"-n", "3", "--json", "--hidden", "64", "--batch", "8"}), "");
