@@ -143,7 +143,8 @@ def busbw(bench, out_dir):
             over = bool(pts[0].get("oversubscribed"))
             any_over |= over
             ax.plot([b["size"] for b in pts], [b["busbw_GBps"] for b in pts], style,
-                    marker="s" if "(of np" in key else "o", markersize=4 if over else 3,
+                    marker="s" if "(of np" in key else "^" if pts[0].get("compress") else "o",
+                    markersize=(4 if over else 3) + (2 if pts[0].get("compress") else 0),
                     color=color, markerfacecolor="white" if over else color, label=key)
             _spread_bars(ax, [b["size"] for b in pts], pts, [b["busbw_GBps"] for b in pts],
                          "repeat_busbw_GBps", color)
