@@ -385,17 +385,42 @@ def unique_name(folder, name, ext=""):
     return candidate
 
 
+def read_trace_events(path):
+    """The events of one rank's trace file. A finished file is a JSON object; a rank that died
+    leaves '<file>.partial' (read in its place when the file is missing): Chrome's JSON Array
+    Format, one event per line, without the closing ']' (which Perfetto and chrome://tracing
+    do not need); a last line cut by the kill is dropped. Raises OSError or ValueError."""
+    if not os.path.exists(path) and os.path.exists(path + ".partial"):
+        path += ".partial"
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if not path.endswith(".partial"):
+        return json.loads(text)["traceEvents"]
+    body = text.strip()
+    if body.startswith("{"):  # finished in place, killed before the rename
+        return json.loads(body)["traceEvents"]
+    if not body.startswith("["):
+        raise ValueError(f"{path}: not a Chrome trace (JSON array format)")
+    lines = body[1:].strip().rstrip(",").split(",\n")
+    for keep in (len(lines), len(lines) - 1):
+        try:
+            return json.loads("[" + ",".join(lines[:keep]) + "]")
+        except ValueError:
+            continue
+    raise ValueError(f"{path}: not a Chrome trace (JSON array format)")
+
+
 def merge_traces(paths, out):
     """Merges per-rank Chrome trace files (pid = rank; timestamps on the host's monotonic clock)
-    into one file that Perfetto / chrome://tracing shows with one process per rank. Missing or
-    unreadable inputs are skipped; returns the list of files merged."""
+    into one file that Perfetto / chrome://tracing shows with one process per rank; a rank
+    that died contributes its '<file>.partial' (read_trace_events). Missing or unreadable
+    inputs are skipped; returns the list of files merged."""
     events, merged = [], []
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as f:
-                events += json.load(f)["traceEvents"]
+            events += read_trace_events(path)
             merged.append(path)
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, TypeError):
             continue
     tmp = out + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:

@@ -174,5 +174,36 @@ class AddRun(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(self.out, "runs.jsonl")), args)
 
 
+class MergeTraces(unittest.TestCase):
+    """scripts/merge_traces.py (used by add_run.py and the sweep): a rank killed mid-run leaves
+    only '<trace>.partial' (common/trace.cc: JSON Array Format, one event per line, no closing
+    ']', perhaps a last line cut by the kill); its events are merged with the others'."""
+
+    def test_a_killed_ranks_partial_trace_is_merged(self):
+        ev = lambda rank, ts: {"ph": "X", "name": "forward", "cat": "compute",  # noqa: E731
+                               "ts": ts, "dur": 1.5, "pid": rank, "tid": 0}
+        with tempfile.TemporaryDirectory(prefix="starring_merge_") as tmp:
+            with open(os.path.join(tmp, "t.0.json"), "w", encoding="utf-8") as f:
+                json.dump({"traceEvents": [ev(0, 1), ev(0, 2)], "displayTimeUnit": "ms"}, f)
+            lines = ",\n".join(json.dumps(ev(1, t)) for t in (1, 2, 3))
+            with open(os.path.join(tmp, "t.1.json.partial"), "w", encoding="utf-8") as f:
+                f.write(" " * 15 + "[\n" + lines + ',\n{"ph":"X","name":"back')  # cut
+            out = os.path.join(tmp, "merged.json")
+            p = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "merge_traces.py"),
+                                out, os.path.join(tmp, "t.0.json"), os.path.join(tmp, "t.1.json"),
+                                os.path.join(tmp, "t.2.json")],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 1, p.stderr)  # t.2.json: neither file nor .partial
+            self.assertIn("merged 2 of 3 files", p.stdout)
+            with open(out, encoding="utf-8") as f:
+                events = json.load(f)["traceEvents"]
+            self.assertEqual(sorted((e["pid"], e["ts"]) for e in events),
+                             [(0, 1), (0, 2), (1, 1), (1, 2), (1, 3)])
+            with open(os.path.join(tmp, "bad.json.partial"), "w", encoding="utf-8") as f:
+                f.write("not a trace\n")
+            with self.assertRaises(ValueError):
+                sr.read_trace_events(os.path.join(tmp, "bad.json"))
+
+
 if __name__ == "__main__":
     unittest.main()
