@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -425,16 +426,24 @@ int run(Command command, Config& cfg, int provided, int rank, int size) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // SIGUSR1 before training starts (a preemption notice during start-up, reading a checkpoint)
+  // is kept for the first step instead of ending the rank: accepted before MPI_Init, which takes
+  // a second or more on a loaded host (mpirun passes the signal on to ranks still in it, and
+  // its default action ended them). Blocked across the BLAS re-execution, which keeps a
+  // pending signal and resets handlers, so none arrives without one.
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &usr1, nullptr);
   starring::use_faster_blas_kernels(argv);  // may re-execute this program, before MPI starts
+  if (argc >= 2 && !std::strcmp(argv[1], "train")) starring::accept_stop_requests();
+  sigprocmask(SIG_UNBLOCK, &usr1, nullptr);
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   starring::announce_interrupts(rank == 0, rank);
-  // SIGUSR1 before training starts (a preemption notice during start-up, reading a checkpoint)
-  // is kept for the first step instead of ending the rank.
-  if (argc >= 2 && !std::strcmp(argv[1], "train")) starring::accept_stop_requests();
 
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     if (rank == 0 && argc < 2) print_line("starring: error: no command given");
