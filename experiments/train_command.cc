@@ -381,6 +381,16 @@ void print_stop(const Config& cfg, const TrainResult& res) {
   std::fflush(stdout);
 }
 
+// A stop request on `ranks` that came too late to stop the run before its end.
+void print_late_stop(const std::string& ranks, std::int64_t steps) {
+  std::fprintf(stderr,
+               "[starring] stop request (SIGUSR1 or --fault stop) on rank(s) %s came after the "
+               "workers' last vote that could stop the run before its end (step %lld): it "
+               "finished as planned, with nothing to resume\n",
+               ranks.c_str(), static_cast<long long>(steps));
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 int run_train(Config& cfg, std::shared_ptr<Comm> world) {
@@ -436,8 +446,19 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   if (!extra.empty()) mine["backend_stats"] = extra;
   keep_trace.reset();
   trace.close();
+  // A stop request that did not stop the run came after the workers' last vote that could stop
+  // it before its end, or during the final evaluation and checkpoint: the run ends as planned,
+  // and says so (a user who sent SIGUSR1 expects exit 75 otherwise).
+  mine["late_stop_request"] =
+      res.stop_vote_on && res.stopped_at_step < 0 && (res.stop_asked || stop_requested());
 
   auto ranks = gather_to_root(*world, mine);
+  std::string late;  // the ranks with such a request
+  for (auto& r : ranks) {
+    if (r.value("late_stop_request", false))
+      late += (late.empty() ? "" : ", ") + std::to_string(r["rank"].get<int>());
+    r.erase("late_stop_request");
+  }
   if (res.stopped_at_step >= 0) {  // workers; dedicated servers return 0, below kStoppedExit
     if (!res.output_error.empty()) throw Error(res.output_error);
     if (world->rank() == 0) print_stop(cfg, res);
@@ -457,6 +478,7 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
     if (res.diverged_step >= 0) summary["diverged_at_step"] = res.diverged_step;
     print_summary(summary);
     write_json_atomically(cfg.out.summary_file, summary);
+    if (!late.empty()) print_late_stop(late, res.steps);
   }
   // After the summary, so a failed metrics file or a diverged run does not cost its results too.
   if (!res.output_error.empty()) throw Error(res.output_error);

@@ -51,6 +51,8 @@ class StopVote {
   static std::string off_reason_for_run(bool checkpoints);
 
   bool enabled() const { return lag_ >= 0; }
+  // Whether this worker has had a request (passed to after_step) while the vote was on.
+  bool asked() const { return asked_; }
   // After optimizer step `step` (called after every step), with whether this worker has a request
   // (remembered once seen): true when the workers agreed to stop after this step (the same step
   // on every worker). Throws TimeoutError naming a silent peer.

@@ -122,6 +122,8 @@ TrainResult TrainLoop::run() {
   }
   if (stopping_) stop();
   stop_vote_.finish();
+  res_.stop_vote_on = stop_vote_.enabled();
+  res_.stop_asked = stop_vote_.asked();
   // Resumed with nothing left: report the earlier run's evaluation of these parameters, or
   // evaluate them (a checkpoint taken between evaluations, or of an older build).
   if (res_.history.size() == res_.earlier_epochs && !stopping_) {

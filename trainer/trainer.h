@@ -85,6 +85,10 @@ struct TrainResult {
   // request it carried.
   std::int64_t stopped_at_step = -1, stop_round = -1;
   std::vector<int> stop_requested_by;
+  // Whether the workers voted on stop requests (--checkpoint-dir, not asp), and whether this
+  // worker had one that the vote saw: a request that did not stop the run came after the last
+  // vote that could stop it before its end (the caller says so).
+  bool stop_vote_on = false, stop_asked = false;
   std::string last_checkpoint;  // worker 0: the newest checkpoint this run wrote
   // Checkpoints this run wrote, and the seconds this worker spent in them (worker 0 gathers and
   // writes, the others wait for it at barriers); like evaluation, outside wall_s and the steps.

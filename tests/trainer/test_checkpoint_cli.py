@@ -9,7 +9,8 @@ once), the checkpoint folder (--keep-checkpoints, no leftovers); that a run kill
 that a damaged checkpoint and an empty folder each end the job with a non-zero exit and one
 line naming the problem; and that SIGUSR1 to mpirun's process group (a preemption notice) stops
 a parameter-server run at one step with a checkpoint and exit 75, from which the same command
-(--resume auto) resumes it to the end, while a stop whose metrics file failed exits 1, not 75.
+(--resume auto) resumes it to the end, while a stop whose metrics file failed exits 1, not 75,
+and a request too late to stop the run before its end says so beside its exit 0.
 """
 import argparse
 import json
@@ -208,6 +209,21 @@ class CheckpointCli(unittest.TestCase):
         with open(self.summary) as f:
             self.assertEqual(json.load(f)["resumed_at_step"], at)
         self.assertEqual(steps_in(self.metrics), list(range(1, end + 1)))
+
+    def test_a_stop_request_too_late_to_stop_the_run_is_said(self):
+        # 20 steps: the vote's rounds are after steps 8 and 16, each read 2 steps later; a
+        # request from step 17 on has no round left before the end. The run ends as planned
+        # (0, its summary and last checkpoint) and says why the request did not stop it: a user
+        # who sent SIGUSR1 just before the end otherwise sees a plain 0 (a test saw only
+        # "Forwarding signal 10").
+        r = train("--backend", "ring", "--max-steps", "20", "--checkpoint-dir", self.dir,
+                  "--fault", "stop:1:17")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("== StarRing train summary ==", r.stdout)
+        self.assertIn("[starring] stop request (SIGUSR1 or --fault stop) on rank(s) 1 came after "
+                      "the workers' last vote that could stop the run before its end (step 20): "
+                      "it finished as planned, with nothing to resume", r.stderr)
+        self.assertIn("ckpt-0000000020.ckpt", os.listdir(self.dir))
 
     def test_a_stop_whose_metrics_file_failed_exits_with_the_failure(self):
         # a full disk under the metrics file (every write: ENOSPC): the stop's checkpoint is
