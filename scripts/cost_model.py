@@ -46,6 +46,8 @@ memory traffic per byte reduced against memcpy's 2: gamma = 1.5 / memcpy_Bps; --
 overrides) and (alpha, beta) >= 0 are fit per backend and per (W, S) by least absolute relative
 deviations (a 64 KiB row counts as much as a 64 MiB one, and one row slowed by another process's
 time slice does not move the fit; the largest relative residual is reported as the fit error).
+It is judged on the rows it does not pass through (fit_spread); one with a term clamped at 0
+or judged poor is not named fastest at other scales (doubts; README, *Predicting other scales*).
 One node's bench
 measures shared memory and this machine's MPI, not a network: use --alpha-us/--bandwidth-gbps
 to predict another one.
@@ -158,6 +160,7 @@ class Fit:
     oversubscribed: bool
     ranks: int            # ranks of the bench job (np)
     residuals: list = field(default_factory=list)
+    base: "Fit" = None    # a windowed refit: the all-sizes fit its alpha comes from
 
 
 def bench_kind(row):
@@ -259,9 +262,64 @@ def calibrate(bench, gamma=None, chunk=PS_CHUNK_BYTES, window=None):
         if len(g_) >= 2 and any(terms(key[0], d, key[1], key[2], chunk) != (0.0, 0.0, 0.0)
                                 for d in g_):
             f = fit_group(list(g_.values()), *key[:3], g, chunk)
-            fits.append(f if window is None else fit_group(
-                _in_window(list(g_.values()), window), *key[:3], g, chunk, f.consts.alpha))
+            if window is not None:
+                f, base = fit_group(_in_window(list(g_.values()), window), *key[:3], g, chunk,
+                                    f.consts.alpha), f
+                f.base = base
+            fits.append(f)
     return fits
+
+
+POOR_FIT = 0.25  # a median residual above this: the alpha-beta line does not describe the rows
+
+
+def fit_spread(f):
+    """The median |relative residual| over the sizes the fit was free to miss, or None when
+    there is none. An L1 fit of k constants passes through k rows, whose residuals are 0 by
+    construction: with the --quick bench's 3 sizes the plain median was always 0, and a bench
+    whose times scattered 19-fold read as a perfect fit. k counts the constants fitted here and
+    above 0 (a term clamped at 0 frees a row; a windowed refit's alpha is given)."""
+    k = int(f.consts.beta > 0) + int(f.consts.alpha > 0 and f.base is None)
+    rest = sorted(abs(r) for r in f.residuals)[k:]
+    n = len(rest)
+    return (rest[(n - 1) // 2] + rest[n // 2]) / 2 if rest else None
+
+
+def doubts(f, alpha_given=False, beta_given=False):
+    """Why a fit's constants cannot rank backends at other worker counts (empty: no reason
+    seen): a term clamped at 0 by the non-negativity of the fit (a windowed refit inherits its
+    alpha), or a poor fit (fit_spread over POOR_FIT, on the sizes this fit used: an all-sizes fit
+    that a cache boundary bends is what the window is for). A term the user gave (--alpha-us,
+    --bandwidth-gbps) replaces the fitted one and its doubt."""
+    out = []
+    if not alpha_given and f.consts.alpha <= 0:
+        out.append("alpha fitted 0 (clamped: no cost per message, so its step time stays flat "
+                   "as W multiplies the messages)")
+    if not beta_given and f.consts.beta <= 0:
+        out.append("beta fitted 0 (clamped: no cost per byte, 1/beta infinite)")
+    spread = fit_spread(f)
+    if not (alpha_given and beta_given) and spread is not None and spread > POOR_FIT:
+        out.append(f"poor fit (of the bench sizes {_sizes(f.sizes)}, those the line is not "
+                   f"drawn through miss it by a median {100 * spread:.0f}%)")
+    return out
+
+
+def _sizes(sizes):
+    """'64K, 256K, 1M': a fit's bench sizes, short."""
+    return ", ".join(next((f"{b // d}{u}" for u, d in (("M", MIB), ("K", 1024)) if b % d == 0
+                           and b >= d), str(b)) for b in map(int, sizes))
+
+
+def series_doubts(ref, alpha_us=None, bandwidth_gbps=None):
+    """{SERIES name: reasons} for the extrapolated series whose constants are in doubt (see
+    doubts): they are drawn and tabulated, but not named fastest."""
+    out = {}
+    for name, kind, _ in SERIES:
+        f = ref.get(kind)
+        why = doubts(f, alpha_us is not None, bandwidth_gbps is not None) if f else []
+        if why:
+            out[name] = why
+    return out
 
 
 def reference(fits):

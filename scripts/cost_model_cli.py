@@ -12,26 +12,27 @@ import cost_model as cm  # noqa: E402
 import starring_results as sr  # noqa: E402
 
 
-POOR_FIT = 0.25  # a median residual above this: the alpha-beta line does not describe the rows
+POOR_FIT = cm.POOR_FIT
 
 
 def fit_note(f, ref):
-    """The fits table's note: oversubscribed, a fit too poor to trust (on a loaded machine the
-    bench's times scatter: a 74% median residual was seen on a shared one), used for
-    predictions."""
+    """The fits table's note: oversubscribed, a term clamped at 0, a fit too poor to trust (on a
+    loaded machine the bench's times scatter: a 74% median residual was seen on a shared one),
+    used for predictions."""
     notes = ["oversubscribed"] if f.oversubscribed else []
-    med = cm.median_abs(f.residuals)
-    if med > POOR_FIT:
-        notes.append(f"poor fit (the line misses half the sizes by over {100 * med:.0f}%: "
-                     "a loaded machine scatters bench times, rerun it quiet or with more -n; "
-                     "a cache boundary bends them, predictions refit 1/beta near each run's "
-                     "buckets)")
+    for why in cm.doubts(f):
+        if why.startswith("poor fit"):
+            why = why[:-1] + (": a loaded machine scatters bench times, rerun it quiet or with "
+                              "more -n and sizes; a cache boundary bends them, predictions refit "
+                              "1/beta near each run's buckets)")
+        notes.append(why)
     return "; ".join(notes) + (" [used]" if ref.get(f.kind) is f else "")
 
 
 def fits_table(fits, ref):
     head = ["backend", "W", "S", "np", "sizes (B)", "alpha (us)", "1/beta (GB/s)",
-            "1/gamma (GB/s)", "rel. resid. median / max (at size)", "note"]
+            "1/gamma (GB/s)", "rel. resid. median (rows not fitted through) / max (at size)",
+            "note"]
     rows = []
     for f in fits:
         c = f.consts
@@ -39,10 +40,14 @@ def fits_table(fits, ref):
                      str(f.ranks), f"{min(f.sizes)}..{max(f.sizes)}", f"{c.alpha * 1e6:.3g}",
                      f"{1e-9 / c.beta:.3g}" if c.beta > 0 else "inf",
                      f"{1e-9 / c.gamma:.3g}" if c.gamma > 0 else "-",
-                     f"{100 * cm.median_abs(f.residuals):.0f}% / {100 * f.max_rel_err:.0f}% "
+                     _percent(cm.fit_spread(f)) + f" / {100 * f.max_rel_err:.0f}% "
                      f"({f.sizes[max(range(len(f.sizes)), key=lambda i: abs(f.residuals[i]))]})",
                      fit_note(f, ref)])
     return head, rows
+
+
+def _percent(x):
+    return "-" if x is None else f"{100 * x:.0f}%"
 
 
 def check_table(preds):
@@ -60,17 +65,31 @@ def check_table(preds):
     return head, rows
 
 
-def _fastest(ext, i):
-    best = min(ext[s][i][1] for s in ext)
-    return " = ".join(s for s in ext if ext[s][i][1] <= best * 1.005)
+def _fastest(ext, i, doubtful=()):
+    """The series with the lowest no-overlap time at row i, among those whose fit is not in
+    doubt; a doubtful one predicted lower is named as not ranked."""
+    trusted = [s for s in ext if s not in doubtful]
+    best = min((ext[s][i][1] for s in trusted), default=None)
+    lower = [s for s in ext if s in doubtful and (best is None or ext[s][i][1] < best / 1.005)]
+    name = " = ".join(s for s in trusted if ext[s][i][1] <= best * 1.005) if trusted else \
+        "none ranked"
+    return name + (f" ({', '.join(lower)} lower, not ranked)" if lower else "")
 
 
-def extrapolation_table(name, ext, batch):
-    head = ["W"] + [f"{s} ms (samples/s)" for s in ext] + ["fastest"]
+def extrapolation_table(name, ext, batch, doubtful=()):
+    """Step time per series and W; `doubtful` series (cm.series_doubts) are marked in the head
+    and left out of the fastest column."""
+    head = ["W"] + [f"{s} ms (samples/s)" + (" [fit in doubt]" if s in doubtful else "")
+                    for s in ext] + ["fastest (trusted fits)" if doubtful else "fastest"]
     ws = [p[0] for p in next(iter(ext.values()))] if ext else []
     rows = [[str(w)] + [f"{1e3 * ext[s][i][1]:.3g} ({ext[s][i][4]:,.0f})" for s in ext]
-            + [_fastest(ext, i)] for i, w in enumerate(ws)]
+            + [_fastest(ext, i, doubtful)] for i, w in enumerate(ws)]
     return head, rows
+
+
+def doubt_lines(doubtful):
+    """One sentence per series in doubt, for under the table and the captions."""
+    return [f"{s}: " + "; ".join(why) for s, why in doubtful.items()]
 
 
 def text(head, rows):
@@ -86,18 +105,21 @@ def markdown(head, rows):
 
 
 def crossover_lines(widths, consts_of, workers, bucket_mb=cm.BUCKET_MB,
-                    chunk=cm.PS_CHUNK_BYTES):
-    """Sentences naming where the ring beats PS S=1 and how many servers PS needs."""
+                    chunk=cm.PS_CHUNK_BYTES, doubtful=()):
+    """Sentences naming where the ring beats PS S=1 and how many servers PS needs (prefixed
+    with a warning when the ring's or the dedicated PS's fit is in doubt)."""
     ring, ps = consts_of("ring"), consts_of("ps")
     if ring is None or ps is None:
         return ["(no ring or no dedicated-PS constants: no crossover)"]
+    shaky = [s for s in ("ring", "ps S=1", "ps S=W/2") if s in doubtful]
+    warn = f"(from fits in doubt: {', '.join(shaky)}) " if shaky else ""
     sizes = cm.buckets(widths, bucket_mb)
     beats = [w for w in workers if cm.step_comm("ring", sizes, w, 0, ring, chunk)
              < cm.step_comm("ps", sizes, w, 1, ps, chunk)]
     need = [(w, cm.servers_to_match(widths, consts_of, w, bucket_mb, chunk)) for w in workers]
-    return [f"ring communicates faster than PS with 1 server at W = "
+    return [f"{warn}ring communicates faster than PS with 1 server at W = "
             f"{', '.join(map(str, beats)) if beats else 'none of ' + str(workers)}",
-            "servers PS needs to match the ring: " + ", ".join(
+            f"{warn}servers PS needs to match the ring: " + ", ".join(
                 f"W={w}: S>={s}" if s else f"W={w}: no S<=2W" for w, s in need),
             "bandwidth terms alone: S >= W^2/(2(W-1)) ~ W/2 when pushes and pulls overlap (many "
             "chunks per server); never with one chunk per server (2 max(D, WD/S) >= 2D > "
@@ -240,7 +262,10 @@ def main(argv=None):
         for kind in ("ring", "ps", "ps-colocated"):
             c = consts_of(kind)
             print(f"#   {kind}: {c.describe() if c else 'no constants'}")
-        print(text(*extrapolation_table(name, ext, a.batch)))
-        for line in crossover_lines(widths, consts_of, workers, a.bucket_mb, chunk):
+        doubtful = cm.series_doubts(ref_m, a.alpha_us, a.bandwidth_gbps)
+        print(text(*extrapolation_table(name, ext, a.batch, doubtful)))
+        for line in doubt_lines(doubtful):
+            print("  not ranked (fit in doubt): " + line)
+        for line in crossover_lines(widths, consts_of, workers, a.bucket_mb, chunk, doubtful):
             print("  " + line)
     return 0

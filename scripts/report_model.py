@@ -47,7 +47,10 @@ def _fit_error(f):
     largest message, so its 1/beta comes from that one size)."""
     if len(f.sizes or []) == 1:
         return f"from the one bench size {_size(f.sizes[0])}: no fit error to report"
-    return (f"fit error median {100 * cm.median_abs(f.residuals):.0f}%, max "
+    spread = cm.fit_spread(f)
+    if spread is None:  # as many sizes as fitted constants: the line passes through them all
+        return f"from {len(f.sizes)} bench sizes, as many as its constants: no fit error to report"
+    return (f"fit error median {100 * spread:.0f}% (sizes not fitted through), max "
             f"{100 * f.max_rel_err:.0f}%")
 
 
@@ -176,16 +179,18 @@ def extrapolation(runs, bench, out_dir):
         return Skipped(title, "no 1-worker run (or bench-model row) gives a compute time")
     gamma = fits[0].consts.gamma
     refs = {name: cm.model_reference(bench, widths) for name, widths, _, _ in models}
-    nets = [("calibrated on this machine", lambda r: lambda k: cm.network_consts(r, k)),
+    nets = [("calibrated on this machine", lambda r: lambda k: cm.network_consts(r, k),
+             lambda r: cm.series_doubts(r)),
             (f"{REF_NET['bandwidth_gbps']:g} Gb/s, {REF_NET['alpha_us']:g} us network",
-             lambda r: lambda k: cm.network_consts(r, k, gamma=gamma, **REF_NET))]
+             lambda r: lambda k: cm.network_consts(r, k, gamma=gamma, **REF_NET),
+             lambda r: cm.series_doubts(r, **REF_NET))]
     fig, axes = plt.subplots(len(nets), len(models), figsize=(6.3 * len(models), 4.4 * len(nets)),
                              squeeze=False)
     notes = []
-    for row, (net, consts_for) in enumerate(nets):
+    for row, (net, consts_for, doubts_for) in enumerate(nets):
         for col, (name, widths, params, tc) in enumerate(models):
             ax = axes[row][col]
-            consts_of = consts_for(refs[name])
+            consts_of, doubtful = consts_for(refs[name]), doubts_for(refs[name])
             ext = cm.extrapolate(widths, tc[0], consts_of, WORKERS)
             for i, (series, pts) in enumerate(ext.items()):
                 ws = [p[0] for p in pts]
@@ -196,7 +201,8 @@ def extrapolation(runs, bench, out_dir):
                 same = [o for o in list(ext)[:i] if _coincide(ext[o], pts)]
                 ax.plot(ws, [1e3 * p[1] for p in pts], line, marker=marker,
                         markersize=7 if same else 4, markerfacecolor="none", color=color,
-                        label=series + (f" (= {', '.join(same)} here)" if same else ""))
+                        label=series + (f" (= {', '.join(same)} here)" if same else "")
+                        + (" [fit in doubt]" if series in doubtful else ""))
                 ax.fill_between(ws, [1e3 * p[2] for p in pts], [1e3 * p[1] for p in pts],
                                 color=color, alpha=0.12)
             ax.axhline(1e3 * tc[0], color="k", linewidth=0.8, linestyle=":",
@@ -209,8 +215,9 @@ def extrapolation(runs, bench, out_dir):
             label_axes(ax, "workers (log2 scale)", "step time (ms, log scale)",
                        f"{name} MLP ({params / 1e6:.2f}M params), {net}")
             ax.legend(fontsize=7)
-            cross = cli.crossover_lines(widths, consts_of, WORKERS)
-            notes.append(f"{name}, {net}: " + "; ".join(cross[:2]))
+            cross = cli.crossover_lines(widths, consts_of, WORKERS, doubtful=doubtful)
+            notes.append(f"{name}, {net}: " + "; ".join(
+                [f"not ranked: {x}" for x in cli.doubt_lines(doubtful)] + cross[:2]))
         if row == 0:
             notes.insert(0, "compute: " + "; ".join(
                 f"{n} {1e3 * tc[0]:.3g} ms ({tc[1]})" for n, _, _, tc in models))
@@ -225,7 +232,10 @@ def extrapolation(runs, bench, out_dir):
                                          for n in refs) + "); one node's bench measures "
                   "shared memory and this machine's MPI, not a network. Bottom: every backend on "
                   f"the same {REF_NET['bandwidth_gbps']:g} Gb/s link with {REF_NET['alpha_us']:g} "
-                  "us per message and the calibrated reduction speed. " + ". ".join(notes) + ". "
+                  "us per message and the calibrated reduction speed. A series marked [fit in "
+                  "doubt] has constants with a term clamped at 0 or a poor fit (see the "
+                  "calibration table): it is drawn, but no sentence or table here ranks it. "
+                  + ". ".join(notes) + ". "
                   "In bandwidth terms a PS needs S >= W^2/(2(W-1)), about W/2, servers to match "
                   "the ring when pushes and pulls overlap (many chunks per server); when each "
                   "server's shard is one chunk (the default MLP: D < 4 MiB) push and pull take "
@@ -247,6 +257,16 @@ def _constants_caveat(ref):
     return text + "; at equal links see the bottom row of cost_model_scaling.png)"
 
 
+def _doubt_caveat(doubtful):
+    """The table caption's account of the series left out of its 'fastest' column."""
+    if not doubtful:
+        return ""
+    return (". Marked [fit in doubt], drawn but not ranked in the 'fastest' column: "
+            + "; ".join(cli.doubt_lines(doubtful)) + " (rerun the bench with more sizes and -n, "
+            "on a quiet machine, or give a network: scripts/cost_model.py RESULTS --alpha-us A "
+            "--bandwidth-gbps B)")
+
+
 def _tables(runs, bench):
     try:
         return _tables_or_raise(runs, bench)
@@ -266,9 +286,11 @@ def _tables_or_raise(runs, bench):
     for name, widths, params, tc in _models(computes)[:1]:
         ref_m = cm.model_reference(bench, widths)
         ext = cm.extrapolate(widths, tc[0], lambda k: cm.network_consts(ref_m, k), WORKERS)
+        doubtful = {s: why for s, why in cm.series_doubts(ref_m).items() if s in ext}
         if ext:
             out.append((f"Extrapolated step time, {name} MLP, calibrated constants, no overlap"
-                        + _constants_caveat(ref_m), cli.extrapolation_table(name, ext, 64)))
+                        + _constants_caveat(ref_m) + _doubt_caveat(doubtful),
+                        cli.extrapolation_table(name, ext, 64, doubtful)))
     return out
 
 

@@ -4,6 +4,7 @@
 formulas, the formulas give hand-computed values, and the CLI and the report run on the
 committed fixture (tests/experiments/fixtures/results). No `starring` binary needed.
 """
+import json
 import math
 import os
 import shutil
@@ -190,6 +191,86 @@ class Calibration(unittest.TestCase):
         self.assertIsNotNone(cm.network_consts(ref, "ps", alpha_us=5, bandwidth_gbps=25))
 
 
+# The main sweep's --quick bench as it came out of one run on this 2-core machine (3 ranks: the
+# co-located pair time-shares with the idle server rank): 64 KiB at 1.9 ms, 256 KiB at 0.1 ms.
+QUICK_COLOCATED_US = {65536: 1930.9316, 262144: 101.183, 1048576: 1272.1162}
+
+
+def quick_rows():
+    truth = cm.Consts(alpha=10e-6, beta=1 / 20e9, gamma=1.5 / 20e9)
+    ring = [r for r in bench_rows("ring", 2, 0, truth, 20.0, cores=2) if r["size"] <= MIB]
+    ps = [r for r in bench_rows("ps", 2, 1, truth, 20.0, cores=2) if r["size"] <= MIB]
+    col = [r for r in bench_rows("ps-colocated", 2, 0, truth, 20.0, np_=3, cores=2)
+           if r["size"] <= MIB]
+    for r in col:
+        r["backend"], r["time_us"] = "ps-colocated@2", QUICK_COLOCATED_US[r["size"]]
+    return ring + ps + col
+
+
+class Doubts(unittest.TestCase):
+    """A fit with a term clamped at 0 or a poor fit is not ranked at other scales."""
+
+    def test_a_clamped_alpha_is_a_doubt_and_never_the_fastest(self):
+        import cost_model_cli as cli
+        rows = quick_rows()
+        ref = cm.model_reference(rows, cm.PRESETS["default"])
+        col = ref["ps-colocated"]
+        self.assertEqual(col.consts.alpha, 0.0)  # inherited from the all-sizes fit
+        self.assertEqual(col.base.consts.alpha, 0.0)
+        why = cm.series_doubts(ref)
+        self.assertEqual(set(why), {"ps co-located"})  # the formula-made rows are trusted
+        self.assertIn("alpha fitted 0", why["ps co-located"][0])
+        consts_of = lambda k: cm.network_consts(ref, k)  # noqa: E731
+        ext = cm.extrapolate(cm.PRESETS["default"], 1e-3, consts_of, [2, 64, 256])
+        # flat in W: 2(W-1) messages at 0 each, 2(W-1)/W D bytes
+        self.assertAlmostEqual(ext["ps co-located"][2][1], ext["ps co-located"][1][1], delta=1e-4)
+        head, table = cli.extrapolation_table("default", ext, 64)
+        self.assertEqual(table[-1][-1], "ps co-located")  # what the report used to say
+        head, table = cli.extrapolation_table("default", ext, 64, why)
+        self.assertIn("ps co-located ms (samples/s) [fit in doubt]", head)
+        self.assertEqual(head[-1], "fastest (trusted fits)")
+        last = table[-1][-1]
+        self.assertFalse(last.startswith("ps co-located"), last)
+        self.assertTrue(last.endswith("(ps co-located lower, not ranked)"), last)
+        # a given network replaces alpha and beta: nothing left in doubt
+        self.assertEqual(cm.series_doubts(ref, alpha_us=5, bandwidth_gbps=25), {})
+        self.assertIn("ps co-located", cm.series_doubts(ref, bandwidth_gbps=25))
+
+    def test_no_trusted_fit_names_no_fastest(self):
+        import cost_model_cli as cli
+        c = cm.Consts(alpha=0.0, beta=1e-9, gamma=0.0)
+        ext = cm.extrapolate(cm.PRESETS["default"], 1e-3, lambda k: c, [2])
+        _, table = cli.extrapolation_table("default", ext, 64, {s: ["x"] for s in ext})
+        self.assertTrue(table[0][-1].startswith("none ranked ("), table[0][-1])
+
+    def test_three_sizes_are_judged_on_the_one_the_line_misses(self):
+        # an L1 line of 2 constants through 3 sizes passes through 2: the median residual was
+        # 0 whatever the third, so the poor-fit note never showed on a --quick bench
+        truth = cm.Consts(alpha=10e-6, beta=1 / 20e9, gamma=0.0)
+        rows = [r for r in bench_rows("ring", 2, 0, truth, 0) if r["size"] <= MIB]
+        rows[1]["time_us"] *= 3.0
+        f = cm.calibrate(rows, gamma=0.0)[0]
+        self.assertEqual(cm.median_abs(f.residuals), 0.0)
+        self.assertGreater(cm.fit_spread(f), cm.POOR_FIT)
+        self.assertTrue(any(w.startswith("poor fit (") for w in cm.doubts(f)), cm.doubts(f))
+        exact_rows = [r for r in bench_rows("ring", 2, 0, truth, 0) if r["size"] <= MIB]
+        exact = cm.calibrate(exact_rows, gamma=0.0)[0]
+        self.assertLess(cm.fit_spread(exact), 1e-6)
+        self.assertEqual(cm.doubts(exact), [])
+        two = cm.calibrate(exact_rows[:2], gamma=0.0)[0]  # as many sizes as constants
+        self.assertIsNone(cm.fit_spread(two))
+
+    def test_a_clamped_beta_is_a_doubt(self):
+        # the ring of one --quick run: 64 KiB slowest (27 ms), 256 KiB and 1 MiB 116 and 136 us
+        rows = [r for r in bench_rows("ring", 2, 0, cm.Consts(1e-5, 1e-10, 0), 16.82) if
+                r["size"] <= MIB]
+        for r, t in zip(rows, (27136.5, 116.2, 135.6)):
+            r["time_us"] = t
+        f = cm.calibrate(rows)[0]
+        self.assertEqual(f.consts.beta, 0.0)
+        self.assertIn("beta fitted 0", " ".join(cm.doubts(f)))
+
+
 class Prediction(unittest.TestCase):
     def test_a_run_is_predicted_from_compute_plus_bucketed_communication(self):
         c = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0, source="x")
@@ -300,6 +381,26 @@ class OnTheFixture(unittest.TestCase):
                 summary = f.read()
             self.assertIn("## Cost model", summary)
             self.assertIn("| ring | 2 | - | 2 |", summary)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_report_says_which_fits_it_does_not_rank(self):
+        import report_model as rm
+        with open(os.path.join(FIXTURE, "runs.jsonl"), encoding="utf-8") as f:
+            runs = [json.loads(line) for line in f if line.strip()]
+        text = "\n".join(rm.summary_lines(runs, quick_rows()))
+        table = text[text.index("Extrapolated step time"):]
+        self.assertIn("Marked [fit in doubt], drawn but not ranked in the 'fastest' column: "
+                      "ps co-located: alpha fitted 0", table)
+        self.assertIn("| fastest (trusted fits) |", table)
+        rows = [l for l in table.splitlines() if l.startswith("| 256 |")]
+        self.assertEqual(len(rows), 1)
+        self.assertNotIn("| ps co-located |", rows[0])
+        tmp = tempfile.mkdtemp(prefix="starring_cost_model_test_")
+        try:
+            fig = rm.extrapolation(runs, quick_rows(), tmp)
+            self.assertIsInstance(fig, rm.Figure)
+            self.assertIn("not ranked: ps co-located: alpha fitted 0", fig.caption)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
