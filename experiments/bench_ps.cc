@@ -14,14 +14,18 @@
 // servers a server's link carries W*D/S each way and a worker's D, so busbw = algbw *
 // max(1, W/S); co-located, every rank sends 2(W-1)/W * D, so busbw = algbw * 2(W-1)/W - the same
 // definition as the ring's, and the columns compare directly. Each size also prints, per server,
-// the bytes in and out per iteration against the theory (W*D/S each way; co-located 2(W-1)/W*D
-// per rank in total).
+// the bytes in and out per iteration against the theory (W*D/S each way; co-located (W-1)/W*D
+// each way per shard), counted as the workers' bytes_sent count them: every push message carries
+// a 32-byte chunk header (ps/protocol.h), replies carry none. The --json rows' server_bytes_in
+// and server_bytes_out are these wire bytes (the headers in), server_push_payload_in the floats
+// alone.
 #include <cstdio>
 #include <cstring>
 #include <thread>
 
 #include "common/error.h"
 #include "experiments/bench_harness.h"
+#include "ps/protocol.h"
 #include "ps/ps_worker.h"
 
 namespace starring {
@@ -122,22 +126,31 @@ class PsBenchOp : public BenchOp {
   }
 
   // Ends this size's session (workers say done, servers return their totals) and reports each
-  // server's bytes per iteration.
+  // server's bytes per iteration: its step traffic (bytes_recv/bytes_sent: pushes with their
+  // headers, replies), the bytes the workers' bytes_sent count. push_bytes_in, the floats alone,
+  // left 32 bytes per push message out: 2 x 32 of the 64 KiB row's 131136 at W = 2.
   nlohmann::json extra_fields(std::size_t count, int) override {
     const bool had_worker = worker_ != nullptr;
     finish();
     const nlohmann::json servers = had_worker ? last_servers_ : nlohmann::json::array();
     nlohmann::json in = nlohmann::json::array(), out = nlohmann::json::array(),
+                   payload = nlohmann::json::array(), chunks = nlohmann::json::array(),
                    busy = nlohmann::json::array();
     for (const auto& s : servers) {
       const double rounds = std::max(1.0, s.value("rounds", 1.0));
-      in.push_back(s.value("push_bytes_in", 0.0) / rounds);
-      out.push_back(s.value("reply_bytes_out", 0.0) / rounds);
+      in.push_back(s.value("bytes_recv", 0.0) / rounds);
+      out.push_back(s.value("bytes_sent", 0.0) / rounds);
+      payload.push_back(s.value("push_bytes_in", 0.0) / rounds);
+      chunks.push_back(s.value("chunks", 0));
       busy.push_back(s.value("busy_s", 0.0) / std::max(1e-9, s.value("wall_s", 1.0)));
     }
-    if (rank_ == 0) print_servers(count, in, out);
+    if (rank_ == 0) print_servers(count, in, out, chunks);
     ++sizes_;
-    return {{"server_bytes_in", in}, {"server_bytes_out", out}, {"server_busy_frac", busy}};
+    return {{"server_bytes_in", in},
+            {"server_bytes_out", out},
+            {"server_push_payload_in", payload},
+            {"server_chunks", chunks},
+            {"server_busy_frac", busy}};
   }
 
  private:
@@ -151,14 +164,22 @@ class PsBenchOp : public BenchOp {
     if (server_error_) std::rethrow_exception(std::exchange(server_error_, nullptr));
   }
 
-  void print_servers(std::size_t count, const nlohmann::json& in, const nlohmann::json& out) {
+  // Theory: each server gets W*D/S (co-located: (W-1)/W*D from the other workers) each way,
+  // plus a 32-byte header on each push message in: one per chunk of its shard per pushing worker.
+  void print_servers(std::size_t count, const nlohmann::json& in, const nlohmann::json& out,
+                     const nlohmann::json& chunks) {
     const double d = static_cast<double>(count * sizeof(float)), w = workers();
+    const double pushers = group_.colocated ? w - 1 : w;
     const double theory =
         group_.colocated ? (w - 1) / w * d : w * d / std::max(1, group_.num_servers());
-    std::printf("#  ps (%s) %zu B: bytes per iteration, theory %.0f each way per server:",
-                group_.colocated ? "co-located" : "dedicated", count * sizeof(float), theory);
+    std::printf(
+        "#  ps (%s) %zu B: bytes per iteration per server, measured / theory (in: the pushes "
+        "with a %zu-B header per chunk message, as the workers count them; out: the replies):",
+        group_.colocated ? "co-located" : "dedicated", count * sizeof(float), sizeof(ps::PsHeader));
     for (std::size_t s = 0; s < in.size(); ++s)
-      std::printf("  server %zu in %.0f out %.0f", s, in[s].get<double>(), out[s].get<double>());
+      std::printf("  server %zu in %.0f / %.0f out %.0f / %.0f", s, in[s].get<double>(),
+                  theory + pushers * chunks[s].get<double>() * sizeof(ps::PsHeader),
+                  out[s].get<double>(), theory);
     std::printf("\n");
   }
 

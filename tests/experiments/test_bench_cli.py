@@ -11,6 +11,7 @@ as JSON lines and as the table. Speed itself is not checked: this machine is sha
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -60,15 +61,31 @@ class Bench(unittest.TestCase):
                 for k in ("bytes_sent_per_rank", "bytes_recv_per_rank"):
                     self.assertGreaterEqual(r[k], d)
                     self.assertLessEqual(r[k], d + 64)
+                # The servers' bytes count what the workers' do: a push message carries a
+                # 32-byte chunk header (one chunk a shard here), a reply none. They counted the
+                # floats alone, 32 bytes a push below the workers' bytes_sent.
                 if r["backend"] == "ps":
                     self.assertEqual(r["servers"], 1)
-                    self.assertEqual(r["server_bytes_in"], [2 * d])
+                    self.assertEqual(r["server_bytes_in"], [2 * (d + 32)])
                     self.assertEqual(r["server_bytes_out"], [2 * d])
+                    self.assertEqual(r["server_push_payload_in"], [2 * d])
+                    self.assertEqual(r["server_chunks"], [1])
+                    self.assertEqual(2 * r["bytes_sent_per_rank"], sum(r["server_bytes_in"]))
+                    self.assertEqual(2 * r["bytes_recv_per_rank"], sum(r["server_bytes_out"]))
                 elif r["backend"] == "ps-colocated@2":
                     self.assertEqual(r["servers"], "colocated")
-                    self.assertEqual(r["server_bytes_in"], [d / 2, d / 2])
+                    self.assertEqual(r["server_bytes_in"], [d / 2 + 32, d / 2 + 32])
+                    self.assertEqual(r["server_bytes_out"], [d / 2, d / 2])
+                    # a rank sends its push to the other shard and its own shard's reply
+                    self.assertEqual(2 * r["bytes_sent_per_rank"],
+                                     sum(r["server_bytes_in"]) + sum(r["server_bytes_out"]))
                 else:
                     self.assertEqual(r["bench"], "allreduce")
+        # the '#  ps (...)' lines: every server's bytes, measured / theory, agree
+        pairs = re.findall(r"server \d+ in (\d+) / (\d+) out (\d+) / (\d+)", p.stdout)
+        self.assertEqual(len(pairs), 3 * 3, p.stdout)  # 3 sizes: 1 server + 2 shards
+        for got_in, want_in, got_out, want_out in pairs:
+            self.assertEqual((got_in, got_out), (want_in, want_out), p.stdout)
 
     def test_compressed_rows_say_so(self):
         # --compress bf16 halves the bytes on the wire, but its rows (size, algbw, busbw of the
