@@ -36,5 +36,7 @@ if [ "${STARRING_MPI_VERBOSE:-0}" = 1 ] || ! command -v python3 > /dev/null || [
   exec mpirun "${args[@]}" "$@"
 fi
 # mpirun stays this script's process (exec), so signals and exit codes are mpirun's own; the
-# filter ignores SIGINT/SIGTERM and ends when mpirun closes its stderr.
-exec mpirun "${args[@]}" "$@" 2> >(exec python3 "$filter" >&2)
+# filter ignores SIGINT/SIGTERM/SIGUSR1 and ends when mpirun closes its stderr. It ignores them
+# from its start (trap ''): until Python had started (0.15 s and more), a SIGUSR1 to the job's
+# process group ended the filter and with it everything mpirun and the ranks wrote on stderr.
+exec mpirun "${args[@]}" "$@" 2> >(trap '' INT TERM USR1; exec python3 "$filter" >&2)
