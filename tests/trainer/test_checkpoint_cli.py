@@ -168,8 +168,14 @@ class CheckpointCli(unittest.TestCase):
         self.assertGreaterEqual(s["ranks"][0]["checkpoint_bytes_recv"], d)
 
     def test_sigusr1_stops_at_a_checkpoint_and_the_run_resumes(self):
-        # 2 workers + 1 dedicated server; long enough that the signal comes mid-run
-        long_run = list(COMMON)
+        # 2 workers + 1 dedicated server. The signal must come mid-run however late this process
+        # sends it: while the job's ranks poll flat out, a process outside the job's session
+        # (this one) slept up to 36 s in time.sleep(0.3) (kernel 6.18, autogroups, 2 cores), and
+        # the 1.6M steps of 100000 epochs took only 32-42 s, so the signal came after the last
+        # vote and the run ended with 0. Worker 0 sleeping 2 ms a step (--straggler 0:2) makes
+        # the run last an hour and leaves this process the CPU; a lost signal still fails the
+        # test (communicate's time-out).
+        long_run = list(COMMON) + ["--straggler", "0:2"]
         long_run[long_run.index("--epochs") + 1] = "100000"
         # --resume auto: a fresh run on the empty folder, the same command resumes it later
         flags = ["--backend", "ps", "--servers", "1", "--checkpoint-dir", self.dir,
@@ -188,8 +194,13 @@ class CheckpointCli(unittest.TestCase):
             time.sleep(0.05)
         time.sleep(0.3)  # some steps in
         os.killpg(p.pid, signal.SIGUSR1)  # mpirun passes it on to every rank
-        out, err = p.communicate(timeout=60)
-        self.assertEqual(p.returncode, 75, err)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # the signal was lost: end the job, then fail
+            os.killpg(p.pid, signal.SIGTERM)  # mpirun ends the ranks
+            out, err = p.communicate(timeout=30)
+            self.fail("still running 60 s after SIGUSR1\n" + out[-2000:] + err[-2000:])
+        self.assertEqual(p.returncode, 75, out[-2000:] + err)
         self.assertIn("== StarRing train stopped ==", out)
         self.assertIn("exited with code 75 (stopped on request", err)
         stopped = steps_in(partial)
