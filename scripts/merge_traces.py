@@ -2,7 +2,9 @@
 """Merges the per-rank timelines of one run (`starring train --trace trace.%r.json`) into one
 Chrome trace-event file, one process per rank, to open in https://ui.perfetto.dev or
 chrome://tracing:
-  scripts/merge_traces.py merged.json trace.*.json
+  scripts/merge_traces.py merged.json trace.*.json*
+(`trace.*.json*` takes a killed rank's trace.<rank>.json.partial too: its events up to the
+kill; a .partial beside a file of the same name is the newer run's and is read instead.)
 Ranks of one host share its monotonic clock, so their events line up; ranks on different hosts
 are only as aligned as the hosts' clocks. The sweep driver does this for every traced run
 (runs/<id>/trace.json)."""

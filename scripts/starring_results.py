@@ -285,6 +285,15 @@ def busiest_server(rec, key):
     return by.get(key + "_busiest", by[key])
 
 
+def busiest_worker(rec, key):
+    """bytes_per_step `key` ('worker_sent' or 'worker_recv') of the worker that sent the most:
+    under --ps-partition tensor co-located shards are unbalanced too, and the mean over workers
+    read as the theory 2(N-1)/N x D (np 4: a mean 1411020 B, rank 1 2556584). Records written
+    before the summary carried it give the mean."""
+    by = rec["bytes_per_step"]
+    return by.get(key + "_busiest", by[key])
+
+
 def deviation_pct(measured, theory):
     if theory is None or measured is None:
         return None
@@ -387,10 +396,13 @@ def unique_name(folder, name, ext=""):
 
 def read_trace_events(path):
     """The events of one rank's trace file. A finished file is a JSON object; a rank that died
-    leaves '<file>.partial' (read in its place when the file is missing): Chrome's JSON Array
-    Format, one event per line, without the closing ']' (which Perfetto and chrome://tracing
-    do not need); a last line cut by the kill is dropped. Raises OSError or ValueError."""
-    if not os.path.exists(path) and os.path.exists(path + ".partial"):
+    leaves '<file>.partial': Chrome's JSON Array Format, one event per line, without the closing
+    ']' (which Perfetto and chrome://tracing do not need); a last line cut by the kill is dropped.
+    A '.partial' beside the file is read in its place: it is always the newer run's (close()
+    renames it away; open() starts a new one), and the file an earlier run's at the same path.
+    `path` may name either. Raises OSError or ValueError."""
+    path = trace_base(path)
+    if os.path.exists(path + ".partial"):
         path += ".partial"
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -401,6 +413,11 @@ def read_trace_events(path):
         return json.loads(body)["traceEvents"]
     if not body.startswith("["):
         raise ValueError(f"{path}: not a Chrome trace (JSON array format)")
+    if body.endswith(TRACE_OBJECT_END):  # completed, killed before '{"traceEvents":' went in
+        try:
+            return json.loads('{"traceEvents":' + body)["traceEvents"]
+        except ValueError:
+            pass
     lines = body[1:].strip().rstrip(",").split(",\n")
     for keep in (len(lines), len(lines) - 1):
         try:
@@ -410,18 +427,31 @@ def read_trace_events(path):
     raise ValueError(f"{path}: not a Chrome trace (JSON array format)")
 
 
+TRACE_OBJECT_END = ',"displayTimeUnit":"ms"}'  # common/trace.cc kObjectEnd, without its newline
+
+
+def trace_base(path):
+    """A rank's trace file name, given it or its '.partial'."""
+    return path[:-len(".partial")] if path.endswith(".partial") else path
+
+
 def merge_traces(paths, out):
     """Merges per-rank Chrome trace files (pid = rank; timestamps on the host's monotonic clock)
     into one file that Perfetto / chrome://tracing shows with one process per rank; a rank
-    that died contributes its '<file>.partial' (read_trace_events). Missing or unreadable
-    inputs are skipped; returns the list of files merged."""
-    events, merged = [], []
+    that died contributes its '<file>.partial' (read_trace_events; a file and its .partial both
+    given count once). Missing or unreadable inputs are skipped; returns the list of files
+    merged."""
+    events, merged, done = [], [], {}
     for path in paths:
-        try:
-            events += read_trace_events(path)
+        base = trace_base(path)
+        if base not in done:
+            try:
+                events += read_trace_events(base)
+                done[base] = True
+            except (OSError, ValueError, KeyError, TypeError):
+                done[base] = False
+        if done[base]:
             merged.append(path)
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
     tmp = out + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)

@@ -204,6 +204,31 @@ class MergeTraces(unittest.TestCase):
             with self.assertRaises(ValueError):
                 sr.read_trace_events(os.path.join(tmp, "bad.json"))
 
+    def test_a_partial_beside_an_earlier_runs_file_is_the_one_read(self):
+        # The same --trace path run again and rank 1 killed: t.1.json is the earlier run's, the
+        # .partial this run's (close() renames it away, so one that is there is the newer); the
+        # merge took the stale file. Both names given (a glob 't.*.json*') count once.
+        ev = lambda ts: {"ph": "X", "name": "step", "cat": "compute", "ts": ts,  # noqa: E731
+                         "dur": 1.0, "pid": 1, "tid": 0}
+        with tempfile.TemporaryDirectory(prefix="starring_merge_") as tmp:
+            base = os.path.join(tmp, "t.1.json")
+            with open(base, "w", encoding="utf-8") as f:
+                json.dump({"traceEvents": [ev(1), ev(2), ev(3)], "displayTimeUnit": "ms"}, f)
+            with open(base + ".partial", "w", encoding="utf-8") as f:
+                f.write(" " * 15 + "[\n" + json.dumps(ev(10)))
+            self.assertEqual([e["ts"] for e in sr.read_trace_events(base)], [10])
+            out = os.path.join(tmp, "merged.json")
+            self.assertEqual(sr.merge_traces([base, base + ".partial"], out),
+                             [base, base + ".partial"])
+            with open(out, encoding="utf-8") as f:
+                self.assertEqual([e["ts"] for e in json.load(f)["traceEvents"]], [10])
+            # completed in place (closing ']' and the object's end written), killed before
+            # '{"traceEvents":' went over the leading spaces: every event, the last one too
+            with open(base + ".partial", "w", encoding="utf-8") as f:
+                f.write(" " * 15 + "[\n" + json.dumps(ev(10)) + ",\n" + json.dumps(ev(11))
+                        + '\n],"displayTimeUnit":"ms"}\n')
+            self.assertEqual([e["ts"] for e in sr.read_trace_events(base)], [10, 11])
+
 
 if __name__ == "__main__":
     unittest.main()
