@@ -37,6 +37,7 @@ class TrainLoop {
   void evaluate(int epoch);
   void add_sync_stats(const SyncStepStats& st);
   void resume();
+  void end_resumed_with_nothing_left();
   void resume_lr_scale(const CheckpointData& c);
   void advance_position(std::int64_t s, int epoch);
   void maybe_checkpoint(bool after_eval);

@@ -1,4 +1,5 @@
 // TrainLoop's checkpoints, resume and stop requests (train_loop.h).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -33,6 +34,20 @@ void TrainLoop::resume() {
     progress_.message("resuming from " + resume_.path + " at step " + std::to_string(step_) +
                       " (epoch " + std::to_string(pos_epoch_ + 1) + ", " +
                       std::to_string(start_batch_) + " of its steps done)");
+}
+
+// Resumed with nothing left (no epoch evaluated by this run): report the earlier run's
+// evaluation of these parameters, or evaluate them (a checkpoint taken between evaluations, or
+// of an older build, which carries no history).
+void TrainLoop::end_resumed_with_nothing_left() {
+  if (!res_.history.empty() && res_.history.back().step == step_) {
+    const EpochRecord& e = res_.history.back();
+    res_.final_train_loss = e.train_loss;
+    res_.test_accuracy = e.test_accuracy;
+    res_.test_loss = e.test_loss;
+  } else {  // the epoch in progress, or the one that just ended
+    evaluate(pos_batch_ != 0 ? pos_epoch_ : std::max(pos_epoch_ - 1, 0));
+  }
 }
 
 // --lr-scale scales the rate with the workers because the global batch grows with them; a resume

@@ -124,18 +124,7 @@ TrainResult TrainLoop::run() {
   stop_vote_.finish();
   res_.stop_vote_on = stop_vote_.enabled();
   res_.stop_asked = stop_vote_.asked();
-  // Resumed with nothing left: report the earlier run's evaluation of these parameters, or
-  // evaluate them (a checkpoint taken between evaluations, or of an older build).
-  if (res_.history.size() == res_.earlier_epochs && !stopping_) {
-    if (!res_.history.empty() && res_.history.back().step == step_) {
-      const EpochRecord& e = res_.history.back();
-      res_.final_train_loss = e.train_loss;
-      res_.test_accuracy = e.test_accuracy;
-      res_.test_loss = e.test_loss;
-    } else {  // the epoch in progress, or the one that just ended
-      evaluate(pos_batch_ != 0 ? pos_epoch_ : std::max(pos_epoch_ - 1, 0));
-    }
-  }
+  if (res_.history.size() == res_.earlier_epochs && !stopping_) end_resumed_with_nothing_left();
   const auto t_wait = Clock::now();
   env_.sync.flush();
   res_.wait_s += seconds_since(t_wait);
