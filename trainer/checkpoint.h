@@ -9,9 +9,9 @@
 //   24  M bytes  JSON metadata: format, model widths and num_params, the optimizer config, the
 //                position (step, epoch, next_batch, epoch loss so far), seed, batch, accum, global
 //                batch, lr settings and lr_workers (the workers --lr-scale scales for; absent
-//                before it was added: the world size then), the job so far (legs, train_s, history: see CheckpointData;
-//                absent from files written before they were added, which still load), and -
-//                informational - the backend and world size it was written with
+//                before it was added: the world size then), the job so far (legs, train_s, history:
+//                see CheckpointData; absent from files written before they were added, which still
+//                load), and - informational - the backend and world size it was written with
 //   ..  3 x u64  P, S1, S2: float counts of the parameters and the two optimizer state vectors
 //                (momentum / Adam m, and Adam v; S2 = 0 for sgd)
 //   ..  floats   params, state1, state2 (float32)
