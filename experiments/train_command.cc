@@ -186,9 +186,11 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["resumed_from"] =
       res.resumed_from.empty() ? nlohmann::json() : nlohmann::json(res.resumed_from);
   j["resumed_at_step"] = res.resumed_step;
-  double sums[4] = {0, 0, 0, 0};   // worker sent, recv, server sent, recv
-  double busiest[3] = {-1, 0, 0};  // the server that received most: its rank, sent, recv
-  double tsum[4] = {0, 0, 0, 0};   // compute, comm, wait, wall per timed step (over workers)
+  double sums[4] = {0, 0, 0, 0};  // worker sent, recv, server sent, recv
+  // The worker that sent most and the server that received most: rank, sent, recv (the means
+  // hide --ps-partition tensor's imbalance, of dedicated servers and co-located shards alike).
+  double busiest[2][3] = {{-1, -1, 0}, {-1, 0, -1}};
+  double tsum[4] = {0, 0, 0, 0};  // compute, comm, wait, wall per timed step (over workers)
   double max_wall = 0, samples = 0, max_all_wall = 0, untimed = 0;
   int nw = 0, ns = 0;
   nlohmann::json hist = nlohmann::json::object();
@@ -197,10 +199,13 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
     (server ? ns : nw)++;
     sums[server ? 2 : 0] += r["bytes_sent_per_step"].get<double>();
     sums[server ? 3 : 1] += r["bytes_recv_per_step"].get<double>();
-    if (server && r["bytes_recv_per_step"].get<double>() > busiest[2]) {
-      busiest[0] = r["rank"].get<double>();
-      busiest[1] = r["bytes_sent_per_step"].get<double>();
-      busiest[2] = r["bytes_recv_per_step"].get<double>();
+    double* top = busiest[server ? 1 : 0];
+    const double sent = r["bytes_sent_per_step"].get<double>();
+    const double recv = r["bytes_recv_per_step"].get<double>();
+    if ((server ? recv > top[2] : sent > top[1])) {
+      top[0] = r["rank"].get<double>();
+      top[1] = sent;
+      top[2] = recv;
     }
     if (!server) {
       const double wall = r.value("wall_s", 0.0);
@@ -239,10 +244,12 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
       {"worker_recv", sums[1] / nw},
       {"server_sent", ns ? sums[2] / ns : 0.0},
       {"server_recv", ns ? sums[3] / ns : 0.0},
-      // the busiest server: the mean hides --ps-partition tensor's imbalance
-      {"server_sent_busiest", ns ? busiest[1] : 0.0},
-      {"server_recv_busiest", ns ? busiest[2] : 0.0},
-      {"server_busiest_rank", ns ? nlohmann::json(std::lround(busiest[0])) : nlohmann::json()}};
+      {"worker_sent_busiest", busiest[0][1]},
+      {"worker_recv_busiest", busiest[0][2]},
+      {"worker_busiest_rank", std::lround(busiest[0][0])},
+      {"server_sent_busiest", ns ? busiest[1][1] : 0.0},
+      {"server_recv_busiest", ns ? busiest[1][2] : 0.0},
+      {"server_busiest_rank", ns ? nlohmann::json(std::lround(busiest[1][0])) : nlohmann::json()}};
   j["ranks"] = ranks;
   j["test_accuracy"] = res.test_accuracy;
   j["test_loss"] = res.test_loss;
@@ -270,25 +277,32 @@ std::string resumed_steps(const nlohmann::json& j) {
   return " (" + std::to_string(at + 1) + "-" + std::to_string(steps) + " in this run)";
 }
 
-// Dedicated parameter servers: the line a BytePS user looks for, each server's load (W x D / S
-// each way in theory), which was only in the summary file.
-std::string server_bytes(const nlohmann::json& j) {
-  if (j["backend"] != "ps" || j["servers"] == "colocated" || j["num_servers"].get<int>() < 1)
+// "bytes per worker per step: sent X  recv Y" (dedicated servers: "recv X  sent Y"), and the
+// busiest rank when it is over 1% above the mean: under --ps-partition tensor the mean read as
+// the balanced theory while one co-located worker (np 4) moved 2556584 against a mean 1411020.
+std::string bytes_line(const nlohmann::json& j, const std::string& role) {
+  const bool server = role == "server";
+  if (server &&
+      (j["backend"] != "ps" || j["servers"] == "colocated" || j["num_servers"].get<int>() < 1))
     return "";
   const auto& b = j["bytes_per_step"];
-  const double recv = b["server_recv"].get<double>(), top = b.value("server_recv_busiest", recv);
-  char line[224];
-  if (std::abs(top - recv) <= 0.01 * recv)  // balanced (--ps-partition range): one figure
-    std::snprintf(line, sizeof line, "bytes per server per step: recv %.0f  sent %.0f\n", recv,
-                  b["server_sent"].get<double>());
-  else
-    std::snprintf(line, sizeof line,
-                  "bytes per server per step: recv %.0f  sent %.0f (mean of %d; busiest, rank "
-                  "%.0f: recv %.0f  sent %.0f)\n",
-                  recv, b["server_sent"].get<double>(), j["num_servers"].get<int>(),
-                  b["server_busiest_rank"].get<double>(), top,
-                  b["server_sent_busiest"].get<double>());
-  return line;
+  const auto pair = [&](const std::string& suffix) {
+    const double sent = b.value(role + "_sent" + suffix, 0.0);
+    const double recv = b.value(role + "_recv" + suffix, 0.0);
+    char text[96];
+    std::snprintf(text, sizeof text, server ? "recv %.0f  sent %.0f" : "sent %.0f  recv %.0f",
+                  server ? recv : sent, server ? sent : recv);
+    return std::string(text);
+  };
+  const std::string key = role + (server ? "_recv" : "_sent");
+  const double mean = b[key].get<double>(), top = b.value(key + "_busiest", mean);
+  std::string line = "bytes per " + role + " per step: " + pair("");
+  if (std::abs(top - mean) > 0.01 * mean)
+    line += " (mean of " +
+            std::to_string(server ? j["num_servers"].get<int>() : j["workers"].get<int>()) +
+            "; busiest, rank " + std::to_string(b.value(role + "_busiest_rank", -1)) + ": " +
+            pair("_busiest") + ")";
+  return line + "\n";
 }
 
 // A resumed run: which run of the job this is, and the job's figures beside this run's.
@@ -330,13 +344,12 @@ std::string batch_parts(const nlohmann::json& j) {
 
 void print_summary(const nlohmann::json& j) {
   auto& st = j["step_time"];
-  auto& b = j["bytes_per_step"];
   std::printf(
       "\n== StarRing train summary ==\n"
       "backend %s  workers %d  servers %s  model %s (%zu params)  global batch %lld%s\n"
       "steps %lld%s  wall %.2f s  throughput %.0f samples/s%s\n%s"
       "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
-      "bytes per worker per step: sent %.0f  recv %.0f\n%s"
+      "%s%s"
       "test accuracy %.4f  test loss %.4f\n%s%s",
       j["backend"].get<std::string>().c_str(), j["workers"].get<int>(),
       j["servers"] == "colocated" ? "colocated"
@@ -357,7 +370,7 @@ void print_summary(const nlohmann::json& j) {
           : "",
       st["total_s"].get<double>() * 1e3, st["compute_s"].get<double>() * 1e3,
       st["wait_s"].get<double>() * 1e3, st["comm_s"].get<double>() * 1e3,
-      b["worker_sent"].get<double>(), b["worker_recv"].get<double>(), server_bytes(j).c_str(),
+      bytes_line(j, "worker").c_str(), bytes_line(j, "server").c_str(),
       j["test_accuracy"].get<double>(), j["test_loss"].get<double>(), checkpoint_line(j).c_str(),
       job_line(j).c_str());
   std::fflush(stdout);

@@ -107,11 +107,12 @@ def table_rows(runs):
                            order[(r.get("sweep", ""), sr.backend_label(r))], r["workers"],
                            _extra(r)))
     for r in ok:
-        st, by = r["step_time"], r["bytes_per_step"]
+        st = r["step_time"]
         th = sr.theory_bytes(r)
         servers = r["num_servers"] if sr.is_dedicated_ps(r) else (
             "coloc." if sr.is_colocated(r) else "-")
-        wbytes = f"{_mb(by['worker_sent'])} / {_mb(th['worker'])} ({_dev(by['worker_sent'], th['worker'])})"
+        wsent = sr.busiest_worker(r, "worker_sent")
+        wbytes = f"{_mb(wsent)} / {_mb(th['worker'])} ({_dev(wsent, th['worker'])})"
         srecv = sr.busiest_server(r, "server_recv")
         sbytes = "-" if th["server"] is None else \
             f"{_mb(srecv)} / {_mb(th['server'])} ({_dev(srecv, th['server'])})"
@@ -128,7 +129,8 @@ def table_rows(runs):
 
 
 HEADER = ["backend", "model", "workers", "servers", "samples/s",
-          "step ms (total / compute / comm / wait)", "worker MB sent/step: measured / theory (dev)",
+          "step ms (total / compute / comm / wait)",
+          "busiest worker MB sent/step: measured / theory (dev)",
           "busiest server MB recv/step: measured / theory (dev)", "test acc", "swept"]
 
 
@@ -141,7 +143,7 @@ def markdown_table(rows):
 def text_table(rows):
     """A plain aligned table for the terminal (the same content as summary.md)."""
     head = ["backend", "model", "W", "S", "samples/s", "step ms tot/cmp/comm/wait",
-            "worker MB sent/step meas/theory (dev)", "busiest server MB recv/step", "acc",
+            "busiest worker MB sent/step meas/theory (dev)", "busiest server MB recv/step", "acc",
             "swept"]
     if rows and all(row[-1] == "-" for row in rows):  # one sweep varying nothing: a column of -
         head, rows = head[:-1], [row[:-1] for row in rows]
@@ -186,7 +188,8 @@ def write_summary(out, runs, bench, figures):
              "kernel loading, first-touch memory, connection set-up); the summary's "
              "`samples_per_s_all_steps` counts them. Bytes are per rank per optimizer "
              "step; theory: ring/MPI/co-located 2(N-1)/N x D per rank, dedicated PS D per "
-             "worker and W x D/S per server, the busiest one shown (D = model bytes, halved "
+             "worker and W x D/S per server, the busiest worker and server shown (a mean "
+             "hides --ps-partition tensor's unbalanced shards; D = model bytes, halved "
              "with fp16/bf16). A "
              "configuration run several times (`scripts/sweep.sh --repeat N`) shows its median "
              "run (by samples/s), with the range of all its runs in brackets."

@@ -34,14 +34,14 @@ def bytes_per_rank(runs, out_dir):
         shift = 2 ** (0.04 * (i - (len(series) - 1) / 2))  # side by side, not on top
         for r in pts.values():
             d = sr.wire_bytes(r)
-            ax.plot(r["workers"] * shift, r["bytes_per_step"]["worker_sent"] / d, "o",
+            ax.plot(r["workers"] * shift, sr.busiest_worker(r, "worker_sent") / d, "o",
                     color=color_of(label), label=label)
-            ax.plot(r["workers"] * shift, r["bytes_per_step"]["worker_recv"] / d, "x",
+            ax.plot(r["workers"] * shift, sr.busiest_worker(r, "worker_recv") / d, "x",
                     color=color_of(label))
     _dedupe_legend(ax)
     _log2_workers(ax, sorted({r["workers"] for r in runs}))
     label_axes(ax, "workers N", "bytes per worker per step / D",
-               "worker ranks (o sent, x received)")
+               "the busiest worker (o sent, x received)")
     if servers:
         ax = axes[0][1]
         for s in sorted({r["num_servers"] for r in servers}):
@@ -70,8 +70,8 @@ def bytes_per_rank(runs, out_dir):
                   + ", ".join(f"{d / MB:.2f} MB" for d in ds) + "). Lines are the theory: ring, "
                   "MPI and co-located PS move 2(N-1)/N x D per rank; with dedicated servers a "
                   "worker pushes D and pulls D, and each of S servers receives and sends W x D/S "
-                  "(the busiest server is drawn: a mean hides unbalanced shards, as with "
-                  "--ps-partition tensor). "
+                  "(the busiest worker and server are drawn: a mean hides unbalanced shards, "
+                  "as with --ps-partition tensor, co-located or not). "
                   "The mpi backend cannot see inside MPI_Allreduce: its bytes are what the "
                   "backend reports for it. Independent of the number of cores." + _deviation_note(runs))
 
@@ -83,9 +83,10 @@ def _deviation_note(runs):
     worst = []
     for r in runs:
         th = sr.theory_bytes(r)
-        by = r["bytes_per_step"]
-        for what, meas, theory in (("worker sent", by["worker_sent"], th["worker"]),
-                                   ("worker received", by["worker_recv"], th["worker"]),
+        for what, meas, theory in (("worker sent", sr.busiest_worker(r, "worker_sent"),
+                                    th["worker"]),
+                                   ("worker received", sr.busiest_worker(r, "worker_recv"),
+                                    th["worker"]),
                                    ("server received", sr.busiest_server(r, "server_recv"),
                                     th["server"]),
                                    ("server sent", sr.busiest_server(r, "server_sent"),

@@ -399,6 +399,24 @@ class BytesCaption(unittest.TestCase):
                                         if "busiest" not in k})  # a record from before
         self.assertEqual(sr.busiest_server(old, "server_recv"), 1000)
 
+    def test_unbalanced_colocated_workers_show_their_busiest(self):
+        # --servers colocated --ps-partition tensor, np 4 (the default MLP): the mean over
+        # workers is the theory 2(N-1)/N x D, '(0%)', while rank 1 moved 81% more
+        import report
+        import report_traffic as rt
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        rec = copy.deepcopy(next(r for r in runs if r.get("run_id") == "main-ps-colocated-w4"))
+        rec["bytes_per_step"].update(worker_sent_busiest=2556584, worker_recv_busiest=2556648,
+                                     worker_busiest_rank=1)
+        self.assertEqual(sr.busiest_worker(rec, "worker_sent"), 2556584)
+        self.assertIn("+81.2% (worker received, ps-colocated W=4)", rt._deviation_note([rec]))
+        row = report.table_rows([rec])[0]
+        self.assertEqual(row[report.HEADER.index(
+            "busiest worker MB sent/step: measured / theory (dev)")], "2.56 / 1.41 (+81.2%)")
+        old = dict(rec, bytes_per_step={k: v for k, v in rec["bytes_per_step"].items()
+                                        if "busiest" not in k})  # a record from before
+        self.assertEqual(sr.busiest_worker(old, "worker_sent"), 1410876)
+
 
 class CompressedBenchRows(unittest.TestCase):
     def test_are_a_series_of_their_own_and_not_calibration(self):
