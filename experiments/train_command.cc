@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "common/dataset.h"
@@ -45,33 +46,49 @@ std::string hostname() {
   return buf;
 }
 
-// The CPUs this rank may run on (its affinity, as `starring env` counts them).
-unsigned usable_cpus() {
+// The CPUs this rank may run on (its affinity, as `starring env` lists them); empty if unknown.
+std::vector<int> usable_cpu_ids() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return std::max(1u, std::thread::hardware_concurrency());
+  std::vector<int> ids;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) ids.push_back(c);
+  return ids;
+}
+
+unsigned usable_cpus() {
+  const auto n = static_cast<unsigned>(usable_cpu_ids().size());
+  return n > 0 ? n : std::max(1u, std::thread::hardware_concurrency());
 }
 
 // Ranks beyond the CPUs of their host time-share them: the host with the most ranks per CPU,
-// as "R ranks on C cpus of HOST", or "" when every host has a CPU per rank. Host by host: a
-// job of 8 ranks on 2 hosts of 4 CPUs is not oversubscribed (world size against rank 0's CPUs
-// said it was).
+// as "R ranks on C cpus of HOST", or "" when every host has a CPU per rank. Host by host (8
+// ranks on 2 hosts of 4 CPUs do not time-share), and a host's CPUs are the ones any of its ranks
+// may use, as `starring env` counts them (ranks[].cpu_ids): 2 ranks bound each to a core of its
+// own (mpirun --bind-to core, srun --cpu-bind=cores) do not time-share either.
 std::string oversubscription(const std::vector<nlohmann::json>& ranks) {
-  std::map<std::string, std::pair<unsigned, unsigned>> hosts;  // host -> ranks, cpus
+  struct Host {
+    unsigned ranks = 0, cpus = 0;  // cpus: the most one rank may use, where ids are missing
+    std::set<int> ids;
+  };
+  std::map<std::string, Host> hosts;
   for (const auto& r : ranks) {
-    auto& h = hosts[r.value("host", std::string())];
-    h.first += 1;
-    h.second = std::max(h.second, r.value("cpus", 0u));
+    Host& h = hosts[r.value("host", std::string())];
+    ++h.ranks;
+    h.cpus = std::max(h.cpus, r.value("cpus", 0u));
+    for (const auto& c : r.value("cpu_ids", nlohmann::json::array())) h.ids.insert(c.get<int>());
   }
   std::string worst;
   double most = 1;
-  for (const auto& [host, h] : hosts)
-    if (h.second > 0 && h.first > h.second && double(h.first) / h.second > most) {
-      most = double(h.first) / h.second;
-      worst = std::to_string(h.first) + " ranks on " + std::to_string(h.second) + " cpus of " +
+  for (const auto& [host, h] : hosts) {
+    const unsigned cpus = h.ids.empty() ? h.cpus : static_cast<unsigned>(h.ids.size());
+    if (cpus > 0 && h.ranks > cpus && double(h.ranks) / cpus > most) {
+      most = double(h.ranks) / cpus;
+      worst = std::to_string(h.ranks) + " ranks on " + std::to_string(cpus) + " cpus of " +
               (host.empty() ? "one host" : host);
     }
+  }
   return worst;
 }
 
@@ -451,6 +468,7 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   mine["wall_s"] = res.timed_wall_s;
   mine["host"] = hostname();
   mine["cpus"] = usable_cpus();
+  mine["cpu_ids"] = usable_cpu_ids();
   mine["all_steps_wall_s"] = res.wall_s;
   mine["samples"] = static_cast<double>(res.steps - res.resumed_step - res.untimed_steps) *
                     cfg.train.batch * cfg.train.accum;

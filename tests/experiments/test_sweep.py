@@ -474,6 +474,35 @@ class SweepAgainIntoTheSameFolder(unittest.TestCase):
             self.assertEqual(len(sr.collapse_bench_repeats(bench)), 1)
 
 
+class TimeSharing(unittest.TestCase):
+    """The summary's oversubscribed and the 'time-shared:' line, without a sweep."""
+
+    @unittest.skipUnless(shutil.which("mpirun") and len(os.sched_getaffinity(0)) >= 2,
+                         "needs mpirun and 2 usable CPUs")
+    def test_ranks_bound_to_cores_of_their_own_do_not_time_share(self):
+        # mpirun --bind-to core (Open MPI's default at np 2; srun --cpu-bind=cores) gives each
+        # rank one CPU of its own: the host judged by its busiest rank's count read
+        # 'time-shared: 2 ranks on 1 cpus'; the CPUs its ranks may use together are 2
+        root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            summary = os.path.join(tmp, "s.json")
+            p = subprocess.run(
+                ["mpirun"] + root + ["-np", "2", "--bind-to", "core", BIN, "train", "--dataset",
+                                     "synthetic", "--synthetic-train", "256", "--synthetic-test",
+                                     "64", "--synthetic-dim", "32", "--hidden", "16",
+                                     "--max-steps", "2", "--batch", "16", "--progress", "off",
+                                     "--backend", "ring", "--summary-file", summary],
+                capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(summary) as f:
+                j = json.load(f)
+            ids = [r["cpu_ids"] for r in j["ranks"]]
+            self.assertEqual([len(i) for i in ids], [1, 1], ids)
+            self.assertNotEqual(ids[0], ids[1])
+            self.assertFalse(j["oversubscribed"])
+            self.assertNotIn("time-shared", p.stdout)
+
+
 class UnknownKeysStopTheSweep(unittest.TestCase):
     def test_a_typo_is_one_error_before_any_run(self):
         rest = ("[grid]\nworkers = 1\n\n[variant ok]\nbackend = ring\n\n[variant typo]\n"
