@@ -2,19 +2,14 @@
 // and runs either the Trainer (worker ranks) or the server loop (dedicated server ranks). At the
 // end every rank sends its totals to world rank 0, which prints the summary and writes
 // --summary-file (schema "starring.run.v1", see README).
-#include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <set>
-#include <thread>
 
 #include "common/dataset.h"
 #include "common/device.h"
@@ -22,6 +17,7 @@
 #include "common/fault.h"
 #include "experiments/backend_registry.h"
 #include "experiments/commands.h"
+#include "experiments/host_cpus.h"
 #include "experiments/train_run.h"
 #include "trainer/metrics.h"
 #include "trainer/trainer.h"
@@ -38,58 +34,6 @@ std::string now_iso() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
-}
-
-std::string hostname() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-// The CPUs this rank may run on (its affinity, as `starring env` lists them); empty if unknown.
-std::vector<int> usable_cpu_ids() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> ids;
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) ids.push_back(c);
-  return ids;
-}
-
-unsigned usable_cpus() {
-  const auto n = static_cast<unsigned>(usable_cpu_ids().size());
-  return n > 0 ? n : std::max(1u, std::thread::hardware_concurrency());
-}
-
-// Ranks beyond the CPUs of their host time-share them: the host with the most ranks per CPU,
-// as "R ranks on C cpus of HOST", or "" when every host has a CPU per rank. Host by host (8
-// ranks on 2 hosts of 4 CPUs do not time-share), and a host's CPUs are the ones any of its ranks
-// may use, as `starring env` counts them (ranks[].cpu_ids): 2 ranks bound each to a core of its
-// own (mpirun --bind-to core, srun --cpu-bind=cores) do not time-share either.
-std::string oversubscription(const std::vector<nlohmann::json>& ranks) {
-  struct Host {
-    unsigned ranks = 0, cpus = 0;  // cpus: the most one rank may use, where ids are missing
-    std::set<int> ids;
-  };
-  std::map<std::string, Host> hosts;
-  for (const auto& r : ranks) {
-    Host& h = hosts[r.value("host", std::string())];
-    ++h.ranks;
-    h.cpus = std::max(h.cpus, r.value("cpus", 0u));
-    for (const auto& c : r.value("cpu_ids", nlohmann::json::array())) h.ids.insert(c.get<int>());
-  }
-  std::string worst;
-  double most = 1;
-  for (const auto& [host, h] : hosts) {
-    const unsigned cpus = h.ids.empty() ? h.cpus : static_cast<unsigned>(h.ids.size());
-    if (cpus > 0 && h.ranks > cpus && double(h.ranks) / cpus > most) {
-      most = double(h.ranks) / cpus;
-      worst = std::to_string(h.ranks) + " ranks on " + std::to_string(cpus) + " cpus of " +
-              (host.empty() ? "one host" : host);
-    }
-  }
-  return worst;
 }
 
 // Every rank's totals travel to world rank 0 as a JSON string.
@@ -421,31 +365,17 @@ void print_late_stop(const std::string& ranks, std::int64_t steps) {
   std::fflush(stderr);
 }
 
-}  // namespace
-
-int run_train(Config& cfg, std::shared_ptr<Comm> world) {
-  finalize_config(cfg);
-  world->set_timeout(Seconds(cfg.sync.timeout_s));
-  Trace trace(world->rank());
-  if (!cfg.out.trace_file.empty()) trace.open(cfg.out.trace_file);
-  // Ctrl-C (mpirun passes SIGTERM to every rank): keep the timeline up to that moment, the
-  // part a user stopping a slow or stuck run wants to see.
-  std::unique_ptr<InterruptHook> keep_trace;
-  if (trace.enabled())
-    keep_trace = std::make_unique<InterruptHook>([&trace] { trace.close(); },
-                                                 "writing the --trace events recorded so far");
-  auto device = make_device(cfg.train.device, cfg.train.threads, world->node_rank());
-  RankOutcome out = run_rank(cfg, world, *device, &trace);
+// This rank's totals for the summary (servers learn the step count from worker 0 via the
+// summary). Times are the steady state's: without the first untimed steps (see TrainResult).
+nlohmann::json rank_totals(const Config& cfg, Comm& world, const RankOutcome& out) {
   const TrainResult& res = out.result;
-  nlohmann::json mine{{"rank", world->rank()}, {"role", out.role}};
-  // Totals of this rank; servers learn the step count from worker 0 via the summary below.
-  const CommCounters c = world->counters();
+  nlohmann::json mine{{"rank", world.rank()}, {"role", out.role}};
+  const CommCounters c = world.counters();
   const nlohmann::json& extra = out.backend_stats;
   mine["bytes_sent"] = extra.value(
       "bytes_sent", static_cast<double>(out.role == "server" ? c.bytes_sent : res.bytes_sent));
   mine["bytes_recv"] = extra.value(
       "bytes_recv", static_cast<double>(out.role == "server" ? c.bytes_recv : res.bytes_recv));
-  // Times are the steady state's: without the first untimed steps (see TrainResult).
   if (out.role != "server") {  // a co-located shard's set-up messages are not in res
     mine["setup_bytes_sent"] = res.setup_bytes_sent;
     mine["checkpoint_bytes_sent"] = res.checkpoint_bytes_sent;
@@ -475,6 +405,26 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   for (auto& [k, v] : res.extra) mine["extra"][k] = v;
   if (extra.contains("staleness_hist")) mine["staleness_hist"] = extra["staleness_hist"];
   if (!extra.empty()) mine["backend_stats"] = extra;
+  return mine;
+}
+
+}  // namespace
+
+int run_train(Config& cfg, std::shared_ptr<Comm> world) {
+  finalize_config(cfg);
+  world->set_timeout(Seconds(cfg.sync.timeout_s));
+  Trace trace(world->rank());
+  if (!cfg.out.trace_file.empty()) trace.open(cfg.out.trace_file);
+  // Ctrl-C (mpirun passes SIGTERM to every rank): keep the timeline up to that moment, the
+  // part a user stopping a slow or stuck run wants to see.
+  std::unique_ptr<InterruptHook> keep_trace;
+  if (trace.enabled())
+    keep_trace = std::make_unique<InterruptHook>([&trace] { trace.close(); },
+                                                 "writing the --trace events recorded so far");
+  auto device = make_device(cfg.train.device, cfg.train.threads, world->node_rank());
+  RankOutcome out = run_rank(cfg, world, *device, &trace);
+  const TrainResult& res = out.result;
+  nlohmann::json mine = rank_totals(cfg, *world, out);
   keep_trace.reset();
   trace.close();
   // A stop request that did not stop the run came after the workers' last vote that could stop

@@ -1,0 +1,19 @@
+// The host a rank runs on and the CPUs it may use, and whether the ranks of a job time-share
+// CPUs, for `starring train`'s summary (experiments/train_command.cc).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace starring {
+
+std::string hostname();
+// The CPUs this rank may run on (its affinity, as `starring env` lists them); empty if unknown.
+std::vector<int> usable_cpu_ids();
+// How many: usable_cpu_ids()'s, or the hardware's where the affinity is unknown.
+unsigned usable_cpus();
+// The host whose ranks time-share its CPUs most, as "R ranks on C cpus of HOST", or "" when
+// every host has a CPU per rank; `ranks` are the summary's (host, cpus, cpu_ids).
+std::string oversubscription(const std::vector<nlohmann::json>& ranks);
+
+}  // namespace starring
