@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "experiments/bench_harness.h"
+#include "ps/protocol.h"
 #include "tests/allreduce/allreduce_test_util.h"
 
 namespace starring {
@@ -114,14 +115,25 @@ TEST(BenchHarness, PsRowsAreCorrectAndServerBytesMatchTheory) {
                          colocated ? 2.0 * (w - 1) / w : std::max(1.0, w / s));
         const auto& in = r.extra.at("server_bytes_in");
         const auto& out = r.extra.at("server_bytes_out");
+        const auto& payload = r.extra.at("server_push_payload_in");
+        const auto& chunks = r.extra.at("server_chunks");
         ASSERT_EQ(in.size(), static_cast<std::size_t>(s));
         ASSERT_EQ(out.size(), static_cast<std::size_t>(s));
-        double in_total = 0, out_total = 0;
+        ASSERT_EQ(payload.size(), static_cast<std::size_t>(s));
+        ASSERT_EQ(chunks.size(), static_cast<std::size_t>(s));
+        double payload_total = 0, out_total = 0;
         for (int i = 0; i < s; ++i) {
-          in_total += in[i].get<double>();
+          payload_total += payload[i].get<double>();
           out_total += out[i].get<double>();
           const double share = colocated ? (w - 1) / w * d : w * d / s;
-          EXPECT_NEAR(in[i].get<double>(), share, w * cfg.sync.ps_chunk_bytes) << "server " << i;
+          EXPECT_NEAR(payload[i].get<double>(), share, w * cfg.sync.ps_chunk_bytes)
+              << "server " << i;
+          // server_bytes_in is the wire: each push message is a chunk header and its floats, from
+          // every worker (co-located: the W - 1 others; its own worker's come without a message).
+          const double pushes = (colocated ? w - 1 : w) * chunks[i].get<double>();
+          EXPECT_DOUBLE_EQ(in[i].get<double>(),
+                           payload[i].get<double>() + pushes * sizeof(ps::PsHeader))
+              << "server " << i;
         }
         // Per worker rank (headers aside): D each way to dedicated servers; co-located,
         // 2(W-1)/W * D each way, its shard's traffic included. A push counted before the timed
@@ -130,7 +142,7 @@ TEST(BenchHarness, PsRowsAreCorrectAndServerBytesMatchTheory) {
         EXPECT_NEAR(r.bytes_sent_per_rank, per_rank, 0.01 * per_rank + 256);
         EXPECT_NEAR(r.bytes_recv_per_rank, per_rank, 0.01 * per_rank + 256);
         const double total = colocated ? (w - 1) * d : w * d;
-        EXPECT_DOUBLE_EQ(in_total, total);
+        EXPECT_DOUBLE_EQ(payload_total, total);
         EXPECT_DOUBLE_EQ(out_total, total);
       }
     });
