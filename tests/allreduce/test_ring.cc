@@ -10,6 +10,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "tests/allreduce/allreduce_test_util.h"
+#include "tests/nccl_refusal.h"
 
 namespace starring {
 namespace {
@@ -303,31 +304,15 @@ TEST(NcclEngine, RefusesWithoutGpuDevice) {
 // tests/gpu mixes a GPU rank with a CPU one). A build without NCCL refuses by name on each rank.
 TEST(NcclEngine, EveryRankRefusesWhenARankHasNoGpu) {
   INPROC_ONLY();
-  InProcWorld w(2);
-  std::string msgs[2];
-  bool config_error[2] = {false, false};
-  std::vector<std::thread> ts;
-  for (int r = 0; r < 2; ++r)
-    ts.emplace_back([&, r] {
-      auto cpu = make_device("cpu", 1, 0);
-      try {
-        make_nccl_allreducer(w.comm(r), cpu.get(), false, Seconds(30));
-      } catch (const ConfigError& e) {
-        config_error[r] = true;
-        msgs[r] = e.what();
-      } catch (const std::exception& e) {
-        msgs[r] = e.what();
-      }
-    });
-  for (auto& t : ts) t.join();
+  const auto got = testing::try_nccl_on_inproc_ranks({"cpu", "cpu"}, Seconds(30));
   for (int r = 0; r < 2; ++r) {
-    EXPECT_TRUE(config_error[r]) << msgs[r];
-    if (msgs[r].find("built without NCCL") != std::string::npos) continue;
-    EXPECT_EQ(msgs[r].rfind("rank " + std::to_string(r) + ": ", 0), 0u) << msgs[r];
-    EXPECT_NE(msgs[r].find("backend 'nccl' needs a GPU on every rank, but rank 0"),
-              std::string::npos)
-        << msgs[r];
-    EXPECT_NE(msgs[r].find("it computes on cpu"), std::string::npos) << msgs[r];
+    const std::string& msg = got[r].msg;
+    EXPECT_TRUE(got[r].config_error) << msg;
+    if (got[r].built_without_nccl()) continue;
+    EXPECT_EQ(msg.rfind("rank " + std::to_string(r) + ": ", 0), 0u) << msg;
+    EXPECT_NE(msg.find("backend 'nccl' needs a GPU on every rank, but rank 0"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("it computes on cpu"), std::string::npos) << msg;
   }
 }
 

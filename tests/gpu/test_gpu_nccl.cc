@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "tests/allreduce/allreduce_test_util.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/nccl_refusal.h"
 
 namespace starring {
 namespace {
@@ -122,27 +123,12 @@ TEST(GpuNccl, ARankWithoutGpuIsRefusedOnEveryRank) {
   auto probe = gpu_test::cuda_or_null(&why);
   if (!probe) GTEST_SKIP() << why;
   probe.reset();
-  std::string msgs[2];
-  bool config_error[2] = {false, false};
-  InProcWorld w(2);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < 2; ++r)
-    ts.emplace_back([&, r] {
-      auto dev = make_device(r == 0 ? "cuda" : "cpu", 1, 0);
-      try {
-        make_nccl_allreducer(w.comm(r), dev.get(), false, Seconds(20));
-      } catch (const ConfigError& e) {
-        config_error[r] = true;
-        msgs[r] = e.what();
-      } catch (const std::exception& e) {
-        msgs[r] = e.what();
-      }
-    });
-  for (auto& t : ts) t.join();
-  if (msgs[0].find("built without NCCL") != std::string::npos) GTEST_SKIP() << msgs[0];
+  const auto got = testing::try_nccl_on_inproc_ranks({"cuda", "cpu"}, Seconds(20));
+  if (got[0].built_without_nccl()) GTEST_SKIP() << got[0].msg;
   for (int r = 0; r < 2; ++r) {
-    EXPECT_TRUE(config_error[r]) << "rank " << r << ": " << msgs[r];
-    EXPECT_NE(msgs[r].find("needs a GPU on every rank, but rank 1"), std::string::npos) << msgs[r];
+    EXPECT_TRUE(got[r].config_error) << "rank " << r << ": " << got[r].msg;
+    EXPECT_NE(got[r].msg.find("needs a GPU on every rank, but rank 1"), std::string::npos)
+        << got[r].msg;
   }
 }
 
@@ -153,30 +139,14 @@ TEST(GpuNccl, TwoRanksOnOneGpuAreRefusedOnEveryRank) {
   std::string why;
   auto probe = gpu_test::cuda_or_null(&why);
   if (!probe) GTEST_SKIP() << why;
-  std::string msgs[2];
-  bool config_error[2] = {false, false}, built[2] = {true, true};
-  InProcWorld w(2);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < 2; ++r)
-    ts.emplace_back([&, r] {
-      auto dev = make_device("cuda", 1, 0);  // both ranks on GPU 0
-      try {
-        make_nccl_allreducer(w.comm(r), dev.get(), false, Seconds(20));
-      } catch (const ConfigError& e) {
-        config_error[r] = true;
-        msgs[r] = e.what();
-        built[r] = msgs[r].find("built without NCCL") == std::string::npos;
-      } catch (const std::exception& e) {
-        msgs[r] = e.what();
-      }
-    });
-  for (auto& t : ts) t.join();
-  if (!built[0]) GTEST_SKIP() << msgs[0];
+  const auto got = testing::try_nccl_on_inproc_ranks({"cuda", "cuda"}, Seconds(20));  // GPU 0
+  if (got[0].built_without_nccl()) GTEST_SKIP() << got[0].msg;
   for (int r = 0; r < 2; ++r) {
-    EXPECT_TRUE(config_error[r]) << "rank " << r << ": " << msgs[r];
-    EXPECT_NE(msgs[r].find("needs one GPU per rank"), std::string::npos) << msgs[r];
-    EXPECT_NE(msgs[r].find("ranks 0 and 1"), std::string::npos) << msgs[r];
-    EXPECT_NE(msgs[r].find("rank " + std::to_string(r) + ":"), std::string::npos) << msgs[r];
+    const std::string& msg = got[r].msg;
+    EXPECT_TRUE(got[r].config_error) << "rank " << r << ": " << msg;
+    EXPECT_NE(msg.find("needs one GPU per rank"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ranks 0 and 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank " + std::to_string(r) + ":"), std::string::npos) << msg;
   }
 }
 
