@@ -77,15 +77,18 @@ void put_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-// The shortest text that reads back as `v`, with ".0" on whole numbers (as nlohmann writes a
-// double); null where not finite (as nlohmann does).
+// The shortest text that reads back as `v`, in fixed notation where it fits in 48 characters
+// (1000000 is "1000000.0", as nlohmann writes it, not the shortest form "1e+06": JSON allows
+// both, but timestamps and durations read as plain decimals by every viewer), with ".0" on
+// whole numbers; null where not finite (as nlohmann does).
 void put_number(std::string& out, double v) {
   if (!std::isfinite(v)) {
     out += "null";
     return;
   }
-  char buf[32];
-  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  char buf[48];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  if (ec != std::errc()) end = std::to_chars(buf, buf + sizeof buf, v).ptr;
   const std::string_view text(buf, static_cast<std::size_t>(end - buf));
   out += text;
   if (text.find_first_of(".eE") == std::string_view::npos) out += ".0";

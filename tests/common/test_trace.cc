@@ -365,5 +365,33 @@ TEST(Trace, CloseWhileAnotherThreadRecords) {
   fs::remove_all(dir);
 }
 
+// Numbers are written in plain decimals, as nlohmann wrote them when the file was one JSON dump
+// at the end: 1000000 as "1000000.0", not the shortest form "1e+06" (valid JSON, but a viewer's
+// hand-written number reader need not take exponents); values too long for that keep exponents.
+TEST(Trace, NumbersAreWrittenAsPlainDecimals) {
+  const fs::path dir = temp_dir();
+  {
+    Trace trace(0);
+    trace.open((dir / "t.json").string());
+    trace.counter("bytes", 1000000.0);
+    trace.complete("bucket", "comm", 0.0, 2.5e-7, {{"big", 1e300}, {"bytes", 4194304.0}});
+    trace.close();
+  }
+  std::ifstream in(dir / "t.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string s = text.str();
+  EXPECT_NE(s.find(":1000000.0"), std::string::npos) << s;
+  EXPECT_NE(s.find(":4194304.0"), std::string::npos) << s;
+  EXPECT_NE(s.find(":0.00000025"), std::string::npos) << s;
+  EXPECT_EQ(s.find("e+06"), std::string::npos) << s;
+  const nlohmann::json doc = read_json(dir / "t.json");
+  bool big = false;
+  for (const auto& e : doc["traceEvents"])
+    if (e.contains("args") && e["args"].contains("big")) big = e["args"]["big"] == 1e300;
+  EXPECT_TRUE(big);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace starring
