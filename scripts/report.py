@@ -111,9 +111,9 @@ def table_rows(runs):
         th = sr.theory_bytes(r)
         servers = r["num_servers"] if sr.is_dedicated_ps(r) else (
             "coloc." if sr.is_colocated(r) else "-")
-        wsent = sr.busiest_worker(r, "worker_sent")
+        wsent = sr.busiest(r, "worker_sent")
         wbytes = f"{_mb(wsent)} / {_mb(th['worker'])} ({_dev(wsent, th['worker'])})"
-        srecv = sr.busiest_server(r, "server_recv")
+        srecv = sr.busiest(r, "server_recv")
         sbytes = "-" if th["server"] is None else \
             f"{_mb(srecv)} / {_mb(th['server'])} ({_dev(srecv, th['server'])})"
         rows.append([

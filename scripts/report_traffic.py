@@ -34,9 +34,9 @@ def bytes_per_rank(runs, out_dir):
         shift = 2 ** (0.04 * (i - (len(series) - 1) / 2))  # side by side, not on top
         for r in pts.values():
             d = sr.wire_bytes(r)
-            ax.plot(r["workers"] * shift, sr.busiest_worker(r, "worker_sent") / d, "o",
+            ax.plot(r["workers"] * shift, sr.busiest(r, "worker_sent") / d, "o",
                     color=color_of(label), label=label)
-            ax.plot(r["workers"] * shift, sr.busiest_worker(r, "worker_recv") / d, "x",
+            ax.plot(r["workers"] * shift, sr.busiest(r, "worker_recv") / d, "x",
                     color=color_of(label))
     _dedupe_legend(ax)
     _log2_workers(ax, sorted({r["workers"] for r in runs}))
@@ -53,9 +53,9 @@ def bytes_per_rank(runs, out_dir):
             label = sr.backend_label(r)
             # side by side like the left panel: ps-bsp/ssp/asp sat exactly under ps-1
             x = r["workers"] * 2 ** (0.04 * (labels.index(label) - (len(labels) - 1) / 2))
-            ax.plot(x, sr.busiest_server(r, "server_recv") / d, "o",
+            ax.plot(x, sr.busiest(r, "server_recv") / d, "o",
                     color=color_of(label), label=f"{label} (S={r['num_servers']})")
-            ax.plot(x, sr.busiest_server(r, "server_sent") / d, "x",
+            ax.plot(x, sr.busiest(r, "server_sent") / d, "x",
                     color=color_of(label))
         _dedupe_legend(ax)
         _log2_workers(ax, sorted({r["workers"] for r in servers}))
@@ -83,13 +83,13 @@ def _deviation_note(runs):
     worst = []
     for r in runs:
         th = sr.theory_bytes(r)
-        for what, meas, theory in (("worker sent", sr.busiest_worker(r, "worker_sent"),
+        for what, meas, theory in (("worker sent", sr.busiest(r, "worker_sent"),
                                     th["worker"]),
-                                   ("worker received", sr.busiest_worker(r, "worker_recv"),
+                                   ("worker received", sr.busiest(r, "worker_recv"),
                                     th["worker"]),
-                                   ("server received", sr.busiest_server(r, "server_recv"),
+                                   ("server received", sr.busiest(r, "server_recv"),
                                     th["server"]),
-                                   ("server sent", sr.busiest_server(r, "server_sent"),
+                                   ("server sent", sr.busiest(r, "server_sent"),
                                     th["server"])):
             dev = sr.deviation_pct(meas, theory)
             if dev is not None and theory:

@@ -276,20 +276,12 @@ def theory_bytes(rec):
     return {"worker": 2.0 * (w - 1) / w * d if w > 0 else 0.0, "server": None}
 
 
-def busiest_server(rec, key):
-    """bytes_per_step `key` ('server_recv' or 'server_sent') of the dedicated server that received
-    the most: the theory's W*D/S holds for each server only when the shards are balanced, and the
-    mean over servers hides --ps-partition tensor's imbalance. Records written before the summary
-    carried it give the mean."""
-    by = rec["bytes_per_step"]
-    return by.get(key + "_busiest", by[key])
-
-
-def busiest_worker(rec, key):
-    """bytes_per_step `key` ('worker_sent' or 'worker_recv') of the worker that sent the most:
-    under --ps-partition tensor co-located shards are unbalanced too, and the mean over workers
-    read as the theory 2(N-1)/N x D (np 4: a mean 1411020 B, rank 1 2556584). Records written
-    before the summary carried it give the mean."""
+def busiest(rec, key):
+    """bytes_per_step `key` ('server_recv', 'server_sent', 'worker_sent', 'worker_recv') of the
+    rank that moved the most: the theory (W*D/S per dedicated server, 2(N-1)/N x D per
+    co-located worker) holds for each rank only when the shards are balanced, and the mean
+    hides --ps-partition tensor's imbalance (np 4 co-located: a mean 1411020 B, rank 1
+    2556584). Records written before the summary carried it give the mean."""
     by = rec["bytes_per_step"]
     return by.get(key + "_busiest", by[key])
 

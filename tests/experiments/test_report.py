@@ -393,11 +393,11 @@ class BytesCaption(unittest.TestCase):
                                   "server_recv": 1000, "server_sent": 1000,
                                   "server_recv_busiest": 1996, "server_sent_busiest": 1996,
                                   "server_busiest_rank": 3}}
-        self.assertEqual(sr.busiest_server(rec, "server_recv"), 1996)
+        self.assertEqual(sr.busiest(rec, "server_recv"), 1996)
         self.assertIn("+99.6% (server received, ps-tensor W=2)", rt._deviation_note([rec]))
         old = dict(rec, bytes_per_step={k: v for k, v in rec["bytes_per_step"].items()
                                         if "busiest" not in k})  # a record from before
-        self.assertEqual(sr.busiest_server(old, "server_recv"), 1000)
+        self.assertEqual(sr.busiest(old, "server_recv"), 1000)
 
     def test_unbalanced_colocated_workers_show_their_busiest(self):
         # --servers colocated --ps-partition tensor, np 4 (the default MLP): the mean over
@@ -408,14 +408,14 @@ class BytesCaption(unittest.TestCase):
         rec = copy.deepcopy(next(r for r in runs if r.get("run_id") == "main-ps-colocated-w4"))
         rec["bytes_per_step"].update(worker_sent_busiest=2556584, worker_recv_busiest=2556648,
                                      worker_busiest_rank=1)
-        self.assertEqual(sr.busiest_worker(rec, "worker_sent"), 2556584)
+        self.assertEqual(sr.busiest(rec, "worker_sent"), 2556584)
         self.assertIn("+81.2% (worker received, ps-colocated W=4)", rt._deviation_note([rec]))
         row = report.table_rows([rec])[0]
         self.assertEqual(row[report.HEADER.index(
             "busiest worker MB sent/step: measured / theory (dev)")], "2.56 / 1.41 (+81.2%)")
         old = dict(rec, bytes_per_step={k: v for k, v in rec["bytes_per_step"].items()
                                         if "busiest" not in k})  # a record from before
-        self.assertEqual(sr.busiest_worker(old, "worker_sent"), 1410876)
+        self.assertEqual(sr.busiest(old, "worker_sent"), 1410876)
 
 
 class CompressedBenchRows(unittest.TestCase):
