@@ -157,8 +157,9 @@ def star_note(rows, sep=" "):
     """What the * after samples/s means, when a row has one (samples/s is column 4)."""
     if not any(row[4].endswith("*") for row in rows):
         return ""
-    return (f"{sep}* more ranks (workers + dedicated servers) than this machine's cores: they "
-            "time-share them, so wall-clock figures measure the machine, not the backend.")
+    return (f"{sep}* more ranks (workers + dedicated servers) on a host than the CPUs they may "
+            "use there: they time-share them, so wall-clock figures measure the machine, not "
+            "the backend.")
 
 
 def not_ok(runs):

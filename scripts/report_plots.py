@@ -109,8 +109,9 @@ def oversub_note(runs):
         return ""
     cores = max(r.get("cores", 0) for r in runs)
     nps = ", ".join(str(n) for n in over)
-    return (f" Runs with {nps} ranks time-share this machine's {cores} cores: wall-clock scaling "
-            f"beyond {cores} ranks measures this machine, not the algorithm.")
+    return (f" Runs with {nps} ranks time-share this machine's {cores} cores (more ranks on a "
+            "host than the CPUs they may use there): wall-clock scaling beyond that measures "
+            "this machine, not the algorithm.")
 
 
 def _hollow_note(runs):
