@@ -37,11 +37,15 @@ unsigned usable_cpus() {
 // ranks on 2 hosts of 4 CPUs do not time-share), and a host's CPUs are the ones any of its ranks
 // may use, as `starring env` counts them (ranks[].cpu_ids): 2 ranks bound each to a core of its
 // own (mpirun --bind-to core, srun --cpu-bind=cores) do not time-share either.
-std::string oversubscription(const std::vector<nlohmann::json>& ranks) {
-  struct Host {
-    unsigned ranks = 0, cpus = 0;  // cpus: the most one rank may use, where ids are missing
-    std::set<int> ids;
-  };
+namespace {
+
+struct Host {
+  unsigned ranks = 0, cpus = 0;  // cpus: the most one rank may use, where ids are missing
+  std::set<int> ids;
+  unsigned usable() const { return ids.empty() ? cpus : static_cast<unsigned>(ids.size()); }
+};
+
+std::map<std::string, Host> by_host(const std::vector<nlohmann::json>& ranks) {
   std::map<std::string, Host> hosts;
   for (const auto& r : ranks) {
     Host& h = hosts[r.value("host", std::string())];
@@ -49,10 +53,22 @@ std::string oversubscription(const std::vector<nlohmann::json>& ranks) {
     h.cpus = std::max(h.cpus, r.value("cpus", 0u));
     for (const auto& c : r.value("cpu_ids", nlohmann::json::array())) h.ids.insert(c.get<int>());
   }
+  return hosts;
+}
+
+}  // namespace
+
+unsigned host_cpus(const std::vector<nlohmann::json>& ranks, const std::string& host) {
+  const auto hosts = by_host(ranks);
+  const auto it = hosts.find(host);
+  return it == hosts.end() ? 0 : it->second.usable();
+}
+
+std::string oversubscription(const std::vector<nlohmann::json>& ranks) {
   std::string worst;
   double most = 1;
-  for (const auto& [host, h] : hosts) {
-    const unsigned cpus = h.ids.empty() ? h.cpus : static_cast<unsigned>(h.ids.size());
+  for (const auto& [host, h] : by_host(ranks)) {
+    const unsigned cpus = h.usable();
     if (cpus > 0 && h.ranks > cpus && double(h.ranks) / cpus > most) {
       most = double(h.ranks) / cpus;
       worst = std::to_string(h.ranks) + " ranks on " + std::to_string(cpus) + " cpus of " +

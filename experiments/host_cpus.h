@@ -12,6 +12,8 @@ std::string hostname();
 std::vector<int> usable_cpu_ids();
 // How many: usable_cpu_ids()'s, or the hardware's where the affinity is unknown.
 unsigned usable_cpus();
+// The CPUs the ranks on `host` may use together (the union of their cpu_ids); 0 if none ran there.
+unsigned host_cpus(const std::vector<nlohmann::json>& ranks, const std::string& host);
 // The host whose ranks time-share its CPUs most, as "R ranks on C cpus of HOST", or "" when
 // every host has a CPU per rank; `ranks` are the summary's (host, cpus, cpu_ids).
 std::string oversubscription(const std::vector<nlohmann::json>& ranks);

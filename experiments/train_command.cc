@@ -129,7 +129,8 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["world_size"] = world_size;
   j["workers"] = workers;
   j["num_servers"] = world_size - workers;
-  j["cores"] = usable_cpus();  // rank 0's
+  // rank 0's host's CPUs, as its ranks may use them together (not rank 0's alone: bound ranks)
+  j["cores"] = ranks.empty() ? usable_cpus() : host_cpus(ranks, ranks[0].value("host", ""));
   const std::string over = oversubscription(ranks);
   j["oversubscribed"] = !over.empty();
   if (!over.empty()) j["oversubscribed_where"] = over;

@@ -501,6 +501,7 @@ class TimeSharing(unittest.TestCase):
             self.assertNotEqual(ids[0], ids[1])
             self.assertFalse(j["oversubscribed"])
             self.assertNotIn("time-shared", p.stdout)
+            self.assertEqual(j["cores"], 2)  # the host's, not rank 0's one core (the captions)
 
 
 class UnknownKeysStopTheSweep(unittest.TestCase):
