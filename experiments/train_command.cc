@@ -19,6 +19,7 @@
 #include "experiments/commands.h"
 #include "experiments/host_cpus.h"
 #include "experiments/train_run.h"
+#include "trainer/checkpoint.h"
 #include "trainer/metrics.h"
 #include "trainer/trainer.h"
 
@@ -216,15 +217,7 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["test_accuracy"] = res.test_accuracy;
   j["test_loss"] = res.test_loss;
   j["final_train_loss"] = res.final_train_loss;
-  nlohmann::json h = nlohmann::json::array();
-  for (auto& e : res.history)
-    h.push_back({{"epoch", e.epoch},
-                 {"step", e.step},
-                 {"wall_s", e.wall_s},
-                 {"train_loss", e.train_loss},
-                 {"test_accuracy", e.test_accuracy},
-                 {"test_loss", e.test_loss}});
-  j["history"] = h;
+  j["history"] = history_json(res.history);
   j["staleness_hist"] = hist;
   add_checkpoint_cost(j, res, ranks);
   add_job(j, res, cfg.train.batch * cfg.train.accum * workers);

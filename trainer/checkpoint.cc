@@ -90,6 +90,18 @@ std::string checkpoint_file_name(std::int64_t step) {
   return buf;
 }
 
+nlohmann::json history_json(const std::vector<EpochRecord>& history) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const EpochRecord& e : history)
+    out.push_back({{"epoch", e.epoch},
+                   {"step", e.step},
+                   {"wall_s", e.wall_s},
+                   {"train_loss", e.train_loss},
+                   {"test_accuracy", e.test_accuracy},
+                   {"test_loss", e.test_loss}});
+  return out;
+}
+
 std::string encode_checkpoint(const CheckpointData& c) {
   nlohmann::json meta = c.meta;
   meta["format"] = "starring.checkpoint";
@@ -100,15 +112,7 @@ std::string encode_checkpoint(const CheckpointData& c) {
   meta["epoch_steps"] = c.epoch_steps;
   meta["legs"] = c.legs;
   meta["train_s"] = c.train_s;
-  nlohmann::json history = nlohmann::json::array();
-  for (const EpochRecord& e : c.history)
-    history.push_back({{"epoch", e.epoch},
-                       {"step", e.step},
-                       {"wall_s", e.wall_s},
-                       {"train_loss", e.train_loss},
-                       {"test_accuracy", e.test_accuracy},
-                       {"test_loss", e.test_loss}});
-  meta["history"] = std::move(history);
+  meta["history"] = history_json(c.history);
   const std::string text = meta.dump();
   std::string out;
   out.reserve(kHeaderBytes + text.size() + 28 +

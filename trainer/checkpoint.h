@@ -66,6 +66,8 @@ struct CheckpointData {
 
 // The bytes of a checkpoint file (meta gains the position fields and "format").
 std::string encode_checkpoint(const CheckpointData& c);
+// Epoch records as the checkpoint's metadata and the run's summary both write them.
+nlohmann::json history_json(const std::vector<EpochRecord>& history);
 // Parses and verifies the bytes of `file` (named in errors, with `where`, e.g. "rank 0").
 CheckpointData decode_checkpoint(const std::string& bytes, const std::string& file,
                                  const std::string& where);
