@@ -109,46 +109,12 @@ void add_job(nlohmann::json& j, const TrainResult& res, std::int64_t global_batc
       {"epochs_by_earlier_legs", res.earlier_epochs}};
 }
 
-nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int world_size, int workers,
-                             const std::vector<nlohmann::json>& ranks) {
+// The figures summed or maxed over the ranks: wall time and throughput (the slowest worker's),
+// step-time breakdown (mean over workers), bytes per step (mean and busiest, workers and
+// servers) and the staleness histogram.
+void add_rank_figures(nlohmann::json& j, const TrainResult& res, std::int64_t global_batch,
+                      const std::vector<nlohmann::json>& ranks) {
   const double steps = std::max<double>(res.steps - res.resumed_step, 1);
-  nlohmann::json j;
-  j["schema"] = "starring.run.v1";
-  j["run_name"] = cfg.out.run_name;
-  j["date"] = now_iso();
-  j["host"] = hostname();
-  j["git"] = STARRING_GIT_COMMIT;
-  j["backend"] = cfg.sync.backend;
-  j["servers"] = cfg.sync.backend == "ps" ? nlohmann::json(cfg.sync.servers) : nlohmann::json();
-  j["consistency"] = cfg.sync.consistency;
-  j["staleness"] = cfg.sync.staleness;
-  j["compress"] = cfg.sync.compress;
-  j["bucket_mb"] = cfg.sync.bucket_mb;
-  j["overlap"] = cfg.sync.overlap;
-  if (cfg.sync.backend == "ps") j["ps_shared_memory"] = cfg.sync.ps_shared_memory;
-  j["straggler"] = cfg.train.straggler;
-  j["world_size"] = world_size;
-  j["workers"] = workers;
-  j["num_servers"] = world_size - workers;
-  // rank 0's host's CPUs, as its ranks may use them together (not rank 0's alone: bound ranks)
-  j["cores"] = ranks.empty() ? usable_cpus() : host_cpus(ranks, ranks[0].value("host", ""));
-  const std::string over = oversubscription(ranks);
-  j["oversubscribed"] = !over.empty();
-  if (!over.empty()) j["oversubscribed_where"] = over;
-  j["dataset"] = cfg.data.dataset;
-  j["model"] = {{"widths", res.widths},
-                {"params", res.num_params},
-                {"bytes", res.num_params * sizeof(float)}};
-  j["batch"] = cfg.train.batch;
-  j["accum"] = cfg.train.accum;
-  j["global_batch"] = cfg.train.batch * cfg.train.accum * workers;
-  j["lr"] = json_float(cfg.train.lr);
-  j["epochs"] = res.history.empty() ? 0 : res.history.back().epoch;
-  j["steps"] = res.steps;
-  // A resumed run: per-step figures are over the steps this run trained.
-  j["resumed_from"] =
-      res.resumed_from.empty() ? nlohmann::json() : nlohmann::json(res.resumed_from);
-  j["resumed_at_step"] = res.resumed_step;
   double sums[4] = {0, 0, 0, 0};  // worker sent, recv, server sent, recv
   // The worker that sent most and the server that received most: rank, sent, recv (the means
   // hide --ps-partition tensor's imbalance, of dedicated servers and co-located shards alike).
@@ -195,9 +161,7 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["samples_per_s"] = max_wall > 0 ? samples / max_wall : 0.0;
   j["untimed_steps"] = static_cast<long long>(untimed);
   j["samples_per_s_all_steps"] =
-      max_all_wall > 0 && res.steps > res.resumed_step
-          ? steps * cfg.train.batch * cfg.train.accum * workers / max_all_wall
-          : 0.0;
+      max_all_wall > 0 && res.steps > res.resumed_step ? steps * global_batch / max_all_wall : 0.0;
   j["step_time"] = {{"total_s", tsum[3] / nw},
                     {"compute_s", tsum[0] / nw},
                     {"comm_s", tsum[1] / nw},
@@ -213,12 +177,54 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
       {"server_sent_busiest", ns ? busiest[1][1] : 0.0},
       {"server_recv_busiest", ns ? busiest[1][2] : 0.0},
       {"server_busiest_rank", ns ? nlohmann::json(std::lround(busiest[1][0])) : nlohmann::json()}};
+  j["staleness_hist"] = hist;
+}
+
+nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int world_size, int workers,
+                             const std::vector<nlohmann::json>& ranks) {
+  nlohmann::json j;
+  j["schema"] = "starring.run.v1";
+  j["run_name"] = cfg.out.run_name;
+  j["date"] = now_iso();
+  j["host"] = hostname();
+  j["git"] = STARRING_GIT_COMMIT;
+  j["backend"] = cfg.sync.backend;
+  j["servers"] = cfg.sync.backend == "ps" ? nlohmann::json(cfg.sync.servers) : nlohmann::json();
+  j["consistency"] = cfg.sync.consistency;
+  j["staleness"] = cfg.sync.staleness;
+  j["compress"] = cfg.sync.compress;
+  j["bucket_mb"] = cfg.sync.bucket_mb;
+  j["overlap"] = cfg.sync.overlap;
+  if (cfg.sync.backend == "ps") j["ps_shared_memory"] = cfg.sync.ps_shared_memory;
+  j["straggler"] = cfg.train.straggler;
+  j["world_size"] = world_size;
+  j["workers"] = workers;
+  j["num_servers"] = world_size - workers;
+  // rank 0's host's CPUs, as its ranks may use them together (not rank 0's alone: bound ranks)
+  j["cores"] = ranks.empty() ? usable_cpus() : host_cpus(ranks, ranks[0].value("host", ""));
+  const std::string over = oversubscription(ranks);
+  j["oversubscribed"] = !over.empty();
+  if (!over.empty()) j["oversubscribed_where"] = over;
+  j["dataset"] = cfg.data.dataset;
+  j["model"] = {{"widths", res.widths},
+                {"params", res.num_params},
+                {"bytes", res.num_params * sizeof(float)}};
+  j["batch"] = cfg.train.batch;
+  j["accum"] = cfg.train.accum;
+  j["global_batch"] = cfg.train.batch * cfg.train.accum * workers;
+  j["lr"] = json_float(cfg.train.lr);
+  j["epochs"] = res.history.empty() ? 0 : res.history.back().epoch;
+  j["steps"] = res.steps;
+  // A resumed run: per-step figures are over the steps this run trained.
+  j["resumed_from"] =
+      res.resumed_from.empty() ? nlohmann::json() : nlohmann::json(res.resumed_from);
+  j["resumed_at_step"] = res.resumed_step;
+  add_rank_figures(j, res, cfg.train.batch * cfg.train.accum * workers, ranks);
   j["ranks"] = ranks;
   j["test_accuracy"] = res.test_accuracy;
   j["test_loss"] = res.test_loss;
   j["final_train_loss"] = res.final_train_loss;
   j["history"] = history_json(res.history);
-  j["staleness_hist"] = hist;
   add_checkpoint_cost(j, res, ranks);
   add_job(j, res, cfg.train.batch * cfg.train.accum * workers);
   return j;
