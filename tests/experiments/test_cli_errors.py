@@ -7,7 +7,7 @@ rank failed), at most one short line from the launcher and none of Open MPI's ba
 traceback / "terminate called" / crash report, an end well within the time bound, and no
 half-written output file (only the documented `<metrics>.partial`; traces are whole JSON, or a
 killed rank's `<trace>.partial`, which parses once its optional `]` is added).
-Also scripts/mpirun_filter.py alone on canned Open MPI 4.1 output.
+scripts/mpirun_filter.py alone on canned Open MPI 4.1 output: test_mpirun_filter.py.
 Small data: synthetic, a 16-unit MLP; the IDX cases use tiny files written here.
 """
 import glob
@@ -29,7 +29,6 @@ import bin_main
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
-FILTER = os.path.join(REPO, "scripts", "mpirun_filter.py")
 BIN = None  # set from --bin
 
 TINY = ["--dataset", "synthetic", "--synthetic-train", "512", "--synthetic-test", "64",
@@ -454,84 +453,6 @@ class CliErrors(unittest.TestCase):
         self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--timeout", "1.5",
                           "--fault", "hang:1:5"] + LONG, 1, ["worker rank 1", "sent nothing"],
                       rank=2, bound=30)
-
-
-# Open MPI 4.1's own stderr for: two ranks calling MPI_Abort, a rank killed by a signal, and a
-# job whose ranks exit non-zero; plus what a rank prints, partial progress lines included.
-DASH = "-" * 74 + "\n"
-ABORT = (DASH + "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\nwith errorcode 1."
-         "\n\nNOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.\nYou may or may "
-         "not see output from other processes, depending on\nexactly when Open MPI kills them.\n"
-         + DASH)
-NONZERO = (DASH + "Primary job  terminated normally, but 1 process returned\na non-zero exit code."
-           " Per user-direction, the job has been aborted.\n" + DASH + DASH
-           + "mpirun detected that one or more processes exited with non-zero status, thus "
-           "causing\nthe job to be terminated. The first process to do so was:\n\n  Process name:"
-           " [[19852,1],3]\n  Exit code:    2\n" + DASH)
-KILLED = (DASH + "Primary job  terminated normally, but 1 process returned\na non-zero exit code."
-          " Per user-direction, the job has been aborted.\n" + DASH + DASH
-          + "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 "
-          "(Killed).\n" + DASH)
-UNKNOWN = (DASH + "mpirun was unable to launch the specified application as it could not "
-           "access\nor execute an executable:\n\nExecutable: ./nonexist\nNode: vm\n" + DASH)
-
-
-def filtered(data, chunk=7):
-    p = subprocess.Popen([sys.executable, FILTER], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-    for i in range(0, len(data), chunk):  # small writes: lines arrive in pieces
-        p.stdin.write(data[i:i + chunk].encode())
-        p.stdin.flush()
-    p.stdin.close()
-    with p.stderr:
-        out = p.stderr.read().decode()
-    p.wait(timeout=30)
-    return out
-
-
-class Filter(unittest.TestCase):
-    def test_abort_banners_become_one_line(self):
-        rank = "starring: error: rank 1: boom\n"
-        agg = ("[vm:10853] 1 more process has sent help message help-mpi-api.txt / mpi-abort\n"
-               '[vm:10853] Set MCA parameter "orte_base_help_aggregate" to 0 to see all help / '
-               "error messages\n")
-        race = ("[vm:10956] [[17970,0],0] ORTE_ERROR_LOG: Data unpack had inadequate space in file "
-                "../../../orte/util/show_help.c at line 513\n"
-                "[vm:10957] [[17971,0],0] ORTE_ERROR_LOG: Data unpack would read past end of "
-                "buffer in file ../../../orte/util/show_help.c at line 501\n"
-                "[vm:12607] [[24001,0],0] ORTE_ERROR_LOG: Out of resource in file "
-                "../../../orte/util/show_help.c at line 501\n"
-                "mpirun: Forwarding signal 18 to job\n"
-                "[warn] Epoll MOD(1) on fd 24 failed. Old events were 6; read change was 0 (none); "
-                "write change was 2 (del); close change was 0 (none): Bad file descriptor\n")
-        out = filtered(rank + ABORT + race + ABORT + agg)
-        self.assertEqual(out, rank + "mpirun: job stopped: rank 1 called MPI_Abort (error code 1)"
-                         "\n")
-
-    def test_the_condensed_line_comes_after_the_ranks_lines(self):
-        # mpirun may print its MPI_Abort banner before it relays the line the aborting rank
-        # wrote just before (under load, in test_hung_ring_peer_ends_soon): the rank's line first
-        rank = "starring: error: rank 0: timeout after 2.0 s in shared-memory ring\n"
-        self.assertEqual(filtered(ABORT + rank), rank + "mpirun: job stopped: rank 1 called "
-                         "MPI_Abort (error code 1)\n")
-
-    def test_exit_and_signal_banners(self):
-        self.assertEqual(filtered("x\n" + NONZERO), "x\nmpirun: job stopped: rank 3 exited with "
-                         "code 2\n")
-        self.assertEqual(filtered(KILLED), "mpirun: job stopped: rank 1 on node vm was killed by "
-                         "signal 9 (Killed)\n")
-
-    def test_a_stopped_note_shows_unless_mpirun_names_a_failed_rank(self):
-        note = ("starring: rank 0: stopped by SIGTERM; checkpoints written so far are whole, "
-                "metrics stay in their .partial file\n")
-        self.assertEqual(filtered("a\n" + note + "b\n"), "a\nb\n" + note)  # Ctrl-C: at the end
-        self.assertEqual(filtered(note + KILLED), "mpirun: job stopped: rank 1 on node vm was "
-                         "killed by signal 9 (Killed)\n")  # another rank died: only that
-
-    def test_everything_else_passes_unchanged(self):
-        text = ("\r[####....] step 3/8 loss 2.1\r[########] step 8/8 loss 1.9\n"
-                "[starring] rank 1: --fault hang: going silent at step 5\n" + UNKNOWN
-                + "------\nno newline at the end")
-        self.assertEqual(filtered(text), text)
 
 
 if __name__ == "__main__":
