@@ -9,6 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cost_model as cm  # noqa: E402
+import cost_model_runs as cmr  # noqa: E402
 import starring_results as sr  # noqa: E402
 
 
@@ -225,9 +226,9 @@ def main(argv=None):
     ref = cm.reference(fits)
     print("# Calibration (T = alpha m + beta b + gamma r, per backend and W/S; gamma fixed)")
     print(text(*fits_table(fits, ref)) if fits else "(no usable bench rows)")
-    computes = cm.compute_times(runs, bench)
+    computes = cmr.compute_times(runs, bench)
     windowed = a.fit_sizes == "auto"
-    preds = cm.check_runs(runs, bench, computes, chunk, gamma, windowed)
+    preds = cmr.check_runs(runs, bench, computes, chunk, gamma, windowed)
     if preds:
         print("\n# Predicted vs measured step time (no overlap = T_compute + T_comm; "
               "overlap = max)")
@@ -251,7 +252,7 @@ def main(argv=None):
                                   gamma_net if net else None)
         params = sum(widths[i] * widths[i + 1] + widths[i + 1] for i in range(len(widths) - 1))
         tc = (float(user[name]) * 1e-3, "given") if name in user else \
-            cm.compute_for(params, a.batch, computes)
+            cmr.compute_for(params, a.batch, computes)
         if tc is None:
             print(f"\n# {name}: no compute time (no 1-worker run; give --compute-ms {name}=MS)")
             continue

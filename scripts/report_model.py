@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 
 import cost_model as cm
+import cost_model_runs as cmr
 import cost_model_cli as cli
 from report_plots import Figure, Skipped, _log2_workers, _save, color_of, label_axes
 
@@ -30,8 +31,8 @@ def analyse(runs, bench):
     if not fits:
         return "no backend has bench rows at two or more sizes"
     ref = cm.reference(fits)
-    computes = cm.compute_times(runs, bench)
-    return fits, ref, cm.check_runs(runs, bench, computes), computes
+    computes = cmr.compute_times(runs, bench)
+    return fits, ref, cmr.check_runs(runs, bench, computes), computes
 
 
 def _consts_caption(ref, kinds=None):
@@ -162,7 +163,7 @@ def _models(computes, batch=64):
     for name in ("default", "wide"):
         widths = cm.PRESETS[name]
         params = sum(widths[i] * widths[i + 1] + widths[i + 1] for i in range(len(widths) - 1))
-        tc = cm.compute_for(params, batch, computes)
+        tc = cmr.compute_for(params, batch, computes)
         if tc:
             out.append((name, widths, params, tc))
     return out

@@ -19,6 +19,7 @@ FIXTURE = os.path.join(HERE, "fixtures", "results")
 SCRIPTS = os.path.join(REPO, "scripts")
 sys.path.insert(0, SCRIPTS)
 import cost_model as cm  # noqa: E402
+import cost_model_runs as cmr  # noqa: E402
 
 MIB = 1 << 20
 SIZES = [65536 * 4**k for k in range(6)]  # 64 KiB .. 64 MiB
@@ -282,10 +283,10 @@ class Prediction(unittest.TestCase):
         two = dict(one, workers=2, np=2, step_time={"compute_s": 0.002, "total_s": 0.003},
                    bucket_mb=25.0, compress="none", run_id="r2")
         gpu = dict(one, device="cuda", step_time={"compute_s": 0.0003, "total_s": 0.0003})
-        computes = cm.compute_times([one, two, gpu])
+        computes = cmr.compute_times([one, two, gpu])
         self.assertEqual(computes[(235146, 64, "cpu")][0], 0.002)
         self.assertEqual(computes[(235146, 64, "cuda")][0], 0.0003)  # kept apart from the CPU's
-        p = cm.predict_run(two, {"ring": fit}, computes)
+        p = cmr.predict_run(two, {"ring": fit}, computes)
         comm = 2 * 1e-5 + 4 * 235146 * 1e-9  # 2(N-1) alpha + 2(N-1)/N D beta, N = 2
         self.assertAlmostEqual(p["comm"], comm)
         self.assertAlmostEqual(p["upper"], 0.002 + comm)
@@ -294,22 +295,22 @@ class Prediction(unittest.TestCase):
         self.assertAlmostEqual(p["own_compute_err"], (0.002 + comm - 0.003) / 0.003)
         self.assertTrue(p["expected"])
         # the run's own compute (here slower than one worker's) replaces the 1-worker time
-        slow = cm.predict_run(dict(two, step_time={"compute_s": 0.0025, "total_s": 0.003}),
-                              {"ring": fit}, computes)
+        slow = cmr.predict_run(dict(two, step_time={"compute_s": 0.0025, "total_s": 0.003}),
+                               {"ring": fit}, computes)
         self.assertAlmostEqual(slow["own_compute_err"], (0.0025 + comm - 0.003) / 0.003)
         # fp16 on the wire halves D; an oversubscribed run is marked
-        half = cm.predict_run(dict(two, compress="fp16", oversubscribed=True, cores=2),
-                              {"ring": fit}, computes)
+        half = cmr.predict_run(dict(two, compress="fp16", oversubscribed=True, cores=2),
+                               {"ring": fit}, computes)
         self.assertAlmostEqual(half["comm"], 2 * 1e-5 + 2 * 235146 * 1e-9)
         self.assertFalse(half["expected"])
 
     def test_compute_of_an_unmeasured_model_scales_with_parameters(self):
-        t, how = cm.compute_for(2000, 64, {(1000, 64, "cpu"): (0.01, "measured")})
+        t, how = cmr.compute_for(2000, 64, {(1000, 64, "cpu"): (0.01, "measured")})
         self.assertAlmostEqual(t, 0.02)
         self.assertIn("estimated", how)
-        self.assertIsNone(cm.compute_for(2000, 32, {(1000, 64, "cpu"): (0.01, "measured")}))
-        self.assertIsNone(cm.compute_for(2000, 64, {(1000, 64, "cpu"): (0.01, "measured")},
-                                         "cuda"))
+        self.assertIsNone(cmr.compute_for(2000, 32, {(1000, 64, "cpu"): (0.01, "measured")}))
+        self.assertIsNone(cmr.compute_for(2000, 64, {(1000, 64, "cpu"): (0.01, "measured")},
+                                          "cuda"))
 
     def test_extrapolation_throughput(self):
         c = cm.Consts(alpha=0.0, beta=1e-9, gamma=0.0)
