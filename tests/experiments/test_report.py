@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Tests of the report generator and the result-format checks, on the committed fixture
-(tests/experiments/fixtures/results, written by make_fixture.py). No `starring` binary needed.
+"""Tests of the report generator on the committed fixture (tests/experiments/fixtures/results,
+written by make_fixture.py). No `starring` binary needed. The result-format checks of
+scripts/starring_results.py: test_results_format.py.
 """
 import copy
 import html
@@ -435,68 +436,11 @@ class CompressedBenchRows(unittest.TestCase):
                          3)
 
 
-class RecordChecks(unittest.TestCase):
-    def setUp(self):
-        self.runs, bad = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
-        self.assertEqual(bad, [])
-        self.ok = next(r for r in self.runs if r["status"] == "ok" and r["backend"] == "ps")
-
-    def test_fixture_records_and_bench_rows_follow_the_schema(self):
-        for r in self.runs:
-            self.assertEqual(sr.check_record(r, r["run_id"]), [])
-        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
-        for b in bench:
-            self.assertEqual(sr.check_bench_row(b), [])
-
-    def test_checks_catch_broken_records(self):
-        cases = [("step_time", lambda r: r["step_time"].pop("comm_s"), "step_time lacks"),
-                 ("status", lambda r: r.update(status="weird"), "status 'weird'"),
-                 ("workers", lambda r: r.update(workers=True), "'workers' is bool"),
-                 ("ranks", lambda r: r["ranks"].pop(), "ranks listed"),
-                 ("accuracy", lambda r: r.update(test_accuracy=3.0), "outside [0, 1]"),
-                 ("schema", lambda r: r.update(schema="x"), "schema is 'x'"),
-                 ("np", lambda r: r.update(np=r["np"] + 1), "world_size"),
-                 ("model", lambda r: r.pop("model"), "missing 'model'")]
-        for name, breakit, expect in cases:
-            rec = copy.deepcopy(self.ok)
-            breakit(rec)
-            problems = sr.check_record(rec)
-            self.assertTrue(any(expect in p for p in problems), f"{name}: {problems}")
-        failed = next(r for r in self.runs if r["status"] == "failed")
-        rec = copy.deepcopy(failed)
-        rec.pop("log_tail")
-        self.assertTrue(sr.check_record(rec))
-
-    def test_overlap_rows_are_checked_against_their_own_schema(self):
-        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
-        row = next(b for b in bench if b.get("bench") == "overlap")
-        self.assertEqual(sr.check_bench_row(row), [])
-        for breakit, expect in ((lambda r: r.pop("t_total_us"), "missing 't_total_us'"),
-                                (lambda r: r.update(overlap_pct=150.0), "outside [0, 100]"),
-                                (lambda r: r.update(sync_overlap=1), "'sync_overlap' is int")):
-            broken = copy.deepcopy(row)
-            breakit(broken)
-            problems = sr.check_bench_row(broken)
-            self.assertTrue(any(expect in p for p in problems), problems)
-
+class TableCells(unittest.TestCase):
     def test_megabytes_keep_three_digits(self):
         import report  # noqa: E402 - matplotlib, as the report needs
         self.assertEqual([report._mb(x) for x in (8.0026e6, 5.33508e6, 0.0, 160.24e6, 940584)],
                          ["8.00", "5.34", "0", "160", "0.941"])  # "8 / 8" read as rounded
-
-    def test_theory_bytes(self):
-        ring = copy.deepcopy(self.ok)
-        ring.update(backend="ring", servers=None, workers=4, num_servers=0, compress="none")
-        d = ring["model"]["bytes"]
-        self.assertAlmostEqual(sr.theory_bytes(ring)["worker"], 1.5 * d)
-        ring["compress"] = "fp16"
-        self.assertAlmostEqual(sr.theory_bytes(ring)["worker"], 0.75 * d)
-        ps = copy.deepcopy(self.ok)
-        ps.update(backend="ps", servers="2", workers=4, num_servers=2, compress="none")
-        self.assertEqual(sr.theory_bytes(ps), {"worker": d, "server": 2.0 * d})
-        ps.update(servers="colocated", num_servers=0)
-        self.assertAlmostEqual(sr.theory_bytes(ps)["worker"], 1.5 * d)
-        self.assertIsNone(sr.theory_bytes(ps)["server"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Tests of the result-format checks and the theory bytes in scripts/starring_results.py, on the
+committed fixture (tests/experiments/fixtures/results, written by make_fixture.py): its records
+and bench rows follow the schema, broken ones are caught with a message naming what is wrong.
+Standard library only; no `starring` binary needed. The report itself: test_report.py.
+"""
+import copy
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+FIXTURE = os.path.join(HERE, "fixtures", "results")
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import starring_results as sr  # noqa: E402
+
+
+class RecordChecks(unittest.TestCase):
+    def setUp(self):
+        self.runs, bad = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        self.assertEqual(bad, [])
+        self.ok = next(r for r in self.runs if r["status"] == "ok" and r["backend"] == "ps")
+
+    def test_fixture_records_and_bench_rows_follow_the_schema(self):
+        for r in self.runs:
+            self.assertEqual(sr.check_record(r, r["run_id"]), [])
+        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        for b in bench:
+            self.assertEqual(sr.check_bench_row(b), [])
+
+    def test_checks_catch_broken_records(self):
+        cases = [("step_time", lambda r: r["step_time"].pop("comm_s"), "step_time lacks"),
+                 ("status", lambda r: r.update(status="weird"), "status 'weird'"),
+                 ("workers", lambda r: r.update(workers=True), "'workers' is bool"),
+                 ("ranks", lambda r: r["ranks"].pop(), "ranks listed"),
+                 ("accuracy", lambda r: r.update(test_accuracy=3.0), "outside [0, 1]"),
+                 ("schema", lambda r: r.update(schema="x"), "schema is 'x'"),
+                 ("np", lambda r: r.update(np=r["np"] + 1), "world_size"),
+                 ("model", lambda r: r.pop("model"), "missing 'model'")]
+        for name, breakit, expect in cases:
+            rec = copy.deepcopy(self.ok)
+            breakit(rec)
+            problems = sr.check_record(rec)
+            self.assertTrue(any(expect in p for p in problems), f"{name}: {problems}")
+        failed = next(r for r in self.runs if r["status"] == "failed")
+        rec = copy.deepcopy(failed)
+        rec.pop("log_tail")
+        self.assertTrue(sr.check_record(rec))
+
+    def test_overlap_rows_are_checked_against_their_own_schema(self):
+        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        row = next(b for b in bench if b.get("bench") == "overlap")
+        self.assertEqual(sr.check_bench_row(row), [])
+        for breakit, expect in ((lambda r: r.pop("t_total_us"), "missing 't_total_us'"),
+                                (lambda r: r.update(overlap_pct=150.0), "outside [0, 100]"),
+                                (lambda r: r.update(sync_overlap=1), "'sync_overlap' is int")):
+            broken = copy.deepcopy(row)
+            breakit(broken)
+            problems = sr.check_bench_row(broken)
+            self.assertTrue(any(expect in p for p in problems), problems)
+
+    def test_theory_bytes(self):
+        ring = copy.deepcopy(self.ok)
+        ring.update(backend="ring", servers=None, workers=4, num_servers=0, compress="none")
+        d = ring["model"]["bytes"]
+        self.assertAlmostEqual(sr.theory_bytes(ring)["worker"], 1.5 * d)
+        ring["compress"] = "fp16"
+        self.assertAlmostEqual(sr.theory_bytes(ring)["worker"], 0.75 * d)
+        ps = copy.deepcopy(self.ok)
+        ps.update(backend="ps", servers="2", workers=4, num_servers=2, compress="none")
+        self.assertEqual(sr.theory_bytes(ps), {"worker": d, "server": 2.0 * d})
+        ps.update(servers="colocated", num_servers=0)
+        self.assertAlmostEqual(sr.theory_bytes(ps)["worker"], 1.5 * d)
+        self.assertIsNone(sr.theory_bytes(ps)["server"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
