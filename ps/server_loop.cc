@@ -250,6 +250,7 @@ void ServerLoop::on_push(const PsHeader& h, const float* data, int w, bool kept)
   maybe_fault(h.step);
   const double t0 = opt_.trace ? opt_.trace->now_us() : 0;
   const auto start = Clock::now();
+  const std::uint64_t updates_before = core_->updates();
   replies_.clear();
   core_->push(w, h.chunk, h.step, h.lr, data, h.count, replies_, kept);
   if (!replies_.empty()) {  // the round of this chunk is summed: held receive buffers are free
@@ -261,9 +262,12 @@ void ServerLoop::on_push(const PsHeader& h, const float* data, int w, bool kept)
   }
   send_replies(replies_);
   busy_s_ += since_s(start);
+  // The push that completes a round (bsp: the last worker's; ssp/asp: every push) also runs the
+  // optimizer on the chunk: named "push+apply" so a timeline shows where the server applies.
+  const bool applied = core_->updates() != updates_before;
   if (opt_.trace && opt_.trace->enabled())
     opt_.trace->complete(
-        "push", "server", t0, opt_.trace->now_us() - t0,
+        applied ? "push+apply" : "push", "server", t0, opt_.trace->now_us() - t0,
         {{"chunk", h.chunk}, {"worker", w}, {"step", static_cast<double>(h.step)}});
 }
 

@@ -216,6 +216,8 @@ class TinySweep(unittest.TestCase):
                         self.assertIn("comm", cats, rel)
                 else:
                     self.assertIn("server", cats, rel)
+                    # the push that completes a round runs the optimizer: the timeline says so
+                    self.assertIn("push+apply", names, rel)
 
     def test_bench_rows(self):
         rows, bad = sr.read_jsonl(os.path.join(self.out, "bench.jsonl"))
