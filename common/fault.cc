@@ -46,6 +46,7 @@ std::mutex g_hook_mu;
 std::function<void()> g_hook;
 std::string g_note;
 std::function<void()> g_barrier;
+std::atomic<bool> g_line_open{false};
 
 [[noreturn]] void die_by(int sig) {
   std::signal(sig, SIG_DFL);
@@ -77,9 +78,10 @@ void watch() {
     for (int i = 0; i < 3; ++i)
       if (kSignals[i] == sig) name = kNames[i];
     std::fprintf(stderr,
-                 "starring: rank %d: stopped by %s; checkpoints written so far are whole, "
+                 "%sstarring: rank %d: stopped by %s; checkpoints written so far are whole, "
                  "metrics stay in their .partial file%s%s\n",
-                 g_rank, name, g_hook ? "; " : "", g_hook ? g_note.c_str() : "");
+                 g_line_open.exchange(false) ? "\n" : "", g_rank, name, g_hook ? "; " : "",
+                 g_hook ? g_note.c_str() : "");
     std::fflush(stderr);
   }
   if (g_hook) {
@@ -131,6 +133,9 @@ void accept_stop_requests() {
 }
 
 bool stop_requested() { return g_stop_requested.load(std::memory_order_relaxed) != 0; }
+
+void set_stderr_line_open(bool open) { g_line_open.store(open); }
+bool stderr_line_open() { return g_line_open.load(); }
 
 InterruptHook::InterruptHook(std::function<void()> fn, std::string note) {
   std::lock_guard<std::mutex> lk(g_hook_mu);

@@ -36,6 +36,12 @@ void announce_interrupts(bool announce, int rank);
 void accept_stop_requests();
 bool stop_requested();
 
+// The progress bar (trainer/metrics.h) redraws one line with '\r' and leaves it open; while it
+// is open, the interrupt line above and the error line of `starring` (experiments/main.cc) start
+// on a line of their own instead of after the bar's last ETA. Set and read from any thread.
+void set_stderr_line_open(bool open);
+bool stderr_line_open();
+
 class InterruptHook {
  public:
   InterruptHook(std::function<void()> fn, std::string note);

@@ -109,6 +109,9 @@ std::string error_line(const std::string& what, int rank) {
 
 void print_line(const std::string& line) {
   std::fflush(stdout);
+  // a progress bar cut short by the error: end its line first
+  if (starring::stderr_line_open()) std::fputc('\n', stderr);
+  starring::set_stderr_line_open(false);
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
 }

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/fault.h"
 #include "trainer/checkpoint.h"
 
 namespace starring {
@@ -131,6 +132,7 @@ void Progress::update(std::int64_t step, int epoch, double loss, double samples_
                  bar.c_str(), static_cast<long long>(step), static_cast<long long>(total_), epoch,
                  loss, samples_per_s, fmt_eta(eta).c_str());
     drawn_ = true;
+    set_stderr_line_open(true);
   } else if (step % log_every_ == 0 || step == total_) {
     std::fprintf(stderr, "step %lld/%lld epoch %d loss %.4f %.0f samples/s ETA %s\n",
                  static_cast<long long>(step), static_cast<long long>(total_), epoch, loss,
@@ -148,6 +150,7 @@ void Progress::message(const std::string& line) {
   if (!bar_ && !lines_) return;
   if (drawn_) std::fprintf(stderr, "\n");
   drawn_ = false;
+  set_stderr_line_open(false);
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
 }
@@ -155,6 +158,7 @@ void Progress::message(const std::string& line) {
 void Progress::done() {
   if (drawn_) std::fprintf(stderr, "\n");
   drawn_ = false;
+  set_stderr_line_open(false);
 }
 
 }  // namespace starring
