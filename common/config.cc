@@ -17,6 +17,7 @@
 // ConfigError line naming the option.
 #include "common/config.h"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <charconv>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include <map>
 #include <sstream>
 #include <type_traits>
+#include <vector>
 
 #include "common/config_detail.h"
 #include "common/error.h"
@@ -240,6 +242,42 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
+// Levenshtein distance (insertions, deletions, substitutions), for did_you_mean.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean --NAME?" for the option of `opts` a mistyped `name` most likely meant: the
+// nearest (git's way: at most 2 edits, and fewer than half its letters), else the only one it
+// begins (--segment: --segment-bytes; prefixes are not accepted as the option itself); "" if none.
+std::string did_you_mean(std::string name, const po::options_description& opts,
+                         const std::string& dashes) {
+  name.erase(0, name.find_first_not_of('-'));
+  std::string best, prefix_of;
+  std::size_t best_d = 3;
+  int prefixes = 0;
+  for (const auto& o : opts.options()) {
+    const std::string& cand = o->long_name();
+    if (cand.empty() || cand == name) continue;
+    const std::size_t d = edit_distance(name, cand);
+    if (d < best_d) best_d = d, best = cand;
+    if (name.size() >= 3 && cand.compare(0, name.size(), name) == 0) ++prefixes, prefix_of = cand;
+  }
+  if (best.empty() || 2 * best_d >= name.size()) best = prefixes == 1 ? prefix_of : "";
+  return best.empty() ? "" : detail::concat("; did you mean ", dashes, best, "?");
+}
+
 // Reads the INI file, drops section headers and ';' comments, and checks every key against the
 // known options so an unknown key is reported with its line number.
 po::parsed_options parse_ini(const std::string& path, const po::options_description& all) {
@@ -271,7 +309,8 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
                           t, "'");
     std::string key = trim(t.substr(0, eq));
     STARRING_CONFIG_CHECK(key != "config" && key != "help" && all.find_nothrow(key, false), path,
-                          ":", no, ": unknown option '", key, "'", sweep_file);
+                          ":", no, ": unknown option '", key, "'",
+                          sweep_file.empty() ? did_you_mean(key, all, "") : sweep_file);
     STARRING_CONFIG_CHECK(!line_of.count(key), path, ":", no, ": '", key,
                           "' given twice (first on line ", line_of[key], ")");
     line_of[key] = no;
@@ -386,6 +425,10 @@ bool parse_config(const std::string& command, int argc, const char* const* argv,
       }
     }
     po::notify(vm);
+  } catch (const po::unknown_option& e) {
+    throw ConfigError(detail::concat("starring ", command, ": ", e.what(),
+                                     did_you_mean(e.get_option_name(), visible, "--"),
+                                     " (see --help)"));
   } catch (const po::error& e) {
     throw ConfigError(detail::concat("starring ", command, ": ", e.what(), " (see --help)"));
   }

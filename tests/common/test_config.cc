@@ -118,6 +118,8 @@ TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
   std::string msg = error_of("train", {"--config", bad_key});
   EXPECT_NE(msg.find("k.ini:3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("bogus-option"), std::string::npos) << msg;
+  msg = error_of("train", {"--config", write("t.ini", "[train]\nlrr = 0.1\n")});
+  EXPECT_NE(msg.find("t.ini:2: unknown option 'lrr'; did you mean lr?"), std::string::npos) << msg;
 
   std::string bad_value = write("v.ini", "batch = many\n");
   msg = error_of("train", {"--config", bad_value});
@@ -151,8 +153,17 @@ TEST_F(ConfigFile, ShippedExperimentParses) {
 TEST(Config, UnknownFlagAndStrayArgument) {
   std::string msg = error_of("train", {"--bogus", "3"});
   EXPECT_NE(msg.find("--bogus"), std::string::npos) << msg;
-  // No prefix guessing: --epoch is not --epochs.
-  EXPECT_NE(error_of("train", {"--epoch", "3"}).find("--epoch"), std::string::npos);
+  // No prefix guessing: --epoch is not --epochs, but the error names the option meant.
+  msg = error_of("train", {"--epoch", "3"});
+  EXPECT_NE(msg.find("'--epoch'; did you mean --epochs? (see --help)"), std::string::npos) << msg;
+  msg = error_of("bench", {"--bakends", "ring"});
+  EXPECT_NE(msg.find("did you mean --backends?"), std::string::npos) << msg;
+  msg = error_of("train", {"--segment", "64K"});  // the one option it begins
+  EXPECT_NE(msg.find("did you mean --segment-bytes?"), std::string::npos) << msg;
+  // nothing near: no guess (--synthetic begins four options)
+  EXPECT_EQ(error_of("train", {"--synthetic", "3"}).find("did you mean"), std::string::npos);
+  EXPECT_EQ(error_of("train", {"--bogus", "3"}).find("did you mean"), std::string::npos);
+  EXPECT_EQ(error_of("train", {"--xy", "3"}).find("did you mean"), std::string::npos);
   EXPECT_NE(error_of("train", {"stray"}), "");
   // Options of other commands are not accepted on the command line.
   EXPECT_NE(error_of("env", {"--batch", "3"}).find("--batch"), std::string::npos);
