@@ -64,9 +64,16 @@ std::uint32_t big_endian(const std::uint8_t* p) {
          std::uint32_t(p[3]);
 }
 
-// The file's path: `base`.gz if present, else `base` itself; neither -> ConfigError.
+// The file's path: `base`.gz if present, else `base` itself; neither -> ConfigError (naming the
+// folder itself when it is not there or is not a folder).
 std::string locate(const std::string& dir, const std::string& base) {
   namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    throw ConfigError(
+        detail::concat("--data-dir: folder '", dir, "' does not exist", missing_hint()));
+  if (!fs::is_directory(dir, ec))
+    throw ConfigError(detail::concat("--data-dir: '", dir, "' is not a folder", missing_hint()));
   fs::path gz = fs::path(dir) / (base + ".gz"), plain = fs::path(dir) / base;
   if (fs::exists(gz)) return gz.string();
   if (fs::exists(plain)) return plain.string();

@@ -315,7 +315,14 @@ class CliErrors(unittest.TestCase):
     def test_data_files(self):
         gone = os.path.join(self.tmp, "no-data")
         self.run_case(0, ["train", "--data-dir", gone, "--max-steps", "1"], 2,
-                      ["cannot find", gone])
+                      ["--data-dir: folder", gone, "does not exist"])
+        plain = os.path.abspath(__file__)
+        self.run_case(0, ["train", "--data-dir", plain, "--max-steps", "1"], 2,
+                      ["--data-dir", plain, "is not a folder"])
+        empty = os.path.join(self.tmp, "empty")
+        os.mkdir(empty)
+        self.run_case(0, ["train", "--data-dir", empty, "--max-steps", "1"], 2,
+                      ["cannot find", empty, "train-images-idx3-ubyte.gz"])
         magic = os.path.join(self.tmp, "magic")
         write_idx_dir(magic, magic=0x801)
         self.run_case(2, ["train", "--backend", "ring", "--data-dir", magic, "--batch", "8"], 2,
