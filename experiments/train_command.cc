@@ -93,17 +93,25 @@ std::string checkpoint_line(const nlohmann::json& j) {
 
 // The whole job, every leg of a resumed one (the top-level steps' figures, wall_s and
 // samples_per_s are this run's): the runs that trained its steps, its steps, their training
-// seconds (wall_s's clock: the earlier runs' from the checkpoint, this run's wall_s; restarts,
-// evaluation, checkpoints and steps redone after a failure are not counted) and the throughput
-// over them, and the history entries the earlier runs evaluated. legs 0 (null figures): resumed
-// from a checkpoint of an older build, which did not record the job; the history is this run's.
+// seconds, each run's slowest worker's (wall_s's clock: the earlier runs' from the checkpoint up
+// to its step, this run's wall_s; restarts, evaluation, checkpoints and steps redone after a
+// failure are not counted), the same per run (leg_train_s; null when a checkpoint of an older
+// build did not record them), the throughput over them, and the history entries the earlier runs
+// evaluated. legs 0 (null figures): resumed from a checkpoint of an older build, which did not
+// record the job; the history is this run's.
 void add_job(nlohmann::json& j, const TrainResult& res, std::int64_t global_batch) {
   const bool known = res.legs > 0;
   const double train_s = res.earlier_train_s + j["wall_s"].get<double>();
+  nlohmann::json legs_s;  // null unless every earlier run's figure is known
+  if (known && res.earlier_leg_train_s.size() + 1 == static_cast<std::size_t>(res.legs)) {
+    legs_s = res.earlier_leg_train_s;
+    legs_s.push_back(j["wall_s"]);
+  }
   j["job"] = {
       {"legs", known ? nlohmann::json(res.legs) : nlohmann::json()},
       {"steps", res.steps},
       {"train_s", known ? nlohmann::json(train_s) : nlohmann::json()},
+      {"leg_train_s", legs_s},
       {"samples_per_s", known && train_s > 0 ? nlohmann::json(res.steps * global_batch / train_s)
                                              : nlohmann::json()},
       {"epochs_by_earlier_legs", res.earlier_epochs}};

@@ -418,7 +418,7 @@ def convergence(runs, metrics, out_dir):
         axes[0][col].set_ylabel("training loss (moving average)")
         axes[1][col].set_ylabel("test accuracy (fraction)")
         for row in (0, 1):
-            axes[row][col].set_xlabel("wall time since training start (s)")
+            axes[row][col].set_xlabel("training seconds (evaluation, checkpoints not counted)")
             axes[row][col].grid(alpha=0.3)
             if axes[row][col].lines:
                 axes[row][col].legend(fontsize=8)
@@ -426,7 +426,9 @@ def convergence(runs, metrics, out_dir):
     name = _save(fig, out_dir, "convergence.png")
     return Figure(name, "Loss and accuracy vs wall time",
                   f"{model}: training loss per step (rank 0's metrics, moving average) and test "
-                  "accuracy after each epoch, against wall-clock seconds since training started, "
+                  "accuracy after each epoch, against the seconds spent training since the first "
+                  "step (the metrics' time_s, the history's wall_s: evaluation and checkpoints "
+                  "not counted), "
                   "one column per worker count. Under synchronous training the backends compute "
                   "the same steps, so the curves differ in speed, not in shape."
                   + oversub_note(runs))

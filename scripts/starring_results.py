@@ -31,8 +31,8 @@ SUMMARY_FIELDS = {
 # in a run whose loss stopped being finite: the run then exits 1 after writing the summary);
 # checkpoints (int) written by the run and checkpoint_s {worker0, others_max (null with one
 # worker)}, the seconds spent in them outside wall_s and step_time; first_step_unix (number);
-# job {legs, steps, train_s, samples_per_s, epochs_by_earlier_legs}: the whole job, every run of a
-# resumed one (the top-level figures are the run's; legs null: resumed from an older checkpoint).
+# job {legs, steps, train_s, leg_train_s (per run), samples_per_s, epochs_by_earlier_legs}: every
+# run of a resumed job (top-level figures are the run's; null: resumed from an older checkpoint).
 OPTIONAL_SUMMARY_FIELDS = {"untimed_steps": int, "samples_per_s_all_steps": _NUM, "device": str,
                            "device_name": str, "diverged_at_step": int, "checkpoints": int,
                            "checkpoint_s": dict, "first_step_unix": _NUM, "job": dict}

@@ -112,6 +112,8 @@ std::string encode_checkpoint(const CheckpointData& c) {
   meta["epoch_steps"] = c.epoch_steps;
   meta["legs"] = c.legs;
   meta["train_s"] = c.train_s;
+  meta["leg_train_s"] = c.leg_train_s;
+  meta["worker0_train_s"] = c.worker0_train_s;
   meta["history"] = history_json(c.history);
   const std::string text = meta.dump();
   std::string out;
@@ -182,6 +184,8 @@ CheckpointData decode_checkpoint(const std::string& in, const std::string& file,
     // The job so far: absent from a file of an older build (legs 0: unknown).
     c.legs = c.meta.value("legs", 0);
     c.train_s = c.meta.value("train_s", 0.0);
+    c.leg_train_s = c.meta.value("leg_train_s", std::vector<double>());
+    c.worker0_train_s = c.meta.value("worker0_train_s", c.train_s);
     for (const auto& e : c.meta.value("history", nlohmann::json::array()))
       c.history.push_back({e.at("epoch").get<int>(), e.at("wall_s").get<double>(),
                            e.at("train_loss").get<double>(), e.at("test_accuracy").get<double>(),

@@ -9,9 +9,10 @@
 //   24  M bytes  JSON metadata: format, model widths and num_params, the optimizer config, the
 //                position (step, epoch, next_batch, epoch loss so far), seed, batch, accum, global
 //                batch, lr settings and lr_workers (the workers --lr-scale scales for; absent
-//                before it was added: the world size then), the job so far (legs, train_s, history:
-//                see CheckpointData; absent from files written before they were added, which still
-//                load), and - informational - the backend and world size it was written with
+//                before it was added: the world size then), the job so far (legs, train_s,
+//                leg_train_s, worker0_train_s, history: see CheckpointData; absent from files
+//                written before they were added, which still load), and - informational - the
+//                backend and world size it was written with
 //   ..  3 x u64  P, S1, S2: float counts of the parameters and the two optimizer state vectors
 //                (momentum / Adam m, and Adam v; S2 = 0 for sgd)
 //   ..  floats   params, state1, state2 (float32)
@@ -57,9 +58,15 @@ struct CheckpointData {
   // trained its steps (the one that wrote this file included; 0: unknown, a file written before
   // this was recorded, whose train_s and history are then empty), their training seconds over
   // those steps (TrainResult::wall_s's clock: no evaluation, checkpoints, restarts or steps a
-  // later run redid), and the epochs evaluated so far (EpochRecord::wall_s on that clock).
+  // later run redid; each run's slowest worker's), the same per run (leg_train_s, one per leg,
+  // summing to train_s; empty in files written before it was recorded), worker 0's training
+  // seconds over them (worker0_train_s, the clock of the history and of the metrics file's
+  // time_s; files written before it was recorded: train_s, which was worker 0's then), and the
+  // epochs evaluated so far (EpochRecord::wall_s on worker 0's clock).
   int legs = 0;
   double train_s = 0;
+  std::vector<double> leg_train_s;
+  double worker0_train_s = 0;
   std::vector<EpochRecord> history;
   std::vector<float> params, state1, state2;
 };

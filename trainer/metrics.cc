@@ -63,8 +63,8 @@ void MetricsWriter::write(const nlohmann::json& record) {
   check_stream("writing");
 }
 
-void MetricsWriter::write_earlier(const std::vector<std::string>& lines) {
-  double last = 0;
+void MetricsWriter::write_earlier(const std::vector<std::string>& lines, double earlier_s) {
+  double last = earlier_s;
   for (const auto& line : lines) {
     const nlohmann::json j = nlohmann::json::parse(line);
     if (j.contains("time_s") && j["time_s"].is_number())

@@ -28,8 +28,9 @@ class MetricsWriter {
   bool enabled() const { return !path_.empty(); }
   void write(const nlohmann::json& record);
   // A resumed run: writes the earlier run's lines (kept up to the checkpoint), then shifts the
-  // `time_s` of every later line by the last of theirs, so the file's clock never runs back.
-  void write_earlier(const std::vector<std::string>& lines);
+  // `time_s` of every later line by `earlier_s` (worker 0's training seconds in the earlier runs,
+  // from the checkpoint), or by the last of theirs if later, so the file's clock never runs back.
+  void write_earlier(const std::vector<std::string>& lines, double earlier_s = 0);
   void flush();   // to the .partial file (a checkpoint's lines survive a crash after it)
   void finish();  // flush and rename into place
   // A run that stops to be resumed (trainer/stop_vote.h): flush, leaving the lines in the .partial

@@ -23,11 +23,17 @@ void TrainLoop::resume() {
   // The job so far, for the summary: the earlier runs' epochs and training time.
   res_.legs = c.legs > 0 ? c.legs + 1 : 0;
   res_.earlier_train_s = c.train_s;
+  // One figure per earlier run, or none when the file did not record them all.
+  if (c.legs > 0 && c.leg_train_s.size() == static_cast<std::size_t>(c.legs))
+    res_.earlier_leg_train_s = c.leg_train_s;
+  res_.earlier_worker0_train_s = c.worker0_train_s;
   res_.history = c.history;
   res_.earlier_epochs = c.history.size();
   pos_batch_ = start_batch_;
   resume_lr_scale(c);
-  metrics_.write_earlier(resume_.metrics_lines);  // time_s goes on from the last of them
+  // time_s goes on from worker 0's training seconds in the earlier runs, the history's clock (a
+  // file of an older build, whose step lines counted evaluation: from the last of its lines)
+  metrics_.write_earlier(resume_.metrics_lines, c.worker0_train_s);
   metrics_.flush();  // a crashed earlier run had them only in the .partial file just replaced
   progress_.resume_at(step_);
   if (rank_ == 0)
@@ -116,8 +122,17 @@ void TrainLoop::checkpoint() {
   env_.workers.barrier(env_.workers.timeout());
   CheckpointData c;
   // The epoch's training loss so far, as the mean worker's sum: a resumed run (on any number of
-  // workers) starts every worker from it, and its epoch mean stays the global batch's.
-  const double loss_sum = sum_to_worker0(env_.workers, {epoch_loss_}, tags::kTrainerBase + 3)[0];
+  // workers) starts every worker from it, and its epoch mean stays the global batch's. And each
+  // worker's training seconds in this run up to this step, in a slot of its own: the job's
+  // train_s takes the slowest worker's, as the summary's wall_s does (under asp/ssp a fast worker
+  // 0 reaches the checkpoint's barrier long before a straggler), the history's clock worker 0's.
+  const double mine_s = std::chrono::duration<double>(t0 - t_start_).count() - eval_s_;
+  std::vector<double> sums(1 + world_, 0.0);
+  sums[0] = epoch_loss_;
+  sums[1 + rank_] = mine_s;
+  sums = sum_to_worker0(env_.workers, std::move(sums), tags::kTrainerBase + 3);
+  const double loss_sum = sums[0];
+  const double leg_s = *std::max_element(sums.begin() + 1, sums.end());
   env_.sync.save_optimizer_state(c.state1, c.state2);
   std::string path, error;
   if (rank_ == 0) {
@@ -135,8 +150,13 @@ void TrainLoop::checkpoint() {
       c.epoch_loss_sum = loss_sum / world_;
       c.epoch_steps = epoch_batches_;
       c.legs = res_.legs;  // 0 stays unknown: the earlier runs' part is missing
-      c.train_s =
-          res_.earlier_train_s + std::chrono::duration<double>(t0 - t_start_).count() - eval_s_;
+      c.train_s = res_.earlier_train_s + leg_s;
+      // one figure per run, when every earlier run's is known
+      if (res_.earlier_leg_train_s.size() + 1 == static_cast<std::size_t>(res_.legs)) {
+        c.leg_train_s = res_.earlier_leg_train_s;
+        c.leg_train_s.push_back(leg_s);
+      }
+      c.worker0_train_s = res_.earlier_worker0_train_s + mine_s;
       c.history = res_.history;
       path = save_checkpoint(cfg_.ckpt, c, env_.workers.where());
       res_.last_checkpoint = path;
@@ -161,8 +181,8 @@ void TrainLoop::checkpoint() {
   metrics_.write({{"event", "checkpoint"},
                   {"step", step_},
                   {"path", path},
-                  {"save_s", seconds_since(t0)},
-                  {"time_s", seconds_since(t_start_) - eval_s_}});
+                  {"save_s", took_s},
+                  {"time_s", mine_s}});  // worker 0's training seconds at the checkpoint
   metrics_.flush();
   progress_.message("checkpoint: step " + std::to_string(step_) + " -> " + path);
 }

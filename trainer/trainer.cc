@@ -257,7 +257,7 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
   if (metrics_.enabled()) {
     nlohmann::json j{{"step", step_},
                      {"epoch", epoch + 1},
-                     {"time_s", seconds_since(t_start_)},
+                     {"time_s", seconds_since(t_start_) - eval_s_},  // as the history's
                      {"loss", loss},
                      {"grad_norm", std::sqrt(grad_sq)},
                      {"lr", json_float(lr)},
@@ -298,10 +298,9 @@ void TrainLoop::evaluate(int epoch) {
   if (rank_ == 0)
     res_.final_train_loss = ev.train_loss;  // every worker's batches, not only its own
   eval_s_ += seconds_since(t_eval);
-  const double train_s = seconds_since(t_start_) - eval_s_;  // this run's
-  EpochRecord rec{
-      epoch + 1, res_.earlier_train_s + train_s, res_.final_train_loss, ev.accuracy, ev.loss,
-      step_};
+  const double train_s = seconds_since(t_start_) - eval_s_;     // this run's
+  const double job_s = res_.earlier_worker0_train_s + train_s;  // worker 0's, every run's
+  EpochRecord rec{epoch + 1, job_s, res_.final_train_loss, ev.accuracy, ev.loss, step_};
   // An epoch evaluated again (an earlier run cut inside it by --max-steps, extended by this one)
   // keeps its last evaluation: the history lists every epoch once.
   if (!res_.history.empty() && res_.history.back().epoch == rec.epoch) {

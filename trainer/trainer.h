@@ -36,7 +36,9 @@ namespace starring {
 
 struct EpochRecord {
   int epoch = 0;
-  double wall_s = 0;  // training seconds since the job's first step (every leg of a resumed job)
+  // Worker 0's training seconds since the job's first step (every leg of a resumed job;
+  // evaluation and checkpoints not counted). The metrics file's time_s is the same clock.
+  double wall_s = 0;
   double train_loss = 0;
   double test_accuracy = 0;
   double test_loss = 0;
@@ -64,10 +66,14 @@ struct TrainResult {
   std::int64_t resumed_step = 0;  // its step: this run trained steps - resumed_step steps
   // The whole job, from the checkpoint a resumed run started from (a fresh run: 1, 0, 0): the
   // runs that trained its steps, this one included (0: unknown, a checkpoint of an older build);
-  // the training seconds of the earlier ones over the steps up to resumed_step (wall_s's clock);
-  // and how many leading entries of `history` they evaluated.
+  // the training seconds of the earlier ones over the steps up to resumed_step (each one's
+  // slowest worker's, wall_s's clock), also one per earlier run (empty: not recorded, a
+  // checkpoint of an older build), and worker 0's over them (the history's clock); and how many
+  // leading entries of `history` they evaluated.
   int legs = 1;
   double earlier_train_s = 0;
+  std::vector<double> earlier_leg_train_s;
+  double earlier_worker0_train_s = 0;
   std::size_t earlier_epochs = 0;
   // Steady state: the totals above without the first `untimed_steps` steps of this run (one-time
   // costs: GPU kernel loading and library set-up, first-touch memory, connections). The first

@@ -82,10 +82,14 @@ TEST(CheckpointFile, RoundTripKeepsTheJobSoFar) {
   CheckpointData c = sample(42);
   c.legs = 3;
   c.train_s = 12.345678901234567;
+  c.leg_train_s = {1.0 / 3, 2.0 / 7, 12.345678901234567 - 1.0 / 3 - 2.0 / 7};
+  c.worker0_train_s = 11.0 / 9;
   c.history = {{1, 0.1 / 3, 2.0 / 3, 0.8125, 0.5 / 7, 16}, {2, 1e-17, 1.0 / 3, 0.875, 3.0, 32}};
   const CheckpointData d = decode_checkpoint(encode_checkpoint(c), "mem", "rank 0");
   EXPECT_EQ(d.legs, 3);
   EXPECT_EQ(d.train_s, c.train_s);
+  EXPECT_EQ(d.leg_train_s, c.leg_train_s);
+  EXPECT_EQ(d.worker0_train_s, c.worker0_train_s);
   ASSERT_EQ(d.history.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
     const EpochRecord &a = c.history[i], &b = d.history[i];
@@ -116,15 +120,26 @@ std::string with_meta(const std::string& good, const nlohmann::json& meta) {
 }
 
 // A file of a build before the job was recorded (no legs, train_s, history) still loads, with
-// the job unknown (legs 0); a history entry that is not one is bad metadata, named as such.
+// the job unknown (legs 0), and one before its runs' and worker 0's times were (no leg_train_s,
+// worker0_train_s) with them unknown and worker 0's clock its train_s (worker 0's then); a
+// history entry that is not one is bad metadata, named as such.
 TEST(CheckpointFile, AFileWithoutTheJobLoadsAndABadHistoryIsRejected) {
-  const std::string good = encode_checkpoint(sample(5));
+  CheckpointData between = sample(5);  // a build that recorded the job, not per run or worker 0
+  between.legs = 2;
+  between.train_s = 0.75;
+  const std::string good = encode_checkpoint(between);
   nlohmann::json meta = decode_checkpoint(good, "mem", "rank 0").meta;
+  for (const char* k : {"leg_train_s", "worker0_train_s"}) ASSERT_EQ(meta.erase(k), 1u) << k;
+  const CheckpointData mid = decode_checkpoint(with_meta(good, meta), "mid.ckpt", "rank 0");
+  EXPECT_EQ(mid.legs, 2);
+  EXPECT_TRUE(mid.leg_train_s.empty());
+  EXPECT_EQ(mid.worker0_train_s, 0.75);  // its train_s was worker 0's
   for (const char* k : {"legs", "train_s", "history"}) ASSERT_EQ(meta.erase(k), 1u) << k;
   const CheckpointData old = decode_checkpoint(with_meta(good, meta), "old.ckpt", "rank 0");
   EXPECT_EQ(old.step, 5);
   EXPECT_EQ(old.legs, 0);
   EXPECT_EQ(old.train_s, 0);
+  EXPECT_EQ(old.worker0_train_s, 0);
   EXPECT_TRUE(old.history.empty());
   EXPECT_EQ(old.params, sample(5).params);
 

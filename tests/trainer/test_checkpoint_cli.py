@@ -10,7 +10,10 @@ that a damaged checkpoint and an empty folder each end the job with a non-zero e
 line naming the problem; and that SIGUSR1 to mpirun's process group (a preemption notice) stops
 a parameter-server run at one step with a checkpoint and exit 75, from which the same command
 (--resume auto) resumes it to the end, while a stop whose metrics file failed exits 1, not 75,
-and a request too late to stop the run before its end says so beside its exit 0.
+and a request too late to stop the run before its end says so beside its exit 0. Times: the
+metrics file's time_s and the history's wall_s are one clock (worker 0's training seconds, across
+the runs), and the job's train_s sums each run's slowest worker's (job.leg_train_s), under ps asp
+with a straggler too.
 """
 import argparse
 import json
@@ -119,15 +122,24 @@ class CheckpointCli(unittest.TestCase):
                          (p["test_accuracy"], p["test_loss"], p["final_train_loss"]))
         # the metrics file, continued across the runs, evaluates every epoch once too
         with open(self.metrics) as f:
-            evals = [json.loads(l) for l in f if '"eval"' in l]
+            lines = [json.loads(l) for l in f]
+        evals = [e for e in lines if e.get("event") == "eval"]
         self.assertEqual([e["epoch"] for e in evals], [1, 2, 3])
-        # one clock for the job: the training seconds of both runs (evaluation left out)
+        # one clock for the job: the training seconds of both runs (evaluation left out), the
+        # same in the metrics file (every line: steps, evaluations, checkpoints) and the history
         walls = [h["wall_s"] for h in s["history"]]
         self.assertEqual(walls, sorted(walls))
+        self.assertEqual([e["time_s"] for e in evals], walls)
+        times = [m["time_s"] for m in lines]
+        self.assertEqual(times, sorted(times))
         job = s["job"]
         self.assertEqual((job["legs"], job["steps"], job["epochs_by_earlier_legs"]), (2, 48, 1))
         self.assertGreater(job["train_s"], s["wall_s"])  # the first run's 26 steps, and these
         self.assertGreaterEqual(job["train_s"], walls[-1])
+        # each run's part: the first one's from the checkpoint, this one's wall_s
+        self.assertEqual(len(job["leg_train_s"]), 2)
+        self.assertEqual(job["leg_train_s"][1], s["wall_s"])
+        self.assertAlmostEqual(sum(job["leg_train_s"]), job["train_s"], places=9)
         self.assertAlmostEqual(job["samples_per_s"] * job["train_s"] / (48 * 2 * 16), 1.0, places=6)
         # this run's figures stay this run's, and say so
         self.assertEqual(s["resumed_at_step"], 26)
@@ -139,7 +151,49 @@ class CheckpointCli(unittest.TestCase):
         pj = p["job"]
         self.assertEqual((pj["legs"], pj["steps"], pj["epochs_by_earlier_legs"]), (1, 48, 0))
         self.assertEqual(pj["train_s"], p["wall_s"])
+        self.assertEqual(pj["leg_train_s"], [p["wall_s"]])
         self.assertNotIn("the whole job", plain.stdout)
+
+    def test_the_jobs_training_seconds_are_each_runs_slowest_workers(self):
+        # ps asp: no worker waits for the other's steps. Worker 1 sleeps 25 ms a step, so worker 0
+        # ends its 20 steps far sooner and waits for worker 1 at the evaluations and the final
+        # checkpoint, outside its training seconds. The job's part of the first run is worker 1's,
+        # at least its 20 sleeps, as that run's wall_s is (it was worker 0's, which the job's
+        # train_s then added to the resumed run's slowest worker's).
+        flags = ["--backend", "ps", "--servers", "colocated", "--consistency", "asp",
+                 "--straggler", "1:25", "--checkpoint-dir", self.dir, "--metrics-file", self.metrics]
+        first_summary = os.path.join(self.tmp.name, "first.json")
+        first = train(*flags, "--max-steps", "20", "--summary-file", first_summary)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        resumed = train(*flags, "--max-steps", "30", "--resume", "latest",
+                        "--summary-file", self.summary)
+        self.assertEqual(resumed.returncode, 0, resumed.stderr)
+        with open(first_summary) as f:
+            f1 = json.load(f)
+        with open(self.summary) as f:
+            s = json.load(f)
+        self.assertGreaterEqual(f1["wall_s"], 20 * 0.025)
+        self.assertEqual(f1["job"]["leg_train_s"], [f1["wall_s"]])
+        job = s["job"]
+        self.assertEqual((job["legs"], job["steps"]), (2, 30))
+        self.assertGreaterEqual(job["leg_train_s"][0], 20 * 0.025)
+        self.assertEqual(job["leg_train_s"][1], s["wall_s"])
+        self.assertGreaterEqual(s["wall_s"], 10 * 0.025)
+        self.assertAlmostEqual(sum(job["leg_train_s"]), job["train_s"], places=9)
+        # The timeline (history, metrics time_s) is worker 0's training seconds across both runs,
+        # behind the totals (worker 0 waited for worker 1 outside them), and never runs back.
+        self.assertEqual([h["step"] for h in s["history"]], [16, 30])  # epoch 2 re-evaluated
+        with open(self.metrics) as f:
+            lines = [json.loads(l) for l in f]
+        times = [m["time_s"] for m in lines]
+        self.assertEqual(times, sorted(times))
+        evals = {m["epoch"]: m["time_s"] for m in lines if m.get("event") == "eval"}
+        self.assertEqual([evals[h["epoch"]] for h in s["history"]],
+                         [h["wall_s"] for h in s["history"]])
+        ckpt20 = [m for m in lines if m.get("event") == "checkpoint" and m["step"] == 20]
+        self.assertEqual(len(ckpt20), 1)
+        self.assertLessEqual(ckpt20[0]["time_s"], job["leg_train_s"][0])
+        self.assertLessEqual(s["history"][-1]["wall_s"], job["train_s"])
 
     def test_killed_run_resumes_from_its_last_checkpoint(self):
         killed = train("--backend", "ps", "--servers", "colocated", "--max-steps", "30",

@@ -318,12 +318,16 @@ TEST(StopOnRequest, AStopAtAnEpochsEndEvaluatesThatEpochAndTheHistoryCoversEvery
     EXPECT_EQ(b.test_loss, a.test_loss) << "epoch " << a.epoch;
     if (e > 0) EXPECT_GT(b.wall_s, last.history[e - 1].wall_s) << "one clock across the runs";
   }
-  // The earlier runs' entries are theirs, as they recorded them; the job's time goes on from the
-  // checkpoint's (the second run's training up to step 18, after the first's up to step 10).
+  // The earlier runs' entries are theirs, as they recorded them; the history's clock goes on from
+  // the checkpoint's worker 0 time (the second run's training up to step 18, after the first's up
+  // to step 10); the job's train_s adds each run's slowest worker's, one figure per run.
   EXPECT_EQ(last.history[0].wall_s, stopped.history[0].wall_s);
   EXPECT_EQ(last.history[2].wall_s, second.history[2].wall_s);
-  EXPECT_GT(last.earlier_train_s, second.history[2].wall_s);
-  EXPECT_LT(last.earlier_train_s, last.history[3].wall_s);
+  EXPECT_GT(last.earlier_worker0_train_s, second.history[2].wall_s);
+  EXPECT_LT(last.earlier_worker0_train_s, last.history[3].wall_s);
+  EXPECT_GE(last.earlier_train_s, last.earlier_worker0_train_s);
+  ASSERT_EQ(last.earlier_leg_train_s.size(), 2u);
+  EXPECT_EQ(last.earlier_leg_train_s[0] + last.earlier_leg_train_s[1], last.earlier_train_s);
   EXPECT_EQ(last.test_accuracy, plain.test_accuracy);
   EXPECT_EQ(last.params, plain.params);
 }
