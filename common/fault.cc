@@ -45,6 +45,7 @@ int g_rank = 0;
 std::mutex g_hook_mu;
 std::function<void()> g_hook;
 std::string g_note;
+std::string g_kept;
 std::function<void()> g_barrier;
 std::atomic<bool> g_line_open{false};
 
@@ -77,11 +78,9 @@ void watch() {
     const char* name = "a signal";
     for (int i = 0; i < 3; ++i)
       if (kSignals[i] == sig) name = kNames[i];
-    std::fprintf(stderr,
-                 "%sstarring: rank %d: stopped by %s; checkpoints written so far are whole, "
-                 "metrics stay in their .partial file%s%s\n",
-                 g_line_open.exchange(false) ? "\n" : "", g_rank, name, g_hook ? "; " : "",
-                 g_hook ? g_note.c_str() : "");
+    std::fprintf(stderr, "%sstarring: rank %d: stopped by %s%s%s%s%s\n",
+                 g_line_open.exchange(false) ? "\n" : "", g_rank, name, g_kept.empty() ? "" : "; ",
+                 g_kept.c_str(), g_hook ? "; " : "", g_hook ? g_note.c_str() : "");
     std::fflush(stderr);
   }
   if (g_hook) {
@@ -102,9 +101,13 @@ void watch() {
 
 }  // namespace
 
-void announce_interrupts(bool announce, int rank) {
+void announce_interrupts(bool announce, int rank, const std::string& kept) {
   g_announce = announce;
   g_rank = rank;
+  {
+    std::lock_guard<std::mutex> lk(g_hook_mu);  // the watcher reads it under this lock
+    g_kept = kept;
+  }
   if (g_pipe[0] < 0) {  // once: a second call only updates who announces
     if (::pipe2(g_pipe, O_CLOEXEC) == 0)
       std::thread(watch).detach();

@@ -21,7 +21,12 @@ void announce_fault(const std::string& who, const std::string& kind, std::int64_
 //   their .partial file[; NOTE]
 // The handler only writes the signal number to a pipe; a helper thread started here does the
 // rest, outside the signal context. A second signal while the hook runs ends the process at once.
-void announce_interrupts(bool announce, int rank);
+// `kept`: what a stopped run leaves behind, said after the signal ("" for a command that writes
+// no checkpoints or metrics: bench, env).
+void announce_interrupts(bool announce, int rank,
+                         const std::string& kept =
+                             "checkpoints written so far are whole, metrics "
+                             "stay in their .partial file");
 
 // While it lives, an interrupt adds `note` to the line and then runs `fn` (on the helper thread;
 // it must not wait for the training thread, and has about a second under mpirun, which kills

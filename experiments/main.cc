@@ -446,7 +446,10 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  starring::announce_interrupts(rank == 0, rank);
+  if (argc >= 2 && !std::strcmp(argv[1], "train"))
+    starring::announce_interrupts(rank == 0, rank);
+  else  // nothing of a bench or env is kept: no word of checkpoints and metrics
+    starring::announce_interrupts(rank == 0, rank, "");
 
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     if (rank == 0 && argc < 2) print_line("starring: error: no command given");

@@ -410,6 +410,20 @@ class CliErrors(unittest.TestCase):
             names = {e["name"] for e in json.load(fh)["traceEvents"]}
         self.assertTrue({"forward", "backward"} <= names, names)
 
+    def test_interrupted_bench_says_no_word_of_checkpoints(self):
+        # bench writes no checkpoints or metrics: its line said they were kept, as train's does
+        p = subprocess.Popen([BIN, "bench", "--backends", "ring", "-b", "1M", "-e", "64M",
+                              "-n", "100000", "-w", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for line in p.stdout:  # the first row: the handlers are in place long before
+            if line.startswith("   ring"):
+                break
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, -signal.SIGTERM, err)
+        self.assertIn("starring: rank 0: stopped by SIGTERM\n", err)
+        self.assertNotIn("checkpoint", err)
+
     def test_interrupted_job_keeps_every_ranks_trace(self):
         # Ctrl-C on mpirun: it passes SIGTERM to every rank; each writes its own trace file
         out = tempfile.mkdtemp(dir=self.tmp)
