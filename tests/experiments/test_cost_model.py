@@ -5,7 +5,6 @@ formulas, the formulas give hand-computed values, and the CLI and the report run
 committed fixture (tests/experiments/fixtures/results). No `starring` binary needed.
 """
 import json
-import math
 import os
 import shutil
 import subprocess
