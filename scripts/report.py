@@ -162,6 +162,23 @@ def star_note(rows, sep=" "):
             "the backend.")
 
 
+def load_note(runs, bench, sep=" "):
+    """Jobs measured while other processes kept over a quarter of the host's CPUs busy
+    (`host_other_cpus`, scripts/sweep_jobs.py OtherLoad): their wall-clock figures include it."""
+    jobs = {("run", r.get("run_id")): r for r in runs}
+    jobs.update({("bench", b.get("bench_id")): b for b in bench if b.get("bench_id")})
+    busy = [j for j in jobs.values() if j.get("host_other_cpus") is not None
+            and j["host_other_cpus"] > 0.25 * (j.get("cores") or 1)]
+    if not busy:
+        return ""
+    other = sorted(j["host_other_cpus"] for j in busy)
+    ncpu = max(j.get("cores") or 1 for j in busy)
+    return (f"{sep}Other processes kept {other[0]:.1f}-{other[-1]:.1f} of the host's {ncpu} CPUs "
+            f"busy during {len(busy)} of {len(jobs)} runs and bench passes (host_other_cpus "
+            "in runs.jsonl and bench.jsonl): their wall-clock figures measure that load as much "
+            "as the backends; rerun them on a quiet machine.")
+
+
 def not_ok(runs):
     """Runs that did not succeed, except those that failed as an injected fault meant them to."""
     return [r for r in runs if r.get("status") != "ok" and not sr.expected_failure(r)]
@@ -194,7 +211,7 @@ def write_summary(out, runs, bench, figures):
              "with fp16/bf16). A "
              "configuration run several times (`scripts/sweep.sh --repeat N`) shows its median "
              "run (by samples/s), with the range of all its runs in brackets."
-             + async_note(runs) + star_note(rows), "",
+             + async_note(runs) + star_note(rows) + load_note(runs, bench), "",
              markdown_table(rows) if rows else "(no successful run)", ""]
     bad = not_ok(runs)
     if bad:
@@ -233,7 +250,9 @@ def write_html(out, results, runs, bench, figures, rows, problems):
         body.append("<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER)
                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)
                                         + "</tr>" for row in rows) + "</table>"
-                    + (f"<p>{e(star_note(rows, ''))}</p>" if star_note(rows) else ""))
+                    + (f"<p>{e(star_note(rows, ''))}</p>" if star_note(rows) else "")
+                    + (f"<p>{e(load_note(runs, bench, ''))}</p>" if load_note(runs, bench)
+                       else ""))
     # The cost model's three tables go just above its two figures (whose captions point to
     # "the table above"): placed after the summary, they stood between the reader and the
     # measured plots.
@@ -354,7 +373,7 @@ def main(argv=None):
         if a.table_sweep:
             rows = table_rows([r for r in runs if r.get("sweep") == a.table_sweep])
         if rows:
-            print(text_table(rows))
+            print(text_table(rows) + load_note(runs, bench, "\n"))
         for r in not_ok(runs):
             print(f"{r.get('status', '?').upper()}: {r.get('run_id')} (log {r.get('log_file')})")
         for p in problems[:10]:

@@ -50,9 +50,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
-from sweep_jobs import (DRIVER_FLAGS, check_launcher, cores, git_commit,  # noqa: E402,F401
-                        gpu_count, help_flags, launch, repeat_suffix, run_bench, run_report,
-                        tail, unknown_flags, usage_error, utc_now)
+from sweep_jobs import (DRIVER_FLAGS, OtherLoad, check_launcher, cores,  # noqa: E402,F401
+                        git_commit, gpu_count, help_flags, launch, other_load_words,
+                        repeat_suffix, run_bench, run_report, tail, unknown_flags, usage_error,
+                        utc_now)
 import sweep_recovery as recovery  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -236,12 +237,14 @@ def run_train(run, idx, ctx, rep=1):
         argv += ["--trace", os.path.join(rdir, "trace.%r.json")]
         rec["trace_files"] = [os.path.relpath(os.path.join(rdir, f"trace.{r}.json"), ctx["out"])
                               for r in range(np_)]
+    load = OtherLoad()
     if ctx.get("recovery"):  # checkpoint folders, a faulted run resumed (sweep_recovery.py)
         argv += recovery.checkpoint_args(run["flags"], rdir)
         status = recovery.run_legs(rec, run, argv, files, ctx, rdir)
     else:
         rc, status, elapsed, cmd = launch(np_, argv, files["log_file"], ctx)
         rec.update(status=status, exit_code=rc, elapsed_s=round(elapsed, 3), command=cmd)
+    rec["host_other_cpus"] = load.cpus()  # CPUs other processes kept busy meanwhile
     if run["flags"].get("fault") and not ctx.get("recovery"):  # how the job ended is the result
         rec["fault"] = sr.fault_outcome(run["flags"]["fault"], tail(files["log_file"], 200),
                                         time.time(), status, rc)
@@ -280,7 +283,7 @@ def describe(rec):
         return f"{rec['status'].upper()} (exit {rec['exit_code']}) see {rec['log_file']}" \
             if rec["status"] != "skipped" else f"skipped: {rec.get('reason', '')}"
     return (f"ok {rec['elapsed_s']:.1f}s  {rec.get('samples_per_s', 0):,.0f} samples/s  "
-            f"acc {rec.get('test_accuracy', float('nan')):.4f}")
+            f"acc {rec.get('test_accuracy', float('nan')):.4f}" + other_load_words(rec))
 
 
 def resolve_sweep(arg):
@@ -480,9 +483,10 @@ def run_all(runs, benches, ctx, counts):
         for bname, b in benches.items():
             for np_ in b["np"].split():
                 print(f"[sweep]{round_} bench {bname} np={np_} ...", end=" ", flush=True)
-                status, nrows, elapsed = run_bench(bname, int(np_), b.get("args", ""), ctx, rep)
+                status, nrows, elapsed, load = run_bench(bname, int(np_), b.get("args", ""),
+                                                         ctx, rep)
                 counts["bench " + status] = counts.get("bench " + status, 0) + 1
-                print(f"{status} {elapsed:.1f}s, {nrows} rows", flush=True)
+                print(f"{status} {elapsed:.1f}s, {nrows} rows{load}", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -26,6 +27,48 @@ def tail(path, lines=25):
             return "".join(f.readlines()[-lines:])
     except OSError:
         return ""
+
+
+def host_busy_s():
+    """CPU seconds this host's CPUs have been busy since boot (/proc/stat: all but idle and
+    iowait; guest time is inside user time already), or None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def own_cpu_s():
+    """CPU seconds of this process's finished jobs (mpirun and its ranks, once waited for)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+class OtherLoad:
+    """How many of the host's CPUs processes other than the job kept busy while it ran (the
+    host's busy CPU time minus the job's own, over the wall time): a shared machine's load,
+    which the job's wall-clock figures include. cpus() after the job has been waited for."""
+
+    def __init__(self):
+        self.busy0, self.own0, self.t0 = host_busy_s(), own_cpu_s(), time.monotonic()
+
+    def cpus(self):
+        busy, wall = host_busy_s(), time.monotonic() - self.t0
+        if busy is None or self.busy0 is None or wall <= 0:
+            return None
+        other = (busy - self.busy0) - (own_cpu_s() - self.own0)
+        return round(max(0.0, other) / wall, 2)
+
+
+def other_load_words(rec):
+    """' [other work: 1.4 of 2 CPUs]' when other processes kept over a quarter of the host's
+    CPUs busy during the job, else ''."""
+    other, ncpu = rec.get("host_other_cpus"), rec.get("cores") or 1
+    if other is None or other <= 0.25 * ncpu:
+        return ""
+    return f"  [other work on the host: {other:.1f} of {ncpu} CPUs]"
 
 
 def launch(np_, argv, log_path, ctx):
@@ -86,10 +129,11 @@ def run_bench(name, np_, args, ctx, rep=1):
                             + ".log")
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     argv = [ctx["bin"], "bench", "--json"] + shlex.split(args)
+    load = OtherLoad()
     rc, status, elapsed, cmd = launch(np_, argv, log_path, ctx)
     extra = {"sweep": ctx["name"], "bench_id": bench_id, "git": ctx["git"], "host": ctx["host"],
              "date": utc_now(), "cores": ctx["cores"], "oversubscribed": np_ > ctx["cores"],
-             "repeat": rep, "repeats": ctx["repeats"]}
+             "repeat": rep, "repeats": ctx["repeats"], "host_other_cpus": load.cpus()}
     rows = []
     with open(log_path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -109,7 +153,7 @@ def run_bench(name, np_, args, ctx, rep=1):
                          elapsed_s=round(elapsed, 3), log_tail=tail(log_path)))
     for row in rows:
         sr.append_jsonl(os.path.join(ctx["out"], "bench.jsonl"), row)
-    return status, len([r for r in rows if "size" in r]), elapsed
+    return status, len([r for r in rows if "size" in r]), elapsed, other_load_words(extra)
 
 
 def run_report(out, ctx):

@@ -137,6 +137,8 @@ class TinySweep(unittest.TestCase):
             self.assertEqual(r["sweep"], "sweep")
             self.assertEqual(r["config"]["backend"], r["backend"])
             self.assertEqual(r["oversubscribed"], r["np"] > r["cores"])
+            # the other processes' load on the host while it ran (Linux: /proc/stat)
+            self.assertGreaterEqual(r["host_other_cpus"], 0.0)
         ps = self.runs[2]
         self.assertEqual((ps["num_servers"], ps["roles"]), (1, {"worker": 1, "server": 1}))
         self.assertEqual(sorted(x["role"] for x in ps["ranks"]), ["server", "worker"])

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""The host's other load during a sweep's jobs (scripts/sweep_jobs.py OtherLoad): the CPUs that
+processes other than the job kept busy, what the sweep prints of it, and the report's note on the
+runs and bench passes it concerns (scripts/report.py load_note). A shared machine's builds and
+tests made one quickstart's figures (load average 15-26 on 2 cores) unreadable while the report
+said nothing of it."""
+import os
+import subprocess
+import sys
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts"))
+import report  # noqa: E402
+import sweep_jobs  # noqa: E402
+
+
+class OtherLoadArithmetic(unittest.TestCase):
+    def test_the_jobs_own_cpu_time_is_not_counted(self):
+        # 10 s of wall time; the host was busy 17 s of CPU time, 9 of them the job's own
+        busy, own, clock = iter([100.0, 117.0]), iter([5.0, 14.0]), iter([50.0, 60.0])
+        with mock.patch.object(sweep_jobs, "host_busy_s", lambda: next(busy)), \
+                mock.patch.object(sweep_jobs, "own_cpu_s", lambda: next(own)), \
+                mock.patch.object(sweep_jobs.time, "monotonic", lambda: next(clock)):
+            load = sweep_jobs.OtherLoad()
+            self.assertEqual(load.cpus(), 0.8)
+
+    def test_no_proc_stat_no_figure(self):
+        with mock.patch.object(sweep_jobs, "host_busy_s", lambda: None):
+            self.assertIsNone(sweep_jobs.OtherLoad().cpus())
+
+    def test_a_job_of_its_own_is_not_other_load(self):
+        # a child that burns 0.5 s of CPU, waited for: its time is the job's own, not other
+        # load. Other engineers' work on a shared machine adds to the figure, so only the job's
+        # own time is bounded: what remains is at most the host's other load, never negative.
+        load = sweep_jobs.OtherLoad()
+        own0 = sweep_jobs.own_cpu_s()
+        subprocess.run([sys.executable, "-c",
+                        "import time\nt=time.process_time()\n"
+                        "while time.process_time()-t<0.5: pass"], check=True)
+        self.assertGreaterEqual(sweep_jobs.own_cpu_s() - own0, 0.45)
+        self.assertGreaterEqual(load.cpus(), 0.0)
+        self.assertGreater(sweep_jobs.host_busy_s(), 0)
+
+
+class WhatIsSaid(unittest.TestCase):
+    def test_the_sweep_line(self):
+        self.assertEqual(sweep_jobs.other_load_words({"host_other_cpus": 0.4, "cores": 2}), "")
+        self.assertEqual(sweep_jobs.other_load_words({"host_other_cpus": 1.43, "cores": 2}),
+                         "  [other work on the host: 1.4 of 2 CPUs]")
+        self.assertEqual(sweep_jobs.other_load_words({"cores": 2}), "")
+
+    def test_the_report_note(self):
+        runs = [{"run_id": "a", "cores": 2, "host_other_cpus": 0.1},
+                {"run_id": "b", "cores": 2, "host_other_cpus": 1.2},
+                {"run_id": "c", "cores": 2}]  # an older record: no figure
+        bench = [{"bench_id": "x", "size": 1, "cores": 2, "host_other_cpus": 1.9},
+                 {"bench_id": "x", "size": 2, "cores": 2, "host_other_cpus": 1.9}]
+        note = report.load_note(runs, bench)
+        self.assertIn("Other processes kept 1.2-1.9 of the host's 2 CPUs busy during 2 of 4 "
+                      "runs and bench passes", note)
+        self.assertEqual(report.load_note(runs[:1], []), "")
+
+
+if __name__ == "__main__":
+    unittest.main()
