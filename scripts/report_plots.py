@@ -387,6 +387,31 @@ def _smooth(values, k):
     return out
 
 
+def training_clock(record, lines):
+    """A run's metrics lines with every time_s on the training clock (evaluation and checkpoints
+    not counted). Runs recorded before 6673712 (no job.leg_train_s in their summary) counted in a
+    step line's time_s the evaluations and checkpoints before it, which the event lines' time_s
+    did not: their step lines move back by that time, read at the first step after each event
+    (its time_s less the event's and less its own compute + wait)."""
+    if "leg_train_s" in (record.get("job") or {}):
+        return lines
+    out, offset, event_at = [], 0.0, None
+    for m in lines:
+        if not isinstance(m.get("time_s"), (int, float)):
+            out.append(m)
+            continue
+        if "event" in m:
+            event_at = m["time_s"]
+            out.append(m)
+            continue
+        if event_at is not None:
+            step_s = m.get("compute_s", 0.0) + m.get("wait_s", 0.0)
+            offset = max(0.0, m["time_s"] - event_at - step_s)
+            event_at = None
+        out.append(dict(m, time_s=m["time_s"] - offset) if offset else m)
+    return out
+
+
 def convergence(runs, metrics, out_dir):
     every = runs
     runs = [r for r in scaling_runs(runs) if r.get("history") or metrics.get(r["run_id"])]
@@ -403,12 +428,13 @@ def convergence(runs, metrics, out_dir):
             color = color_of(sr.backend_label(r))
             label = sr.backend_label(r) + (f" ({r['np']} ranks on {r['cores']} cores)"
                                            if r.get("oversubscribed") else "")
-            steps = [m for m in metrics.get(r["run_id"], []) if "loss" in m and "time_s" in m]
+            lines = training_clock(r, metrics.get(r["run_id"], []))
+            steps = [m for m in lines if "loss" in m and "time_s" in m]
             if steps:
                 k = max(1, len(steps) // 40)
                 axes[0][col].plot([m["time_s"] for m in steps],
                                   _smooth([m["loss"] for m in steps], k), color=color, label=label)
-            evals = [m for m in metrics.get(r["run_id"], []) if m.get("event") == "eval"]
+            evals = [m for m in lines if m.get("event") == "eval"]
             pts = [(m["time_s"], m["test_accuracy"]) for m in evals] or [
                 (h["wall_s"], h["test_accuracy"]) for h in r.get("history") or []]
             if pts:
@@ -428,7 +454,8 @@ def convergence(runs, metrics, out_dir):
                   f"{model}: training loss per step (rank 0's metrics, moving average) and test "
                   "accuracy after each epoch, against the seconds spent training since the first "
                   "step (the metrics' time_s, the history's wall_s: evaluation and checkpoints "
-                  "not counted), "
+                  "not counted; runs recorded before 6673712, whose step lines counted them, are "
+                  "moved back by them), "
                   "one column per worker count. Under synchronous training the backends compute "
                   "the same steps, so the curves differ in speed, not in shape."
                   + oversub_note(runs))

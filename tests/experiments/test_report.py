@@ -443,5 +443,23 @@ class TableCells(unittest.TestCase):
                          ["8.00", "5.34", "0", "160", "0.941"])  # "8 / 8" read as rounded
 
 
+class ConvergenceClock(unittest.TestCase):
+    def test_older_metrics_files_are_put_on_the_training_clock(self):
+        import report_plots as rp
+        # Before 6673712 a step line's time_s counted the evaluations before it; the eval line's
+        # did not. Step 3 came 2.0 s after the eval at 1.0 and took 0.5 s: 1.5 s of evaluation.
+        lines = [{"step": 1, "loss": 2.0, "time_s": 0.5, "compute_s": 0.4, "wait_s": 0.1},
+                 {"step": 2, "loss": 1.5, "time_s": 1.0, "compute_s": 0.4, "wait_s": 0.1},
+                 {"event": "eval", "epoch": 1, "test_accuracy": 0.8, "time_s": 1.0},
+                 {"step": 3, "loss": 1.2, "time_s": 3.0, "compute_s": 0.3, "wait_s": 0.2},
+                 {"step": 4, "loss": 1.0, "time_s": 3.5, "compute_s": 0.3, "wait_s": 0.2},
+                 {"event": "eval", "epoch": 2, "test_accuracy": 0.9, "time_s": 2.0}]
+        old = rp.training_clock({"job": {"legs": 1}}, lines)
+        self.assertEqual([m["time_s"] for m in old], [0.5, 1.0, 1.0, 1.5, 2.0, 2.0])
+        self.assertEqual(rp.training_clock({}, lines)[3]["time_s"], 1.5)  # no job: older still
+        new = {"job": {"legs": 1, "leg_train_s": [2.0]}}  # recorded on the training clock
+        self.assertIs(rp.training_clock(new, lines), lines)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
