@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "common/comm_util.h"
 #include "common/error.h"
 #include "experiments/bench_on_ranks.h"
+#include "experiments/host_cpus.h"
 
 namespace starring {
 
@@ -265,6 +267,9 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
     if (bc.memcpy_baseline)
       std::printf("#  memcpy bandwidth of this machine (one process, %zu B): %.2f GB/s\n",
                   memcpy_bytes, memcpy_GBps);
+    // other work on the host slows every row (bench-model says it too)
+    std::printf("#  load average at start: %s (1 min) on %u CPUs\n", load_average().c_str(),
+                std::thread::hardware_concurrency());
   }
   std::vector<BenchRow> rows;
   int tag = tags::kBenchBase;

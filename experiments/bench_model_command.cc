@@ -23,7 +23,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,6 +32,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "experiments/commands.h"
+#include "experiments/host_cpus.h"
 #include "trainer/mlp.h"
 
 namespace starring {
@@ -163,14 +163,6 @@ struct DeviceBatch {
     dev.free_int(y);
   }
 };
-
-// The 1-minute load average (Linux), so a reader can tell a quiet machine from a busy one.
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string one;
-  if (!(in >> one)) return "n/a";
-  return one;
-}
 
 nlohmann::json bench_one(Device& dev, const Config& cfg, const ModelSpec& spec) {
   const int batch = cfg.train.batch;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -76,6 +77,13 @@ std::string oversubscription(const std::vector<nlohmann::json>& ranks) {
     }
   }
   return worst;
+}
+
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one;
+  if (!(in >> one)) return "n/a";
+  return one;
 }
 
 }  // namespace starring

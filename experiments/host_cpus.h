@@ -1,5 +1,6 @@
 // The host a rank runs on and the CPUs it may use, and whether the ranks of a job time-share
-// CPUs, for `starring train`'s summary (experiments/train_command.cc).
+// CPUs, for `starring train`'s summary (experiments/train_command.cc); the host's load, for the
+// benchmarks' headers.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,5 +18,8 @@ unsigned host_cpus(const std::vector<nlohmann::json>& ranks, const std::string& 
 // The host whose ranks time-share its CPUs most, as "R ranks on C cpus of HOST", or "" when
 // every host has a CPU per rank; `ranks` are the summary's (host, cpus, cpu_ids).
 std::string oversubscription(const std::vector<nlohmann::json>& ranks);
+// The 1-minute load average as /proc/loadavg writes it ("n/a" where there is none), so that a
+// benchmark's reader can tell a quiet machine from a busy one.
+std::string load_average();
 
 }  // namespace starring
