@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""What Ctrl-C does to the sweep driver (scripts/sweep.sh) and its jobs:
+  test_sweep_interrupt.py --bin build/bin/starring
+Ctrl-C in a terminal stops the sweep and the run in progress (no traceback, no process left,
+the stopped run not recorded) and says where the results are; a second Ctrl-C while a job
+ignores the first kills the job's whole process group (scripts/sweep_jobs.py stop_job).
+The rest of the driver: test_sweep.py.
+"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import bin_main
+from sweep_ini import small_sweep
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SWEEP = os.path.join(REPO, "scripts", "sweep.sh")
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import starring_results as sr  # noqa: E402
+import sweep_jobs  # noqa: E402
+
+BIN = None  # set from --bin
+
+
+class CtrlC(unittest.TestCase):
+    def test_ctrl_c_stops_the_job_and_says_where_the_results_are(self):
+        # It was a Python traceback, and the run in progress went on to its end in the background
+        # (`timeout` keeps the job in a process group of its own, out of the terminal's reach).
+        rest = "[grid]\nworkers = 2\n\n[variant a]\nbackend = ring\n\n[variant b]\nbackend = ring\n"
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            ini = os.path.join(tmp, "sweep.ini")
+            with open(ini, "w") as f:  # 5 ms a step on worker 0, 100000 steps: long enough
+                f.write(small_sweep(120, "epochs = 100000\nmax-steps = 100000\nstraggler = 0:5",
+                                    rest))
+            out = os.path.join(tmp, "results")
+            proc = subprocess.Popen([SWEEP, ini, "--out", out, "--bin", BIN, "--no-bench"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)  # its own group, as in a terminal
+            metrics = os.path.join(out, "runs", "sweep-001-a-w2", "metrics.jsonl.partial")
+            deadline = time.monotonic() + 60
+            while not os.path.exists(metrics) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(0.5)
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+            _, err = proc.communicate(timeout=60)
+            self.assertEqual(proc.returncode, -signal.SIGINT, err)  # a calling script stops too
+            self.assertNotIn("Traceback", err)
+            self.assertIn("[sweep] interrupted (Ctrl-C)", err)
+            self.assertIn(f"scripts/report.py {out}", err)
+            time.sleep(3)
+            left = subprocess.run(["pgrep", "-f", out], capture_output=True, text=True).stdout
+            self.assertEqual(left, "", "processes of the stopped job still run")
+            runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
+            self.assertEqual(runs, [])  # the stopped run is not a result
+            self.assertFalse(os.path.exists(os.path.join(out, "runs", "sweep-002-b-w2")))
+
+
+def live_members(pgid):
+    """Processes of group `pgid` that are not zombies (from /proc)."""
+    live = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # state ppid pgrp ...
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            live.append(int(d))
+    return live
+
+
+class StopJob(unittest.TestCase):
+    def test_a_second_ctrl_c_kills_the_whole_job(self):
+        # A job that ignores the SIGINT `timeout` passes on (a rank stuck in a hook) and a user who
+        # presses Ctrl-C again: SIGKILL to `timeout` alone left the job running with no bound.
+        proc = subprocess.Popen(["timeout", "-k", "100", "100", "sh", "-c",
+                                 "trap '' INT; sleep 100 & wait"])
+        try:
+            deadline = time.monotonic() + 10
+            while os.getpgid(proc.pid) != proc.pid and time.monotonic() < deadline:
+                time.sleep(0.01)  # `timeout` makes its own group first thing
+            while len(live_members(proc.pid)) < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(len(live_members(proc.pid)), 3)  # timeout, sh, sleep
+            second = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+            second.start()
+            sweep_jobs.stop_job(proc)  # sends SIGINT, waits; the second Ctrl-C comes meanwhile
+            second.join()
+            deadline = time.monotonic() + 10
+            while live_members(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(live_members(proc.pid), [], "processes of the stopped job still run")
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
+
+if __name__ == "__main__":
+    bin_main.main(sys.modules[__name__])
