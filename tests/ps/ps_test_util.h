@@ -142,10 +142,12 @@ inline void expect_data_path(const nlohmann::json& s, bool shared_memory) {
 }
 
 // Runs fn(comm) on n threads of one InProcWorld and returns each rank's error text ("" if none);
-// `ended`, when given, receives the time each rank's fn returned or threw.
+// `ended`, when given, receives the time each rank's fn returned or threw, and `on_end(rank)` is
+// called then.
 inline std::vector<std::string> run_world(
     int n, const std::function<void(std::shared_ptr<Comm>)>& fn,
-    std::vector<std::chrono::steady_clock::time_point>* ended = nullptr) {
+    std::vector<std::chrono::steady_clock::time_point>* ended = nullptr,
+    const std::function<void(int rank)>& on_end = {}) {
   InProcWorld world(n);
   std::vector<std::string> errors(static_cast<std::size_t>(n));
   if (ended) ended->assign(static_cast<std::size_t>(n), {});
@@ -158,6 +160,7 @@ inline std::vector<std::string> run_world(
         errors[static_cast<std::size_t>(r)] = e.what();
       }
       if (ended) (*ended)[static_cast<std::size_t>(r)] = std::chrono::steady_clock::now();
+      if (on_end) on_end(r);
     });
   for (auto& t : threads) t.join();
   return errors;

@@ -9,9 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 
 #include "common/error.h"
 #include "ps_test_util.h"
+#include "tests/scheduling_lag.h"
 
 namespace starring::ps {
 namespace {
@@ -29,7 +32,8 @@ struct RunResult {
 // Runs W workers (train_worker) and the servers of `servers` ("S" or "colocated").
 RunResult run_ps(int workers, const std::string& servers, int steps, const OptimizerConfig& oc,
                  const PsWorkerOptions& opt,
-                 const std::function<void(int worker, int step)>& hook = {}) {
+                 const std::function<void(int worker, int step)>& hook = {},
+                 const std::function<void(int rank)>& on_end = {}) {
   const int n = servers == "colocated" ? workers : workers + std::stoi(servers);
   const PsGroup group = make_ps_group(servers, n);
   RunResult res;
@@ -52,7 +56,7 @@ RunResult run_ps(int workers, const std::string& servers, int steps, const Optim
         res.params[static_cast<std::size_t>(w)] = train_worker(ps, w, steps, oc, before);
         if (group.colocated) res.server_stats[static_cast<std::size_t>(w)] = ps.server_stats()[w];
       },
-      &res.ended);
+      &res.ended, on_end);
   return res;
 }
 
@@ -168,24 +172,55 @@ bool names(const std::string& err, const std::string& who) {
   return err.find(who) != std::string::npos;
 }
 
+// A silent rank's silence lasts until every other rank has ended, not a fixed time that a loaded
+// machine could outlast: the others must time out to end. Were a timeout never to fire, the
+// silent rank would come back after 30 s and the others would end without an error.
+class Silence {
+ public:
+  explicit Silence(int others) : others_(others) {}
+  void rank_ended() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++ended_;
+    }
+    cv_.notify_all();
+  }
+  void keep() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::seconds(30), [&] { return ended_ >= others_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int others_, ended_ = 0;
+};
+
+// "Within the timeout": the others end within 2.5 s of the silence (the timeout, the worker's
+// grace and slack), plus how late this process ran meanwhile (the control, measured in the same
+// run, tests/scheduling_lag.h).
+constexpr double kWithin = 2.5;
+
 TEST(PsInproc, SilentWorkerIsNamedByEveryRankWithinTheTimeout) {
   auto opt = test_options("bsp");
   opt.timeout = Seconds(1.0);
   Clock::time_point silent_at;
-  // Ranks: workers 0, 1; server 2. Worker 1 goes silent before step 3 for 4 timeouts.
+  Silence silence(2);
+  // Ranks: workers 0, 1; server 2. Worker 1 goes silent before step 3.
   auto hook = [&](int w, int t) {
     if (w == 1 && t == 3) {
       silent_at = Clock::now();
-      std::this_thread::sleep_for(std::chrono::seconds(4));
+      silence.keep();
     }
   };
-  RunResult r = run_ps(2, "1", 6, test_opt("sgd"), opt, hook);
+  starring::testing::SchedulingLag lag;
+  RunResult r = run_ps(2, "1", 6, test_opt("sgd"), opt, hook, [&](int) { silence.rank_ended(); });
+  const double late = lag.stop();
   for (int k : {0, 2}) {
     EXPECT_TRUE(names(r.errors[k], "worker rank 1")) << "rank " << k << ": " << r.errors[k];
     EXPECT_TRUE(names(r.errors[k], "timeout")) << "rank " << k << ": " << r.errors[k];
-    // Detected within the timeout (plus the worker's grace and scheduling slack), long before
-    // the silent worker wakes up.
-    EXPECT_LT(Seconds(r.ended[k] - silent_at).count(), 2.5) << "rank " << k;
+    EXPECT_LT(Seconds(r.ended[k] - silent_at).count(), kWithin + late)
+        << "rank " << k << "; this process ran " << late << " s late";
   }
 }
 
@@ -193,16 +228,21 @@ TEST(PsInproc, SilentColocatedWorkerIsNamedByTheOthers) {
   auto opt = test_options("bsp");
   opt.timeout = Seconds(1.0);
   Clock::time_point silent_at;
+  Silence silence(2);
   auto hook = [&](int w, int t) {
     if (w == 2 && t == 3) {
       silent_at = Clock::now();
-      std::this_thread::sleep_for(std::chrono::seconds(3));
+      silence.keep();
     }
   };
-  RunResult r = run_ps(3, "colocated", 6, test_opt("sgd"), opt, hook);
+  starring::testing::SchedulingLag lag;
+  RunResult r =
+      run_ps(3, "colocated", 6, test_opt("sgd"), opt, hook, [&](int) { silence.rank_ended(); });
+  const double late = lag.stop();
   for (int k : {0, 1}) {
     EXPECT_TRUE(names(r.errors[k], "worker rank 2")) << "rank " << k << ": " << r.errors[k];
-    EXPECT_LT(Seconds(r.ended[k] - silent_at).count(), 2.5) << "rank " << k;
+    EXPECT_LT(Seconds(r.ended[k] - silent_at).count(), kWithin + late)
+        << "rank " << k << "; this process ran " << late << " s late";
   }
 }
 
@@ -210,13 +250,17 @@ TEST(PsInproc, SilentServerIsNamedByEveryRankWithinTheTimeout) {
   auto opt = test_options("bsp");
   opt.timeout = Seconds(1.0);
   opt.fault = "hang:3:3";  // ranks: workers 0, 1; servers 2, 3. Server rank 3 hangs at step 3.
+  starring::testing::SchedulingLag lag;
   const auto t0 = Clock::now();
   RunResult r = run_ps(2, "2", 6, test_opt("sgd"), opt);
+  const double late = lag.stop();
   for (int k : {0, 1, 2}) {
     EXPECT_TRUE(names(r.errors[k], "server rank 3")) << "rank " << k << ": " << r.errors[k];
     EXPECT_TRUE(names(r.errors[k], "timeout")) << "rank " << k << ": " << r.errors[k];
-    // The hang lasts 3 timeouts + 1 s; every other rank must have given up well before.
-    EXPECT_LT(Seconds(r.ended[k] - t0).count(), 2.5) << "rank " << k;
+    // The hang lasts 3 timeouts + 1 s, then the server fails without a word: the others must
+    // have given up well before.
+    EXPECT_LT(Seconds(r.ended[k] - t0).count(), kWithin + late)
+        << "rank " << k << "; this process ran " << late << " s late";
   }
 }
 

@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
+#include <initializer_list>
+#include <thread>
+
 #include "common/mpi_comm.h"
 #include "ps_test_util.h"
 
@@ -119,14 +123,44 @@ std::string faulty_rank(const std::string& fault, const std::function<void(int, 
   return "";
 }
 
+// Waits (at most `cap`) for a one-int note from each of `from` on MPI_COMM_WORLD, of which the
+// parameter server's communicator is a copy (MpiComm duplicates it): the notes cannot meet its
+// messages.
+constexpr int kEndedTag = 4242;
+bool notes_from(std::initializer_list<int> from, std::chrono::seconds cap) {
+  const auto deadline = std::chrono::steady_clock::now() + cap;
+  for (int r : from) {
+    int note = 0, done = 0;
+    MPI_Request req;
+    MPI_Irecv(&note, 1, MPI_INT, r, kEndedTag, MPI_COMM_WORLD, &req);
+    while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!done) {
+      MPI_Cancel(&req);
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Worker 1 is silent until ranks 0 and 2 have ended (each tells it so), not for a fixed time a
+// loaded machine could outlast: they must time out to end. Were their timeouts never to fire,
+// it would come back after 30 s and they would end without an error.
 TEST(PsMpi, SilentWorkerIsNamedByTheOthers) {
   if (world_size() != 3) GTEST_SKIP() << "runs under mpirun -np 3";
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const std::string err = faulty_rank("", [](int w, int t) {
-    if (w == 1 && t == 3) std::this_thread::sleep_for(std::chrono::seconds(3));
+    if (w == 1 && t == 3)
+      EXPECT_TRUE(notes_from({0, 2}, std::chrono::seconds(30))) << "the others never ended";
   });
-  if (rank != 1) EXPECT_NE(err.find("worker rank 1"), std::string::npos) << err;
+  if (rank != 1) {
+    EXPECT_NE(err.find("worker rank 1"), std::string::npos) << err;
+    const int ended = 1;
+    MPI_Send(&ended, 1, MPI_INT, 1, kEndedTag, MPI_COMM_WORLD);
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
