@@ -12,6 +12,7 @@
 #include "common/inproc_comm.h"
 #include "common/mpi_comm.h"
 #include "common/sub_comm.h"
+#include "tests/scheduling_lag.h"
 
 namespace starring {
 namespace {
@@ -119,23 +120,28 @@ void byte_counters(Comm& c) {
   EXPECT_EQ(after.msgs_recv - before.msgs_recv, 1u);
 }
 
-// Rank 0 waits for a message rank 1 never sends: TimeoutError naming both, within the timeout.
+// Rank 0 waits for a message rank 1 never sends: TimeoutError naming both, within the timeout:
+// not before it, and not far beyond it plus how late this process ran meanwhile (a control
+// measured in the same run, tests/scheduling_lag.h).
 void silent_peer(Comm& c) {
   const Seconds timeout{0.3};
   if (c.rank() == 0) {
     int x = 0;
+    starring::testing::SchedulingLag lag;  // the control for the upper bound
     auto t0 = Clock::now();
     try {
       c.recv(&x, sizeof x, 1, 21, timeout);
       ADD_FAILURE() << "recv from a silent peer returned";
     } catch (const TimeoutError& e) {
       double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double late = lag.stop();
       std::string msg = e.what();
       EXPECT_NE(msg.find("rank 0: timeout after 0.3 s in recv from rank 1 (tag 21)"),
                 std::string::npos)
           << msg;
       EXPECT_GE(waited, 0.3);
-      EXPECT_LT(waited, 0.3 + 5.0) << "timeout fired far too late";
+      EXPECT_LT(waited, 0.3 + 5.0 + late)
+          << "timeout fired far too late; this process ran " << late << " s late meanwhile";
     }
   }
   c.barrier(kLong);
