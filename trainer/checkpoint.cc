@@ -316,6 +316,8 @@ CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, 
       if (first_error.empty()) first_error = e.what();
     }
   }
+  // the newest's error names the rank already (read_checkpoint's `where`): not twice
+  if (first_error.rfind(where + ": ", 0) == 0) first_error.erase(0, where.size() + 2);
   throw ConfigError(
       where + ": --resume " + k.resume + ": no valid checkpoint in " + k.dir +
       (first_error.empty() ? " (none written yet)" : " (newest: " + first_error + ")"));

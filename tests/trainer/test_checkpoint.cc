@@ -301,7 +301,12 @@ TEST(CheckpointDir, LatestWithNothingThereIsAClearError) {
       load_resume(k, "rank 0", path);
       ADD_FAILURE() << "no error with --resume " << mode;
     } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find("wrong magic"), std::string::npos) << e.what();
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("wrong magic"), std::string::npos) << msg;
+      // the rank once: 'rank 0: --resume latest: no valid checkpoint in DIR (newest: checkpoint
+      // DIR/ckpt-...: ...)', not '(newest: rank 0: checkpoint ...)'
+      EXPECT_EQ(msg.find("rank 0", 1), std::string::npos) << msg;
+      EXPECT_NE(msg.find("(newest: checkpoint " + k.dir), std::string::npos) << msg;
     }
   }
 }
