@@ -215,7 +215,10 @@ void check_checkpoint(const CheckpointConfig& k) {
 
 void check_bench(const BenchConfig& b) {
   check(b.min_bytes > 0, "--min-bytes", "> 0", b.min_bytes);
-  check(b.max_bytes >= b.min_bytes, "--max-bytes", ">= --min-bytes", format_bytes(b.max_bytes));
+  if (b.max_bytes < b.min_bytes)  // both named, in the short forms users type too
+    throw ConfigError(detail::concat("-e/--max-bytes ", format_bytes(b.max_bytes),
+                                     " is below -b/--min-bytes ", format_bytes(b.min_bytes),
+                                     ": the sizes run from -b up to -e"));
   check(b.factor >= 2, "--factor", ">= 2", b.factor);
   check(b.iters > 0, "--iters", "> 0", b.iters);
   check(b.warmup >= 0, "--warmup", ">= 0", b.warmup);
