@@ -8,7 +8,17 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/results/main"
-if [ "${1:-}" = "--out" ] && [ -n "${2:-}" ]; then out=$2; fi
+usage="usage: scripts/quickstart.sh [--out DIR]   (default DIR: results/main)"
+while [ $# -gt 0 ]; do  # anything else is refused before the ~3-15 minutes of work start
+  case "$1" in
+    --out)
+      [ -n "${2:-}" ] || { echo "[quickstart] error: --out needs a folder; $usage" >&2; exit 2; }
+      out=$2; shift 2 ;;
+    --out=?*) out=${1#--out=}; shift ;;
+    -h|--help) echo "$usage"; exit 0 ;;
+    *) echo "[quickstart] error: unknown argument '$1'; $usage" >&2; exit 2 ;;
+  esac
+done
 start=$(date +%s)
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh" --target starring  # the tests are scripts/test.sh's to build

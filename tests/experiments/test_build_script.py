@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/build.sh with a stand-in `cmake` on PATH that records its arguments: `--target T`
 goes to the build step (so scripts/quickstart.sh can build only the `starring` executable, not
-the test binaries), every other argument to the configure step."""
+the test binaries), every other argument to the configure step; and scripts/quickstart.sh's
+arguments, refused before any work when unknown."""
 import os
 import stat
 import subprocess
@@ -11,6 +12,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 BUILD_SH = os.path.join(REPO, "scripts", "build.sh")
+QUICKSTART = os.path.join(REPO, "scripts", "quickstart.sh")
 
 FAKE_CMAKE = """#!/bin/sh
 printf '%s\\n' "$*" >> "$CMAKE_CALLS"
@@ -57,6 +59,27 @@ class BuildScript(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("--target needs a target name", p.stderr)
         self.assertEqual(calls, [])
+
+
+class QuickstartArguments(unittest.TestCase):
+    # `quickstart.sh --help` (or --quick, a sweep's flag) took every argument but --out
+    # silently and ran the whole main job: minutes of build and sweeps
+    def run_quickstart(self, *args):
+        return subprocess.run(["bash", QUICKSTART, *args], capture_output=True, text=True,
+                              timeout=30)
+
+    def test_unknown_argument_is_refused_before_any_work(self):
+        for args in (["--quick"], ["--out"], ["--out", "x", "extra"]):
+            p = self.run_quickstart(*args)
+            self.assertEqual(p.returncode, 2, (args, p.stdout, p.stderr))
+            self.assertIn("[quickstart] error:", p.stderr)
+            self.assertIn("usage: scripts/quickstart.sh [--out DIR]", p.stderr)
+            self.assertNotIn("[setup]", p.stdout + p.stderr)
+
+    def test_help(self):
+        p = self.run_quickstart("--help")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("usage: scripts/quickstart.sh [--out DIR]", p.stdout)
 
 
 if __name__ == "__main__":
