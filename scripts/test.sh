@@ -8,6 +8,10 @@
 #     MPI and what it loads are not instrumented).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then  # the usage above, before any build
+  sed -n '2,8p' "$0" | cut -c3-
+  exit 0
+fi
 "$root/scripts/setup.sh"
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 if [ "${1:-}" != "--sanitize" ]; then

@@ -80,6 +80,12 @@ class QuickstartArguments(unittest.TestCase):
         p = self.run_quickstart("--help")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("usage: scripts/quickstart.sh [--out DIR]", p.stdout)
+        # scripts/test.sh --help: its usage, not a full build followed by ctest's help
+        p = subprocess.run(["bash", os.path.join(REPO, "scripts", "test.sh"), "--help"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("scripts/test.sh --sanitize address|thread [ctest args...]", p.stdout)
+        self.assertNotIn("[setup]", p.stdout + p.stderr)
 
 
 if __name__ == "__main__":
