@@ -72,7 +72,7 @@ def condense(frame):
 # A rank's note that mpirun's SIGTERM stopped it (common/fault.h): what the user needs after
 # Ctrl-C, noise when another rank's failure made mpirun stop the job. Held to the end and
 # dropped when mpirun names a rank that failed.
-STOPPED = re.compile(rb"^starring: rank \d+: stopped by SIG[A-Z]+;")
+STOPPED = re.compile(rb"^starring: rank \d+: stopped by SIG[A-Z]+(;|$)")  # bench's ends there
 # The program's own error line (experiments/main.cc), which the launcher's line follows.
 ERROR = re.compile(rb"^starring: error: ")
 

@@ -85,6 +85,10 @@ class Filter(unittest.TestCase):
         self.assertEqual(filtered("a\n" + note + "b\n"), "a\nb\n" + note)  # Ctrl-C: at the end
         self.assertEqual(filtered(note + KILLED), "mpirun: job stopped: rank 1 on node vm was "
                          "killed by signal 9 (Killed)\n")  # another rank died: only that
+        bench = "starring: rank 0: stopped by SIGTERM\n"  # bench, env: nothing kept to mention
+        self.assertEqual(filtered(bench + "b\n"), "b\n" + bench)
+        self.assertEqual(filtered(bench + KILLED), "mpirun: job stopped: rank 1 on node vm was "
+                         "killed by signal 9 (Killed)\n")
 
     def test_everything_else_passes_unchanged(self):
         text = ("\r[####....] step 3/8 loss 2.1\r[########] step 8/8 loss 1.9\n"
