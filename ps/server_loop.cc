@@ -353,27 +353,6 @@ bool ServerLoop::complete_sends() {
   return any;
 }
 
-void ServerLoop::check_liveness() {
-  const auto now = last_check_ = Clock::now();
-  for (const auto& p : sends_)
-    if (now - p.since > opt_.timeout)
-      throw TimeoutError(detail::concat(where_, ": timeout after ", opt_.timeout.count(),
-                                        " s: ", who(p.worker), " did not take ", p.what));
-  int silent = -1;
-  for (int w = 0; w < workers_; ++w) {
-    const auto wi = static_cast<std::size_t>(w);
-    if (done_[wi] || (core_ && core_->awaiting(w) > 0)) continue;
-    bool sending = false;
-    for (const auto& p : sends_) sending |= p.worker == w;
-    if (sending || now - last_heard_[wi] <= opt_.timeout) continue;
-    if (silent < 0 || last_heard_[wi] < last_heard_[static_cast<std::size_t>(silent)]) silent = w;
-  }
-  if (silent >= 0)
-    throw TimeoutError(detail::concat(
-        where_, ": timeout after ", opt_.timeout.count(), " s: ", who(silent), " (worker ", silent,
-        ") sent nothing while this server waited for it", acked_ ? "" : " to start"));
-}
-
 void ServerLoop::maybe_fault(std::int64_t step) {
   if (fault_rank_ != rank_ || step < fault_step_) return;
   announce_fault(where_, fault_kind_, step);

@@ -11,9 +11,10 @@
 // host map; a worker whose segment this server maps pushes headers only (the data is read from
 // its segment) and gets empty replies for stable (bsp) values, which it copies out of ours.
 // Faults: a worker that has nothing pending at this server and sends nothing for the timeout,
-// or does not take a reply within it, is named in a TimeoutError; a kAbort from a worker stops
-// the server too. Before throwing, the server sends kAbort with the reason to every worker, so
-// every rank ends with an error that names the rank that died or went silent.
+// or does not take a reply within it, is named in a TimeoutError (time the server itself was not
+// running is not counted: server_liveness.cc); a kAbort from a worker stops the server too.
+// Before throwing, the server sends kAbort with the reason to every worker, so every rank ends
+// with an error that names the rank that died or went silent.
 #pragma once
 #include <boost/container/vector.hpp>
 #include <chrono>
@@ -89,7 +90,8 @@ class ServerLoop {
   void send_replies(std::vector<PsReply>& replies);
   void send_ctl(int worker, Op op, const std::string& text, bool timeout);
   bool complete_sends();
-  void check_liveness();
+  void check_liveness();  // server_liveness.cc
+  std::string progress(std::chrono::steady_clock::time_point now) const;
   void maybe_fault(std::int64_t step);
   void abort_all(const std::string& why, bool timeout);
   void finish();
@@ -113,6 +115,9 @@ class ServerLoop {
   std::vector<char> done_;
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
   std::chrono::steady_clock::time_point started_, last_check_;
+  // The loop's pauses between liveness checks: the longest, and the time not counted as any
+  // worker's silence (see server_liveness.cc).
+  std::chrono::steady_clock::duration longest_pause_{}, not_watching_{};
   std::vector<PsReply> replies_;  // scratch
   // bsp pushes that arrived in a message before their turn keep their receive buffer (the slot
   // gets a spare one) until their chunk's round is replied to: no copy.

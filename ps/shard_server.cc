@@ -288,4 +288,33 @@ std::vector<std::int64_t> ShardServer::worker_pushes() const {
   return n;
 }
 
+std::string ShardServer::progress() const {
+  std::string s = "pushes received per chunk:";
+  for (int w = 0; w < workers_; ++w) {
+    const auto wi = static_cast<std::size_t>(w);
+    std::int64_t lo = 0, hi = 0;
+    for (std::size_t k = 0; k < chunks_.size(); ++k) {
+      const std::int64_t n = chunks_[k].clock[wi];
+      lo = k == 0 ? n : std::min(lo, n);
+      hi = k == 0 ? n : std::max(hi, n);
+    }
+    s += detail::concat(w ? ", worker " : " worker ", w, " ", lo);
+    if (hi != lo) s += detail::concat("..", hi);
+  }
+  constexpr int kShown = 4;
+  int open = 0;
+  std::string rounds;
+  for (const auto& c : chunks_) {
+    if (!bsp_ || c.arrived == 0 || ++open > kShown) continue;
+    std::string in;
+    for (int w = 0; w < workers_; ++w)
+      if (c.got[static_cast<std::size_t>(w)]) in += (in.empty() ? "" : " ") + std::to_string(w);
+    rounds += detail::concat(rounds.empty() ? "" : ", ", "chunk ", c.id, " step ", c.bsp_step,
+                             " has worker(s) ", in);
+  }
+  if (open > 0)
+    s += detail::concat("; ", open, " round(s) under way: ", rounds, open > kShown ? ", ..." : "");
+  return s;
+}
+
 }  // namespace starring::ps

@@ -84,6 +84,9 @@ class ShardServer {
   // Steps every worker has pushed for every chunk (complete rounds).
   std::int64_t rounds() const;
   std::size_t floats() const;  // floats owned
+  // For a timeout message: each worker's pushes received per chunk ("3", or "3..4" when its
+  // chunks differ) and the bsp rounds under way (chunk, step, the workers already in).
+  std::string progress() const;
   // Per worker: pushes received, summed over chunks (for reports).
   std::vector<std::int64_t> worker_pushes() const;
   const float* params() const { return params_; }

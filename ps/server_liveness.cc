@@ -1,0 +1,80 @@
+// A parameter server's verdict on silent workers and untaken replies (ServerLoop::check_liveness).
+//
+// A worker is silent when it has nothing pending at this server and the server has not heard
+// from it for the timeout; a reply is untaken when its send has not completed within it. Both
+// count only time the server was watching: the loop checks every ~10 ms, and of a longer pause
+// between two checks (the server descheduled on a loaded machine, the whole process stopped,
+// e.g. by a sanitizer's runtime, or one long message) only max(timeout / 4, 50 ms) counts: the
+// rest is added to every worker's last-heard time and every pending send's start. And no worker
+// is named while a message is waiting in the next receive slot: it is handled first. Without
+// these, a server whose loop stood still longer than the timeout named a worker whose push was
+// already in its receive slots. When it does name one, the message says what this server has
+// from every worker (its last message, replies owed, pushes per chunk, the rounds under way).
+#include <algorithm>
+#include <cstdio>
+
+#include "common/error.h"
+#include "ps/server_loop.h"
+
+namespace starring::ps {
+
+using Clock = std::chrono::steady_clock;
+
+static std::string secs(Clock::duration d) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.2f", Seconds(d).count());
+  return b;
+}
+
+void ServerLoop::check_liveness() {
+  const auto now = Clock::now();
+  const auto gap = now - last_check_;
+  last_check_ = now;
+  longest_pause_ = std::max(longest_pause_, gap);
+  const auto slack = std::max<Clock::duration>(
+      std::chrono::duration_cast<Clock::duration>(opt_.timeout / 4), std::chrono::milliseconds(50));
+  if (gap > slack) {  // this server was not watching: nobody's silence
+    const auto excused = gap - slack;
+    for (auto& t : last_heard_) t = std::min(t + excused, now);
+    for (auto& p : sends_) p.since = std::min(p.since + excused, now);
+    not_watching_ += excused;
+  }
+  for (const auto& p : sends_)
+    if (now - p.since > opt_.timeout)
+      throw TimeoutError(detail::concat(where_, ": timeout after ", opt_.timeout.count(),
+                                        " s: ", who(p.worker), " did not take ", p.what, " (",
+                                        progress(now), ")"));
+  int silent = -1;
+  for (int w = 0; w < workers_; ++w) {
+    const auto wi = static_cast<std::size_t>(w);
+    if (done_[wi] || (core_ && core_->awaiting(w) > 0)) continue;
+    bool sending = false;
+    for (const auto& p : sends_) sending |= p.worker == w;
+    if (sending || now - last_heard_[wi] <= opt_.timeout) continue;
+    if (silent < 0 || last_heard_[wi] < last_heard_[static_cast<std::size_t>(silent)]) silent = w;
+  }
+  if (silent < 0) return;
+  const Slot& next = slots_[head_];
+  if (next.req && next.req->test()) return;  // a message is waiting: handled before any verdict
+  throw TimeoutError(detail::concat(where_, ": timeout after ", opt_.timeout.count(),
+                                    " s: ", who(silent), " (worker ", silent,
+                                    ") sent nothing while this server waited for it",
+                                    acked_ ? "" : " to start", " (", progress(now), ")"));
+}
+
+// What this server has from every worker, for a timeout message.
+std::string ServerLoop::progress(Clock::time_point now) const {
+  std::string s;
+  for (int w = 0; w < workers_; ++w) {
+    const auto wi = static_cast<std::size_t>(w);
+    s += detail::concat(w ? "; " : "", "worker ", w, done_[wi] ? " (done)" : "", ": last message ",
+                        secs(now - last_heard_[wi]), " s ago");
+    if (core_) s += detail::concat(", ", core_->awaiting(w), " replies owed");
+  }
+  if (core_) s += "; " + core_->progress();
+  return s + detail::concat("; this server's loop paused up to ", secs(longest_pause_),
+                            " s between checks, ", secs(not_watching_),
+                            " s of pauses not counted as anyone's silence");
+}
+
+}  // namespace starring::ps

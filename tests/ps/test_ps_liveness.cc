@@ -1,0 +1,203 @@
+// A parameter server's liveness verdict, driven by hand over an InProcWorld (workers 0 and 1 are
+// the test thread's messages; server rank 2 runs a ServerLoop on a thread):
+//  - a server whose loop stood still for longer than the timeout (here: parked inside its Comm,
+//    as a descheduled or stopped rank would be) while both workers' pushes arrived does not name
+//    a worker as silent: before the fix it named worker 0, whose push was waiting in its receive
+//    slots behind worker 1's, in the words of a 20 s bsp failure seen once under TSan at load 18
+//    (whether that run's server had stood still is not known);
+//  - a worker that really is silent is named, and the message says what the server has from
+//    every worker (last message, replies owed, pushes per chunk, the rounds under way).
+// Everything a worker sends is queued before the server may look at it, so neither case depends
+// on how fast the machine is; the only wait is the stall itself, longer than the timeout.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "common/error.h"
+#include "common/inproc_comm.h"
+#include "ps/ps_group.h"
+#include "ps/server_loop.h"
+
+namespace starring::ps {
+namespace {
+
+constexpr std::size_t kFloats = 8;
+constexpr Seconds kWait{60.0};  // the test's own waits: only a broken server reaches them
+
+// Forwards to another Comm; the first time its owner polls a receive after `park_after` receives
+// have completed, the poll blocks until release(): the server's loop stands still while the
+// workers' messages keep arriving.
+class ParkingComm : public Comm {
+ public:
+  ParkingComm(std::shared_ptr<Comm> inner, int park_after)
+      : inner_(std::move(inner)), park_after_(park_after) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    return inner_->isend(buf, bytes, peer, tag);
+  }
+  std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
+    return std::make_unique<Recv>(this, inner_->irecv(buf, bytes, peer, tag));
+  }
+  void barrier(Seconds timeout) override { inner_->barrier(timeout); }
+
+  bool wait_parked() {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, kWait, [&] { return parked_; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lk(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  class Recv : public Request {
+   public:
+    Recv(ParkingComm* c, std::unique_ptr<Request> r) : c_(c), r_(std::move(r)) {}
+    bool test() override {
+      c_->maybe_park();
+      const bool done = r_->test();
+      if (done && !counted_) c_->completed();
+      counted_ = counted_ || done;
+      return done;
+    }
+    RecvStatus wait(Seconds timeout) override {
+      const RecvStatus s = r_->wait(timeout);
+      if (!counted_) c_->completed();
+      counted_ = true;
+      return s;
+    }
+    RecvStatus status() const override { return r_->status(); }
+
+   private:
+    ParkingComm* c_;
+    std::unique_ptr<Request> r_;
+    bool counted_ = false;
+  };
+  void completed() {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++completed_;
+  }
+  void maybe_park() {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (park_after_ < 0 || completed_ < park_after_ || released_) return;
+    parked_ = true;
+    cv_.notify_all();
+    cv_.wait_for(lk, kWait, [&] { return released_; });
+  }
+
+  std::shared_ptr<Comm> inner_;
+  const int park_after_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int completed_ = 0;
+  bool parked_ = false, released_ = false;
+};
+
+void send_to_server(Comm& worker, Op op, std::int64_t step, const std::vector<float>& floats,
+                    const std::string& text = {}) {
+  PsHeader h;
+  h.op = op;
+  h.worker = worker.rank();  // workers 0 and 1 are ranks 0 and 1
+  h.chunk = op == Op::kInit || op == Op::kDone ? -1 : 0;
+  h.step = step;
+  h.lr = 0.5f;
+  h.count = static_cast<std::uint32_t>(floats.size());
+  const auto msg = op == Op::kInit ? make_text_message(h, text)
+                                   : make_message(h, floats.data(), floats.size() * sizeof(float));
+  worker.send(msg.data(), msg.size(), 2, kReqTag, kWait);
+}
+
+// Both workers' start messages and worker 0's initial parameters (all 1), as PsWorker sends them.
+void start_workers(InProcWorld& world) {
+  PsInitSpec spec;
+  spec.num_workers = 2;
+  spec.total = kFloats;
+  spec.chunk_bytes = 256;
+  spec.opt.type = "sgd";
+  spec.chunks = {{0, 0, kFloats}};
+  const std::string text = spec.to_json().dump();
+  send_to_server(*world.comm(0), Op::kInit, 0, {}, text);
+  send_to_server(*world.comm(1), Op::kInit, 0, {}, text);
+  send_to_server(*world.comm(0), Op::kInitParams, 0, std::vector<float>(kFloats, 1.0f));
+}
+
+ServerOptions options() {
+  ServerOptions o;
+  o.timeout = Seconds(0.2);
+  o.chunk_bytes = 256;
+  o.shared_memory = false;
+  return o;
+}
+
+// Runs the server on a thread until it returns or throws; returns its error text ("" if none).
+std::string serve(std::shared_ptr<Comm> comm, const std::function<void()>& meanwhile = {}) {
+  std::string error;
+  std::thread server([&] {
+    try {
+      ServerLoop(comm, make_ps_group("1", 3), options()).run();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  if (meanwhile) meanwhile();
+  server.join();
+  return error;
+}
+
+Op recv_ctl(Comm& worker) {
+  std::vector<char> buf(kMaxCtlBytes);
+  const RecvStatus st = worker.recv(buf.data(), buf.size(), 2, kCtlTag, kWait);
+  return header_of(buf.data(), st.bytes, "test").op;
+}
+
+TEST(PsServerLiveness, AStoppedServerDoesNotNameAWorkerWhosePushIsWaiting) {
+  InProcWorld world(3);
+  start_workers(world);
+  // The server handles the three set-up messages, acknowledges, then stands still at its next
+  // poll for three timeouts; meanwhile worker 1, then worker 0 push step 1 and both say done.
+  auto comm = std::make_shared<ParkingComm>(world.comm(2), 3);
+  const std::string error = serve(comm, [&] {
+    const bool parked = comm->wait_parked();
+    EXPECT_TRUE(parked);
+    if (parked) {
+      std::this_thread::sleep_for(options().timeout * 3);
+      send_to_server(*world.comm(1), Op::kPush, 1, std::vector<float>(kFloats, 0.25f));
+      send_to_server(*world.comm(0), Op::kPush, 1, std::vector<float>(kFloats, 0.75f));
+      send_to_server(*world.comm(1), Op::kDone, 0, {});
+      send_to_server(*world.comm(0), Op::kDone, 0, {});
+    }
+    comm->release();
+  });
+  ASSERT_EQ(error, "");
+  for (int w = 0; w < 2; ++w) {  // the round was summed and replied to: 1 - 0.5 x 0.5 each
+    auto& c = *world.comm(w);
+    EXPECT_EQ(recv_ctl(c), Op::kAck) << "worker " << w;
+    std::vector<float> p(kFloats);
+    c.recv(p.data(), kFloats * sizeof(float), 2, kReplyTagBase + 0, kWait);
+    EXPECT_EQ(p, std::vector<float>(kFloats, 0.75f)) << "worker " << w;
+    EXPECT_EQ(recv_ctl(c), Op::kBye) << "worker " << w;
+  }
+}
+
+TEST(PsServerLiveness, ASilentWorkerIsNamedWithWhatTheServerHasFromEachWorker) {
+  InProcWorld world(3);
+  start_workers(world);
+  send_to_server(*world.comm(0), Op::kPush, 1, std::vector<float>(kFloats, 0.75f));
+  // Worker 1 never pushes: once the timeout has passed the server names it.
+  const std::string error = serve(world.comm(2));
+  std::printf("the server said: %s\n", error.c_str());
+  for (const char* part :
+       {"server rank 2: timeout after 0.2 s: worker rank 1 (worker 1) sent nothing",
+        "worker 0: last message ", ", 1 replies owed; worker 1: last message ",
+        "pushes received per chunk: worker 0 1, worker 1 0",
+        "1 round(s) under way: chunk 0 step 1 has worker(s) 0"})
+    EXPECT_NE(error.find(part), std::string::npos) << part << "\nnot in: " << error;
+}
+
+}  // namespace
+}  // namespace starring::ps
