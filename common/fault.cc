@@ -48,6 +48,7 @@ std::string g_note;
 std::string g_kept;
 std::function<void()> g_barrier;
 std::atomic<bool> g_line_open{false};
+std::atomic<bool> g_stopping{false};  // set by the watcher thread (not the handler: thread-safe)
 
 [[noreturn]] void die_by(int sig) {
   std::signal(sig, SIG_DFL);
@@ -73,6 +74,7 @@ void watch() {
   }
   // The line first: mpirun stops forwarding output, and kills ranks that outstay about a
   // second, once it has passed the signal on.
+  g_stopping.store(true);  // no progress bar after it
   std::lock_guard<std::mutex> lk(g_hook_mu);
   if (g_announce) {
     const char* name = "a signal";
@@ -139,6 +141,7 @@ bool stop_requested() { return g_stop_requested.load(std::memory_order_relaxed) 
 
 void set_stderr_line_open(bool open) { g_line_open.store(open); }
 bool stderr_line_open() { return g_line_open.load(); }
+bool interrupt_in_progress() { return g_stopping.load(); }
 
 InterruptHook::InterruptHook(std::function<void()> fn, std::string note) {
   std::lock_guard<std::mutex> lk(g_hook_mu);

@@ -46,6 +46,9 @@ bool stop_requested();
 // on a line of their own instead of after the bar's last ETA. Set and read from any thread.
 void set_stderr_line_open(bool open);
 bool stderr_line_open();
+// True once an interrupt (above) is being handled: the progress bar stops redrawing, so that the
+// stop line stays the last one on the terminal.
+bool interrupt_in_progress();
 
 class InterruptHook {
  public:

@@ -165,9 +165,10 @@ class Filter:
             self.line(self.pending)
         if self.frame is not None:
             self.write(b"".join(self.frame))
-        self.write(self.held)
-        if not self.said:
-            self.write(b"".join(self.stopped))
+        rest = self.held + (b"" if self.said else b"".join(self.stopped))
+        if rest and self.midline:  # a progress bar's last redraw left its line open: end it
+            self.write(b"\n")
+        self.write(rest)
 
 
 def main():

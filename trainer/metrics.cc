@@ -123,6 +123,7 @@ void Progress::update(std::int64_t step, int epoch, double loss, double samples_
       done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(total_ - step) : 0;
   if (bar_) {
     if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    if (interrupt_in_progress()) return;  // the stop line stays the last one
     last_draw_ = now;
     const int width = 28;
     int filled = total_ > 0 ? static_cast<int>(width * step / total_) : 0;

@@ -85,6 +85,10 @@ class Filter(unittest.TestCase):
         self.assertEqual(filtered("a\n" + note + "b\n"), "a\nb\n" + note)  # Ctrl-C: at the end
         self.assertEqual(filtered(note + KILLED), "mpirun: job stopped: rank 1 on node vm was "
                          "killed by signal 9 (Killed)\n")  # another rank died: only that
+        # a progress bar redrawn after the note (the training thread was still running): the
+        # note, held to the end, was glued to the bar's last ETA
+        bar = "\r[##..] step 5/9 ETA 0:01 "
+        self.assertEqual(filtered(bar + "\n" + note + bar), bar + "\n" + bar + "\n" + note)
         bench = "starring: rank 0: stopped by SIGTERM\n"  # bench, env: nothing kept to mention
         self.assertEqual(filtered(bench + "b\n"), "b\n" + bench)
         self.assertEqual(filtered(bench + KILLED), "mpirun: job stopped: rank 1 on node vm was "
