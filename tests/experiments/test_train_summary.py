@@ -4,7 +4,6 @@ lines, on small synthetic runs of the real executable:
   test_train_summary.py --bin build/bin/starring
 the busiest server and co-located worker beside the mean (--ps-partition tensor unbalances the
 shards), and time-sharing judged host by host from the CPUs the ranks may use."""
-import argparse
 import json
 import os
 import shutil
@@ -12,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+
+import bin_main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -106,8 +107,4 @@ class TimeSharing(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    args, rest = ap.parse_known_args()
-    BIN = os.path.abspath(args.bin)
-    unittest.main(argv=[sys.argv[0], "-v"] + rest)
+    bin_main.main(sys.modules[__name__])
