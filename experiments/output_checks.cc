@@ -4,6 +4,7 @@
 #include "experiments/output_checks.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -54,18 +55,32 @@ void check_output(const char* option, const std::string& path) {
 }
 
 // --checkpoint-dir is created when the first checkpoint is written (the end of the run at the
-// latest): what would stop that is found now, before the training it would lose.
+// latest): what would stop that is found now, before the training it would lose. A missing folder
+// is probed by creating (and removing again) its first missing level, so the error is the one
+// that creating it gives: a probe file in the nearest existing folder named that folder with
+// another failure's text (/proc/x: "cannot write in folder '/proc' (No such file or directory)").
 void check_checkpoint_dir_writable(const std::string& dir) {
   namespace fs = std::filesystem;
   if (dir.empty()) return;
   std::error_code ec;
-  fs::path existing = fs::absolute(dir, ec);
-  while (!fs::exists(existing, ec) && existing.has_relative_path())
+  const fs::path full = fs::absolute(dir, ec);
+  fs::path existing = full, missing;
+  while (!fs::exists(existing, ec) && existing.has_relative_path()) {
+    missing = existing;
     existing = existing.parent_path();
+  }
   if (!fs::is_directory(existing, ec))
     throw ConfigError(concat("--checkpoint-dir: cannot create '", dir, "': '", existing.string(),
                              "' is not a folder"));
-  check_writable_folder("--checkpoint-dir", existing);
+  if (missing.empty()) return check_writable_folder("--checkpoint-dir", existing);
+  if (::mkdir(missing.c_str(), 0777) == 0) {
+    ::rmdir(missing.c_str());
+  } else if (errno != EEXIST) {  // EEXIST: another rank's probe of the same folder
+    const std::string why = std::strerror(errno);
+    throw ConfigError(concat("--checkpoint-dir: cannot create ",
+                             missing == full ? "" : concat("'", dir, "': cannot create "),
+                             "folder '", missing.string(), "' (", why, ")"));
+  }
 }
 
 // A fresh run (no --resume) must not write into a folder holding another run's checkpoints: the

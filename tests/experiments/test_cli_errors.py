@@ -327,6 +327,12 @@ class CliErrors(unittest.TestCase):
         open(plain, "w").close()
         self.run_case(2, ["train", "--backend", "ring", "--checkpoint-dir", plain + "/ck"]
                       + TINY, 2, ["--checkpoint-dir", "not a folder"])
+        # a folder that mkdir refuses: the error is creating it, not writing in its parent
+        # (read "cannot write in folder '/proc' (No such file or directory)")
+        err, _ = self.run_case(0, ["train", "--checkpoint-dir", "/proc/x"] + TINY, 2,
+                               ["--checkpoint-dir: cannot create folder '/proc/x' (No such file "
+                                "or directory)"])
+        self.assertNotIn("'/proc'", err)
 
     def test_data_files(self):
         gone = os.path.join(self.tmp, "no-data")
