@@ -51,9 +51,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
 from sweep_jobs import (DRIVER_FLAGS, OtherLoad, check_launcher, cores,  # noqa: E402,F401
-                        git_commit, gpu_count, help_flags, launch, other_load_words,
-                        repeat_suffix, run_bench, run_report, tail, unknown_flags, usage_error,
-                        utc_now)
+                        end_deferral, git_commit, gpu_count, help_flags, launch,
+                        other_load_words, repeat_suffix, run_bench, run_report,
+                        stopped_job_words, tail, unknown_flags, usage_error, utc_now)
 import sweep_recovery as recovery  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -207,6 +207,7 @@ def run_train(run, idx, ctx, rep=1):
                             + repeat_suffix(ctx, rep))
     rdir = os.path.join(ctx["out"], "runs", run_id)
     os.makedirs(rdir, exist_ok=True)
+    ctx["job_files"] = rdir  # until the record is written (interrupted() names what it kept)
     np_, nserv, roles = roles_of(run["flags"], run["workers"])
     files = {"summary_file": os.path.join(rdir, "summary.json"),
              "metrics_file": os.path.join(rdir, "metrics.jsonl"),
@@ -409,12 +410,14 @@ def check_flags(runs, benches, ctx):
         usage_error("\n".join(problems))
 
 
-def interrupted(counts, out):
-    """Ctrl-C during the runs: say what is recorded, then end by SIGINT."""
+def interrupted(counts, out, ctx):
+    """Ctrl-C during the runs: say what is recorded and what the stopped job (if any) left, then
+    end by SIGINT. A run that had ended when Ctrl-C came is recorded first (defer_ctrl_c)."""
     done = sum(counts.values())
-    print(f"\n[sweep] interrupted (Ctrl-C): a job in progress was stopped and is not "
-          f"recorded; {done} earlier run(s) and bench pass(es) are in {out} "
-          f"(`scripts/report.py {out}` draws them; `--out {out}` adds to them)",
+    job = ctx.pop("job_files", None)
+    what = stopped_job_words(job, out) if job else "no job was running"
+    print(f"\n[sweep] interrupted (Ctrl-C): {what}; {done} run(s) and bench pass(es) are "
+          f"recorded in {out} (`scripts/report.py {out}` draws them; `--out {out}` adds to them)",
           file=sys.stderr, flush=True)
     # End by SIGINT itself, not exit 130: a calling shell script (scripts/quickstart.sh)
     # stops only when its child died of the signal, else it goes on to its next command.
@@ -452,7 +455,7 @@ def main(argv=None):
     try:
         run_all(runs, benches, ctx, counts)
     except KeyboardInterrupt:
-        return interrupted(counts, out)
+        return interrupted(counts, out, ctx)
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
           flush=True)
@@ -475,18 +478,22 @@ def run_all(runs, benches, ctx, counts):
                   end=" ", flush=True)
             rec = run_train(run, i, ctx, rep)
             sr.append_jsonl(os.path.join(out, "runs.jsonl"), rec)
+            ctx.pop("job_files", None)  # recorded
             key = "fault " + rec["fault"]["outcome"] if rec.get("fault") else rec["status"]
             if rec.get("recovery"):
                 key = recovery.count_key(rec)
             counts[key] = counts.get(key, 0) + 1
             print(describe(rec), flush=True)
+            end_deferral(ctx)  # a Ctrl-C held while the finished run was recorded stops here
         for bname, b in benches.items():
             for np_ in b["np"].split():
                 print(f"[sweep]{round_} bench {bname} np={np_} ...", end=" ", flush=True)
                 status, nrows, elapsed, load = run_bench(bname, int(np_), b.get("args", ""),
                                                          ctx, rep)
+                ctx.pop("job_files", None)
                 counts["bench " + status] = counts.get("bench " + status, 0) + 1
                 print(f"{status} {elapsed:.1f}s, {nrows} rows{load}", flush=True)
+                end_deferral(ctx)
 
 
 if __name__ == "__main__":

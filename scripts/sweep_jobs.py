@@ -72,25 +72,65 @@ def other_load_words(rec):
 
 
 def launch(np_, argv, log_path, ctx):
-    """Runs `launcher argv` under `timeout`; returns (exit code, status, elapsed s, command)."""
+    """Runs `launcher argv` under `timeout`; returns (exit code, status, elapsed s, command).
+    Ctrl-C while the job runs stops it (KeyboardInterrupt); from the job's end on, Ctrl-C is held
+    until its record is written (defer_ctrl_c): a job that ran to its end is a result."""
+    if ctx.get("ctrl_c"):  # held since the previous job (a recovery run's next leg)
+        raise KeyboardInterrupt
     launcher = shlex.split(ctx["launcher"].format(np=np_))
     cmd = ["timeout", "-k", "15", str(int(float(ctx["timeout_s"])))] + launcher + argv
     start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + shlex.join(cmd) + "\n")
         log.flush()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         try:
             rc = proc.wait()
         except KeyboardInterrupt:
-            stop_job(proc)
-            raise
+            if proc.returncode is None:  # still running: stopped, not a result
+                stop_job(proc)
+                raise
+            rc = proc.returncode  # it had ended by itself: record it, then stop
+            ctx["ctrl_c"] = True
+        defer_ctrl_c(ctx)
     elapsed = time.monotonic() - start
     # `timeout` exits 124 (or 137 after -k); a job whose rank was killed by SIGKILL exits 137
     # too, long before the bound.
     timed_out = rc in (124, 137) and elapsed >= float(ctx["timeout_s"]) - 1.0
     status = "ok" if rc == 0 else ("timeout" if timed_out else "failed")
     return rc, status, elapsed, shlex.join(cmd)
+
+
+def defer_ctrl_c(ctx):
+    """From here until end_deferral(ctx), Ctrl-C only sets ctx["ctrl_c"]: a finished job's record
+    is written whole (Ctrl-C just after a run's end left its folder behind, unrecorded)."""
+    signal.signal(signal.SIGINT, lambda *_: ctx.__setitem__("ctrl_c", True))
+
+
+def end_deferral(ctx):
+    """Ctrl-C stops the sweep again; one held since defer_ctrl_c is raised now."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if ctx.pop("ctrl_c", False):
+        raise KeyboardInterrupt
+
+
+def stopped_job_words(path, out):
+    """What the stopped job left: its folder (or bench log) and the files in it; an empty folder
+    is removed."""
+    if not path or not os.path.exists(path):
+        return "a job in progress was stopped and is not recorded"
+    rel = os.path.relpath(path, out)
+    if os.path.isdir(path):
+        files = sorted(os.listdir(path))
+        if not files:
+            os.rmdir(path)
+            return "a job in progress was stopped and is not recorded"
+        partial = " (.partial: the steps it made, unfinished)" if any(
+            f.endswith(".partial") for f in files) else ""
+        return (f"a job in progress was stopped and is not recorded; its folder {rel} is kept "
+                f"with {', '.join(files)}{partial}")
+    return f"a job in progress was stopped and is not recorded; its log {rel} is kept"
 
 
 def stop_job(proc):
@@ -128,6 +168,7 @@ def run_bench(name, np_, args, ctx, rep=1):
                             sr.unique_name(os.path.join(ctx["out"], "runs"), bench_id, ".log")
                             + ".log")
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    ctx["job_files"] = log_path
     argv = [ctx["bin"], "bench", "--json"] + shlex.split(args)
     load = OtherLoad()
     rc, status, elapsed, cmd = launch(np_, argv, log_path, ctx)

@@ -59,6 +59,39 @@ class CtrlC(unittest.TestCase):
             runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
             self.assertEqual(runs, [])  # the stopped run is not a result
             self.assertFalse(os.path.exists(os.path.join(out, "runs", "sweep-002-b-w2")))
+            # what the stopped run left, named: its folder and files (its metrics' .partial)
+            self.assertIn("its folder runs/sweep-001-a-w2 is kept with ", err)
+            self.assertIn("metrics.jsonl.partial", err)
+
+    def test_ctrl_c_just_after_a_run_ended_records_that_run(self):
+        # Ctrl-C while the driver wrote up a run that had ended (here: as it measured the other
+        # load of the job's time, right after the job): that run's folder stayed, unrecorded, and
+        # the driver said "a job in progress was stopped". It is recorded, then the sweep stops.
+        rest = "[grid]\nworkers = 2\n\n[variant a]\nbackend = ring\n\n[variant b]\nbackend = ring\n"
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            ini = os.path.join(tmp, "sweep.ini")
+            with open(ini, "w") as f:
+                f.write(small_sweep(120, "epochs = 1\nmax-steps = 2", rest))
+            out = os.path.join(tmp, "results")
+            # the sweep driver with Ctrl-C arriving at the first job's end (SIGINT to itself)
+            driver = ("import os, signal, sys; sys.path.insert(0, sys.argv[1]); import sweep_jobs\n"
+                      "cpus = sweep_jobs.OtherLoad.cpus\n"
+                      "def ctrl_c(self):\n"
+                      "    os.kill(os.getpid(), signal.SIGINT)\n"
+                      "    return cpus(self)\n"
+                      "sweep_jobs.OtherLoad.cpus = ctrl_c\n"
+                      "import sweep\nsys.exit(sweep.main(sys.argv[2:]))\n")
+            p = subprocess.run([sys.executable, "-c", driver, os.path.join(REPO, "scripts"), ini,
+                                "--out", out, "--bin", BIN, "--no-bench"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, -signal.SIGINT, p.stderr)
+            self.assertNotIn("Traceback", p.stderr)
+            runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
+            self.assertEqual([(r["run_id"], r["status"]) for r in runs],
+                             [("sweep-001-a-w2", "ok")], p.stderr)
+            self.assertIn("[sweep] interrupted (Ctrl-C): no job was running; 1 run(s)", p.stderr)
+            self.assertNotIn("stopped", p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(out, "runs", "sweep-002-b-w2")))
 
 
 def live_members(pgid):
