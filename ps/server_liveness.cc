@@ -6,10 +6,11 @@
 // between two checks (the server descheduled on a loaded machine, the whole process stopped,
 // e.g. by a sanitizer's runtime, or one long message) only max(timeout / 4, 50 ms) counts: the
 // rest is added to every worker's last-heard time and every pending send's start. And no worker
-// is named while a message is waiting in the next receive slot: it is handled first. Without
-// these, a server whose loop stood still longer than the timeout named a worker whose push was
-// already in its receive slots. When it does name one, the message says what this server has
-// from every worker (its last message, replies owed, pushes per chunk, the rounds under way).
+// is named while a message is waiting in the next receive slot: it is handled first (the rule is
+// ps/watch_clock.h's, shared with the workers' reply deadlines). Without these, a server whose
+// loop stood still longer than the timeout named a worker whose push was already in its slots. When
+// it does name one, the message says what this server has from every worker (its last message,
+// replies owed, pushes per chunk, the rounds under way).
 #include <algorithm>
 #include <cstdio>
 
@@ -28,16 +29,10 @@ static std::string secs(Clock::duration d) {
 
 void ServerLoop::check_liveness() {
   const auto now = Clock::now();
-  const auto gap = now - last_check_;
-  last_check_ = now;
-  longest_pause_ = std::max(longest_pause_, gap);
-  const auto slack = std::max<Clock::duration>(
-      std::chrono::duration_cast<Clock::duration>(opt_.timeout / 4), std::chrono::milliseconds(50));
-  if (gap > slack) {  // this server was not watching: nobody's silence
-    const auto excused = gap - slack;
-    for (auto& t : last_heard_) t = std::min(t + excused, now);
-    for (auto& p : sends_) p.since = std::min(p.since + excused, now);
-    not_watching_ += excused;
+  const auto excused = watch_.check(now);  // this server was not watching: nobody's silence
+  if (excused > Clock::duration::zero()) {
+    for (auto& t : last_heard_) t = WatchClock::excuse(t, excused, now);
+    for (auto& p : sends_) p.since = WatchClock::excuse(p.since, excused, now);
   }
   for (const auto& p : sends_)
     if (now - p.since > opt_.timeout)
@@ -72,9 +67,7 @@ std::string ServerLoop::progress(Clock::time_point now) const {
     if (core_) s += detail::concat(", ", core_->awaiting(w), " replies owed");
   }
   if (core_) s += "; " + core_->progress();
-  return s + detail::concat("; this server's loop paused up to ", secs(longest_pause_),
-                            " s between checks, ", secs(not_watching_),
-                            " s of pauses not counted as anyone's silence");
+  return s + "; this server's loop " + watch_.summary();
 }
 
 }  // namespace starring::ps

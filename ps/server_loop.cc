@@ -47,7 +47,8 @@ std::string ServerLoop::who(int worker) const {
 }
 
 nlohmann::json ServerLoop::run() {
-  started_ = last_check_ = Clock::now();
+  started_ = Clock::now();
+  watch_ = WatchClock(opt_.timeout, started_);
   last_heard_.assign(static_cast<std::size_t>(workers_), started_);
   const std::size_t cap = max_request_bytes(opt_.chunk_bytes);
   slots_.resize(static_cast<std::size_t>(std::max(2, opt_.recv_slots)));
@@ -99,7 +100,7 @@ void ServerLoop::loop() {
       progress = true;
     }
     progress |= complete_sends();
-    if (Clock::now() - last_check_ > std::chrono::milliseconds(10)) check_liveness();
+    if (watch_.due(Clock::now())) check_liveness();
     if (progress)
       backoff.reset();
     else

@@ -30,6 +30,7 @@
 #include "ps/ps_group.h"
 #include "ps/shard_server.h"
 #include "ps/shared_segment.h"
+#include "ps/watch_clock.h"
 
 namespace starring::ps {
 
@@ -114,10 +115,8 @@ class ServerLoop {
   bool acked_ = false, finished_ = false;
   std::vector<char> done_;
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
-  std::chrono::steady_clock::time_point started_, last_check_;
-  // The loop's pauses between liveness checks: the longest, and the time not counted as any
-  // worker's silence (see server_liveness.cc).
-  std::chrono::steady_clock::duration longest_pause_{}, not_watching_{};
+  std::chrono::steady_clock::time_point started_;
+  WatchClock watch_;  // the loop's pauses between liveness checks (see server_liveness.cc)
   std::vector<PsReply> replies_;  // scratch
   // bsp pushes that arrived in a message before their turn keep their receive buffer (the slot
   // gets a spare one) until their chunk's round is replied to: no copy.
