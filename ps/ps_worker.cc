@@ -183,21 +183,25 @@ void PsWorker::rethrow_if_failed() {
 }
 
 // Waits (under mu_) until ready() holds or the comm thread reports an error. The comm thread
-// enforces the real deadlines; this one is a safety net in case it is itself stuck.
+// enforces the real deadlines; this one is a safety net in case it is itself stuck. It wakes at
+// least every 20 ms, so that, as there, this thread's own pauses (ps/watch_clock.h) do not count.
 void PsWorker::wait_for(const std::function<bool()>& ready, const char* what, bool count_wait) {
   const auto t0 = Clock::now();
   std::unique_lock<std::mutex> lk(mu_);
   rethrow_if_failed();
   if (ready()) return;
   const auto limit = opt_.timeout * 2 + grace() * 2;
-  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(limit);
+  auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(limit);
+  WatchClock watch(opt_.timeout, t0);
   while (!ready()) {
     rethrow_if_failed();
-    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && !ready()) {
-      rethrow_if_failed();
-      throw TimeoutError(
-          detail::concat(where_, ": timeout after ", limit.count(), " s waiting for ", what));
-    }
+    const auto now = Clock::now();
+    deadline += watch.check(now);
+    if (now >= deadline)
+      throw TimeoutError(detail::concat(where_, ": timeout after ", limit.count(),
+                                        " s waiting for ", what, " (this thread ", watch.summary(),
+                                        ")"));
+    cv_.wait_until(lk, std::min(deadline, now + std::chrono::milliseconds(20)));
   }
   if (count_wait) wait_s_ += Seconds(Clock::now() - t0).count();
 }

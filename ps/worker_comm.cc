@@ -41,7 +41,8 @@ void PsWorker::comm_main() {
 void PsWorker::comm_loop() {
   ctl_buf_.resize(kMaxCtlBytes);
   ctl_req_ = comm_->irecv(ctl_buf_.data(), ctl_buf_.size(), kAnySource, kCtlTag);
-  last_check_ = last_heartbeat_ = Clock::now();
+  last_heartbeat_ = Clock::now();
+  watch_ = WatchClock(opt_.timeout, last_heartbeat_);
   Backoff backoff;
   while (true) {
     std::deque<Job> jobs;
@@ -57,7 +58,7 @@ void PsWorker::comm_loop() {
     for (const Job& j : jobs) progress |= issue(j);
     progress |= poll_flights();
     progress |= poll_ctl();
-    if (Clock::now() - last_check_ > std::chrono::milliseconds(10)) check_deadlines();
+    if (watch_.due(Clock::now())) check_deadlines();
     if (progress)
       backoff.reset();
     else if (!active_.empty())
@@ -238,27 +239,34 @@ void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) 
   cv_.notify_all();
 }
 
+// A reply's deadline counts only time this comm thread was watching, and no server is named
+// while its reply is waiting to be polled (the rule of ps/watch_clock.h, as on the servers): a
+// comm thread that stood still past the deadline named a server whose reply had arrived.
 void PsWorker::check_deadlines() {
-  const auto now = last_check_ = Clock::now();
+  const auto now = Clock::now();
+  const auto excused = watch_.check(now);
   const auto limit = opt_.timeout + grace();
-  std::string msg;
+  int late = -1;
   bool waiting = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (std::size_t c = 0; c < flights_.size() && msg.empty(); ++c) {
-      const Flight& f = flights_[c];
+    for (std::size_t c = 0; c < flights_.size(); ++c) {
+      Flight& f = flights_[c];
+      f.since = WatchClock::excuse(f.since, excused, now);
       if (f.issued <= completed_[c]) continue;
       waiting = true;
-      if (now - f.since > limit) {
-        const int ci = static_cast<int>(c);
-        msg = detail::concat(where_, ": timeout after ", opt_.timeout.count(),
-                             " s waiting for server rank ", server_rank(ci),
-                             local_chunk(ci) ? " (the shard served by this process)" : "",
-                             ": no reply to the push of chunk ", c, " (step ", f.step, ")");
-      }
+      if (late < 0 && now - f.since > limit) late = static_cast<int>(c);
     }
   }
-  if (!msg.empty()) throw TimeoutError(msg);
+  if (late >= 0) {
+    const Flight& f = flights_[static_cast<std::size_t>(late)];
+    if (f.recv && f.recv->test()) return;  // its reply is waiting: poll_flights takes it next
+    throw TimeoutError(detail::concat(
+        where_, ": timeout after ", opt_.timeout.count(), " s waiting for server rank ",
+        server_rank(late), local_chunk(late) ? " (the shard served by this process)" : "",
+        ": no reply to the push of chunk ", late, " (step ", f.step, "; this worker's comm thread ",
+        watch_.summary(), ")"));
+  }
   if (waiting && now - last_heartbeat_ > opt_.timeout / 4) heartbeat();
 }
 

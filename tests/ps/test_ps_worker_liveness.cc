@@ -1,0 +1,205 @@
+// A PS worker's reply deadline, driven over an InProcWorld (rank 0: a PsWorker; rank 1: its
+// server, a ServerLoop on a thread or the test thread by hand):
+//  - a worker whose comm thread stood still for longer than the deadline (here: parked inside
+//    its Comm, as a descheduled or stopped rank would be) while the server's reply arrived does
+//    not name the server: before the fix it threw "timeout ... waiting for server rank 1" with
+//    the reply already waiting to be polled (the worker-side twin of test_ps_liveness);
+//  - a server that really does not reply is named by rank, with the chunk and step waited for.
+// The reply is in the worker's queue before its comm thread may look at it (the server's send
+// is watched), so neither case depends on how fast the machine is; the only waits are the stall
+// itself, longer than the deadline, and the real deadline of the silent-server case.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "common/error.h"
+#include "common/inproc_comm.h"
+#include "ps/ps_worker.h"
+#include "ps/server_loop.h"
+
+namespace starring::ps {
+namespace {
+
+constexpr std::size_t kFloats = 8;
+constexpr Seconds kWait{60.0};  // the test's own waits: only a broken worker reaches them
+constexpr Seconds kTimeout{0.2};
+constexpr Seconds kDeadline{0.7};  // kTimeout + the worker's grace (at least 0.5 s)
+
+// Forwards to another Comm. With `park`, the first poll of a control-message receive after a
+// reply receive was posted blocks until release(): the worker's comm thread stands still with a
+// push in flight. replied() says the owner has sent a reply (InProc sends are delivered at once).
+class WatchedComm : public Comm {
+ public:
+  WatchedComm(std::shared_ptr<Comm> inner, bool park) : inner_(std::move(inner)), park_(park) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    auto r = inner_->isend(buf, bytes, peer, tag);
+    if (tag >= kReplyTagBase) set([&] { replied_ = true; });
+    return r;
+  }
+  std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
+    if (tag >= kReplyTagBase) set([&] { armed_ = park_; });
+    return std::make_unique<Recv>(this, inner_->irecv(buf, bytes, peer, tag), tag == kCtlTag);
+  }
+  void barrier(Seconds timeout) override { inner_->barrier(timeout); }
+
+  bool wait_parked() {
+    return wait_for([&] { return parked_; });
+  }
+  bool wait_replied() {
+    return wait_for([&] { return replied_; });
+  }
+  void release() {
+    set([&] { released_ = true; });
+  }
+
+ private:
+  class Recv : public Request {
+   public:
+    Recv(WatchedComm* c, std::unique_ptr<Request> r, bool ctl)
+        : c_(c), r_(std::move(r)), ctl_(ctl) {}
+    bool test() override {
+      if (ctl_) c_->maybe_park();
+      return r_->test();
+    }
+    RecvStatus wait(Seconds timeout) override { return r_->wait(timeout); }
+    RecvStatus status() const override { return r_->status(); }
+
+   private:
+    WatchedComm* c_;
+    std::unique_ptr<Request> r_;
+    bool ctl_;
+  };
+  template <class F>
+  void set(F f) {
+    std::lock_guard<std::mutex> lk(mu_);
+    f();
+    cv_.notify_all();
+  }
+  template <class P>
+  bool wait_for(P p) {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, kWait, p);
+  }
+  void maybe_park() {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!armed_ || released_) return;
+    parked_ = true;
+    cv_.notify_all();
+    cv_.wait_for(lk, kWait, [&] { return released_; });
+  }
+
+  std::shared_ptr<Comm> inner_;
+  const bool park_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false, parked_ = false, released_ = false, replied_ = false;
+};
+
+ParamLayout layout() {
+  ParamLayout l;
+  l.add_at("w", 0, {static_cast<int>(kFloats)});
+  l.validate();
+  return l;
+}
+
+PsWorkerOptions worker_options() {
+  PsWorkerOptions o;
+  o.timeout = kTimeout;
+  o.shared_memory = false;
+  return o;
+}
+
+OptimizerConfig sgd() {
+  OptimizerConfig o;
+  o.type = "sgd";
+  return o;
+}
+
+// Step 1 of a one-tensor model: parameters all 1, gradient all 0.5, learning rate 0.5.
+void push_step_1(PsWorker& ps, std::vector<float>& g) {
+  ps.begin_step(1, 0.5f);
+  g.assign(kFloats, 0.5f);
+  ps.tensor_ready(0);
+}
+
+TEST(PsWorkerLiveness, AStoppedCommThreadDoesNotNameAServerWhoseReplyIsWaiting) {
+  InProcWorld world(2);
+  const PsGroup group = make_ps_group("1", 2);
+  auto worker_comm = std::make_shared<WatchedComm>(world.comm(0), true);
+  auto server_comm = std::make_shared<WatchedComm>(world.comm(1), false);
+  std::string server_error;
+  std::thread server([&] {
+    ServerOptions so;
+    so.timeout = kWait;  // the server is not under test: it never names the parked worker
+    so.shared_memory = false;
+    try {
+      ServerLoop(server_comm, group, so).run();
+    } catch (const std::exception& e) {
+      server_error = e.what();
+    }
+  });
+  std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
+  std::string error;
+  {
+    PsWorker ps(worker_comm, group, worker_options());
+    try {
+      ps.start(layout(), {p.data(), g.data(), false, nullptr}, sgd());
+      push_step_1(ps, g);
+      // The comm thread parks with the push in flight; the server replies; the comm thread stays
+      // parked for twice its deadline, then looks again.
+      const bool parked = worker_comm->wait_parked();
+      EXPECT_TRUE(parked);
+      if (parked) EXPECT_TRUE(server_comm->wait_replied());
+      if (parked) std::this_thread::sleep_for(kDeadline * 2);
+      worker_comm->release();
+      ps.wait_params(0);
+      ps.shutdown();
+    } catch (const std::exception& e) {
+      error = e.what();
+      worker_comm->release();
+    }
+  }
+  server.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(p, std::vector<float>(kFloats, 0.75f));  // 1 - 0.5 x 0.5
+  if (error.empty()) EXPECT_EQ(server_error, "");
+}
+
+TEST(PsWorkerLiveness, AServerThatDoesNotReplyIsNamedByRank) {
+  InProcWorld world(2);
+  const PsGroup group = make_ps_group("1", 2);
+  std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
+  std::string error;
+  {
+    PsWorker ps(world.comm(0), group, worker_options());
+    std::thread server([&] {  // acknowledges the start, then never replies
+      PsHeader h;
+      h.op = Op::kAck;
+      world.comm(1)->send(&h, sizeof(h), 0, kCtlTag, kWait);
+    });
+    try {
+      ps.start(layout(), {p.data(), g.data(), false, nullptr}, sgd());
+      push_step_1(ps, g);
+      ps.wait_params(0);
+    } catch (const TimeoutError& e) {
+      error = e.what();
+    }
+    server.join();
+    try {
+      ps.shutdown();
+    } catch (const std::exception&) {
+    }
+  }
+  std::printf("the worker said: %s\n", error.c_str());
+  for (const char* part : {"rank 0 (worker 0): timeout after 0.2 s waiting for server rank 1: ",
+                           "no reply to the push of chunk 0 (step 1"})
+    EXPECT_NE(error.find(part), std::string::npos) << part << "\nnot in: " << error;
+}
+
+}  // namespace
+}  // namespace starring::ps
