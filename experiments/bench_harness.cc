@@ -78,10 +78,11 @@ void print_header(int np, const BenchConfig& bc, const std::string& compress, in
       "#  minBytes %zu maxBytes %zu step: %d(factor) warmup iters: %d iters: %d "
       "validation: %d\n",
       bc.min_bytes, bc.max_bytes, bc.factor, bc.warmup, bc.iters, bc.check ? 1 : 0);
-  std::printf("#  %-*s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", width, "backend", "size", "count",
-              "type", "time(us)", "algbw", "busbw", "#wrong", "%memcpy", "vs base");
-  std::printf("#  %-*s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", width, "", "(B)", "(elements)",
-              "", "", "(GB/s)", "(GB/s)", "", "", "");
+  std::printf("#  %-*s %-9s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", width, "backend", "shape",
+              "size", "count", "type", "time(us)", "algbw", "busbw", "#wrong", "%memcpy",
+              "vs base");
+  std::printf("#  %-*s %-9s %12s %12s %6s %11s %9s %9s %7s %8s %8s\n", width, "", "", "(B)",
+              "(elements)", "", "", "(GB/s)", "(GB/s)", "", "", "");
 }
 
 }  // namespace
@@ -114,6 +115,7 @@ nlohmann::json to_json(const BenchRow& r) {
                    {"np", r.np},
                    {"workers", r.workers},
                    {"servers", r.servers},
+                   {"ranks_used", r.ranks},
                    {"size", r.bytes},
                    {"count", r.count},
                    {"type", "float"},
@@ -127,9 +129,19 @@ nlohmann::json to_json(const BenchRow& r) {
                    {"memcpy_GBps", r.memcpy_GBps},
                    {"bytes_sent_per_rank", r.bytes_sent_per_rank},
                    {"bytes_recv_per_rank", r.bytes_recv_per_rank},
-                   {"bytes_measured", r.bytes_measured}};
+                   {"bytes_measured", r.bytes_measured},
+                   {"vs_base", r.vs_base ? nlohmann::json(*r.vs_base) : nlohmann::json(nullptr)},
+                   {"base", r.base}};
   for (auto& [k, v] : r.extra.items()) j[k] = v;
   return j;
+}
+
+std::string shape_label(const BenchRow& r) {
+  std::string s = "W=" + std::to_string(r.workers);
+  if (r.servers.is_string()) return s + ",co";
+  if (r.servers.is_number() && r.servers.get<int>() > 0)
+    s += ",S=" + std::to_string(r.servers.get<int>());
+  return s;
 }
 
 double measure_memcpy_GBps(std::size_t bytes) {
@@ -164,6 +176,7 @@ BenchRow make_row(const BenchOp& op, const std::string& name, int np, std::size_
   row.np = np;
   row.workers = op.workers();
   row.servers = op.servers();
+  row.ranks = row.workers + (row.servers.is_number() ? row.servers.get<int>() : 0);
   row.bytes = count * sizeof(float);
   row.count = count;
   double nw = 0;
@@ -185,19 +198,24 @@ BenchRow make_row(const BenchOp& op, const std::string& name, int np, std::size_
   return row;
 }
 
-void print_row(const BenchRow& r, double base_busbw, bool is_base, bool json, int width) {
-  char vs[16] = "", pct[16] = "", wrong[24] = "N/A";
-  if (!is_base && base_busbw > 0) std::snprintf(vs, sizeof vs, "%.2fx", r.busbw_GBps / base_busbw);
+// The base's own rows read "base"; rows of another shape "-" (not compared).
+void print_row(const BenchRow& r, bool json, int width) {
+  char vs[16] = "-", pct[16] = "", wrong[24] = "N/A";
+  if (r.backend == r.base)
+    std::snprintf(vs, sizeof vs, "base");
+  else if (r.vs_base)
+    std::snprintf(vs, sizeof vs, "%.2fx", *r.vs_base);
   if (r.memcpy_GBps > 0)
     std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * r.busbw_GBps / r.memcpy_GBps);
   if (r.checked) std::snprintf(wrong, sizeof wrong, "%ld", r.wrong);
-  std::printf("   %-*s %12zu %12zu %6s %11.1f %9.2f %9.2f %7s %8s %8s\n", width, r.backend.c_str(),
-              r.bytes, r.count, "float", r.time_us, r.algbw_GBps, r.busbw_GBps, wrong, pct, vs);
+  std::printf("   %-*s %-9s %12zu %12zu %6s %11.1f %9.2f %9.2f %7s %8s %8s\n", width,
+              r.backend.c_str(), shape_label(r).c_str(), r.bytes, r.count, "float", r.time_us,
+              r.algbw_GBps, r.busbw_GBps, wrong, pct, vs);
   if (json) std::printf("%s\n", to_json(r).dump().c_str());
 }
 
 void print_footer(const std::vector<std::string>& names, const std::vector<BenchRow>& rows,
-                  const std::string& base, bool checked, int width) {
+                  const BenchRow& base, bool checked, int width) {
   for (const auto& n : names) {
     double busbw = 0;
     long wrong = 0;
@@ -218,8 +236,10 @@ void print_footer(const std::vector<std::string>& names, const std::vector<Bench
   }
   std::printf(
       "#  busbw = algbw * bus factor (all-reduce: 2(N-1)/N); %%memcpy = busbw as a percentage "
-      "of memcpy bandwidth; vs base = busbw / busbw of %s\n#\n",
-      base.c_str());
+      "of memcpy bandwidth; shape = W workers (,S=S dedicated servers; ,co co-located)\n"
+      "#  vs base = busbw / busbw of %s (%s) at the same size, on rows of that shape only; '-': "
+      "another shape, not compared (its busbw counts other links, its time other ranks)\n#\n",
+      base.backend.c_str(), shape_label(base).c_str());
   std::fflush(stdout);
 }
 
@@ -296,14 +316,20 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
       if (!cfg.out.run_name.empty()) size_rows.back().extra["run_name"] = cfg.out.run_name;
     }
     if (leader) {
-      for (std::size_t b = 0; b < size_rows.size(); ++b)
-        print_row(size_rows[b], size_rows[base].busbw_GBps, b == base, bc.json, width);
+      const BenchRow base_row = size_rows[base];
+      for (std::size_t b = 0; b < size_rows.size(); ++b) {
+        BenchRow& r = size_rows[b];
+        r.base = base_row.backend;
+        if (r.workers == base_row.workers && r.ranks == base_row.ranks && base_row.busbw_GBps > 0)
+          r.vs_base = r.busbw_GBps / base_row.busbw_GBps;
+      }
+      for (const auto& r : size_rows) print_row(r, bc.json, width);
       std::fflush(stdout);
       rows.insert(rows.end(), size_rows.begin(), size_rows.end());
     }
     if (bytes > bc.max_bytes / bc.factor) break;  // the next size would pass -e (or overflow)
   }
-  if (leader) print_footer(names, rows, names[base], bc.check != 0, width);
+  if (leader && !rows.empty()) print_footer(names, rows, rows[base], bc.check != 0, width);
   return rows;
 }
 

@@ -17,7 +17,8 @@
 //      additions gives the same bits, and a wrong count of 0 is a real check;
 //   5. reads op.counters() before/after the timed loop for the bytes moved per rank.
 // Rank 0 prints a line with the parameters (nccl-tests' "minBytes ... iters ... validation"), then
-// one row per size: size count type time(us) algbw busbw #wrong (N/A with -c 0), with
+// one row per size: shape (W=workers[,S=servers|,co]) size count type time(us) algbw busbw #wrong
+// (N/A with -c 0) %memcpy vs base (only against a base row of the same shape, else "-"), with
 // algbw = bytes / time and busbw = algbw * op.bus_factor(), and a JSON line per row with --json
 // (fields listed in the README, "The bench table and the output files"), then a footer per
 // backend.
@@ -113,6 +114,12 @@ struct BenchRow {
   std::string backend, kind;
   int np = 0, workers = 0;
   nlohmann::json servers = 0;
+  int ranks = 0;  // the ranks the op ran on: W, plus S dedicated servers (JSON "ranks_used")
+  // busbw / busbw of the base backend's row of this size (1 in the base's own), only where the two
+  // have the same shape (workers and ranks): another shape's busbw counts other links and its
+  // time other ranks. JSON null where not compared.
+  std::optional<double> vs_base;
+  std::string base;  // the base backend's name
   std::size_t bytes = 0, count = 0;
   double time_us = 0, algbw_GBps = 0, busbw_GBps = 0;
   long wrong = 0;
@@ -124,6 +131,9 @@ struct BenchRow {
   nlohmann::json extra = nlohmann::json::object();
 };
 nlohmann::json to_json(const BenchRow& row);
+// The row's shape as the table prints it: "W=4" (all-reduce), "W=3,S=1" (dedicated servers),
+// "W=4,co" (co-located servers).
+std::string shape_label(const BenchRow& row);
 
 // Runs the whole bench on every rank of `world` (cfg.bench: sizes, iterations, backends) and
 // prints/writes on rank 0. Returns the rows (complete on rank 0). Throws on errors.

@@ -2,6 +2,8 @@
 // printed table against nccl-tests' conventions (parameters line, N/A without a check).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "common/error.h"
 #include "experiments/bench_harness.h"
 #include "ps/protocol.h"
@@ -220,6 +222,59 @@ TEST(BenchOutput, NoCheckSaysNotApplicableInsteadOfZeroOk) {
     if (line.find("N/A") != std::string::npos && line.find('{') == std::string::npos) ++na;
   }
   EXPECT_EQ(na, 2u) << p.text;
+}
+
+// Backends of different shapes in one table (np 3, --servers 1): ps runs 2 workers and 1 server,
+// ring@2 2 workers on 2 ranks, ps-colocated 3 workers on 3 ranks like the base (ring). Each row
+// shows its shape, and "vs base" compares only rows of the base's shape: ps against the ring on
+// 3 workers had read as a speed-up, though its busbw counts another link and its time 2 workers.
+TEST(BenchOutput, VsBaseComparesOnlyRowsOfTheBasesShape) {
+  INPROC_ONLY();
+  Config cfg = bench_config({"ring", "ps", "ps-colocated", "ring@2"});
+  cfg.bench.max_bytes = 16384;
+  cfg.bench.memcpy_baseline = false;
+  cfg.sync.servers = "1";
+  cfg.sync.timeout_s = 60;
+  Printed p;
+  testing::internal::CaptureStdout();
+  inproc(3, [&](std::shared_ptr<Comm> c) {
+    auto rows = run_bench_harness(cfg, c, nullptr);
+    if (c->rank() == 0) p.rows = rows;
+  });
+  p.text = testing::internal::GetCapturedStdout();
+  ASSERT_EQ(p.rows.size(), 4u * 2);  // 4 K, 16 K
+  for (const auto& r : p.rows) {
+    SCOPED_TRACE(r.backend + " " + std::to_string(r.bytes) + " B");
+    const nlohmann::json j = to_json(r);
+    EXPECT_EQ(j.at("base"), "ring");
+    const std::string shape = r.backend == "ps"             ? "W=2,S=1"
+                              : r.backend == "ps-colocated" ? "W=3,co"
+                              : r.backend == "ring@2"       ? "W=2"
+                                                            : "W=3";
+    EXPECT_EQ(shape_label(r), shape);
+    EXPECT_EQ(j.at("ranks_used"), r.backend == "ring@2" ? 2 : 3);
+    const bool compared = r.backend == "ring" || r.backend == "ps-colocated";
+    EXPECT_EQ(j.at("vs_base").is_null(), !compared) << j.dump();
+    if (r.backend == "ring") EXPECT_EQ(j.at("vs_base"), 1.0);
+    // the table's row: its backend, its shape, ..., and "vs base" last
+    char head[64];  // backend (the column as wide as "ps-colocated"), shape, size
+    std::snprintf(head, sizeof head, "   %-12s %-9s %12zu ", r.backend.c_str(), shape.c_str(),
+                  r.bytes);
+    const std::size_t at = p.text.find(head);
+    ASSERT_NE(at, std::string::npos) << head << "\n" << p.text;
+    const std::string line = p.text.substr(at, p.text.find('\n', at) - at);
+    const std::string last = line.substr(line.find_last_of(' ') + 1);
+    if (r.backend == "ring")
+      EXPECT_EQ(last, "base") << line;
+    else if (compared)
+      EXPECT_EQ(last.back(), 'x') << line;
+    else
+      EXPECT_EQ(last, "-") << line;
+  }
+  EXPECT_NE(p.text.find("vs base = busbw / busbw of ring (W=3) at the same size, on rows of that "
+                        "shape only"),
+            std::string::npos)
+      << p.text;
 }
 
 TEST(BenchHarness, BadFlagsAndUnknownBackendAreConfigErrors) {

@@ -81,6 +81,21 @@ class Bench(unittest.TestCase):
                                      sum(r["server_bytes_in"]) + sum(r["server_bytes_out"]))
                 else:
                     self.assertEqual(r["bench"], "allreduce")
+        # Shapes: ps runs 2 workers + 1 server on 3 ranks, the @2 ops 2 workers on 2 ranks. The
+        # base (ps, the first backend: no plain mpi) is compared with no row of another shape:
+        # their busbw counts other links, their time other ranks.
+        for r in rows:
+            with self.subTest(backend=r["backend"], size=r["size"]):
+                self.assertEqual(r["ranks_used"], 3 if r["backend"] == "ps" else 2)
+                self.assertEqual(r["base"], "ps")
+                self.assertEqual(r["vs_base"], 1.0 if r["backend"] == "ps" else None)
+        table = [line.split() for line in p.stdout.splitlines() if " float " in line
+                 and not line.startswith("{")]
+        self.assertEqual(len(table), 4 * 3, p.stdout)
+        for cols in table:  # backend shape size count float ... vs-base
+            shape = {"ps": "W=2,S=1", "ps-colocated@2": "W=2,co"}.get(cols[0], "W=2")
+            self.assertEqual((cols[1], cols[-1]), (shape, "base" if cols[0] == "ps" else "-"),
+                             p.stdout)
         # the '#  ps (...)' lines: every server's bytes, measured / theory, agree
         pairs = re.findall(r"server \d+ in (\d+) / (\d+) out (\d+) / (\d+)", p.stdout)
         self.assertEqual(len(pairs), 3 * 3, p.stdout)  # 3 sizes: 1 server + 2 shards
