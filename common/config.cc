@@ -261,15 +261,18 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 // "; did you mean --NAME?" for the option of `opts` a mistyped `name` most likely meant: the
 // nearest (git's way: at most 2 edits, and fewer than half its letters), else the only one it
 // begins (--segment: --segment-bytes; prefixes are not accepted as the option itself); "" if none.
+// `refused`: names never suggested (an INI file's: config and help, which it may not hold).
 std::string did_you_mean(std::string name, const po::options_description& opts,
-                         const std::string& dashes) {
+                         const std::string& dashes, std::vector<std::string> refused = {}) {
   name.erase(0, name.find_first_not_of('-'));
   std::string best, prefix_of;
   std::size_t best_d = 3;
   int prefixes = 0;
   for (const auto& o : opts.options()) {
     const std::string& cand = o->long_name();
-    if (cand.empty() || cand == name) continue;
+    if (cand.empty() || cand == name ||
+        std::find(refused.begin(), refused.end(), cand) != refused.end())
+      continue;
     const std::size_t d = edit_distance(name, cand);
     if (d < best_d) best_d = d, best = cand;
     if (name.size() >= 3 && cand.compare(0, name.size(), name) == 0) ++prefixes, prefix_of = cand;
@@ -308,9 +311,10 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
     STARRING_CONFIG_CHECK(eq != std::string::npos, path, ":", no, ": expected 'key = value', got '",
                           t, "'");
     std::string key = trim(t.substr(0, eq));
-    STARRING_CONFIG_CHECK(key != "config" && key != "help" && all.find_nothrow(key, false), path,
-                          ":", no, ": unknown option '", key, "'",
-                          sweep_file.empty() ? did_you_mean(key, all, "") : sweep_file);
+    STARRING_CONFIG_CHECK(
+        key != "config" && key != "help" && all.find_nothrow(key, false), path, ":", no,
+        ": unknown option '", key, "'",
+        sweep_file.empty() ? did_you_mean(key, all, "", {"config", "help"}) : sweep_file);
     STARRING_CONFIG_CHECK(!line_of.count(key), path, ":", no, ": '", key,
                           "' given twice (first on line ", line_of[key], ")");
     line_of[key] = no;

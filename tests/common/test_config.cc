@@ -120,6 +120,12 @@ TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
   EXPECT_NE(msg.find("bogus-option"), std::string::npos) << msg;
   msg = error_of("train", {"--config", write("t.ini", "[train]\nlrr = 0.1\n")});
   EXPECT_NE(msg.find("t.ini:2: unknown option 'lrr'; did you mean lr?"), std::string::npos) << msg;
+  // never an option an INI file may not hold: 'confi' is not 'config' there, 'hel' not 'help'
+  msg = error_of("train", {"--config", write("c.ini", "confi = x.ini\nhel = 1\n")});
+  EXPECT_NE(msg.find("c.ini:1: unknown option 'confi'"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
+  msg = error_of("train", {"--config", write("h.ini", "hel = 1\n")});
+  EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
 
   std::string bad_value = write("v.ini", "batch = many\n");
   msg = error_of("train", {"--config", bad_value});
