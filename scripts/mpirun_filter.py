@@ -88,10 +88,12 @@ class Filter:
         self.held = b""  # that line, an MPI_Abort's, until a program's error line has passed
         self.errors = False  # a program's "starring: error:" line has passed
         self.stopped = []  # STOPPED lines held until the end
+        self.open = False  # the last byte written was not a newline
 
     def write(self, data):
         if data:
             os.write(self.out, data)
+            self.open = not data.endswith(b"\n")
 
     def line(self, ln):
         bare = ln.rstrip(b"\n")
@@ -166,7 +168,9 @@ class Filter:
         if self.frame is not None:
             self.write(b"".join(self.frame))
         rest = self.held + (b"" if self.said else b"".join(self.stopped))
-        if rest and self.midline:  # a progress bar's last redraw left its line open: end it
+        # a progress bar's last redraw, or a last line without its newline (a "[host:pid]" note
+        # held while it might have been mpirun's), left its line open: end it
+        if rest and self.open:
             self.write(b"\n")
         self.write(rest)
 

@@ -89,6 +89,9 @@ class Filter(unittest.TestCase):
         # note, held to the end, was glued to the bar's last ETA
         bar = "\r[##..] step 5/9 ETA 0:01 "
         self.assertEqual(filtered(bar + "\n" + note + bar), bar + "\n" + bar + "\n" + note)
+        # a last line without its newline that was held as possibly mpirun's ("[host:pid] ...")
+        part = "[vm:1234] a note cut short"
+        self.assertEqual(filtered(note + part), part + "\n" + note)
         bench = "starring: rank 0: stopped by SIGTERM\n"  # bench, env: nothing kept to mention
         self.assertEqual(filtered(bench + "b\n"), "b\n" + bench)
         self.assertEqual(filtered(bench + KILLED), "mpirun: job stopped: rank 1 on node vm was "
