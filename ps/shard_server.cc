@@ -308,7 +308,7 @@ std::string ShardServer::progress() const {
     if (!bsp_ || c.arrived == 0 || ++open > kShown) continue;
     std::string in;
     for (int w = 0; w < workers_; ++w)
-      if (c.got[static_cast<std::size_t>(w)]) in += (in.empty() ? "" : " ") + std::to_string(w);
+      if (c.got[static_cast<std::size_t>(w)]) in += detail::concat(in.empty() ? "" : " ", w);
     rounds += detail::concat(rounds.empty() ? "" : ", ", "chunk ", c.id, " step ", c.bsp_step,
                              " has worker(s) ", in);
   }
