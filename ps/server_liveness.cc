@@ -6,7 +6,7 @@
 // between two checks (the server descheduled on a loaded machine, the whole process stopped,
 // e.g. by a sanitizer's runtime, or one long message) only max(timeout / 4, 50 ms) counts: the
 // rest is added to every worker's last-heard time and every pending send's start. And no worker
-// is named while a message is waiting in the next receive slot: it is handled first (the rule is
+// is named while a message from it is waiting in the receive slots: it is handled first (the rule is
 // ps/watch_clock.h's, shared with the workers' reply deadlines). Without these, a server whose
 // loop stood still longer than the timeout named a worker whose push was already in its slots. When
 // it does name one, the message says what this server has from every worker (its last message,
@@ -49,8 +49,15 @@ void ServerLoop::check_liveness() {
     if (silent < 0 || last_heard_[wi] < last_heard_[static_cast<std::size_t>(silent)]) silent = w;
   }
   if (silent < 0) return;
-  const Slot& next = slots_[head_];
-  if (next.req && next.req->test()) return;  // a message is waiting: handled before any verdict
+  // A message from it already in the slots is handled before any verdict. Posted receives are
+  // matched in order, so its message can only sit in the run of completed slots from the head;
+  // messages from the others do not delay the verdict (a busy server would put it off forever).
+  const int silent_rank = group_.worker_ranks.at(static_cast<std::size_t>(silent));
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[(head_ + i) % slots_.size()];
+    if (!s.req || !s.req->test()) break;
+    if (s.req->status().source == silent_rank) return;
+  }
   throw TimeoutError(detail::concat(where_, ": timeout after ", opt_.timeout.count(),
                                     " s: ", who(silent), " (worker ", silent,
                                     ") sent nothing while this server waited for it",
