@@ -7,6 +7,7 @@ said nothing of it."""
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 from unittest import mock
 
@@ -42,6 +43,27 @@ class OtherLoadArithmetic(unittest.TestCase):
         self.assertGreaterEqual(sweep_jobs.own_cpu_s() - own0, 0.45)
         self.assertGreaterEqual(load.cpus(), 0.0)
         self.assertGreater(sweep_jobs.host_busy_s(), 0)
+
+    def test_the_jobs_orphans_are_its_own(self):
+        # The job's process starts a child that outlives it and burns 0.5 s of CPU, as
+        # scripts/mpirun.sh's stderr filter outlives mpirun with no one waiting for it: launch()
+        # waits for it, so its time is the job's own (before, it went to init and counted as
+        # other processes' load).
+        burn = ("import time\nt=time.process_time()\n"
+                "while time.process_time()-t<0.5: pass")
+        job = ("import subprocess, sys\n"
+               f"subprocess.Popen([sys.executable, '-c', {burn!r}])\n")
+        ctx = {"launcher": sys.executable, "timeout_s": 60}
+        with tempfile.TemporaryDirectory() as tmp:
+            own0 = sweep_jobs.own_cpu_s()
+            try:
+                rc, status, _, _ = sweep_jobs.launch(1, ["-c", job], os.path.join(tmp, "log"), ctx)
+            finally:
+                sweep_jobs.end_deferral(ctx)
+        self.assertEqual((rc, status), (0, "ok"))
+        self.assertGreaterEqual(sweep_jobs.own_cpu_s() - own0, 0.45)
+        with self.assertRaises(ChildProcessError):  # nothing left behind
+            os.waitpid(-1, os.WNOHANG)
 
 
 class WhatIsSaid(unittest.TestCase):
