@@ -164,9 +164,15 @@ def star_note(rows, sep=" "):
 
 def load_note(runs, bench, sep=" "):
     """Jobs measured while other processes kept over a quarter of the host's CPUs busy
-    (`host_other_cpus`, scripts/sweep_jobs.py OtherLoad): their wall-clock figures include it."""
-    jobs = {("run", r.get("run_id")): r for r in runs}
-    jobs.update({("bench", b.get("bench_id")): b for b in bench if b.get("bench_id")})
+    (`host_other_cpus`, scripts/sweep_jobs.py OtherLoad): their wall-clock figures include it.
+    Of the jobs the table and plots show: the successful runs (every repeat: the table gives
+    their range) and the bench passes that gave rows; failed, timed-out and skipped ones are
+    not counted."""
+    jobs = {("run", r.get("run_id")): r for r in runs
+            if r.get("status") == "ok" and sr.table_ready(r)}
+    # one pass's rows share its bench_id, repeat and date; a repeat keeps the bench_id
+    jobs.update({("bench", b["bench_id"], b.get("repeat"), b.get("date")): b for b in bench
+                 if b.get("bench_id") and "size" in b})
     busy = [j for j in jobs.values() if j.get("host_other_cpus") is not None
             and j["host_other_cpus"] > 0.25 * (j.get("cores") or 1)]
     if not busy:
@@ -177,6 +183,14 @@ def load_note(runs, bench, sep=" "):
             f"busy during {len(busy)} of {len(jobs)} runs and bench passes (host_other_cpus "
             "in runs.jsonl and bench.jsonl): their wall-clock figures measure that load as much "
             "as the backends; rerun them on a quiet machine.")
+
+
+def sweep_scope(runs, bench, sweep):
+    """The runs and bench records of one sweep (--table-sweep), or all of them."""
+    if not sweep:
+        return runs, bench
+    return ([r for r in runs if r.get("sweep") == sweep],
+            [b for b in bench if b.get("sweep") == sweep])
 
 
 def not_ok(runs):
@@ -370,10 +384,11 @@ def main(argv=None):
     rows = write_summary(out, runs, bench, figures)
     write_html(out, a.results, runs, bench, figures, rows, problems)
     if not a.quiet:
+        shown, shown_bench = sweep_scope(runs, bench, a.table_sweep)
         if a.table_sweep:
-            rows = table_rows([r for r in runs if r.get("sweep") == a.table_sweep])
+            rows = table_rows(shown)
         if rows:
-            print(text_table(rows) + load_note(runs, bench, "\n"))
+            print(text_table(rows) + load_note(shown, shown_bench, "\n"))
         for r in not_ok(runs):
             print(f"{r.get('status', '?').upper()}: {r.get('run_id')} (log {r.get('log_file')})")
         for p in problems[:10]:

@@ -16,6 +16,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts
 import report  # noqa: E402
 import sweep_jobs  # noqa: E402
 
+FIXTURE = os.path.join(HERE, "fixtures", "results")  # the report's (make_fixture.py)
+
 
 class OtherLoadArithmetic(unittest.TestCase):
     def test_the_jobs_own_cpu_time_is_not_counted(self):
@@ -73,17 +75,46 @@ class WhatIsSaid(unittest.TestCase):
                          "  [other work on the host: 1.4 of 2 CPUs]")
         self.assertEqual(sweep_jobs.other_load_words({"cores": 2}), "")
 
-    def test_the_report_note(self):
-        runs = [{"run_id": "a", "cores": 2, "host_other_cpus": 0.1},
-                {"run_id": "b", "cores": 2, "host_other_cpus": 1.2},
-                {"run_id": "c", "cores": 2}]  # an older record: no figure
-        bench = [{"bench_id": "x", "size": 1, "cores": 2, "host_other_cpus": 1.9},
-                 {"bench_id": "x", "size": 2, "cores": 2, "host_other_cpus": 1.9}]
+    @staticmethod
+    def fixture_runs(sweep, loads):
+        """Successful runs of the committed report fixture, one per load (None: no figure)."""
+        runs = [r for r in report.load(FIXTURE)[0] if r.get("sweep") == sweep
+                and r.get("status") == "ok"][:len(loads)]
+        for r, load in zip(runs, loads):
+            r["cores"] = 2
+            r.pop("host_other_cpus", None)
+            if load is not None:
+                r["host_other_cpus"] = load
+        return runs
+
+    def test_the_report_note_counts_what_the_table_and_plots_show(self):
+        runs = self.fixture_runs("main", [0.1, 1.2, None])  # None: an older record
+        # not in the table: a skipped run, a failed one
+        runs += [{"run_id": "s", "sweep": "main", "status": "skipped", "cores": 2,
+                  "host_other_cpus": 1.9},
+                 {"run_id": "f", "sweep": "main", "status": "failed", "cores": 2,
+                  "host_other_cpus": 1.9}]
+        pass1 = {"bench_id": "x", "sweep": "main", "repeat": 1, "date": "d1", "cores": 2,
+                 "host_other_cpus": 1.9}
+        bench = [dict(pass1, size=1), dict(pass1, size=2),  # one pass, two rows
+                 dict(pass1, size=1, repeat=2, date="d2", host_other_cpus=0.1),  # its repeat
+                 {"bench_id": "y", "sweep": "main", "status": "failed", "cores": 2,
+                  "host_other_cpus": 1.9}]  # a pass that gave no rows
         note = report.load_note(runs, bench)
-        self.assertIn("Other processes kept 1.2-1.9 of the host's 2 CPUs busy during 2 of 4 "
+        self.assertIn("Other processes kept 1.2-1.9 of the host's 2 CPUs busy during 2 of 5 "
                       "runs and bench passes", note)
         self.assertEqual(report.load_note(runs[:1], []), "")
 
+    def test_one_sweeps_terminal_table_has_its_own_note(self):
+        # report.py --table-sweep main: the note under the table is the main sweep's
+        runs = self.fixture_runs("main", [0.1, 0.2]) + self.fixture_runs("straggler", [1.5])
+        bench = [{"bench_id": "x", "sweep": "bucket", "repeat": 1, "size": 1, "cores": 2,
+                  "host_other_cpus": 1.9}]
+        self.assertIn("during 2 of 4 runs", report.load_note(runs, bench))
+        self.assertEqual(report.load_note(*report.sweep_scope(runs, bench, "main")), "")
+        self.assertIn("1.5-1.5 of the host's 2 CPUs busy during 1 of 1 runs",
+                      report.load_note(*report.sweep_scope(runs, bench, "straggler")))
+        self.assertEqual(report.sweep_scope(runs, bench, None), (runs, bench))
 
 if __name__ == "__main__":
     unittest.main()
