@@ -183,13 +183,20 @@ TEST_F(IdxTest, MissingFileSuggestsSetup) {
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_NE(msg.find("scripts/setup.sh"), std::string::npos) << msg;
 
-  try {
-    load_idx_dataset((dir_ / "empty").string(), false);
-    FAIL() << "no error";
-  } catch (const ConfigError& e) {
-    std::string m = e.what();
-    EXPECT_NE(m.find("t10k-images-idx3-ubyte.gz"), std::string::npos) << m;
-    EXPECT_NE(m.find("dataset-fashion-mnist"), std::string::npos) << m;
+  // An existing folder without the files names the file it looked for; a folder that does not
+  // exist is named as such.
+  std::filesystem::create_directories(dir_ / "empty");
+  for (const char* folder : {"empty", "absent"}) {
+    try {
+      load_idx_dataset((dir_ / folder).string(), false);
+      ADD_FAILURE() << "no error for " << folder;
+    } catch (const ConfigError& e) {
+      const std::string m = e.what();
+      const bool absent = std::string(folder) == "absent";
+      EXPECT_EQ(m.find("t10k-images-idx3-ubyte.gz") != std::string::npos, !absent) << m;
+      EXPECT_EQ(m.find("' does not exist") != std::string::npos, absent) << m;
+      EXPECT_NE(m.find("dataset-fashion-mnist"), std::string::npos) << m;
+    }
   }
 }
 
