@@ -11,15 +11,14 @@
 // on how fast the machine is; the only wait is the stall itself, longer than the timeout.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <thread>
 
 #include "common/error.h"
 #include "common/inproc_comm.h"
 #include "ps/ps_group.h"
 #include "ps/server_loop.h"
+#include "tests/ps/park_gate.h"
 
 namespace starring::ps {
 namespace {
@@ -44,15 +43,8 @@ class ParkingComm : public Comm {
   }
   void barrier(Seconds timeout) override { inner_->barrier(timeout); }
 
-  bool wait_parked() {
-    std::unique_lock<std::mutex> lk(mu_);
-    return cv_.wait_for(lk, kWait, [&] { return parked_; });
-  }
-  void release() {
-    std::lock_guard<std::mutex> lk(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
+  bool wait_parked() { return gate_.wait_parked(); }
+  void release() { gate_.release(); }
 
  private:
   class Recv : public Request {
@@ -79,23 +71,16 @@ class ParkingComm : public Comm {
     bool counted_ = false;
   };
   void completed() {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++completed_;
+    gate_.set([&] { ++completed_; });
   }
   void maybe_park() {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (park_after_ < 0 || completed_ < park_after_ || released_) return;
-    parked_ = true;
-    cv_.notify_all();
-    cv_.wait_for(lk, kWait, [&] { return released_; });
+    gate_.park_if([&] { return park_after_ >= 0 && completed_ >= park_after_; });
   }
 
   std::shared_ptr<Comm> inner_;
   const int park_after_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int completed_ = 0;
-  bool parked_ = false, released_ = false;
+  ParkGate gate_{kWait};
+  int completed_ = 0;  // under gate_'s lock
 };
 
 void send_to_server(Comm& worker, Op op, std::int64_t step, const std::vector<float>& floats,

@@ -10,15 +10,14 @@
 // itself, longer than the deadline, and the real deadline of the silent-server case.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <thread>
 
 #include "common/error.h"
 #include "common/inproc_comm.h"
 #include "ps/ps_worker.h"
 #include "ps/server_loop.h"
+#include "tests/ps/park_gate.h"
 
 namespace starring::ps {
 namespace {
@@ -38,24 +37,20 @@ class WatchedComm : public Comm {
   int size() const override { return inner_->size(); }
   std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
     auto r = inner_->isend(buf, bytes, peer, tag);
-    if (tag >= kReplyTagBase) set([&] { replied_ = true; });
+    if (tag >= kReplyTagBase) gate_.set([&] { replied_ = true; });
     return r;
   }
   std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
-    if (tag >= kReplyTagBase) set([&] { armed_ = park_; });
+    if (tag >= kReplyTagBase) gate_.set([&] { armed_ = park_; });
     return std::make_unique<Recv>(this, inner_->irecv(buf, bytes, peer, tag), tag == kCtlTag);
   }
   void barrier(Seconds timeout) override { inner_->barrier(timeout); }
 
-  bool wait_parked() {
-    return wait_for([&] { return parked_; });
-  }
+  bool wait_parked() { return gate_.wait_parked(); }
   bool wait_replied() {
-    return wait_for([&] { return replied_; });
+    return gate_.wait_for([&] { return replied_; });
   }
-  void release() {
-    set([&] { released_ = true; });
-  }
+  void release() { gate_.release(); }
 
  private:
   class Recv : public Request {
@@ -74,30 +69,14 @@ class WatchedComm : public Comm {
     std::unique_ptr<Request> r_;
     bool ctl_;
   };
-  template <class F>
-  void set(F f) {
-    std::lock_guard<std::mutex> lk(mu_);
-    f();
-    cv_.notify_all();
-  }
-  template <class P>
-  bool wait_for(P p) {
-    std::unique_lock<std::mutex> lk(mu_);
-    return cv_.wait_for(lk, kWait, p);
-  }
   void maybe_park() {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (!armed_ || released_) return;
-    parked_ = true;
-    cv_.notify_all();
-    cv_.wait_for(lk, kWait, [&] { return released_; });
+    gate_.park_if([&] { return armed_; });
   }
 
   std::shared_ptr<Comm> inner_;
   const bool park_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool armed_ = false, parked_ = false, released_ = false, replied_ = false;
+  ParkGate gate_{kWait};
+  bool armed_ = false, replied_ = false;  // under gate_'s lock
 };
 
 ParamLayout layout() {
