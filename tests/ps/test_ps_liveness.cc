@@ -6,11 +6,15 @@
 //    slots behind worker 1's, in the words of a 20 s bsp failure seen once under TSan at load 18
 //    (whether that run's server had stood still is not known);
 //  - a worker that really is silent is named, and the message says what the server has from
-//    every worker (last message, replies owed, pushes per chunk, the rounds under way).
+//    every worker (last message, replies owed, pushes per chunk, the rounds under way);
+//  - a server kept busy by another worker's messages still names the silent one: only a message
+//    from the silent worker itself, waiting in the receive slots, puts the verdict off (97ce62e;
+//    before, any waiting message did, and the verdict came only once worker 0's stream ran dry).
 // Everything a worker sends is queued before the server may look at it, so neither case depends
 // on how fast the machine is; the only wait is the stall itself, longer than the timeout.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <thread>
 
@@ -81,6 +85,53 @@ class ParkingComm : public Comm {
   const int park_after_;
   ParkGate gate_{kWait};
   int completed_ = 0;  // under gate_'s lock
+};
+
+// Forwards to another Comm; each receive, the first time its owner finds it complete, costs the
+// owner 2 ms: a server that handles one message per loop is slowed so that a stream of queued
+// messages outlasts the timeout. Counts the receives completed.
+class SlowComm : public Comm {
+ public:
+  explicit SlowComm(std::shared_ptr<Comm> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    return inner_->isend(buf, bytes, peer, tag);
+  }
+  std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
+    return std::make_unique<Recv>(this, inner_->irecv(buf, bytes, peer, tag));
+  }
+  void barrier(Seconds timeout) override { inner_->barrier(timeout); }
+  int completed() const { return completed_.load(); }
+
+ private:
+  class Recv : public Request {
+   public:
+    Recv(SlowComm* c, std::unique_ptr<Request> r) : c_(c), r_(std::move(r)) {}
+    bool test() override {
+      const bool done = r_->test();
+      if (done && !counted_) {
+        counted_ = true;
+        ++c_->completed_;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      return done;
+    }
+    RecvStatus wait(Seconds timeout) override {
+      const RecvStatus s = r_->wait(timeout);
+      if (!counted_) ++c_->completed_;
+      counted_ = true;
+      return s;
+    }
+    RecvStatus status() const override { return r_->status(); }
+
+   private:
+    SlowComm* c_;
+    std::unique_ptr<Request> r_;
+    bool counted_ = false;
+  };
+  std::shared_ptr<Comm> inner_;
+  std::atomic<int> completed_{0};
 };
 
 void send_to_server(Comm& worker, Op op, std::int64_t step, const std::vector<float>& floats,
@@ -182,6 +233,27 @@ TEST(PsServerLiveness, ASilentWorkerIsNamedWithWhatTheServerHasFromEachWorker) {
         "pushes received per chunk: worker 0 1, worker 1 0",
         "1 round(s) under way: chunk 0 step 1 has worker(s) 0"})
     EXPECT_NE(error.find(part), std::string::npos) << part << "\nnot in: " << error;
+}
+
+TEST(PsServerLiveness, AServerBusyWithOneWorkersMessagesStillNamesTheSilentOne) {
+  InProcWorld world(3);
+  start_workers(world);
+  // Worker 0 has a stream of heartbeats queued before the server starts; worker 1 never sends
+  // again. At 2 ms a message the stream lasts at least 2 s, ten timeouts; in a timeout of the
+  // server's watching at most ~130 of them can be handled (at most 6 per 10 ms check, however
+  // the machine is loaded), so worker 1 is named with most of them still waiting. Under the old
+  // rule (any waiting message puts the verdict off) the stream was drained first.
+  constexpr int kHeartbeats = 1000, kSetup = 3;
+  for (int i = 0; i < kHeartbeats; ++i) send_to_server(*world.comm(0), Op::kHeartbeat, 0, {});
+  auto comm = std::make_shared<SlowComm>(world.comm(2));
+  const std::string error = serve(comm);
+  std::printf("handled %d of %d messages; the server said: %s\n", comm->completed(),
+              kSetup + kHeartbeats, error.c_str());
+  EXPECT_NE(error.find("server rank 2: timeout after 0.2 s: worker rank 1 (worker 1) sent nothing"),
+            std::string::npos)
+      << error;
+  EXPECT_LT(comm->completed(), kSetup + kHeartbeats / 2) << "worker 1 named only once worker "
+                                                            "0's stream had (nearly) run dry";
 }
 
 }  // namespace
