@@ -11,7 +11,7 @@
 #   ompi/   Open MPI's components (those whose libraries are all bundled), help texts and
 #           config, found through OPAL_PKGLIBDIR/OPAL_PKGDATADIR/OPAL_SYSCONFDIR;
 #   data/   Fashion-MNIST's four .gz files (--no-data leaves them out: --dataset synthetic).
-# Everything is stored as one xz tarball (.devbundle/bundle.tar.xz, about 25 MiB with data) to
+# Everything is stored as one xz tarball (.devbundle/bundle.tar.xz, about 40 MiB with data) to
 # stay well inside the device tool's 64 MiB per call. Usage (from anywhere):
 #   scripts/device_bundle.sh [--build DIR] [--no-data] [--no-compile]
 # then the device run:  carry [".devbundle"], command "bash scripts/device_check.sh".
