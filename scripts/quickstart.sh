@@ -2,8 +2,8 @@
 # The README's first command: installs what is missing, builds, and runs the main job: star vs
 # ring on Fashion-MNIST (1, 2 and 4 workers; ring all-reduce, one parameter server, co-located
 # servers; plus bandwidth bench passes), and the quick versions of the straggler and
-# compute/communication studies (2 workers, synthetic data, ~45 s) so that the report has every
-# plot; then writes the report, prints the main job's table and where the report is.
+# compute/communication studies (2 workers, 60- and 10-step runs, ~45 s) so that the report has
+# every plot; then writes the report, prints the main job's table and where the report is.
 #   scripts/quickstart.sh [--out DIR]        (default results/main)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
