@@ -33,7 +33,9 @@ def overlap(bench, out_dir):
     title = "Communication/computation overlap"
     rows = overlap_rows(bench)
     if not rows:
-        return Skipped(title, "no `starring bench --mode overlap` rows (bench.jsonl)")
+        return Skipped(title, "no `starring bench --mode overlap` rows (bench.jsonl; the bench "
+                       "pass of scripts/sweep.sh bucket [--quick] --out this results folder adds "
+                       "them)")
     kinds = [k for k in KINDS if any(b["compute"] == k for b in rows)]
     kinds += sorted({b["compute"] for b in rows} - set(kinds))
     fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.4), squeeze=False)

@@ -19,7 +19,8 @@ def _key(r, *drop):
 def straggler(runs, out_dir):
     slow = [r for r in runs if r.get("straggler")]
     if not slow:
-        return Skipped("Straggler", "no run with --straggler")
+        return Skipped("Straggler", "no run with --straggler (scripts/sweep.sh straggler [--quick] "
+                       "--out this results folder adds them)")
     base = {_key(r, "straggler"): r for r in runs if not r.get("straggler")}
     pairs = [(base.get(_key(r, "straggler")), r) for r in slow]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.9))
@@ -107,7 +108,9 @@ def _staleness_label(r):
 def staleness(runs, out_dir):
     runs = [r for r in runs if r.get("staleness_hist") and r.get("consistency") in ("ssp", "asp")]
     if not runs:
-        return Skipped("Observed staleness", "no PS run under ssp/asp recorded a staleness histogram")
+        return Skipped("Observed staleness", "no PS run under ssp/asp recorded a staleness "
+                       "histogram (scripts/sweep.sh straggler [--quick] --out this results "
+                       "folder adds them)")
     # One panel per consistency: ASP's long tail (tens of steps) on a shared axis squeezed SSP's
     # few bars into a sliver.
     kinds = [k for k in ("ssp", "asp") if any(r["consistency"] == k for r in runs)]
@@ -166,7 +169,9 @@ def crossover(runs, out_dir):
     runs = [r for r in runs if "hidden" in r.get("grid_point", {}) and r.get("step_time")]
     if len({r["model"]["params"] for r in runs}) < 3:
         return Skipped("Compute/communication crossover",
-                       "no sweep over the MLP width (--hidden) with at least 3 widths")
+                       "no sweep over the MLP width (--hidden) with at least 3 widths "
+                       "(scripts/sweep.sh crossover [--quick] --out this results folder adds "
+                       "one)")
     batches = sorted({r.get("batch", 0) for r in runs})
     styles = dict(zip(batches, ["-", "--", "-.", ":"] * 4))
     fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.6))
@@ -251,7 +256,8 @@ def _crossover_verdict(runs):
 def bucket(runs, out_dir):
     runs = [r for r in runs if "bucket-mb" in r.get("grid_point", {}) and r.get("step_time")]
     if len({r["bucket_mb"] for r in runs}) < 2:
-        return Skipped("Bucket size", "no sweep over --bucket-mb")
+        return Skipped("Bucket size", "no sweep over --bucket-mb (scripts/sweep.sh bucket "
+                       "[--quick] --out this results folder adds one)")
     workers = sorted({r["workers"] for r in runs})
     fig, axes = plt.subplots(1, len(workers), figsize=(6 * len(workers), 4.4), squeeze=False)
     for ax, w in zip(axes[0], workers):

@@ -181,6 +181,29 @@ class ReportWithPartialData(unittest.TestCase):
             self.assertIn("Loss and accuracy vs wall time: the runs with a history or metrics "
                           "file all vary --straggler", skipped)
 
+    def test_a_main_only_folder_names_the_sweep_behind_each_missing_study_plot(self):
+        # `scripts/sweep.sh main` alone: the page said "Straggler: no run with --straggler" and
+        # left the user to find which sweep makes it (only Faults and Recovery named theirs)
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+            with open(os.path.join(tmp, "runs.jsonl"), "w", encoding="utf-8") as f:
+                for r in runs:
+                    if r.get("sweep") == "main":
+                        f.write(json.dumps(r) + "\n")
+            shutil.copytree(os.path.join(FIXTURE, "runs"), os.path.join(tmp, "runs"))
+            proc = run_report(tmp, os.path.join(tmp, "report"))
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(os.path.join(tmp, "report", "report.html"), encoding="utf-8") as f:
+                page = html.unescape(re.sub(r"<[^>]+>", " ", f.read()))
+            skipped = " ".join(page.split("Plots not drawn")[1].split())
+            for title, sweep in (("Straggler", "straggler"), ("Observed staleness", "straggler"),
+                                 ("Compute/communication crossover", "crossover"),
+                                 ("Bucket size", "bucket"),
+                                 ("Communication/computation overlap", "bucket")):
+                item = skipped.split(title + ":")[1].split(":")[0]
+                self.assertIn(f"scripts/sweep.sh {sweep} [--quick] --out this results folder",
+                              item, (title, skipped))
+
     def test_a_bench_without_parameter_server_rows_still_gives_the_cost_model(self):
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
             shutil.copy(os.path.join(FIXTURE, "runs.jsonl"), tmp)
