@@ -32,7 +32,10 @@ fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "[setup] error: missing packages (${missing[*]}) and not root, no sudo" >&2; exit 1
+    echo "[setup] error: missing packages: ${missing[*]}. Installing them needs root, and this" \
+      "user is not root and has no sudo: ask an administrator to run" \
+      "'apt-get install ${missing[*]}' (or run this script as root), then run this again." >&2
+    exit 1
   fi
 fi
 echo "[setup] installing: ${missing[*]}"

@@ -2,8 +2,10 @@
 """scripts/build.sh with a stand-in `cmake` on PATH that records its arguments: `--target T`
 goes to the build step (so scripts/quickstart.sh can build only the `starring` executable, not
 the test binaries), every other argument to the configure step; and scripts/quickstart.sh's
-arguments, refused before any work when unknown."""
+arguments, refused before any work when unknown; scripts/setup.sh's message to a user who
+lacks a package and cannot install it."""
 import os
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -13,6 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 BUILD_SH = os.path.join(REPO, "scripts", "build.sh")
 QUICKSTART = os.path.join(REPO, "scripts", "quickstart.sh")
+SETUP = os.path.join(REPO, "scripts", "setup.sh")
 
 FAKE_CMAKE = """#!/bin/sh
 printf '%s\\n' "$*" >> "$CMAKE_CALLS"
@@ -86,6 +89,29 @@ class QuickstartArguments(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("scripts/test.sh --sanitize address|thread [ctest args...]", p.stdout)
         self.assertNotIn("[setup]", p.stdout + p.stderr)
+
+
+class SetupWithoutRoot(unittest.TestCase):
+    # A user who is not root, has no sudo, and lacks a package read only "[setup] error: missing
+    # packages (dataset-fashion-mnist) and not root, no sudo": not what to do about it.
+    def test_a_missing_package_without_root_or_sudo_says_what_to_do(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            stubs = {"dpkg-query": 'for p; do :; done  # the package: the last argument\n'
+                                   '[ "$p" = dataset-fashion-mnist ] && exit 1\n'
+                                   'echo "install ok installed"\n',
+                     "id": "echo 1000\n"}  # a normal user; PATH holds no sudo
+            for name, body in stubs.items():
+                path = os.path.join(tmp, name)
+                with open(path, "w") as f:
+                    f.write("#!/bin/sh\n" + body)
+                os.chmod(path, 0o755)
+            os.symlink(shutil.which("grep"), os.path.join(tmp, "grep"))
+            p = subprocess.run(["/bin/bash", SETUP], env={"PATH": tmp}, capture_output=True,
+                               text=True, timeout=30)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("missing packages: dataset-fashion-mnist", p.stderr)
+        self.assertIn("needs root", p.stderr)
+        self.assertIn("'apt-get install dataset-fashion-mnist'", p.stderr)
 
 
 if __name__ == "__main__":
