@@ -34,7 +34,6 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <iostream>
 #include <string_view>
 
 #include "common/error.h"
@@ -156,7 +155,8 @@ Trace::~Trace() {
   try {
     close();
   } catch (const std::exception& e) {
-    std::cerr << "rank " << rank_ << ": trace: " << e.what() << "\n";
+    const std::string line = detail::concat("rank ", rank_, ": trace: ", e.what(), "\n");
+    std::fwrite(line.data(), 1, line.size(), stderr);  // one write: other ranks share stderr
   }
 }
 

@@ -1,9 +1,13 @@
 // Device: the CPU implementation against naive double-precision references for every operation,
 // make_device's fallback, and (when a GPU is present) the CUDA implementation against the CPU one.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "common/blas_kernels.h"
@@ -179,6 +183,36 @@ TEST(MakeDevice, CpuAndFallback) {
   EXPECT_EQ(make_device("auto", 1, 0)->is_gpu(), d->is_gpu());
   EXPECT_THROW(make_device("cpu", 0, 0), Error);  // OpenBLAS needs at least one thread
   if (!info.built) EXPECT_FALSE(info.error.empty());
+}
+
+// The fallback's log line reaches stderr in ONE write: under mpirun every rank of a host falls
+// back at the same moment into the same stderr pipe, and a line written piece by piece came out
+// interleaved ("[starring] local rank [starring] local rank 0: no usable CUDA device ...").
+// stderr is a SOCK_SEQPACKET socket here, so every write(2) arrives as a record of its own.
+TEST(MakeDevice, FallbackLineIsOneWrite) {
+  GpuInfo info = query_gpus();
+  if (info.built && !info.gpus.empty()) GTEST_SKIP() << "a GPU is usable: no fallback line";
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ASSERT_GE(saved, 0);
+  ::dup2(sv[0], 2);
+  auto d = make_device("cuda", 1, 3);
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(sv[0]);
+  std::vector<std::string> records;
+  char buf[4096];
+  for (ssize_t got; (got = ::recv(sv[1], buf, sizeof buf, MSG_DONTWAIT)) > 0;)
+    records.emplace_back(buf, static_cast<std::size_t>(got));
+  ::close(sv[1]);
+  EXPECT_FALSE(d->is_gpu());
+  ASSERT_EQ(records.size(), 1u) << "the line came in " << records.size() << " writes";
+  EXPECT_EQ(records[0].rfind("[starring] local rank 3: no usable CUDA device (", 0), 0u)
+      << records[0];
+  EXPECT_EQ(records[0].back(), '\n');
 }
 
 // The same operations on the GPU and on the CPU agree within float tolerance.
