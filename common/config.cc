@@ -149,7 +149,8 @@ struct Groups {
   }
   void add_sync(SyncConfig& y, Staged& s) {
     sync.add_options()("backend", val(&y.backend), "local | ring | ring-p2p | mpi | nccl | ps")(
-        "bucket-mb", val(&y.bucket_mb), "gradient bucket size in MiB")(
+        "bucket-mb", val(&y.bucket_mb),
+        "largest gradient bucket in MiB (buckets of whole tensors)")(
         "overlap", text(&s.overlap, y.overlap ? "on" : "off"),
         "on | off: sync buckets while backward runs")("compress", val(&y.compress),
                                                       "none | fp16 | bf16 on the wire")(
