@@ -67,7 +67,7 @@ TEST(PsPartition, RangeCoversOnceAndBalancesWithinOneChunk) {
   for (auto widths : std::vector<std::vector<int>>{{784, 256, 128, 10}, {23, 13, 7, 3}, {5, 1}}) {
     ParamLayout l = mlp_layout(widths);
     for (int s : {1, 2, 3, 4, 7}) {
-      for (std::size_t chunk : {4ul, 256ul, 4096ul, 4ul << 20}) {
+      for (std::size_t chunk : {4ul, 7ul, 256ul, 1023ul, 4096ul, 4ul << 20}) {  // 7, 1023: not x4
         for (std::size_t bucket : {0ul, 1000ul, 25ul << 20}) {
           PsPlan p = make_plan(l, s, slice_by_range, chunk, bucket);
           check_plan(l, p, chunk);

@@ -99,13 +99,14 @@ INSTANTIATE_TEST_SUITE_P(WorkersByServers, PsBspEquivalence,
                                   std::get<1>(info.param) + "_" + std::get<2>(info.param);
                          });
 
-TEST(PsInproc, TensorPartitionAndOverlapOffAlsoEqualReference) {
+TEST(PsInproc, TensorPartitionOverlapOffAndOddChunkBytesAlsoEqualReference) {
   const OptimizerConfig oc = test_opt("sgd");
   const auto ref = reference(test_layout(), 2, 3, oc);
-  for (int variant = 0; variant < 2; ++variant) {
+  for (int variant = 0; variant < 3; ++variant) {
     auto opt = test_options("bsp");
     if (variant == 0) opt.partition = "tensor";
     if (variant == 1) opt.overlap = false;
+    if (variant == 2) opt.chunk_bytes = 7;  // not a multiple of 4: chunks of one float
     RunResult r = run_ps(2, "2", 3, oc, opt);
     expect_no_errors(r);
     EXPECT_EQ(r.params[0], ref) << "variant " << variant;
