@@ -52,6 +52,11 @@ ShardServer::ShardServer(const PsInitSpec& spec, float* params)
   }
   acc_.reset(new float[spec.total]);
   awaiting_.assign(static_cast<std::size_t>(workers_), 0);
+  // asp / ssp scale each push's gradient by 1/W (push_async); SGD's weight decay is L2 added to
+  // that gradient, so it is scaled too: a step's W pushes decay as one bsp step does, not W times
+  // as much. (AdamW's decay is decoupled: per optimizer step, as Adam's update, see the header.)
+  OptimizerConfig opt = spec.opt;
+  if (!bsp_ && opt.type == "sgd") opt.weight_decay /= static_cast<float>(workers_);
   const auto w = static_cast<std::size_t>(workers_);
   for (const auto& ref : spec.chunks) {
     STARRING_CHECK(ref.begin + ref.count <= spec.total && ref.count > 0 && !index_.count(ref.id),
@@ -60,7 +65,7 @@ ShardServer::ShardServer(const PsInitSpec& spec, float* params)
     c.id = ref.id;
     c.begin = ref.begin;
     c.count = ref.count;
-    if (!sum_only_) c.opt = std::make_unique<Optimizer>(spec.opt, ref.begin, ref.begin + ref.count);
+    if (!sum_only_) c.opt = std::make_unique<Optimizer>(opt, ref.begin, ref.begin + ref.count);
     c.got.assign(w, 0);
     c.early.assign(w, nullptr);
     c.copies.resize(w);

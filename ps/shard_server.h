@@ -17,6 +17,8 @@
 //        worker: at worst (worker 0 always last) (W-1) x this server's share of the model (up
 //        to twice that in held receive buffers, which a push fills at least half).
 //   asp: each push is scaled by 1/W and applied on arrival; the pusher gets the current values.
+//        SGD's weight decay (L2 on the gradient) is scaled with it, so a step's W pushes decay
+//        the parameters as one bsp step does.
 //        Every push is one update of the chunk's optimizer state, and Adam's bias correction
 //        counts them as such (PyTorch counts optimizer steps): W per step, starting at
 //        W x (step - 1) + 1 for the first push this server sees (a resumed run: every worker
