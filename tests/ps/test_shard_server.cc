@@ -164,14 +164,14 @@ TEST(ShardServer, SspWithholdsRepliesBeyondTheBound) {
   s.set_params(1, z, 3);
   std::vector<PsReply> out;
   s.push(0, 0, 1, 0.1f, g, 3, out);  // worker 0 at clock 1, slowest 0: may run 1 ahead
-  EXPECT_EQ(workers_of(out), (std::vector<int>{0}));
+  ASSERT_EQ(workers_of(out), (std::vector<int>{0}));
   EXPECT_FALSE(out[0].stable);
   out.clear();
   s.push(0, 0, 2, 0.1f, g, 3, out);  // clock 2 would let it start 2 ahead: withheld
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(s.awaiting(0), 1);
   s.push(1, 0, 1, 0.1f, g, 3, out);  // the slowest moves: both replies go out
-  EXPECT_EQ(workers_of(out), (std::vector<int>{0, 1}));
+  ASSERT_EQ(workers_of(out), (std::vector<int>{0, 1}));
   EXPECT_EQ(s.awaiting(0), 0);
   // Clocks ahead of the slowest at each push: 0 and 1 (worker 0), 0 (worker 1).
   const std::map<std::int64_t, std::uint64_t> expect{{0, 2}, {1, 1}};
