@@ -432,23 +432,9 @@ def merge_traces(paths, out):
     into one file that Perfetto / chrome://tracing shows with one process per rank; a rank
     that died contributes its '<file>.partial' (read_trace_events; a file and its .partial both
     given count once). Missing or unreadable inputs are skipped; returns the list of files
-    merged."""
-    events, merged, done = [], [], {}
-    for path in paths:
-        base = trace_base(path)
-        if base not in done:
-            try:
-                events += read_trace_events(base)
-                done[base] = True
-            except (OSError, ValueError, KeyError, TypeError):
-                done[base] = False
-        if done[base]:
-            merged.append(path)
-    tmp = out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
-    os.replace(tmp, out)
-    return merged
+    merged. The events are copied line by line, not loaded (scripts/trace_merge.py)."""
+    import trace_merge  # here: it imports this module
+    return trace_merge.merge(paths, out)
 
 
 # ---- injected faults (--fault KIND:RANK:STEP) ---------------------------------------------------
