@@ -51,8 +51,9 @@ def straggler(runs, out_dir):
     ax.bar([i - width / 2 for i in x], without, width, color="#BBBBBB", label="no straggler")
     ax.bar([i + width / 2 for i in x], with_, width, color=colors)
     for i, (a, b) in enumerate(zip(without, with_)):
-        if a > 0:
-            ax.annotate(f"{b - a:+.1f} pt", (i + width / 2, b), ha="center", va="bottom",
+        if a > 0:  # over the pair, above both bars: on the colored bar alone, a fall ran the
+            # label into the taller gray bar beside it
+            ax.annotate(f"{b - a:+.1f} pt", (i, max(a, b)), ha="center", va="bottom",
                         fontsize=8)
     lo = min([v for v in without + with_ if v > 0] or [0])
     ax.set_ylim(max(0, lo - 10), min(101, max(without + with_) + 4))

@@ -464,6 +464,38 @@ class BytesCaption(unittest.TestCase):
         self.assertEqual(sr.busiest(old, "worker_sent"), 1410876)
 
 
+class StragglerLabels(unittest.TestCase):
+    def test_an_accuracy_fall_is_labelled_above_both_bars(self):
+        # '-0.6 pt' sat on the colored bar, lower than the gray one beside it, and ran into it
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        study = [copy.deepcopy(r) for r in runs
+                 if r.get("sweep") == "straggler" and r["status"] == "ok"]
+        slow = [r for r in study if r.get("straggler")]
+        self.assertTrue(slow)
+        for r in slow:
+            r["test_accuracy"] -= 0.05  # every straggler run falls 5 points
+        figs = []
+        saved = rs._save
+        rs._save = lambda fig, out_dir, name: figs.append(fig) or name
+        try:
+            rs.straggler(study, None)
+        finally:
+            rs._save = saved
+        ax = figs[0].axes[1]
+        tops = {}
+        for bar in ax.patches:
+            pair = round(bar.get_x() + bar.get_width() / 2)
+            tops[pair] = max(tops.get(pair, 0.0), bar.get_height())
+        labels = [a for a in ax.texts if a.get_text().endswith(" pt")]
+        self.assertEqual(len(labels), len(slow))
+        for a in labels:
+            x, y = a.xy
+            self.assertTrue(a.get_text().startswith("-"), a.get_text())  # a fall
+            self.assertAlmostEqual(x, round(x))  # over the pair, not over one bar
+            self.assertGreaterEqual(y, tops[round(x)])
+
+
 class CompressedBenchRows(unittest.TestCase):
     def test_are_a_series_of_their_own_and_not_calibration(self):
         # `bench --compress fp16` rows: half the wire bytes under the same backend name; they
