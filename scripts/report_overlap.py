@@ -4,10 +4,9 @@ conventions as report_plots.py (Figure or Skipped, Agg backend)."""
 from collections import defaultdict
 
 import matplotlib.pyplot as plt
-import matplotlib.ticker
 
 from report_plots import Figure, Skipped, _save, bench_color, label_axes, oversub_note
-from report_traffic import _size_label
+from report_traffic import size_axis
 
 KINDS = ("sleep", "busy", "serial")
 KIND_TITLE = {"sleep": "sleep (host idle, as under a GPU kernel)",
@@ -49,8 +48,7 @@ def overlap(bench, out_dir):
             ax.plot([b["size"] for b in pts], [b["overlap_pct"] for b in pts], "o-",
                     markersize=3, color=bench_color(pts[0]), label=key)
         ax.set_ylim(-3, 103)
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_size_label))
+        size_axis(ax, [b["size"] for pts in series.values() for b in pts])
         label_axes(ax, "message size (bytes, log scale)", "overlap (%)", KIND_TITLE.get(kind, kind))
         ax.legend(fontsize=8)
     name = _save(fig, out_dir, "overlap.png")

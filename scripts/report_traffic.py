@@ -195,8 +195,7 @@ def busbw(bench, out_dir):
             ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         else:
             ax.set_ylim(bottom=0)
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_size_label))
+        size_axis(ax, [b["size"] for pts in series.values() for b in pts])
         label_axes(ax, "message size (bytes, log scale)", "bus bandwidth (GB/s, log scale)"
                    if ax.get_yscale() == "log" else "bus bandwidth (GB/s)",
                    f"{kind} (starring bench)")
@@ -229,6 +228,17 @@ def _bench_label(b):
     if isinstance(b.get("servers"), int) and b["servers"] > 0:
         label += f" S={b['servers']}"
     return label + (f" (of np={b['np']})" if sub else "")
+
+
+def size_axis(ax, sizes):
+    """A log2 axis of message sizes ticked at the sizes measured (every k-th where there are
+    more than 10): matplotlib's own ticks fell every other power of 2, between the points of a
+    -f 4 bench (64K..16M measured, 128K, 512K, 2M, 8M labelled)."""
+    ax.set_xscale("log", base=2)
+    sizes = sorted(set(sizes))
+    ax.set_xticks(sizes[::max(1, math.ceil(len(sizes) / 10))])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_size_label))
 
 
 def _size_label(x, _pos=None):

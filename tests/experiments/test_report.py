@@ -496,6 +496,28 @@ class StragglerLabels(unittest.TestCase):
             self.assertGreaterEqual(y, tops[round(x)])
 
 
+class SizeAxis(unittest.TestCase):
+    def test_busbw_is_ticked_at_the_sizes_measured(self):
+        # a -f 4 bench (64K..16M) was labelled 128K, 512K, 2M, 8M: between its points
+        import report_traffic as rt
+        sizes = [2 ** k for k in range(16, 25, 2)]
+        rows = [{"bench": "allreduce", "backend": "ring", "np": 2, "workers": 2, "size": s,
+                 "busbw_GBps": 1.0 + k} for k, s in enumerate(sizes)]
+        figs = []
+        saved = rt._save
+        rt._save = lambda fig, out_dir, name: figs.append(fig) or name
+        try:
+            rt.busbw(rows, None)
+        finally:
+            rt._save = saved
+        ax = figs[0].axes[0]
+        self.assertEqual(list(ax.get_xticks()), sizes)
+        self.assertEqual([rt._size_label(s) for s in sizes], ["64K", "256K", "1M", "4M", "16M"])
+        many = [2 ** k for k in range(10, 31)]  # 21 sizes: every 3rd, from the first
+        rt.size_axis(ax, many)
+        self.assertEqual(list(ax.get_xticks()), many[::3])
+
+
 class CompressedBenchRows(unittest.TestCase):
     def test_are_a_series_of_their_own_and_not_calibration(self):
         # `bench --compress fp16` rows: half the wire bytes under the same backend name; they
