@@ -84,9 +84,16 @@ def read_jsonl(path):
 
 
 def append_jsonl(path, record):
-    """Appends one record as one line (a single write, so concurrent readers see whole lines)."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
+    """Appends one record as one line (a single write, so concurrent readers see whole lines).
+    A file whose last line was cut (a full disk, a killed writer) gets its newline first: the
+    cut line stays the one bad line read_jsonl reports, instead of swallowing this record."""
+    line = json.dumps(record, sort_keys=True) + "\n"
+    with open(path, "ab+") as f:
+        if f.seek(0, os.SEEK_END) > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                line = "\n" + line
+        f.write(line.encode("utf-8"))
 
 
 def _type_ok(value, typ):

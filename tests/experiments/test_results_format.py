@@ -75,5 +75,23 @@ class RecordChecks(unittest.TestCase):
         self.assertIsNone(sr.theory_bytes(ps)["server"])
 
 
+class AppendJsonl(unittest.TestCase):
+    def test_a_cut_last_line_does_not_swallow_the_next_record(self):
+        # a runs.jsonl whose last record was cut (full disk, killed writer): the next record was
+        # appended to the same line, and both were lost to the report
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "runs.jsonl")
+            sr.append_jsonl(path, {"run_id": "a"})
+            with open(path, "a", encoding="utf-8") as f:
+                f.write('{"run_id": "b", "sta')  # cut
+            sr.append_jsonl(path, {"run_id": "c"})
+            sr.append_jsonl(path, {"run_id": "d"})
+            records, bad = sr.read_jsonl(path)
+            self.assertEqual([r["run_id"] for r in records], ["a", "c", "d"])
+            self.assertEqual(len(bad), 1)
+            self.assertIn("runs.jsonl:2:", bad[0])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
