@@ -517,6 +517,22 @@ class SizeAxis(unittest.TestCase):
         rt.size_axis(ax, many)
         self.assertEqual(list(ax.get_xticks()), many[::3])
 
+    def test_bucket_plot_is_ticked_at_the_bucket_sizes_run(self):
+        # the quick bucket sweep (1, 16, 512 MiB) was labelled 2, 8, 32, 128, 512
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        study = [r for r in runs if r.get("sweep") == "bucket" and r["status"] == "ok"]
+        sizes = sorted({r["bucket_mb"] for r in study})
+        self.assertGreaterEqual(len(sizes), 3)
+        figs = []
+        saved = rs._save
+        rs._save = lambda fig, out_dir, name: figs.append(fig) or name
+        try:
+            rs.bucket(study, None)
+        finally:
+            rs._save = saved
+        self.assertEqual(list(figs[0].axes[0].get_xticks()), sizes)
+
 
 class CompressedBenchRows(unittest.TestCase):
     def test_are_a_series_of_their_own_and_not_calibration(self):
