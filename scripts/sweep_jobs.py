@@ -172,21 +172,27 @@ def stop_job(proc):
     """Ctrl-C: `timeout` runs the job in a process group of its own, which the terminal's SIGINT
     does not reach, and killing `timeout` (what subprocess.run does) left mpirun and its ranks
     running to the end. SIGINT to `timeout` is passed on to mpirun, which stops the ranks; a job
-    still there after 15 s (or a second Ctrl-C) is killed, its whole group."""
+    still there after 15 s (or a second Ctrl-C) is killed, its whole group. Ranks that outlive
+    mpirun are waited for (5 s), then killed: the job is over when this returns."""
     try:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=15)
-        return
+        # mpirun can end before its ranks (one outlived it by 0.35 s here): they are this
+        # process's orphans (adopt_orphans), still writing the files the stop message lists
+        reap_orphans(5.0)
     except subprocess.TimeoutExpired:
         pass
     except KeyboardInterrupt:  # a second Ctrl-C: do not wait any longer
         pass
     # `timeout` leads the group: SIGKILL to it alone left the job running with no bound at all.
+    # Once it has ended, what is left of its group (a rank past the 5 s) is killed the same way.
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # `timeout` has not made its group yet
-        proc.kill()
+    except ProcessLookupError:  # `timeout` has not made its group yet, or no one is left
+        if proc.returncode is None:
+            proc.kill()
     proc.wait()
+    reap_orphans(1.0)
 
 
 # ---- a bench pass, the report ---------------------------------------------------------------

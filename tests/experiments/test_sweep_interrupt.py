@@ -109,6 +109,32 @@ def live_members(pgid):
 
 
 class StopJob(unittest.TestCase):
+    def test_a_process_that_outlives_the_launcher_is_waited_for(self):
+        # mpirun can exit before its ranks (one outlived it by 0.35 s): stop_job returned, and
+        # the stop message listed the folder while a rank still wrote its files (a
+        # 'metrics.jsonl.partial' that became metrics.jsonl and summary.json after the sweep
+        # ended). Here the job's launcher exits on SIGINT at once while its child, which
+        # ignores it, writes a file 1 s later: the file must be there when stop_job returns.
+        with tempfile.TemporaryDirectory(prefix="starring_stop_test_") as tmp:
+            done = os.path.join(tmp, "done")
+            job = (f"sh -c \"trap '' INT; sleep 1; touch {done}\" & "
+                   "trap 'exit 130' INT; while :; do sleep 0.05; done")
+            sweep_jobs.adopt_orphans()  # as launch() does: the child becomes ours when sh ends
+            proc = subprocess.Popen(["timeout", "-k", "100", "100", "sh", "-c", job])
+            try:
+                deadline = time.monotonic() + 10
+                while len(live_members(proc.pid)) < 4 and time.monotonic() < deadline:
+                    time.sleep(0.01)  # timeout, sh, the child's sh, its sleep
+                sweep_jobs.stop_job(proc)
+                self.assertTrue(os.path.exists(done), "stop_job returned before the job's end")
+                self.assertEqual(live_members(proc.pid), [])
+            finally:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+
     def test_a_second_ctrl_c_kills_the_whole_job(self):
         # A job that ignores the SIGINT `timeout` passes on (a rank stuck in a hook) and a user who
         # presses Ctrl-C again: SIGKILL to `timeout` alone left the job running with no bound.
