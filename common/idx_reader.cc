@@ -64,28 +64,39 @@ std::uint32_t big_endian(const std::uint8_t* p) {
          std::uint32_t(p[3]);
 }
 
+// Whether `path` exists; a path that cannot be looked at (no permission, a symlink loop) is a
+// ConfigError with the system's reason, not std::filesystem's exception nor "does not exist".
+bool path_exists(const std::string& path, const char* what) {
+  std::error_code ec;
+  const bool there = std::filesystem::exists(path, ec);
+  if (ec)
+    throw ConfigError(detail::concat(what, "'", path, "' cannot be read (", ec.message(), ")"));
+  return there;
+}
+
 // The file's path: `base`.gz if present, else `base` itself; neither -> ConfigError (naming the
 // folder itself when it is not there or is not a folder).
 std::string locate(const std::string& dir, const std::string& base) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::exists(dir, ec))
+  if (!path_exists(dir, "--data-dir: folder "))
     throw ConfigError(
         detail::concat("--data-dir: folder '", dir, "' does not exist", missing_hint()));
   if (!fs::is_directory(dir, ec))
     throw ConfigError(detail::concat("--data-dir: '", dir, "' is not a folder", missing_hint()));
   fs::path gz = fs::path(dir) / (base + ".gz"), plain = fs::path(dir) / base;
-  if (fs::exists(gz)) return gz.string();
-  if (fs::exists(plain)) return plain.string();
+  if (path_exists(gz.string(), "")) return gz.string();
+  if (path_exists(plain.string(), "")) return plain.string();
   throw ConfigError(detail::concat("cannot find '", gz.string(), "' (nor '", plain.string(), "')",
                                    missing_hint()));
 }
 
 // Opens `path` and reads its header: the magic and the dimensions (payload not read).
 GzPtr open_idx(const std::string& path, int expected_rank, IdxFile& out, std::uint64_t& count) {
-  if (!std::filesystem::exists(path))
+  if (!path_exists(path, ""))
     throw ConfigError(detail::concat("cannot open '", path, "': no such file", missing_hint()));
-  if (std::filesystem::is_directory(path))
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
     throw ConfigError(
         detail::concat("cannot read '", path, "': it is a directory, not an IDX file"));
   errno = 0;

@@ -200,6 +200,42 @@ TEST_F(IdxTest, MissingFileSuggestsSetup) {
   }
 }
 
+// A data file or folder that cannot even be looked at (here a symlink loop, which root cannot
+// look through either, as it can an unreadable folder) is bad input like a missing one: a
+// ConfigError naming the path and the system's reason, not std::filesystem's raw exception
+// (which reached the user as 'filesystem error: status: ...' with exit code 1), nor 'does not
+// exist' for a folder that may well exist.
+TEST_F(IdxTest, UnreadablePathsAreConfigErrorsWithTheReason) {
+  write_set(".gz", kN, kN);
+  const fs::path loop = dir_ / "t10k-images-idx3-ubyte.gz";
+  fs::create_symlink(loop.filename(), loop);  // points at itself
+  for (const std::string& where : {dir_.string(), (dir_ / "loop_dir").string()}) {
+    if (where != dir_.string()) fs::create_symlink("loop_dir", where);
+    for (bool train : {false, true}) {
+      if (train && where == dir_.string()) continue;  // the train files are fine there
+      try {
+        load_idx_dataset(where, train);
+        ADD_FAILURE() << "no error for " << where;
+      } catch (const ConfigError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find(where == dir_.string() ? loop.string() : where), std::string::npos) << m;
+        EXPECT_NE(m.find("symbolic links"), std::string::npos) << m;  // ELOOP's strerror
+        EXPECT_EQ(m.find("does not exist"), std::string::npos) << m;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "not a ConfigError: " << e.what();
+      }
+    }
+  }
+  try {  // the pre-run check takes the same path
+    check_idx_dataset(dir_.string());
+    ADD_FAILURE() << "no error from check_idx_dataset";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(loop.string()), std::string::npos) << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a ConfigError: " << e.what();
+  }
+}
+
 TEST_F(IdxTest, ImageLabelCountMismatch) {
   write_set(".gz", kN, kN - 1);
   try {
