@@ -89,7 +89,13 @@ void MetricsWriter::finish() {
     check_stream("closing");
   }
   if (!failure_.empty()) throw Error(failure_);
-  std::filesystem::rename(path_ + ".partial", path_);
+  std::error_code ec;  // a failed rename fails the run after its summary, as a failed write does
+  std::filesystem::rename(path_ + ".partial", path_, ec);
+  if (ec) {
+    failure_ = detail::concat("--metrics-file: renaming ", path_, ".partial to ", path_,
+                              " failed: ", ec.message(), " (the lines stay in the .partial file)");
+    throw Error(failure_);
+  }
   finished_ = true;
 }
 

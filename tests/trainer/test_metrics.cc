@@ -164,5 +164,31 @@ TEST(MetricsWriter, AFullDiskFailsAtFinishAndLeavesNoCompleteFile) {
   EXPECT_EQ(err.find("(the run goes on", first + 1), std::string::npos) << err;
 }
 
+// The rename that completes the file can fail too (the folder made read-only during the run, or
+// here, as root also sees it, a folder now standing at the file's name): a starring::Error the
+// trainer turns into a failed run after its summary, like a full disk; std::filesystem's own
+// exception escaped the trainer, and the summary (accuracy, throughput) was never printed.
+TEST(MetricsWriter, AFailedRenameIsAnErrorAndKeepsThePartial) {
+  TempDir d;
+  const std::string file = (d.path / "m.jsonl").string();
+  std::string error;
+  {
+    MetricsWriter w(file);
+    w.write({{"step", 1}});
+    fs::create_directories(fs::path(file) / "in_the_way");
+    try {
+      w.finish();
+      ADD_FAILURE() << "finish() did not throw";
+    } catch (const Error& e) {
+      error = e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a starring::Error: " << e.what();
+    }
+  }
+  EXPECT_EQ(error.rfind("--metrics-file: ", 0), 0u) << error;
+  EXPECT_NE(error.find(file + ".partial"), std::string::npos) << error;
+  EXPECT_TRUE(fs::exists(file + ".partial"));
+}
+
 }  // namespace
 }  // namespace starring
