@@ -391,6 +391,22 @@ void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::pars
       if (source_of(o.string_key, cmd, ini) == 1) cfg.from_ini.insert(o.string_key);
 }
 
+// An option given without its value takes the next word as its value, even another option:
+// '--data-dir --epochs 1' reads as data-dir = '--epochs' and a stray '1'. A value that is one of
+// this command's long options (bare or as --name=value) is named as the missing value instead.
+void check_no_option_as_value(const std::string& command, const po::parsed_options& cmd,
+                              const po::options_description& visible) {
+  for (const auto& o : cmd.options) {
+    if (o.unregistered || o.position_key >= 0 || o.value.size() != 1) continue;
+    const std::string& v = o.value[0];
+    if (v.size() < 3 || v.compare(0, 2, "--") != 0) continue;
+    const std::string name = v.substr(2, v.find('=') - 2);
+    if (visible.find_nothrow(name, false))
+      throw ConfigError(detail::concat("starring ", command, ": --", o.string_key,
+                                       " needs a value (it got the option '", v, "'; see --help)"));
+  }
+}
+
 }  // namespace
 
 bool parse_config(const std::string& command, int argc, const char* const* argv, Config& cfg,
@@ -410,6 +426,7 @@ bool parse_config(const std::string& command, int argc, const char* const* argv,
   try {
     int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
     cmd = po::command_line_parser(argc, argv).options(visible).style(style).run();
+    check_no_option_as_value(command, cmd, visible);
     auto stray = po::collect_unrecognized(cmd.options, po::include_positional);
     if (!stray.empty())
       throw ConfigError(detail::concat("starring ", command, ": unexpected argument '", stray[0],

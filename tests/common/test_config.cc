@@ -182,6 +182,22 @@ TEST(Config, UnknownFlagAndStrayArgument) {
   EXPECT_NE(error_of("bench-model", {"-b", "1K"}).find("-b"), std::string::npos);
 }
 
+// An option given without its value takes the next option as its value (Boost reads
+// '--data-dir --epochs 1' as data-dir = '--epochs'): that is named, not 'unexpected argument
+// '1'', nor accepted ('--run-name --epochs' ran with the label '--epochs' and the epochs unset).
+TEST(Config, AnOptionWithoutItsValueNamesIt) {
+  std::string msg = error_of("train", {"--data-dir", "--epochs", "1"});
+  EXPECT_NE(msg.find("--data-dir needs a value"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'--epochs'"), std::string::npos) << msg;
+  msg = error_of("train", {"--run-name", "--epochs=2"});
+  EXPECT_NE(msg.find("--run-name needs a value"), std::string::npos) << msg;
+  msg = error_of("bench", {"--backends", "--max-bytes", "4M"});
+  EXPECT_NE(msg.find("--backends needs a value"), std::string::npos) << msg;
+  // A value that only looks like an option is a value: not one of this command's options.
+  EXPECT_EQ(error_of("train", {"--run-name", "--not-an-option"}), "");
+  EXPECT_EQ(error_of("train", {"--lr", "-0.1"}).find("needs a value"), std::string::npos);
+}
+
 TEST(Config, BadValuesNameTheOption) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--batch", "0"}, "--batch"},
