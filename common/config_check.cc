@@ -289,11 +289,18 @@ std::vector<std::string> split_list(const std::string& option, const std::string
 std::vector<int> parse_int_list(const std::string& option, const std::string& text) {
   std::vector<int> out;
   for (const auto& item : split_list(option, text)) {
+    // an optional sign, then digits: an integer, however many digits
+    const std::size_t sign = item[0] == '-' || item[0] == '+' ? 1 : 0;
+    const bool integer =
+        item.size() > sign && item.find_first_not_of("0123456789", sign) == std::string::npos;
+    if (!integer)
+      throw ConfigError(
+          detail::concat(option, ": '", item, "' is not an integer (in '", text, "')"));
     std::int64_t v = 0;
     if (!parse_int64(item, v) || v < std::numeric_limits<int>::min() ||
         v > std::numeric_limits<int>::max())
-      throw ConfigError(
-          detail::concat(option, ": '", item, "' is not an integer (in '", text, "')"));
+      throw ConfigError(detail::concat(option, ": '", item, "' is out of an int's range (at most ",
+                                       std::numeric_limits<int>::max(), "; in '", text, "')"));
     out.push_back(static_cast<int>(v));
   }
   return out;
