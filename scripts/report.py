@@ -141,15 +141,19 @@ def markdown_table(rows):
 
 
 def text_table(rows):
-    """A plain aligned table for the terminal (the same content as summary.md)."""
-    head = ["backend", "model", "W", "S", "samples/s", "step ms tot/cmp/comm/wait",
-            "busiest worker MB sent/step meas/theory (dev)", "busiest server MB recv/step", "acc",
-            "swept"]
+    """A plain aligned table for the terminal (the same content as summary.md). The header takes
+    two lines so that no column is wider than its cells: on one line it made the main job's
+    table 158 characters wide, wrapping every row in a 120-column terminal."""
+    head = [("backend", ""), ("model", ""), ("W", ""), ("S", ""), ("samples/s", ""),
+            ("step ms", "tot / cmp / comm / wait"), ("busiest worker", "MB sent/step (theory)"),
+            ("busiest server", "MB recv/step (theory)"), ("acc", ""), ("swept", "")]
+    head = [[h[0] for h in head], [h[1] for h in head]]
     if rows and all(row[-1] == "-" for row in rows):  # one sweep varying nothing: a column of -
-        head, rows = head[:-1], [row[:-1] for row in rows]
-    cells = [head] + rows
-    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
-    return "\n".join("  ".join(c[i].ljust(widths[i]) for i in range(len(head))).rstrip()
+        head, rows = [h[:-1] for h in head], [row[:-1] for row in rows]
+    cells = head + rows
+    n = len(head[0])
+    widths = [max(len(c[i]) for c in cells) for i in range(n)]
+    return "\n".join("  ".join(c[i].ljust(widths[i]) for i in range(n)).rstrip()
                      for c in cells) + star_note(rows, "\n")
 
 

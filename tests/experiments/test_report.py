@@ -557,6 +557,20 @@ class TableCells(unittest.TestCase):
         self.assertEqual([report._mb(x) for x in (8.0026e6, 5.33508e6, 0.0, 160.24e6, 940584)],
                          ["8.00", "5.34", "0", "160", "0.941"])  # "8 / 8" read as rounded
 
+    def test_no_terminal_column_is_wider_than_its_cells(self):
+        # the one-line header ('busiest worker MB sent/step meas/theory (dev)', 45 characters
+        # over cells of 18) made the main job's table 158 characters wide: every row wrapped in
+        # a 120-column terminal
+        import report  # noqa: E402
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        rows = report.table_rows([r for r in runs if r.get("sweep") == "main"])
+        lines = report.text_table(rows).splitlines()
+        header, body = lines[:2], [l for l in lines[2:] if "MLP" in l]
+        self.assertEqual(len(body), len(rows))
+        self.assertIn("busiest worker", header[0])
+        self.assertIn("MB sent/step (theory)", header[1])
+        self.assertLessEqual(max(len(l) for l in header), max(len(l) for l in body))
+
 
 class ConvergenceClock(unittest.TestCase):
     def test_older_metrics_files_are_put_on_the_training_clock(self):
