@@ -9,12 +9,13 @@
 //
 // For each size (-b .. -e, times -f) and each backend named in --backends, the harness, on every
 // rank of the world:
-//   1. fills the input with the closed form input_value(worker, i) on worker ranks;
+//   1. fills the input with the closed form input_value(worker, i) on worker ranks (ClosedForm);
 //   2. calls op.prepare(input, count) (not timed), then op.run() -w times (warm-up);
 //   3. barrier, then op.run() -n times, timed; the time is the slowest worker's mean;
 //   4. with -c, op.result(out, count) on workers and compares every element against
 //      expected_sum(workers, i) exactly: the values are small integers, so any order of float
-//      additions gives the same bits, and a wrong count of 0 is a real check;
+//      additions gives the same bits, and a wrong count of 0 is a real check (with --compress
+//      and many workers, a smaller closed form whose sums stay exact on the wire: ClosedForm);
 //   5. reads op.counters() before/after the timed loop for the bytes moved per rank.
 // Rank 0 prints a line with the parameters (nccl-tests' "minBytes ... iters ... validation"), then
 // one row per size: shape (W=workers[,S=servers|,co]) size count type time(us) algbw busbw #wrong
@@ -108,6 +109,30 @@ inline float expected_sum(int workers, std::size_t i) {
   for (int w = 0; w < workers; ++w) s += input_value(w, i);
   return s;
 }
+
+// The closed form of one bench run. period 61: input_value above. A half-precision wire
+// (--compress) carries every partial sum narrowed, and its integers are exact only up to 256
+// (bf16) or 2048 (fp16): input_value's partial sums pass them from 20 (bf16) or 64 (fp16) workers
+// on, where a correct ring would read as wrong. There a smaller form is used,
+// value = (i + 2w) mod p - (p - 1) / 2 with the largest prime p (at most 59) that keeps
+// workers x (p - 1) / 2 within the limit (p = 1, all zeros, past `limit` workers: nothing left to
+// check).
+struct ClosedForm {
+  int period = 61;
+  float value(int worker, std::size_t i) const {
+    if (period == 61) return input_value(worker, i);
+    const auto p = static_cast<std::size_t>(period);
+    return static_cast<float>(static_cast<int>((i + 2 * static_cast<std::size_t>(worker)) % p) -
+                              (period - 1) / 2);
+  }
+  float sum(int workers, std::size_t i) const {
+    float s = 0;
+    for (int w = 0; w < workers; ++w) s += value(w, i);
+    return s;
+  }
+};
+// The form for `workers` workers and the --compress setting ("none", "fp16", "bf16").
+ClosedForm closed_form_for(int workers, const std::string& compress);
 
 // One measured row (what is printed and written as JSON).
 struct BenchRow {
