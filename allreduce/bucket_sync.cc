@@ -215,7 +215,7 @@ void BucketSync::run_job(const Job& job) {
   std::lock_guard<std::mutex> lk(mu_);
   comm_s_ += comm;
   optimizer_s_ += opt;
-  if (!engine_->counters()) opaque_bytes_ += engine_->wire_bytes(n);
+  if (!engine_->counters()) opaque_floats_ += n;
   done_[job.bucket] = job.step;
   cv_.notify_all();
 }
@@ -256,9 +256,10 @@ SyncStepStats BucketSync::take_stats() {
     st.bytes_recv = c->bytes_recv - last_counters_.bytes_recv;
     last_counters_ = *c;
   } else {
-    st.bytes_sent = st.bytes_recv = opaque_bytes_;
+    const std::uint64_t total = engine_->wire_bytes(opaque_floats_);
+    st.bytes_sent = st.bytes_recv = total - opaque_reported_;
     st.extra["bytes_are_reference"] = 1;
-    opaque_bytes_ = 0;
+    opaque_reported_ = total;
   }
   return st;
 }

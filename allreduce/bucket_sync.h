@@ -102,7 +102,9 @@ class BucketSync : public GradientSync {
 
   double comm_s_ = 0, wait_s_ = 0;  // since the last take_stats (under mu_)
   double optimizer_s_ = 0;          // host: optimizer time on the communication thread
-  std::uint64_t opaque_bytes_ = 0;  // engines without counters: reference bytes
+  // Engines without counters: floats reduced so far and the reference bytes already reported
+  // (wire_bytes of the running total, so rounding does not add up over buckets and steps).
+  std::uint64_t opaque_floats_ = 0, opaque_reported_ = 0;
   CommCounters last_counters_;
 };
 

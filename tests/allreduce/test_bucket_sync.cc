@@ -236,6 +236,25 @@ TEST(BucketSyncMpi, RingEqualsMpiBackend) {
     ASSERT_NEAR(ring.params[i], mpi.params[i], 1e-6f) << i;
 }
 
+// The mpi engine's bytes are the reference 2(N-1)/N of what it reduced (MPI does not count
+// them). Over a run they add up to that exactly, whatever the buckets: rounded per bucket they read
+// 9 B low over 3 steps of one-tensor buckets at np 3 (3762327 for 3762336).
+TEST(BucketSyncMpi, MpiReferenceBytesAddUpExactly) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  const int n = world->size(), steps = 3;
+  TrainRun run = train_backend("mpi", sync_config(1e-6, true), world, steps, true);
+  std::uint64_t sent = 0, recv = 0;
+  for (const auto& st : run.stats) {
+    sent += st.bytes_sent;
+    recv += st.bytes_recv;
+  }
+  const std::uint64_t floats = test_layout().total() * steps;
+  const std::uint64_t ideal = 2 * (n - 1) * floats * sizeof(float) / n;  // D x steps, floored once
+  EXPECT_EQ(sent, ideal);
+  EXPECT_EQ(recv, ideal);
+}
+
 TEST(BucketSyncMpi, SilentWorkerTimesOut) {  // last: leaves unmatched messages behind
   MPI_ONLY();
   auto world = mpi_world();
