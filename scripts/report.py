@@ -142,12 +142,15 @@ def markdown_table(rows):
 
 def text_table(rows):
     """A plain aligned table for the terminal (the same content as summary.md). The header takes
-    two lines so that no column is wider than its cells: on one line it made the main job's
-    table 158 characters wide, wrapping every row in a 120-column terminal."""
-    head = [("backend", ""), ("model", ""), ("W", ""), ("S", ""), ("samples/s", ""),
-            ("step ms", "tot / cmp / comm / wait"), ("busiest worker", "MB sent/step (theory)"),
-            ("busiest server", "MB recv/step (theory)"), ("acc", ""), ("swept", "")]
-    head = [[h[0] for h in head], [h[1] for h in head]]
+    three lines so that no column is much wider than its cells: on one line it made the main
+    job's table 158 characters wide, wrapping every row in a 120-column terminal. The bytes
+    cells read 'measured / theory (deviation)', as the header's third line says."""
+    head = [("backend", "", ""), ("model", "", ""), ("W", "", ""), ("S", "", ""),
+            ("samples/s", "", ""), ("step ms", "tot / cmp / comm / wait", ""),
+            ("busiest worker", "MB sent/step", "meas/theory (dev)"),
+            ("busiest server", "MB recv/step", "meas/theory (dev)"), ("acc", "", ""),
+            ("swept", "", "")]
+    head = [list(line) for line in zip(*head)]
     if rows and all(row[-1] == "-" for row in rows):  # one sweep varying nothing: a column of -
         head, rows = [h[:-1] for h in head], [row[:-1] for row in rows]
     cells = head + rows

@@ -565,11 +565,15 @@ class TableCells(unittest.TestCase):
         runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
         rows = report.table_rows([r for r in runs if r.get("sweep") == "main"])
         lines = report.text_table(rows).splitlines()
-        header, body = lines[:2], [l for l in lines[2:] if "MLP" in l]
+        header, body = lines[:3], [l for l in lines[3:] if "MLP" in l]
         self.assertEqual(len(body), len(rows))
         self.assertIn("busiest worker", header[0])
-        self.assertIn("MB sent/step (theory)", header[1])
+        self.assertIn("MB sent/step", header[1])
         self.assertLessEqual(max(len(l) for l in header), max(len(l) for l in body))
+        # the cells are 'measured / theory (deviation)': the header says so, in that order
+        # (its second line read 'MB sent/step (theory)', naming the deviation the theory)
+        col = header[2].index("meas/theory (dev)")
+        self.assertRegex(body[0][col:], r"^[0-9.]+ / [0-9.]+ \((0|[+-][0-9.]+)%\)")
 
 
 class ConvergenceClock(unittest.TestCase):
