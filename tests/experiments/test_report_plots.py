@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Tests of the report's plots and captions drawn from records made here or taken from the
+committed fixture (tests/experiments/fixtures/results): the axes' ticks, labels over bars,
+series of their own, the crossover's verdict. No `starring` binary needed; the report on the
+whole fixture: test_report.py.
+"""
+import copy
+import os
+import sys
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+FIXTURE = os.path.join(HERE, "fixtures", "results")
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import starring_results as sr  # noqa: E402
+
+
+def figures_of(module, draw, runs):
+    """The figures draw(runs, None) makes, caught at module._save instead of written."""
+    figs = []
+    with mock.patch.object(module, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
+        draw(runs, None)
+    return figs
+
+
+class CrossoverVerdict(unittest.TestCase):
+    def test_each_backend_named_once_with_the_batch_when_batches_differ(self):
+        # experiments/sweeps/crossover.ini runs batch 16 and 128 at every width: the caption
+        # listed a backend once per batch ('mpi, mpi, ring, ring communicate longer') and named
+        # the fastest run without its batch (a batch-128 run beside batch-16 ones).
+        import report_studies as rs  # matplotlib, as the report needs
+
+        def run(variant, batch, params, rate, comm, compute):
+            return {"variant": variant, "workers": 4, "batch": batch, "model": {"params": params},
+                    "samples_per_s": rate, "step_time": {"comm_s": comm, "compute_s": compute}}
+
+        runs = [run(v, b, p, rate * (8 if b == 128 else 1), comm, 1.0)
+                for v, rate in (("ring", 1000.0), ("mpi", 900.0))
+                for b in (16, 128) for p, comm in ((26506, 2.0), (5824522, 0.5))]
+        text = rs._crossover_verdict(runs)
+        self.assertIn("at 0.027M parameters ring batch 128 is fastest (8,000 samples/s) and "
+                      "mpi batch 16, mpi batch 128, ring batch 16, ring batch 128 communicate "
+                      "longer than they compute", text)
+        self.assertIn("every backend computes longer than it communicates", text)
+        # One batch: the names alone, each once.
+        one = rs._crossover_verdict([r for r in runs if r["batch"] == 16] * 2)
+        self.assertIn("ring is fastest (1,000 samples/s) and mpi, ring communicate", one)
+
+
+class StragglerLabels(unittest.TestCase):
+    def test_an_accuracy_fall_is_labelled_above_both_bars(self):
+        # '-0.6 pt' sat on the colored bar, lower than the gray one beside it, and ran into it
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        study = [copy.deepcopy(r) for r in runs
+                 if r.get("sweep") == "straggler" and r["status"] == "ok"]
+        slow = [r for r in study if r.get("straggler")]
+        self.assertTrue(slow)
+        for r in slow:
+            r["test_accuracy"] -= 0.05  # every straggler run falls 5 points
+        figs = figures_of(rs, rs.straggler, study)
+        ax = figs[0].axes[1]
+        tops = {}
+        for bar in ax.patches:
+            pair = round(bar.get_x() + bar.get_width() / 2)
+            tops[pair] = max(tops.get(pair, 0.0), bar.get_height())
+        labels = [a for a in ax.texts if a.get_text().endswith(" pt")]
+        self.assertEqual(len(labels), len(slow))
+        for a in labels:
+            x, y = a.xy
+            self.assertTrue(a.get_text().startswith("-"), a.get_text())  # a fall
+            self.assertAlmostEqual(x, round(x))  # over the pair, not over one bar
+            self.assertGreaterEqual(y, tops[round(x)])
+
+
+class SizeAxis(unittest.TestCase):
+    def test_busbw_is_ticked_at_the_sizes_measured(self):
+        # a -f 4 bench (64K..16M) was labelled 128K, 512K, 2M, 8M: between its points
+        import report_traffic as rt
+        sizes = [2 ** k for k in range(16, 25, 2)]
+        rows = [{"bench": "allreduce", "backend": "ring", "np": 2, "workers": 2, "size": s,
+                 "busbw_GBps": 1.0 + k} for k, s in enumerate(sizes)]
+        figs = figures_of(rt, rt.busbw, rows)
+        ax = figs[0].axes[0]
+        self.assertEqual(list(ax.get_xticks()), sizes)
+        self.assertEqual([rt._size_label(s) for s in sizes], ["64K", "256K", "1M", "4M", "16M"])
+        many = [2 ** k for k in range(10, 31)]  # 21 sizes: every 3rd, from the first
+        rt.size_axis(ax, many)
+        self.assertEqual(list(ax.get_xticks()), many[::3])
+
+    def test_bucket_plot_is_ticked_at_the_bucket_sizes_run(self):
+        # the quick bucket sweep (1, 16, 512 MiB) was labelled 2, 8, 32, 128, 512
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        study = [r for r in runs if r.get("sweep") == "bucket" and r["status"] == "ok"]
+        sizes = sorted({r["bucket_mb"] for r in study})
+        self.assertGreaterEqual(len(sizes), 3)
+        figs = figures_of(rs, rs.bucket, study)
+        self.assertEqual(list(figs[0].axes[0].get_xticks()), sizes)
+
+
+class CompressedBenchRows(unittest.TestCase):
+    def test_are_a_series_of_their_own_and_not_calibration(self):
+        # `bench --compress fp16` rows: half the wire bytes under the same backend name; they
+        # were drawn as one series with the float32 rows and fitted into the ring's cost model
+        import report_traffic as rt
+        import cost_model as cm
+        rows = [{"bench": "allreduce", "backend": "ring", "np": 2, "workers": 2, "servers": 0,
+                 "size": size, "time_us": size / 1e3, "wrong": 0, "memcpy_GBps": 20.0,
+                 "compress": "fp16"} for size in (1 << 20, 1 << 22)]
+        self.assertEqual(rt._bench_label(rows[0]), "ring fp16 W=2")
+        self.assertEqual(rt._bench_label(dict(rows[0], compress=None)), "ring W=2")
+        self.assertEqual(cm.calibrate(rows), [])
+        self.assertEqual(len(cm.calibrate([dict(r, compress=None) for r in rows])), 1)
+        self.assertEqual(len(sr.collapse_bench_repeats(rows + [dict(rows[0], compress=None)])),
+                         3)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
