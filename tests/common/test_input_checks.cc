@@ -1,0 +1,155 @@
+// Input checks that had no test of their own (helper-61's mutation test of common/ found each
+// one could be loosened with every other test passing):
+//   - the IDX reader refuses label 10 with 10 classes (the boundary; 12 was tested) and a magic
+//     whose two leading bytes are not zero (a check of the low 16 bits alone passed it), and test
+//     images of another width than the training images (only the height was compared);
+//   - finalize_config refuses the training values at the edge of their ranges: --accum 0 (a
+//     gradient scale of 1/0), --beta1 1 / --beta2 1 (Adam's bias correction 1 - 1^t = 0), --eps 0,
+//     --warmup-steps -1, --epochs 0, --max-steps 0, --weight-decay < 0, --momentum < 0,
+//     --threads 0, --untimed-steps -1, --staleness -1, --log-every 0, each naming the option.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/dataset.h"
+#include "common/error.h"
+
+namespace starring {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::uint8_t> idx_bytes(std::uint32_t magic, const std::vector<std::uint32_t>& dims,
+                                    const std::vector<std::uint8_t>& payload) {
+  std::vector<std::uint8_t> b;
+  auto be32 = [&](std::uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(v >> s));
+  };
+  be32(magic);
+  for (auto d : dims) be32(d);
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+class IdxChecks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("starring_idx_checks_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::vector<std::uint8_t>& bytes) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+    return path;
+  }
+  // Three 2x2 images (pixel i = i) and the given labels, as the train set.
+  void write_train_set(const std::vector<std::uint8_t>& labels) {
+    std::vector<std::uint8_t> pixels(labels.size() * 4);
+    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i);
+    write("train-images-idx3-ubyte",
+          idx_bytes(0x803, {std::uint32_t(labels.size()), 2, 2}, pixels));
+    write("train-labels-idx1-ubyte", idx_bytes(0x801, {std::uint32_t(labels.size())}, labels));
+  }
+  fs::path dir_;
+};
+
+TEST_F(IdxChecks, LabelTenOfTenClassesIsOutOfRangeAndNineIsNot) {
+  write_train_set({0, 9, 3});
+  EXPECT_EQ(load_idx_dataset(dir_.string(), true).y, (std::vector<int>{0, 9, 3}));
+  write_train_set({0, 9, 10});
+  try {
+    load_idx_dataset(dir_.string(), true);
+    FAIL() << "label 10 accepted";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("label 10 at index 2 is out of range [0, 10)"), std::string::npos) << m;
+  }
+}
+
+TEST_F(IdxChecks, MagicWithNonZeroLeadingBytesIsRefused) {
+  for (std::uint32_t magic : {0x01000801u, 0x00010801u, 0xFFFF0801u}) {
+    const std::string path = write("labels", idx_bytes(magic, {3}, {1, 2, 3}));
+    try {
+      read_idx_file(path, 1);
+      ADD_FAILURE() << "magic " << std::hex << magic << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("wrong magic"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(read_idx_file(write("good", idx_bytes(0x801, {3}, {1, 2, 3})), 1).data,
+            (std::vector<std::uint8_t>{1, 2, 3}));
+}
+
+// check_idx_dataset (run before training) compares the test images' shape with the training
+// images' in both dimensions: 2x3 test images against 2x2 training images are refused.
+TEST_F(IdxChecks, TestImagesOfAnotherWidthAreRefusedBeforeTraining) {
+  write_train_set({1, 2, 3});
+  write("t10k-labels-idx1-ubyte", idx_bytes(0x801, {2}, {4, 5}));
+  write("t10k-images-idx3-ubyte", idx_bytes(0x803, {2, 2, 2}, std::vector<std::uint8_t>(8, 7)));
+  EXPECT_EQ(check_idx_dataset(dir_.string()), 3);
+  write("t10k-images-idx3-ubyte", idx_bytes(0x803, {2, 2, 3}, std::vector<std::uint8_t>(12, 7)));
+  try {
+    check_idx_dataset(dir_.string());
+    FAIL() << "2x3 test images accepted with 2x2 training images";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds 2x3 images"), std::string::npos) << e.what();
+  }
+}
+
+// The ConfigError message of parsing `train args...`, or "" when it parsed.
+std::string train_error(std::vector<std::string> args) {
+  args.insert(args.begin(), "train");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  Config cfg;
+  try {
+    parse_config("train", static_cast<int>(argv.size()), argv.data(), cfg);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainingRanges, ValuesAtTheEdgeAreRefusedNamingTheOption) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--accum", "0"}, "--accum"},
+      {{"--optimizer", "adamw", "--beta1", "1"}, "--beta1"},
+      {{"--optimizer", "adamw", "--beta2", "1"}, "--beta2"},
+      {{"--optimizer", "adamw", "--eps", "0"}, "--eps"},
+      {{"--lr-scale", "linear", "--warmup-steps", "-1"}, "--warmup-steps"},
+      {{"--epochs", "0"}, "--epochs"},
+      {{"--max-steps", "0"}, "--max-steps"},
+      {{"--weight-decay", "-0.01"}, "--weight-decay"},
+      {{"--momentum", "-0.1"}, "--momentum"},
+      {{"--threads", "0"}, "--threads"},
+      {{"--untimed-steps", "-1"}, "--untimed-steps"},
+      {{"--backend", "ps", "--consistency", "ssp", "--staleness", "-1"}, "--staleness"},
+      {{"--log-every", "0"}, "--log-every"},
+  };
+  for (const auto& [args, option] : refused) {
+    const std::string msg = train_error(args);
+    EXPECT_NE(msg.find(option + ": must be"), std::string::npos)
+        << args[args.size() - 2] << " " << args.back() << " gave: '" << msg << "'";
+  }
+  // Just inside the edges: accepted.
+  const std::vector<std::vector<std::string>> accepted = {
+      {"--accum", "1"},
+      {"--optimizer", "adamw", "--beta1", "0", "--beta2", "0.99999", "--eps", "1e-30"},
+      {"--lr-scale", "linear", "--warmup-steps", "0"},
+      {"--epochs", "1", "--max-steps", "1"},
+      {"--max-steps", "-1"},
+      {"--weight-decay", "0", "--momentum", "0"},
+  };
+  for (const auto& args : accepted) EXPECT_EQ(train_error(args), "") << args[0] << " " << args[1];
+}
+
+}  // namespace
+}  // namespace starring
