@@ -1,0 +1,64 @@
+// Checkpoint behaviour that had no test of its own (helper-61's mutation test of trainer/ found
+// each could be dropped with every other test passing):
+//   - --resume latest follows the "latest" pointer, not the highest step in the folder: a run
+//     resumed from an earlier checkpoint writes lower steps beside an abandoned run's higher one
+//     (kept by --keep-checkpoints), and the pointer names the run that went on;
+//   - check_checkpoint_fits refuses optimizer state of the wrong size (sgd state in an adamw run's
+//     checkpoint, a short first moment) with a ConfigError naming the sizes, before any backend
+//     is handed it.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/error.h"
+#include "tests/scratch_dir.h"
+#include "trainer/checkpoint.h"
+
+namespace starring {
+namespace {
+
+CheckpointData sample(std::int64_t step, std::size_t n, std::size_t n1, std::size_t n2) {
+  CheckpointData c;
+  c.meta = {{"widths", {4, 3, 2}}, {"optimizer", {{"type", "adamw"}}}};
+  c.step = step;
+  for (std::size_t i = 0; i < n; ++i) c.params.push_back(0.01f * static_cast<float>(i));
+  for (std::size_t i = 0; i < n1; ++i) c.state1.push_back(1e-3f * static_cast<float>(i));
+  for (std::size_t i = 0; i < n2; ++i) c.state2.push_back(1e-5f * static_cast<float>(i));
+  return c;
+}
+
+TEST(CheckpointLatest, ThePointerWinsOverAHigherStepOfAnAbandonedRun) {
+  CheckpointConfig k;
+  k.dir = testing::scratch_dir("ckpt_edges_latest");
+  k.keep = 5;
+  save_checkpoint(k, sample(10, 8, 8, 8), "rank 0");
+  save_checkpoint(k, sample(30, 8, 8, 8), "rank 0");  // the first run went on to step 30
+  save_checkpoint(k, sample(20, 8, 8, 8), "rank 0");  // a run resumed from step 10, now at 20
+  k.resume = "latest";
+  std::string path;
+  EXPECT_EQ(load_resume(k, "rank 0", path).step, 20);
+  EXPECT_EQ(path, k.dir + "/" + checkpoint_file_name(20));
+  k.resume = "auto";
+  EXPECT_EQ(load_resume(k, "rank 0", path).step, 20);
+}
+
+TEST(CheckpointFits, OptimizerStateOfTheWrongSizeIsRefused) {
+  const std::vector<int> widths{4, 3, 2};
+  const std::size_t n = 4 * 3 + 3 + 3 * 2 + 2;
+  EXPECT_NO_THROW(check_checkpoint_fits(sample(5, n, n, n), widths, n, "adamw", "f", "rank 0"));
+  for (const auto& [n1, n2] : {std::pair<std::size_t, std::size_t>{n, 0}, {n - 1, n}, {n, n + 1}}) {
+    try {
+      check_checkpoint_fits(sample(5, n, n1, n2), widths, n, "adamw", "f", "rank 0");
+      ADD_FAILURE() << "state of " << n1 << " + " << n2 << " floats accepted";
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("optimizer state of " + std::to_string(n1) + " + " + std::to_string(n2) +
+                         " floats, expected " + std::to_string(n) + " + " + std::to_string(n)),
+                std::string::npos)
+          << msg;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace starring
