@@ -29,10 +29,11 @@ void store(std::uint64_t* p, std::uint64_t v) {
 // o_nt = o2 = (a + b) * s, with o_nt written by streaming (non-temporal) stores: the output is
 // not read again during the all-reduce, so it need not be fetched into cache before it is
 // overwritten (that read-for-ownership would add a third of the memory traffic). o2 may be
-// null. The stores are ordered by the _mm_sfence at the end of run(). `a` is not restrict: in
-// place it is the output itself (a == o_nt, same index), which restrict would make undefined.
-void add_stream(const float* a, const float* __restrict b, float* __restrict o_nt,
-                float* __restrict o2, std::size_t n, float s) {
+// null. The stores are ordered by the _mm_sfence at the end of run(). Neither `a` nor `o_nt` is
+// restrict: in place a == o_nt (same index), and an object written through a restrict pointer
+// must not be read through another one, whichever of the two carries the qualifier.
+void add_stream(const float* a, const float* __restrict b, float* o_nt, float* __restrict o2,
+                std::size_t n, float s) {
   std::size_t i = 0;
   auto one = [&](std::size_t k) {
     const float v = (a[k] + b[k]) * s;
@@ -78,8 +79,8 @@ void copy_stream(const float* a, float* o_nt, float* o2, std::size_t n) {
 void fence() {}
 #endif
 
-// o1 = o2 = (a + b) * s;  o2 may be null; a may be o1 (in place), so it is not restrict.
-void add_to(const float* a, const float* __restrict b, float* __restrict o1, float* __restrict o2,
+// o1 = o2 = (a + b) * s;  o2 may be null; a may be o1 (in place), so neither is restrict.
+void add_to(const float* a, const float* __restrict b, float* o1, float* __restrict o2,
             std::size_t n, float s) {
   if (o2) {
     for (std::size_t i = 0; i < n; ++i) o1[i] = o2[i] = (a[i] + b[i]) * s;
