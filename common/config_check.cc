@@ -299,8 +299,11 @@ std::vector<int> parse_int_list(const std::string& option, const std::string& te
     std::int64_t v = 0;
     if (!parse_int64(item, v) || v < std::numeric_limits<int>::min() ||
         v > std::numeric_limits<int>::max())
-      throw ConfigError(detail::concat(option, ": '", item, "' is out of an int's range (at most ",
-                                       std::numeric_limits<int>::max(), "; in '", text, "')"));
+      throw ConfigError(detail::concat(
+          option, ": '", item, "' is out of an int's range (",
+          item[0] == '-' ? "at least " : "at most ",
+          item[0] == '-' ? std::numeric_limits<int>::min() : std::numeric_limits<int>::max(),
+          "; in '", text, "')"));
     out.push_back(static_cast<int>(v));
   }
   return out;

@@ -252,6 +252,10 @@ TEST(Config, BadValuesNameTheOption) {
                 .find("--hidden: '100000000000' is out of an int's range (at most 2147483647"),
             std::string::npos)
       << error_of("train", {"--hidden", "64,100000000000"});
+  EXPECT_NE(error_of("train", {"--hidden", "-100000000000"})
+                .find("'-100000000000' is out of an int's range (at least -2147483648"),
+            std::string::npos)
+      << error_of("train", {"--hidden", "-100000000000"});
 }
 
 TEST(Config, SizeSuffixes) {
