@@ -296,7 +296,7 @@ CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, 
   std::ifstream ptr(fs::path(k.dir) / "latest");
   std::string name;
   if (ptr && std::getline(ptr, name) && step_of_name(name) >= 0 &&
-      fs::exists(fs::path(k.dir) / name)) {
+      fs::exists(fs::path(k.dir) / name, ec)) {  // ec: a name that cannot be looked at is absent
     path = (fs::path(k.dir) / name).string();
     try {
       return read_checkpoint(path, where);

@@ -8,6 +8,8 @@
 //     is handed it.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "common/error.h"
@@ -40,6 +42,27 @@ TEST(CheckpointLatest, ThePointerWinsOverAHigherStepOfAnAbandonedRun) {
   EXPECT_EQ(path, k.dir + "/" + checkpoint_file_name(20));
   k.resume = "auto";
   EXPECT_EQ(load_resume(k, "rank 0", path).step, 20);
+}
+
+// A 'latest' that names a file which cannot even be looked at (here a symlink loop, which root
+// cannot look through either) is passed over like one that is missing: the newest checkpoint
+// that reads is resumed. std::filesystem's own exception ('filesystem error: status: Too many
+// levels of symbolic links') escaped load_resume.
+TEST(CheckpointLatest, ALatestThatCannotBeLookedAtIsPassedOver) {
+  CheckpointConfig k;
+  k.dir = testing::scratch_dir("ckpt_edges_loop");
+  save_checkpoint(k, sample(10, 8, 8, 8), "rank 0");
+  const std::string loop = checkpoint_file_name(20);
+  std::filesystem::create_symlink(loop, std::filesystem::path(k.dir) / loop);  // points at itself
+  std::ofstream(std::filesystem::path(k.dir) / "latest") << loop << "\n";
+  k.resume = "latest";
+  std::string path;
+  try {
+    EXPECT_EQ(load_resume(k, "rank 0", path).step, 10);
+    EXPECT_EQ(path, k.dir + "/" + checkpoint_file_name(10));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "load_resume threw: " << e.what();
+  }
 }
 
 TEST(CheckpointFits, OptimizerStateOfTheWrongSizeIsRefused) {
