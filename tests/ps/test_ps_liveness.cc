@@ -22,6 +22,7 @@
 #include "common/inproc_comm.h"
 #include "ps/ps_group.h"
 #include "ps/server_loop.h"
+#include "tests/ps/forwarding_comm.h"
 #include "tests/ps/park_gate.h"
 
 namespace starring::ps {
@@ -33,55 +34,24 @@ constexpr Seconds kWait{60.0};  // the test's own waits: only a broken server re
 // Forwards to another Comm; the first time its owner polls a receive after `park_after` receives
 // have completed, the poll blocks until release(): the server's loop stands still while the
 // workers' messages keep arriving.
-class ParkingComm : public Comm {
+class ParkingComm : public ForwardingComm {
  public:
   ParkingComm(std::shared_ptr<Comm> inner, int park_after)
-      : inner_(std::move(inner)), park_after_(park_after) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
-    return inner_->isend(buf, bytes, peer, tag);
-  }
+      : ForwardingComm(std::move(inner)), park_after_(park_after) {}
   std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
-    return std::make_unique<Recv>(this, inner_->irecv(buf, bytes, peer, tag));
+    return std::make_unique<HookedRecv>(
+        inner().irecv(buf, bytes, peer, tag), [this] { maybe_park(); },
+        [this] { gate_.set([&] { ++completed_; }); });
   }
-  void barrier(Seconds timeout) override { inner_->barrier(timeout); }
 
   bool wait_parked() { return gate_.wait_parked(); }
   void release() { gate_.release(); }
 
  private:
-  class Recv : public Request {
-   public:
-    Recv(ParkingComm* c, std::unique_ptr<Request> r) : c_(c), r_(std::move(r)) {}
-    bool test() override {
-      c_->maybe_park();
-      const bool done = r_->test();
-      if (done && !counted_) c_->completed();
-      counted_ = counted_ || done;
-      return done;
-    }
-    RecvStatus wait(Seconds timeout) override {
-      const RecvStatus s = r_->wait(timeout);
-      if (!counted_) c_->completed();
-      counted_ = true;
-      return s;
-    }
-    RecvStatus status() const override { return r_->status(); }
-
-   private:
-    ParkingComm* c_;
-    std::unique_ptr<Request> r_;
-    bool counted_ = false;
-  };
-  void completed() {
-    gate_.set([&] { ++completed_; });
-  }
   void maybe_park() {
     gate_.park_if([&] { return park_after_ >= 0 && completed_ >= park_after_; });
   }
 
-  std::shared_ptr<Comm> inner_;
   const int park_after_;
   ParkGate gate_{kWait};
   int completed_ = 0;  // under gate_'s lock
@@ -90,47 +60,18 @@ class ParkingComm : public Comm {
 // Forwards to another Comm; each receive, the first time its owner finds it complete, costs the
 // owner 2 ms: a server that handles one message per loop is slowed so that a stream of queued
 // messages outlasts the timeout. Counts the receives completed.
-class SlowComm : public Comm {
+class SlowComm : public ForwardingComm {
  public:
-  explicit SlowComm(std::shared_ptr<Comm> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
-    return inner_->isend(buf, bytes, peer, tag);
-  }
+  using ForwardingComm::ForwardingComm;
   std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
-    return std::make_unique<Recv>(this, inner_->irecv(buf, bytes, peer, tag));
+    return std::make_unique<HookedRecv>(inner().irecv(buf, bytes, peer, tag), nullptr, [this] {
+      ++completed_;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    });
   }
-  void barrier(Seconds timeout) override { inner_->barrier(timeout); }
   int completed() const { return completed_.load(); }
 
  private:
-  class Recv : public Request {
-   public:
-    Recv(SlowComm* c, std::unique_ptr<Request> r) : c_(c), r_(std::move(r)) {}
-    bool test() override {
-      const bool done = r_->test();
-      if (done && !counted_) {
-        counted_ = true;
-        ++c_->completed_;
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-      return done;
-    }
-    RecvStatus wait(Seconds timeout) override {
-      const RecvStatus s = r_->wait(timeout);
-      if (!counted_) ++c_->completed_;
-      counted_ = true;
-      return s;
-    }
-    RecvStatus status() const override { return r_->status(); }
-
-   private:
-    SlowComm* c_;
-    std::unique_ptr<Request> r_;
-    bool counted_ = false;
-  };
-  std::shared_ptr<Comm> inner_;
   std::atomic<int> completed_{0};
 };
 

@@ -17,6 +17,7 @@
 #include "common/inproc_comm.h"
 #include "ps/ps_worker.h"
 #include "ps/server_loop.h"
+#include "tests/ps/forwarding_comm.h"
 #include "tests/ps/park_gate.h"
 
 namespace starring::ps {
@@ -30,21 +31,22 @@ constexpr Seconds kDeadline{0.7};  // kTimeout + the worker's grace (at least 0.
 // Forwards to another Comm. With `park`, the first poll of a control-message receive after a
 // reply receive was posted blocks until release(): the worker's comm thread stands still with a
 // push in flight. replied() says the owner has sent a reply (InProc sends are delivered at once).
-class WatchedComm : public Comm {
+class WatchedComm : public ForwardingComm {
  public:
-  WatchedComm(std::shared_ptr<Comm> inner, bool park) : inner_(std::move(inner)), park_(park) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+  WatchedComm(std::shared_ptr<Comm> inner, bool park)
+      : ForwardingComm(std::move(inner)), park_(park) {}
   std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
-    auto r = inner_->isend(buf, bytes, peer, tag);
+    auto r = inner().isend(buf, bytes, peer, tag);
     if (tag >= kReplyTagBase) gate_.set([&] { replied_ = true; });
     return r;
   }
   std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
     if (tag >= kReplyTagBase) gate_.set([&] { armed_ = park_; });
-    return std::make_unique<Recv>(this, inner_->irecv(buf, bytes, peer, tag), tag == kCtlTag);
+    std::function<void()> before;
+    if (tag == kCtlTag) before = [this] { gate_.park_if([&] { return armed_; }); };
+    return std::make_unique<HookedRecv>(inner().irecv(buf, bytes, peer, tag), std::move(before),
+                                        nullptr);
   }
-  void barrier(Seconds timeout) override { inner_->barrier(timeout); }
 
   bool wait_parked() { return gate_.wait_parked(); }
   bool wait_replied() {
@@ -53,27 +55,6 @@ class WatchedComm : public Comm {
   void release() { gate_.release(); }
 
  private:
-  class Recv : public Request {
-   public:
-    Recv(WatchedComm* c, std::unique_ptr<Request> r, bool ctl)
-        : c_(c), r_(std::move(r)), ctl_(ctl) {}
-    bool test() override {
-      if (ctl_) c_->maybe_park();
-      return r_->test();
-    }
-    RecvStatus wait(Seconds timeout) override { return r_->wait(timeout); }
-    RecvStatus status() const override { return r_->status(); }
-
-   private:
-    WatchedComm* c_;
-    std::unique_ptr<Request> r_;
-    bool ctl_;
-  };
-  void maybe_park() {
-    gate_.park_if([&] { return armed_; });
-  }
-
-  std::shared_ptr<Comm> inner_;
   const bool park_;
   ParkGate gate_{kWait};
   bool armed_ = false, replied_ = false;  // under gate_'s lock
