@@ -18,23 +18,12 @@
 #include "common/config.h"
 #include "common/dataset.h"
 #include "common/error.h"
+#include "tests/common/idx_bytes.h"
 
 namespace starring {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<std::uint8_t> idx_bytes(std::uint32_t magic, const std::vector<std::uint32_t>& dims,
-                                    const std::vector<std::uint8_t>& payload) {
-  std::vector<std::uint8_t> b;
-  auto be32 = [&](std::uint32_t v) {
-    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(v >> s));
-  };
-  be32(magic);
-  for (auto d : dims) be32(d);
-  b.insert(b.end(), payload.begin(), payload.end());
-  return b;
-}
 
 class IdxChecks : public ::testing::Test {
  protected:
