@@ -31,6 +31,22 @@ def run_report(results, out):
                           text=True, timeout=300)
 
 
+def report_page_of(tmp, keep):
+    """The fixture's runs for which keep(run) holds, reported from `tmp`: (process, page text)."""
+    runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+    with open(os.path.join(tmp, "runs.jsonl"), "w", encoding="utf-8") as f:
+        for r in runs:
+            if keep(r):
+                f.write(json.dumps(r) + "\n")
+    shutil.copytree(os.path.join(FIXTURE, "runs"), os.path.join(tmp, "runs"))
+    proc = run_report(tmp, os.path.join(tmp, "report"))
+    page = ""
+    if proc.returncode == 0:
+        with open(os.path.join(tmp, "report", "report.html"), encoding="utf-8") as f:
+            page = html.unescape(re.sub(r"<[^>]+>", " ", f.read()))
+    return proc, page
+
+
 class ReportOnFixture(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -164,14 +180,8 @@ class ReportWithPartialData(unittest.TestCase):
             runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
             study = [r for r in runs if r.get("sweep") == "straggler" and r["status"] == "ok"]
             self.assertTrue(study and all(r.get("step_time") for r in study))
-            with open(os.path.join(tmp, "runs.jsonl"), "w", encoding="utf-8") as f:
-                for r in study:
-                    f.write(json.dumps(r) + "\n")
-            shutil.copytree(os.path.join(FIXTURE, "runs"), os.path.join(tmp, "runs"))
-            proc = run_report(tmp, os.path.join(tmp, "report"))
+            proc, page = report_page_of(tmp, lambda r: r in study)
             self.assertEqual(proc.returncode, 0, proc.stderr)
-            with open(os.path.join(tmp, "report", "report.html"), encoding="utf-8") as f:
-                page = html.unescape(re.sub(r"<[^>]+>", " ", f.read()))
             self.assertIn("straggler.png", os.listdir(os.path.join(tmp, "report")))
             skipped = page.split("Plots not drawn")[1]
             self.assertNotIn("no run has a step-time breakdown", skipped)
@@ -185,16 +195,8 @@ class ReportWithPartialData(unittest.TestCase):
         # `scripts/sweep.sh main` alone: the page said "Straggler: no run with --straggler" and
         # left the user to find which sweep makes it (only Faults and Recovery named theirs)
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
-            runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
-            with open(os.path.join(tmp, "runs.jsonl"), "w", encoding="utf-8") as f:
-                for r in runs:
-                    if r.get("sweep") == "main":
-                        f.write(json.dumps(r) + "\n")
-            shutil.copytree(os.path.join(FIXTURE, "runs"), os.path.join(tmp, "runs"))
-            proc = run_report(tmp, os.path.join(tmp, "report"))
+            proc, page = report_page_of(tmp, lambda r: r.get("sweep") == "main")
             self.assertEqual(proc.returncode, 0, proc.stderr)
-            with open(os.path.join(tmp, "report", "report.html"), encoding="utf-8") as f:
-                page = html.unescape(re.sub(r"<[^>]+>", " ", f.read()))
             skipped = " ".join(page.split("Plots not drawn")[1].split())
             for title, sweep in (("Straggler", "straggler"), ("Observed staleness", "straggler"),
                                  ("Compute/communication crossover", "crossover"),

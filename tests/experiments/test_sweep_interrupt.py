@@ -108,6 +108,15 @@ def live_members(pgid):
     return live
 
 
+def kill_group(proc):
+    """SIGKILL what is left of `proc`'s group and reap `proc` (a test's clean-up)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
 class StopJob(unittest.TestCase):
     def test_a_process_that_outlives_the_launcher_is_waited_for(self):
         # mpirun can exit before its ranks (one outlived it by 0.35 s): stop_job returned, and
@@ -129,11 +138,7 @@ class StopJob(unittest.TestCase):
                 self.assertTrue(os.path.exists(done), "stop_job returned before the job's end")
                 self.assertEqual(live_members(proc.pid), [])
             finally:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
+                kill_group(proc)
 
     def test_a_second_ctrl_c_kills_the_whole_job(self):
         # A job that ignores the SIGINT `timeout` passes on (a rank stuck in a hook) and a user who
@@ -156,11 +161,7 @@ class StopJob(unittest.TestCase):
                 time.sleep(0.05)
             self.assertEqual(live_members(proc.pid), [], "processes of the stopped job still run")
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            kill_group(proc)
 
 
 
