@@ -271,21 +271,16 @@ void print_footer(const std::vector<std::string>& names, const std::vector<Bench
   std::fflush(stdout);
 }
 
-}  // namespace
-
-std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm> world,
-                                        Device* device) {
-  const BenchConfig& bc = cfg.bench;
-  validate(bc);
-  std::vector<std::string> names = bc.backends;
-  if (names.empty()) names.push_back(cfg.sync.backend == "local" ? "ring" : cfg.sync.backend);
-  const bool leader = world->rank() == 0;
+// Every rank agrees that each op could be made, before making the next: a bad setting found
+// only by the ranks of an `@N` sub-run (ps@3 with --servers 3) left the ranks sitting it out at
+// the harness's first barrier for its 120 s, then the job ended by MPI_Abort; and those ranks went
+// on to make the next op alone (ps@3,ring: rank 3 hung in ring's collective MPI_Comm_dup).
+std::vector<std::unique_ptr<BenchOp>> make_ops_agreed(const std::vector<std::string>& names,
+                                                      const Config& cfg,
+                                                      const std::shared_ptr<Comm>& world,
+                                                      Device* device) {
   BenchOpContext ctx{cfg, world, device};
   std::vector<std::unique_ptr<BenchOp>> ops;
-  // Every rank agrees that each op could be made, before making the next: a bad setting found
-  // only by the ranks of an `@N` sub-run (ps@3 with --servers 3) left the ranks sitting it out at
-  // the barrier below for its 120 s, then the job ended by MPI_Abort; and those ranks went on to
-  // make the next op alone (ps@3,ring: rank 3 hung in ring's collective MPI_Comm_dup).
   for (const auto& n : names) {
     std::string failed;  // its first character says what kind: 'C' bad input, 'E' anything else
     try {
@@ -299,6 +294,29 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
     if (!failed.empty() && failed[0] == 'C') throw ConfigError(failed.substr(1));
     if (!failed.empty()) throw Error(failed.substr(1));
   }
+  return ops;
+}
+
+// vs base: busbw over the base backend's at the same size, for rows of the base's shape only.
+void compare_to_base(std::vector<BenchRow>& size_rows, std::size_t base) {
+  const BenchRow base_row = size_rows[base];
+  for (BenchRow& r : size_rows) {
+    r.base = base_row.backend;
+    if (r.workers == base_row.workers && r.ranks == base_row.ranks && base_row.busbw_GBps > 0)
+      r.vs_base = r.busbw_GBps / base_row.busbw_GBps;
+  }
+}
+
+}  // namespace
+
+std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm> world,
+                                        Device* device) {
+  const BenchConfig& bc = cfg.bench;
+  validate(bc);
+  std::vector<std::string> names = bc.backends;
+  if (names.empty()) names.push_back(cfg.sync.backend == "local" ? "ring" : cfg.sync.backend);
+  const bool leader = world->rank() == 0;
+  const std::vector<std::unique_ptr<BenchOp>> ops = make_ops_agreed(names, cfg, world, device);
   std::size_t base = 0;  // the baseline column: "mpi" when present, else the first backend
   int width = 10;
   for (const auto& n : names) width = std::max(width, static_cast<int>(n.size()));
@@ -345,13 +363,7 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
       if (!cfg.out.run_name.empty()) size_rows.back().extra["run_name"] = cfg.out.run_name;
     }
     if (leader) {
-      const BenchRow base_row = size_rows[base];
-      for (std::size_t b = 0; b < size_rows.size(); ++b) {
-        BenchRow& r = size_rows[b];
-        r.base = base_row.backend;
-        if (r.workers == base_row.workers && r.ranks == base_row.ranks && base_row.busbw_GBps > 0)
-          r.vs_base = r.busbw_GBps / base_row.busbw_GBps;
-      }
+      compare_to_base(size_rows, base);
       for (const auto& r : size_rows) print_row(r, bc.json, width);
       std::fflush(stdout);
       rows.insert(rows.end(), size_rows.begin(), size_rows.end());
