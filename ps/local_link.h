@@ -54,6 +54,11 @@ class LocalLink {
   // Bytes of the server's control and checkpoint messages to other ranks (start acks, bye, abort,
   // optimizer state): counted by the Comm, not per-step traffic either.
   std::atomic<std::uint64_t> ctl_sent{0};
+  // Held by the server thread from a receive's completion (when the Comm counts it) to its
+  // booking in setup_recv, and from booking a control message in ctl_sent to its send; held by
+  // PsWorker::counters while it reads them and the Comm's counters, so a step's figures never
+  // hold a message the Comm counted and the server has not booked yet (or the reverse).
+  std::mutex count_mu;
 
  private:
   std::mutex mu_;

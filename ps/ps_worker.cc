@@ -276,13 +276,11 @@ SyncStepStats PsWorker::take_stats() {
 }
 
 CommCounters PsWorker::counters() const {
-  // The server adds a set-up message to setup_recv only after the Comm has counted it, and a
-  // control message to ctl_sent before the Comm counts it; setup_recv is read before the Comm's
-  // counters and ctl_sent after them. So received bytes never go negative (they may read high by
-  // a set-up message the Comm has counted and setup_recv not yet), and sent bytes never hold a
-  // control message the Comm counted (they may read low by one booked and not yet counted). The
-  // trainer reads them where no such message is in flight: between barriers, after worker 0's
-  // checkpoint verdict.
+  // Co-located: the shard's set-up and control messages are booked (setup_recv, ctl_sent) under
+  // count_mu together with the Comm's count of them, so reading both under it takes them out
+  // exactly (a heartbeat counted and not yet booked made a step read 32 bytes high).
+  std::unique_lock<std::mutex> counting;
+  if (link_) counting = std::unique_lock<std::mutex>(link_->count_mu);
   const std::uint64_t setup = link_ ? link_->setup_recv.load(std::memory_order_acquire) : 0;
   CommCounters c = comm_->counters();
   const std::uint64_t ctl = link_ ? link_->ctl_sent.load(std::memory_order_acquire) : 0;

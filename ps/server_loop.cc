@@ -75,7 +75,14 @@ void ServerLoop::loop() {
   while (!finished_) {
     bool progress = false;
     Slot& s = slots_[head_];
-    if (s.req->test()) {
+    bool received = false;
+    {
+      std::unique_lock<std::mutex> counting;  // co-located: see LocalLink::count_mu
+      if (local_) counting = std::unique_lock<std::mutex>(local_->count_mu);
+      received = s.req->test();
+      if (received) book_control(s.buf.data(), s.req->status().bytes);
+    }
+    if (received) {
       RecvStatus st = s.req->status();
       take_slot_buffer_ = false;
       handle(s.buf.data(), st.bytes, st.source);
@@ -109,6 +116,17 @@ void ServerLoop::loop() {
   finish();
 }
 
+// Set-up, checkpoints and control (kDone, heartbeats) are not steps (see the stats below): a
+// co-located worker whose shard counted another worker's kDone or heartbeat as step traffic
+// reported 32 bytes more or less depending on whether it arrived before a step's figures. Called
+// under LocalLink::count_mu, right after the Comm counted the message.
+void ServerLoop::book_control(const char* buf, std::size_t bytes) {
+  if (!local_ || bytes < sizeof(PsHeader)) return;  // a short message is handle()'s error
+  PsHeader h;
+  std::memcpy(&h, buf, sizeof h);
+  if (h.op != Op::kPush) local_->setup_recv.fetch_add(bytes, std::memory_order_release);
+}
+
 void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
   const PsHeader& h = header_of(buf, bytes, where_);
   const int w = group_.worker_index(source_rank);
@@ -116,13 +134,7 @@ void ServerLoop::handle(const char* buf, std::size_t bytes, int source_rank) {
                  source_rank, ", which is not worker ", h.worker);
   bytes_in_ += bytes;
   ++msgs_in_;
-  if (h.op != Op::kPush) {
-    // Set-up, checkpoints and control (kDone, heartbeats), not steps (see the stats below): a
-    // co-located worker whose shard counted another worker's kDone as step traffic reported 32
-    // bytes more or less depending on whether it arrived before its last step's figures.
-    setup_bytes_in_ += bytes;
-    if (local_) local_->setup_recv.fetch_add(bytes, std::memory_order_release);
-  }
+  if (h.op != Op::kPush) setup_bytes_in_ += bytes;  // booked for the worker by book_control
   const bool floats = h.op == Op::kPush || h.op == Op::kInitParams || h.op == Op::kSetState;
   const std::size_t payload = bytes - sizeof(PsHeader);
   if (h.op == Op::kPush && payload == 0 && h.count > 0) {
@@ -326,10 +338,13 @@ void ServerLoop::send_ctl(int w, Op op, const std::string& text, bool timeout) {
   h.step = timeout ? 1 : 0;
   auto msg = std::make_shared<std::vector<char>>(make_text_message(h, text));
   PendingSend p;
-  // Booked as control before the Comm counts it (PsWorker::counters reads them in that order).
-  if (local_) local_->ctl_sent.fetch_add(msg->size(), std::memory_order_release);
-  p.req = comm_->isend(msg->data(), msg->size(), group_.worker_ranks[static_cast<std::size_t>(w)],
-                       kCtlTag);
+  {  // booked as control with the Comm's count of it (see LocalLink::count_mu)
+    std::unique_lock<std::mutex> counting;
+    if (local_) counting = std::unique_lock<std::mutex>(local_->count_mu);
+    if (local_) local_->ctl_sent.fetch_add(msg->size(), std::memory_order_release);
+    p.req = comm_->isend(msg->data(), msg->size(), group_.worker_ranks[static_cast<std::size_t>(w)],
+                         kCtlTag);
+  }
   p.worker = w;
   p.what = std::string("the ") + op_name(op) + " message";
   p.since = Clock::now();

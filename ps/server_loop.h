@@ -76,6 +76,7 @@ class ServerLoop {
   };
 
   void loop();
+  void book_control(const char* buf, std::size_t bytes);
   void handle(const char* buf, std::size_t bytes, int source_rank);
   void handle_local(const LocalMsg& m);
   const float* shared_push(const PsHeader& h, int worker);
