@@ -59,6 +59,10 @@ class LocalLink {
   // PsWorker::counters while it reads them and the Comm's counters, so a step's figures never
   // hold a message the Comm counted and the server has not booked yet (or the reverse).
   std::mutex count_mu;
+  // count_mu held, or nothing when there is no link (a dedicated server, a worker without a shard).
+  static std::unique_lock<std::mutex> counting(LocalLink* link) {
+    return link ? std::unique_lock<std::mutex>(link->count_mu) : std::unique_lock<std::mutex>();
+  }
 
  private:
   std::mutex mu_;

@@ -279,8 +279,7 @@ CommCounters PsWorker::counters() const {
   // Co-located: the shard's set-up and control messages are booked (setup_recv, ctl_sent) under
   // count_mu together with the Comm's count of them, so reading both under it takes them out
   // exactly (a heartbeat counted and not yet booked made a step read 32 bytes high).
-  std::unique_lock<std::mutex> counting;
-  if (link_) counting = std::unique_lock<std::mutex>(link_->count_mu);
+  const auto counting = LocalLink::counting(link_.get());
   const std::uint64_t setup = link_ ? link_->setup_recv.load(std::memory_order_acquire) : 0;
   CommCounters c = comm_->counters();
   const std::uint64_t ctl = link_ ? link_->ctl_sent.load(std::memory_order_acquire) : 0;

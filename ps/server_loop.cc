@@ -77,8 +77,7 @@ void ServerLoop::loop() {
     Slot& s = slots_[head_];
     bool received = false;
     {
-      std::unique_lock<std::mutex> counting;  // co-located: see LocalLink::count_mu
-      if (local_) counting = std::unique_lock<std::mutex>(local_->count_mu);
+      const auto counting = LocalLink::counting(local_);  // see LocalLink::count_mu
       received = s.req->test();
       if (received) book_control(s.buf.data(), s.req->status().bytes);
     }
@@ -339,8 +338,7 @@ void ServerLoop::send_ctl(int w, Op op, const std::string& text, bool timeout) {
   auto msg = std::make_shared<std::vector<char>>(make_text_message(h, text));
   PendingSend p;
   {  // booked as control with the Comm's count of it (see LocalLink::count_mu)
-    std::unique_lock<std::mutex> counting;
-    if (local_) counting = std::unique_lock<std::mutex>(local_->count_mu);
+    const auto counting = LocalLink::counting(local_);
     if (local_) local_->ctl_sent.fetch_add(msg->size(), std::memory_order_release);
     p.req = comm_->isend(msg->data(), msg->size(), group_.worker_ranks[static_cast<std::size_t>(w)],
                          kCtlTag);

@@ -37,8 +37,7 @@ void ServerLoop::on_get_state(const PsHeader& h, int w) {
     auto msg = std::make_shared<std::vector<char>>(make_message(out, data, n * sizeof(float)));
     PendingSend p;
     {  // a checkpoint's, not a step's: booked with the Comm's count (see LocalLink::count_mu)
-      std::unique_lock<std::mutex> counting;
-      if (local_) counting = std::unique_lock<std::mutex>(local_->count_mu);
+      const auto counting = LocalLink::counting(local_);
       if (local_) local_->ctl_sent.fetch_add(msg->size(), std::memory_order_release);
       p.req = comm_->isend(msg->data(), msg->size(),
                            group_.worker_ranks[static_cast<std::size_t>(w)], kStateTag);

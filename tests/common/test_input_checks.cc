@@ -8,7 +8,6 @@
 //     --warmup-steps -1, --epochs 0, --max-steps 0, --weight-decay < 0, --momentum < 0,
 //     --threads 0, --untimed-steps -1, --staleness -1, --log-every 0, each naming the option.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -19,6 +18,7 @@
 #include "common/dataset.h"
 #include "common/error.h"
 #include "tests/common/idx_bytes.h"
+#include "tests/scratch_dir.h"
 
 namespace starring {
 namespace {
@@ -27,11 +27,7 @@ namespace fs = std::filesystem;
 
 class IdxChecks : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("starring_idx_checks_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_ = testing::scratch_dir("idx_checks"); }
   std::string write(const std::string& name, const std::vector<std::uint8_t>& bytes) {
     const std::string path = (dir_ / name).string();
     std::ofstream(path, std::ios::binary)
