@@ -27,6 +27,7 @@
 // The semantics every op implements is the SUM over workers (no 1/N scaling), out of place.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -98,11 +99,26 @@ struct BenchOpRegistrar {
   }
 };
 
+// Where index i sits in a closed form of period p: a mixed hash of i, reduced mod p. A form that
+// depended on i mod p would read a chunk shifted by a multiple of p elements (a wrong offset in a
+// backend) as right; hashed, two chunks agree only by chance, element by element.
+inline std::size_t closed_form_phase(std::size_t i, std::size_t p) {
+  std::uint64_t x = (static_cast<std::uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return static_cast<std::size_t>(x % p);
+}
+
 // The closed-form data: worker w's input at index i, and the exact sum over `workers` workers.
-// Values are small integers (|v| < 2^11) so every partial sum is exact in float32.
+// Values are small integers (|v| < 2^11) so every partial sum is exact in float32. They depend on
+// i only through its phase, closed_form_phase(i, 61).
+inline float input_value_at_phase(int worker, std::size_t phase) {
+  return static_cast<float>(
+      static_cast<int>((phase * 7 + static_cast<std::size_t>(worker) * 13) % 61) - 30 + worker);
+}
 inline float input_value(int worker, std::size_t i) {
-  return static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(worker) * 13) % 61) -
-                            30 + worker);
+  return input_value_at_phase(worker, closed_form_phase(i, 61));
 }
 inline float expected_sum(int workers, std::size_t i) {
   float s = 0;
@@ -114,21 +130,32 @@ inline float expected_sum(int workers, std::size_t i) {
 // (--compress) carries every partial sum narrowed, and its integers are exact only up to 256
 // (bf16) or 2048 (fp16): input_value's partial sums pass them from 20 (bf16) or 64 (fp16) workers
 // on, where a correct ring would read as wrong. There a smaller form is used,
-// value = (i + 2w) mod p - (p - 1) / 2 with the largest prime p (at most 59) that keeps
+// value = (phase(i, p) + 2w) mod p - (p - 1) / 2 with the largest prime p (at most 59) that keeps
 // workers x (p - 1) / 2 within the limit (p = 1, all zeros, past `limit` workers: nothing left to
 // check).
 struct ClosedForm {
   int period = 61;
-  float value(int worker, std::size_t i) const {
-    if (period == 61) return input_value(worker, i);
-    const auto p = static_cast<std::size_t>(period);
-    return static_cast<float>(static_cast<int>((i + 2 * static_cast<std::size_t>(worker)) % p) -
+  std::size_t phase(std::size_t i) const {
+    return closed_form_phase(i, static_cast<std::size_t>(period));
+  }
+  float value_at_phase(int worker, std::size_t ph) const {
+    if (period == 61) return input_value_at_phase(worker, ph);
+    return static_cast<float>(static_cast<int>((ph + 2 * static_cast<std::size_t>(worker)) %
+                                               static_cast<std::size_t>(period)) -
                               (period - 1) / 2);
   }
+  float value(int worker, std::size_t i) const { return value_at_phase(worker, phase(i)); }
   float sum(int workers, std::size_t i) const {
     float s = 0;
     for (int w = 0; w < workers; ++w) s += value(w, i);
     return s;
+  }
+  // sum(workers, i) for every phase: the expected result is sums[phase(i)].
+  std::vector<float> sums_by_phase(int workers) const {
+    std::vector<float> t(static_cast<std::size_t>(period), 0.0f);
+    for (std::size_t ph = 0; ph < t.size(); ++ph)
+      for (int w = 0; w < workers; ++w) t[ph] += value_at_phase(w, ph);
+    return t;
   }
 };
 // The form for `workers` workers and the --compress setting ("none", "fp16", "bf16").

@@ -99,17 +99,10 @@ struct Row {
   std::size_t chunk_bytes = 0;   // ps: --ps-chunk-bytes
 };
 
-// input_value(w, i) depends on i only through i mod 61, so expected_sum(n, i) is a table of 61
-// values: the check costs O(count) per rank instead of O(count * n) (all ranks share one core).
-constexpr std::size_t kPeriod = 61;
-std::vector<float> expected_period(int n) {
-  std::vector<float> e(kPeriod);
-  for (std::size_t j = 0; j < kPeriod; ++j) e[j] = expected_sum(n, j);
-  for (std::size_t i = 0; i < 4 * kPeriod; ++i)
-    STARRING_CHECK(expected_sum(n, i) == e[i % kPeriod], "smpi_bench: input_value is no longer ",
-                   "periodic in i with period ", kPeriod, " (experiments/bench_harness.h)");
-  return e;
-}
+// input_value(w, i) depends on i only through its phase (closed_form_phase(i, 61)), so
+// expected_sum(n, i) is a table of 61 values: the check costs O(count) per rank instead of
+// O(count * n) (all ranks share one core).
+const ClosedForm kForm{};
 
 // What one timed operation is on this rank: its input is input_value(input_of, i), and when
 // `checked` its result must be expected_sum(summed, i) (a parameter server's rank has none).
@@ -131,9 +124,9 @@ Row measure(const std::string& name, const std::function<void(const float*, floa
   for (int i = 0; i < b.iters; ++i) op(in.data(), out.data());
   double t = (MPI_Wtime() - t0) / b.iters, t_max = 0;
   long wrong = 0, wrong_all = 0;
-  const std::vector<float> expected = expected_period(role.summed);
+  const std::vector<float> expected = kForm.sums_by_phase(role.summed);
   if (b.check && role.checked)
-    for (std::size_t i = 0; i < count; ++i) wrong += out[i] != expected[i % kPeriod];
+    for (std::size_t i = 0; i < count; ++i) wrong += out[i] != expected[kForm.phase(i)];
   CHECK_MPI(MPI_Reduce(&t, &t_max, 1, MPI_DOUBLE, MPI_MAX, 0, world));
   CHECK_MPI(MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG, MPI_SUM, 0, world));
   Row r{name, count * sizeof(float), t_max * 1e6, 0, 0, wrong_all};

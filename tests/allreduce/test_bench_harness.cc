@@ -37,6 +37,25 @@ const BenchOpRegistrar kBroken("test-off-by-one", [](const BenchOpContext& c) {
   return std::make_unique<OffByOneOp>(c);
 });
 
+// Another broken all-reduce: the last 64 elements hold the sums of elements 61 further on, as a
+// backend that read a chunk from a wrong offset (one period of the data further) would. With data
+// periodic in the index, this read as right.
+class ShiftedChunkOp : public OffByOneOp {
+ public:
+  using OffByOneOp::OffByOneOp;
+  void prepare(const float*, std::size_t count) override { n_ = count; }
+  void result(float* out) override {
+    for (std::size_t i = 0; i < n_; ++i)
+      out[i] = expected_sum(workers(), i + (i + 64 >= n_ ? 61 : 0));
+  }
+
+ private:
+  std::size_t n_ = 0;
+};
+const BenchOpRegistrar kShifted("test-shifted-chunk", [](const BenchOpContext& c) {
+  return std::make_unique<ShiftedChunkOp>(c);
+});
+
 Config bench_config(std::vector<std::string> backends) {
   Config cfg;
   cfg.bench.min_bytes = 4096;
@@ -84,6 +103,27 @@ TEST(BenchHarness, RingRowsAreCorrectAndCountBytes) {  // the shared-memory ring
 // 256 (bf16) or 2048 (fp16): the default closed form's sums pass 256 from 20 workers on, so a
 // correct ring read '320 wrong ... FAILED' at np 20 with --compress bf16 (rounding, not a bug).
 // The harness then uses a smaller closed form whose partial sums all stay exact.
+TEST(BenchHarness, AChunkReadFromAWrongOffsetIsWrong) {
+  INPROC_ONLY();
+  inproc(2, [](std::shared_ptr<Comm> c) {
+    Config cfg = bench_config({"test-shifted-chunk"});
+    cfg.bench.max_bytes = 16384;
+    cfg.bench.memcpy_baseline = false;
+    auto rows = run_bench_harness(cfg, c, nullptr);
+    if (c->rank() != 0) return;
+    ASSERT_EQ(rows.size(), 2u);
+    // 64 shifted elements per worker; a few may agree by chance (61 values per worker)
+    for (const auto& r : rows) EXPECT_GE(r.wrong, 2 * 50) << r.bytes;
+  });
+  // and the closed forms: an index and the one a period further agree only by chance
+  for (const ClosedForm& cf : {ClosedForm{}, closed_form_for(20, "bf16")}) {
+    const auto p = static_cast<std::size_t>(cf.period);
+    int same = 0;
+    for (std::size_t i = 0; i < 10000; ++i) same += cf.value(1, i) == cf.value(1, i + p);
+    EXPECT_LT(same, 10000 / 5) << "period " << p;
+  }
+}
+
 TEST(BenchHarness, CompressedRowsAreExactWithManyWorkers) {
   INPROC_ONLY();
   for (const char* compress : {"bf16", "fp16"}) {
@@ -92,11 +132,11 @@ TEST(BenchHarness, CompressedRowsAreExactWithManyWorkers) {
       // every partial sum of consecutive workers (any start, around the ring) is exact
       const ClosedForm cf = closed_form_for(n, compress);
       double worst = 0;
-      for (std::size_t i = 0; i < 64; ++i)
+      for (std::size_t ph = 0; ph < static_cast<std::size_t>(cf.period); ++ph)  // every phase
         for (int start = 0; start < n; ++start) {
           double s = 0;
           for (int k = 0; k < n; ++k)
-            worst = std::max(worst, std::abs(s += cf.value((start + k) % n, i)));
+            worst = std::max(worst, std::abs(s += cf.value_at_phase((start + k) % n, ph)));
         }
       EXPECT_LE(worst, limit) << compress << " np " << n;
       if (n <= limit / 2) EXPECT_GT(worst, 0.0) << "a closed form of zeros checks nothing";
