@@ -39,7 +39,9 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 echo "[setup] installing: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# DEBIAN_FRONTEND goes on apt-get's command line: sudo's default env_reset (Debian's sudoers)
+# drops an exported one, and a debconf question would then wait for an answer.
+apt=(env DEBIAN_FRONTEND=noninteractive apt-get)
+$SUDO "${apt[@]}" update -q
+$SUDO "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}"
 echo "[setup] done"

@@ -3,7 +3,7 @@
 goes to the build step (so scripts/quickstart.sh can build only the `starring` executable, not
 the test binaries), every other argument to the configure step; and scripts/quickstart.sh's
 arguments, refused before any work when unknown; scripts/setup.sh's message to a user who
-lacks a package and cannot install it."""
+lacks a package and cannot install it, and the commands it runs through sudo for one who can."""
 import os
 import shutil
 import stat
@@ -91,27 +91,71 @@ class QuickstartArguments(unittest.TestCase):
         self.assertNotIn("[setup]", p.stdout + p.stderr)
 
 
+def run_setup(tmp, extra_stubs):
+    """scripts/setup.sh as a normal user (`id -u` says 1000) lacking dataset-fashion-mnist, with
+    only the stubs in `tmp` (and grep) on PATH."""
+    stubs = {"dpkg-query": 'for p; do :; done  # the package: the last argument\n'
+                           '[ "$p" = dataset-fashion-mnist ] && exit 1\n'
+                           'echo "install ok installed"\n',
+             "id": "echo 1000\n", **extra_stubs}
+    for name, body in stubs.items():
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n" + body)
+        os.chmod(path, 0o755)
+    os.symlink(shutil.which("grep"), os.path.join(tmp, "grep"))
+    return subprocess.run(["/bin/bash", SETUP], env={"PATH": tmp}, capture_output=True,
+                          text=True, timeout=30)
+
+
 class SetupWithoutRoot(unittest.TestCase):
     # A user who is not root, has no sudo, and lacks a package read only "[setup] error: missing
     # packages (dataset-fashion-mnist) and not root, no sudo": not what to do about it.
     def test_a_missing_package_without_root_or_sudo_says_what_to_do(self):
         with tempfile.TemporaryDirectory() as tmp:
-            stubs = {"dpkg-query": 'for p; do :; done  # the package: the last argument\n'
-                                   '[ "$p" = dataset-fashion-mnist ] && exit 1\n'
-                                   'echo "install ok installed"\n',
-                     "id": "echo 1000\n"}  # a normal user; PATH holds no sudo
-            for name, body in stubs.items():
-                path = os.path.join(tmp, name)
-                with open(path, "w") as f:
-                    f.write("#!/bin/sh\n" + body)
-                os.chmod(path, 0o755)
-            os.symlink(shutil.which("grep"), os.path.join(tmp, "grep"))
-            p = subprocess.run(["/bin/bash", SETUP], env={"PATH": tmp}, capture_output=True,
-                               text=True, timeout=30)
+            p = run_setup(tmp, {})  # PATH holds no sudo
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("missing packages: dataset-fashion-mnist", p.stderr)
         self.assertIn("needs root", p.stderr)
         self.assertIn("'apt-get install dataset-fashion-mnist'", p.stderr)
+
+
+class SetupWithSudo(unittest.TestCase):
+    # The script exported DEBIAN_FRONTEND=noninteractive and ran `sudo apt-get ...`: sudo's
+    # default env_reset (Debian's sudoers: `Defaults env_reset`, no env_keep for it) drops the
+    # variable, so apt-get ran with debconf's interactive frontend. The stand-in sudo below keeps
+    # nothing of the caller's environment either: only its arguments reach apt-get.
+    SUDO = 'printf "%s\\n" "$*" >> "${0%/*}/sudo_calls"\nexit ${SUDO_RC:-0}\n'
+
+    def test_apt_get_runs_through_sudo_noninteractive(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_setup(tmp, {"sudo": self.SUDO})
+            calls = open(os.path.join(tmp, "sudo_calls")).read().splitlines()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(calls, [
+            "env DEBIAN_FRONTEND=noninteractive apt-get update -q",
+            "env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+            "dataset-fashion-mnist"])
+        self.assertIn("[setup] installing: dataset-fashion-mnist", p.stdout)
+
+    def test_as_root_apt_get_runs_directly_noninteractive(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.symlink(shutil.which("env"), os.path.join(tmp, "env"))
+            p = run_setup(tmp, {"id": "echo 0\n", "apt-get":
+                                'echo "$DEBIAN_FRONTEND $*" >> "${0%/*}/apt_calls"\n'})
+            calls = open(os.path.join(tmp, "apt_calls")).read().splitlines()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(calls, [
+            "noninteractive update -q",
+            "noninteractive install -y -q --no-install-recommends dataset-fashion-mnist"])
+
+    def test_a_refused_sudo_stops_the_script(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_setup(tmp, {"sudo": "SUDO_RC=1\n" + self.SUDO})
+            calls = open(os.path.join(tmp, "sudo_calls")).read().splitlines()
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(len(calls), 1, calls)  # apt-get update, then nothing
+        self.assertNotIn("[setup] done", p.stdout)
 
 
 if __name__ == "__main__":
