@@ -11,6 +11,7 @@
 
 #include "common/config.h"
 #include "common/error.h"
+#include "tests/scratch_dir.h"
 
 namespace starring {
 namespace {
@@ -106,11 +107,15 @@ TEST(ConfigUse, OptionsWhereTheyApplyPass) {
 // backends, and a command line switches what it set up (the shipped fmnist_mlp.ini sets
 // warmup-steps 100 for --lr-scale linear; `--lr-scale none` on top of it must still train).
 TEST(ConfigUse, OptionsFromTheConfigFileThatDoNotApplyAreNotes) {
-  const std::string ini = ::testing::TempDir() + "config_use.ini";
+  // A folder of this process's own: a fixed /tmp/config_use.ini left by another user's run (root's
+  // CI) could not be rewritten by a normal user, the write failed silently and the test read the
+  // other run's last file ("straggler = 5:10").
+  const std::string ini = testing::scratch_dir("config_use") + "/config_use.ini";
   {
     std::ofstream f(ini);
     f << "[train]\nlr-scale = linear\nwarmup-steps = 100\nstaleness = 3\n"
          "[sync]\nservers = 2\n";
+    ASSERT_TRUE(f.flush()) << "could not write " << ini;
   }
   const Config cfg = parse_train({"--config", ini, "--lr-scale", "none", "--backend", "ring"});
   std::vector<std::string> notes;
@@ -128,6 +133,7 @@ TEST(ConfigUse, OptionsFromTheConfigFileThatDoNotApplyAreNotes) {
   {
     std::ofstream f(ini);
     f << "straggler = 5:10\n";
+    ASSERT_TRUE(f.flush()) << "could not write " << ini;
   }
   EXPECT_EQ(refusal({"--config", ini, "--backend", "ring"}).rfind("--straggler 5:10: ", 0), 0u);
 }
