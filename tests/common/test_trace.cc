@@ -312,6 +312,7 @@ TEST(Trace, EventsStreamToThePartialBeforeClose) {
     if (e["name"] == "thread_name") names.insert(e["args"]["name"].get<std::string>());
   EXPECT_EQ(names, (std::set<std::string>{"comm", "thread 1"}));
   EXPECT_EQ(count_phase(all, "M"), 4);  // the process's name and sort index, 2 threads
+  fs::remove_all(dir);
 }
 
 // A run into the path of an earlier run that was killed: the stale .partial (cut in the middle
