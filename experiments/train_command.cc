@@ -239,10 +239,12 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
 }
 
 // " (601-900 in this run)" after a resumed run's step count: its wall time and throughput
-// cover only the steps it ran, which "steps 900  wall 0.31 s" alone hid.
+// cover only the steps it ran, which "steps 900  wall 0.31 s" alone hid. A run resumed from the
+// last step of a finished one trains none (it read "(4681-4680 in this run)").
 std::string resumed_steps(const nlohmann::json& j) {
   const long long at = j.value("resumed_at_step", 0LL), steps = j["steps"].get<long long>();
   if (at <= 0 || !j["resumed_from"].is_string()) return "";
+  if (at >= steps) return " (none in this run: it resumed after the last step)";
   return " (" + std::to_string(at + 1) + "-" + std::to_string(steps) + " in this run)";
 }
 

@@ -90,6 +90,13 @@ class CheckpointCli(unittest.TestCase):
         self.assertEqual(times, sorted(times))
         self.assertEqual(sorted(os.listdir(self.dir)),
                          ["ckpt-0000000020.ckpt", "ckpt-0000000040.ckpt", "latest"])  # every 0: only the end
+        # resumed from the finished run's last step: it trains nothing, and the line says so
+        # (it read "steps 40 (41-40 in this run)")
+        third = train("--backend", "ring", "--max-steps", "40", "--checkpoint-dir", self.dir,
+                      "--resume", "latest")
+        self.assertEqual(third.returncode, 0, third.stderr)
+        self.assertIn("steps 40 (none in this run: it resumed after the last step)  wall ",
+                      third.stdout)
 
     def test_a_stopped_and_resumed_runs_summary_lists_every_epoch_once(self):
         # 2 workers x 16 on 512 samples: 16 steps an epoch, 48 in all; a stop request at step
