@@ -52,7 +52,9 @@ if ! command -v smpirun >/dev/null 2>&1; then
   exit 77
 fi
 if [ ! -f "$bin" ]; then
-  echo "smpi_bench.sh: $bin not built (cmake -DSTARRING_SMPI=ON ...)" >&2
+  # scripts/quickstart.sh builds only the starring executable; this is target starring_smpi_bench
+  echo "smpi_bench.sh: $bin not built: run scripts/build.sh (everything) or" \
+    "scripts/build.sh --target starring_smpi_bench" >&2
   exit 2
 fi
 
