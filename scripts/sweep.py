@@ -201,6 +201,19 @@ def flag_args(flags):
     return args
 
 
+def gpu_skip_reason(run, np_, ctx):
+    """Why a `requires = gpu|shared-gpu` run is skipped with ctx's GPUs (None: it runs)."""
+    if run["requires"] == "shared-gpu" and ctx["gpus"] == 0:
+        return "variant requires a GPU and none was found"
+    if run["requires"] == "gpu" and ctx["gpus"] < np_:
+        # NCCL takes one GPU per rank: a run with more ranks than GPUs would only show the
+        # ConfigError (tested in tests/gpu), not a measurement.
+        return ("variant requires a GPU and none was found" if ctx["gpus"] == 0 else
+                f"variant requires one GPU per rank: {np_} ranks, "
+                f"{ctx['gpus']} GPU(s) {ctx['gpus_where']}")
+    return None
+
+
 def run_train(run, idx, ctx, rep=1):
     run_id = sr.unique_name(os.path.join(ctx["out"], "runs"),
                             f"{ctx['name']}-{idx:03d}-{run['variant']}-w{run['workers']}"
@@ -219,17 +232,9 @@ def run_train(run, idx, ctx, rep=1):
            "oversubscribed": np_ > ctx["cores"], "quick": ctx["quick"],
            "repeat": rep, "repeats": ctx["repeats"]}
     rec.update({k: os.path.relpath(v, ctx["out"]) for k, v in files.items()})
-    if run["requires"] == "shared-gpu" and ctx["gpus"] == 0:
-        rec.update(status="skipped", exit_code=0, elapsed_s=0.0, command="",
-                   reason="variant requires a GPU and none was found")
-        return rec
-    if run["requires"] == "gpu" and ctx["gpus"] < np_:
-        # NCCL takes one GPU per rank: a run with more ranks than GPUs would only show the
-        # ConfigError (tested in tests/gpu), not a measurement.
-        rec.update(status="skipped", exit_code=0, elapsed_s=0.0, command="",
-                   reason=("variant requires a GPU and none was found" if ctx["gpus"] == 0 else
-                           f"variant requires one GPU per rank: {np_} ranks, "
-                           f"{ctx['gpus']} GPU(s) {ctx['gpus_where']}"))
+    skip = gpu_skip_reason(run, np_, ctx)
+    if skip:
+        rec.update(status="skipped", exit_code=0, elapsed_s=0.0, command="", reason=skip)
         return rec
     argv = [ctx["bin"], "train"] + flag_args(run["flags"]) + [
         "--summary-file", files["summary_file"], "--metrics-file", files["metrics_file"],
@@ -384,11 +389,13 @@ def print_dry_run(runs, benches, ctx):
 
 
 def print_plan(runs, benches, ctx):
-    for r in runs:
+    for r in runs:  # a run the sweep would skip here says so (the scaling plan listed nccl runs)
         np_, _, _ = roles_of(r["flags"], r["workers"])
+        skip = gpu_skip_reason(r, np_, ctx)
         print(f"  {r['variant']:>14} W={r['workers']} np={np_}: "
               f"{shlex.join(flag_args(r['flags']))}"
-              + (recovery.dry_run_note(r["flags"]) if ctx["recovery"] else ""))
+              + (recovery.dry_run_note(r["flags"]) if ctx["recovery"] else "")
+              + (f"  [skipped here: {skip}]" if skip else ""))
     for bname, b in benches.items():
         print(f"  bench {bname}: np {b.get('np', '')}: {b.get('args', '')}")
 

@@ -391,20 +391,41 @@ class GpuVariantsFitTheGpus(unittest.TestCase):
 
     def run_with_gpus(self, listing, *args, visible=None):
         with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
-            fake = os.path.join(tmp, "bin")
-            os.mkdir(fake)
-            with open(os.path.join(fake, "nvidia-smi"), "w") as f:
-                f.write("#!/bin/sh\n" + (f"echo '{listing}'\n" if listing else "exit 9\n"))
-            os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
-            env = dict(os.environ, PATH=fake + os.pathsep + os.environ["PATH"])
-            env.pop("CUDA_VISIBLE_DEVICES", None)
-            if visible is not None:
-                env["CUDA_VISIBLE_DEVICES"] = visible
+            env = self.fake_gpus(tmp, listing, visible)
             proc, out = sweep(GPU_VARIANT, tmp, "--no-bench", *args, env=env)
             runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
             for r in runs:
                 self.assertEqual(sr.check_record(r), [])
             return [(r["workers"], r["status"], r.get("reason", "")) for r in runs], proc
+
+    @staticmethod
+    def fake_gpus(tmp, listing, visible=None):
+        """An environment whose nvidia-smi lists `listing` (None: fails, no GPU)."""
+        fake = os.path.join(tmp, "bin")
+        os.mkdir(fake)
+        with open(os.path.join(fake, "nvidia-smi"), "w") as f:
+            f.write("#!/bin/sh\n" + (f"echo '{listing}'\n" if listing else "exit 9\n"))
+        os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
+        env = dict(os.environ, PATH=fake + os.pathsep + os.environ["PATH"])
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        if visible is not None:
+            env["CUDA_VISIBLE_DEVICES"] = visible
+        return env
+
+    def test_a_dry_run_marks_the_runs_it_would_skip(self):
+        # `scripts/sweep.sh scaling --dry-run` on a host without a GPU listed the nccl runs
+        # like the others; the sweep then skipped them
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            proc, _ = sweep(GPU_VARIANT, tmp, "--dry-run",
+                            env=self.fake_gpus(tmp, "GPU 0: NVIDIA H200 (UUID: GPU-0)"))
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        plan = [l for l in proc.stdout.splitlines() if " W=" in l]
+        self.assertEqual([l.split(":")[0].split() + [l.endswith("]")] for l in plan],
+                         [["needs-gpu", "W=1", "np=1", False], ["needs-gpu", "W=2", "np=2", True],
+                          ["shares-gpu", "W=1", "np=1", False],
+                          ["shares-gpu", "W=2", "np=2", False]], proc.stdout)
+        self.assertTrue(plan[1].endswith("  [skipped here: variant requires one GPU per rank: "
+                                         "2 ranks, 1 GPU(s) on this host]"), plan[1])
 
     def test_one_gpu_runs_one_rank_and_skips_two(self):
         got, proc = self.run_with_gpus("GPU 0: NVIDIA H200 (UUID: GPU-0)")
