@@ -328,6 +328,7 @@ def breakdown(runs, out_dir):
     widest = max(len(rs) for rs in facets.values())
     fig, axes = plt.subplots(len(facets), 1, figsize=(max(7, 1.05 * widest + 2), 4.3 * len(facets)),
                              squeeze=False)
+    grey = False  # an 'other' segment drawn: the caption says what it is
     for ax, (model, rs) in zip(axes[:, 0], facets.items()):
         order = {}
         for r in rs:  # backends in the order the sweep ran them
@@ -346,6 +347,7 @@ def breakdown(runs, out_dir):
         # Only when visible: a few microseconds of timer residue gave a legend entry for
         # segments no one could see.
         if max(other) > 0.01 * max(c + w for c, w in zip(compute, wait)):
+            grey = True
             ax.bar(left, other, 0.34, bottom=[c + w for c, w in zip(compute, wait)],
                    color="#BBBBBB", label="other")
         ax.bar([i + 0.19 for i in x], [1e3 * t.get("comm_s", 0.0) for t in step], 0.2,
@@ -373,6 +375,8 @@ def breakdown(runs, out_dir):
                   "are reduced or parameters pulled: communication that was not hidden, and slow "
                   "peers). The narrow bar is the time the backend spent communicating; when it is "
                   "taller than the wait segment, that much communication overlapped computation."
+                  + (" Grey (other): the rest of the training thread's step, its total less "
+                     "compute and wait (the loop's own work between steps)." if grey else "")
                   + oversub_note(runs) + (" Those runs are marked * (a dedicated-PS run has "
                                           "W + S ranks)." if oversub_note(runs) else ""))
 

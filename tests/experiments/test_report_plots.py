@@ -49,6 +49,24 @@ class CrossoverVerdict(unittest.TestCase):
         self.assertIn("ring is fastest (1,000 samples/s) and mpi, ring communicate", one)
 
 
+class BreakdownOther(unittest.TestCase):
+    def test_the_caption_says_what_the_grey_segment_is_when_one_is_drawn(self):
+        # a co-located PS run's step read 2.43 ms = compute 0.65 + wait 1.30: the plot drew the
+        # 0.48 ms left over as a grey 'other' segment that neither caption nor legend explained
+        import report_plots as rp
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [copy.deepcopy(r) for r in runs if r["status"] == "ok" and r.get("step_time")]
+        for r in runs:  # total = compute + wait exactly: no grey segment
+            st = r["step_time"]
+            st["total_s"] = st["compute_s"] + st["wait_s"]
+        with mock.patch.object(rp, "_save", lambda fig, out_dir, name: name):
+            self.assertNotIn("Grey (other)", rp.breakdown(runs, None).caption)
+            for r in runs:
+                r["step_time"]["total_s"] *= 1.25
+            self.assertIn("Grey (other): the rest of the training thread's step",
+                          rp.breakdown(runs, None).caption)
+
+
 class StragglerLabels(unittest.TestCase):
     def test_an_accuracy_fall_is_labelled_above_both_bars(self):
         # '-0.6 pt' sat on the colored bar, lower than the gray one beside it, and ran into it
