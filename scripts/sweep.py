@@ -404,7 +404,7 @@ def check_before_running(runs, benches, ctx):
     """The binary and every flag of the sweep, before the first run (exit 2 naming each)."""
     if not os.access(ctx["bin"], os.X_OK):
         usage_error(f"sweep: {ctx['bin']} is not an executable: build it first "
-                 "(cmake -S . -B build && cmake --build build --target starring)")
+                 "(scripts/build.sh --target starring)")
     check_flags(runs, benches, ctx)
 
 

@@ -253,6 +253,23 @@ class BadSweepFiles(unittest.TestCase):
                                capture_output=True, text=True, timeout=60)
             self.assertEqual(p.returncode, 0, p.stderr)  # planning a cluster's sweep elsewhere
 
+    def test_a_missing_binary_names_the_build_command(self):
+        # it said `cmake -S . -B build && cmake --build build --target starring`, where the
+        # README's way is scripts/build.sh (what the quickstart runs)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "ok.ini")
+            with open(path, "w") as f:
+                f.write("[grid]\nworkers = 1\n")
+            out = os.path.join(tmp, "out")
+            p = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "sweep.py"), path,
+                                "--out", out, "--bin", os.path.join(tmp, "no-starring")],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertIn("is not an executable: build it first (scripts/build.sh --target "
+                          "starring)", p.stderr)
+            self.assertFalse(os.path.exists(out))
+
     def test_a_bench_without_np_runs_and_counts_on_2_ranks(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "b.ini")
