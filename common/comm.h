@@ -34,7 +34,10 @@ struct RecvStatus {
 class Request {
  public:
   virtual ~Request() = default;
-  virtual bool test() = 0;                       // true once complete; never blocks
+  virtual bool test() = 0;  // true once complete; never blocks
+  // false only when test() would not complete now; never blocks and completes nothing (a
+  // receive's bytes are counted by the test() that completes it). The default cannot tell.
+  virtual bool may_be_done() { return true; }
   virtual RecvStatus wait(Seconds timeout) = 0;  // throws TimeoutError
   virtual RecvStatus status() const = 0;         // valid after completion
 };

@@ -80,6 +80,7 @@ class InProcRecv : public Request {
   InProcRecv(InProcComm* comm, std::shared_ptr<Posted> p) : comm_(comm), p_(std::move(p)) {}
   ~InProcRecv() override;
   bool test() override;
+  bool may_be_done() override;
   RecvStatus wait(Seconds timeout) override;
   RecvStatus status() const override { return p_->status; }
 
@@ -171,6 +172,11 @@ bool InProcRecv::test() {
   }
   finish();
   return true;
+}
+
+bool InProcRecv::may_be_done() {
+  std::lock_guard<std::mutex> lk(comm_->mailbox().mu);
+  return p_->done;
 }
 
 RecvStatus InProcRecv::wait(Seconds timeout) {

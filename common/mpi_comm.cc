@@ -85,6 +85,13 @@ class MpiRequest : public Request {
     return done_;
   }
 
+  bool may_be_done() override {
+    if (done_) return true;
+    int flag = 0;
+    CHECK_MPI(MPI_Request_get_status(req_, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  }
+
   RecvStatus wait(Seconds timeout) override {
     if (done_) return status_;
     MPI_Status st;

@@ -15,6 +15,7 @@ class SubRequest : public Request {
     finish();
     return true;
   }
+  bool may_be_done() override { return done_ || inner_->may_be_done(); }
   RecvStatus wait(Seconds timeout) override {
     inner_->wait(timeout);
     finish();
