@@ -70,6 +70,12 @@ class GradientSync {
   // Clean shutdown (tells servers to stop, joins threads). Idempotent.
   virtual void shutdown() = 0;
 
+  // Instead of start(): the trainer could not set up, on this worker or another (the workers
+  // agree on that first, trainer.cc). A backend whose peers wait elsewhere for the start (dedicated
+  // parameter servers, which are no workers) tells them `why`, so that they stop at once instead
+  // of at their --timeout. After it the backend is shut down. Default: nothing to tell.
+  virtual void abandon(const std::string& why) { (void)why; }
+
   // Checkpoints (trainer/checkpoint.h). The optimizer state lives where the optimizer runs (every
   // worker for ring/mpi/local, the server shards for ps), so the backend gathers and restores it.
   // save_optimizer_state: called on every worker after flush() on all of them (the trainer puts

@@ -294,6 +294,12 @@ CommCounters PsWorker::counters() const {
   return c;
 }
 
+void PsWorker::abandon(const std::string& why) {
+  if (started_ || shut_) return;
+  shut_ = true;
+  if (!group_.colocated) send_abort(why, false);
+}
+
 void PsWorker::shutdown() {
   if (shut_ || !started_) {
     shut_ = true;

@@ -80,6 +80,9 @@ class PsWorker : public GradientSync {
   void flush() override;
   SyncStepStats take_stats() override;
   void shutdown() override;
+  // Before start() only: dedicated servers are told why (kAbort), as start() does for a plan
+  // they cannot serve. Co-located: nothing runs yet.
+  void abandon(const std::string& why) override;
   std::string name() const override { return "ps"; }
   int max_step_skew() const override {
     return opt_.consistency == "asp" ? -1 : opt_.consistency == "ssp" ? opt_.staleness : 0;

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <memory>
 #include <thread>
 
+#include "common/comm_util.h"
 #include "common/error.h"
 #include "trainer/train_loop.h"
 
@@ -327,8 +330,63 @@ void TrainLoop::evaluate(int epoch) {
                   {"time_s", train_s}});  // the metrics file adds the earlier runs' time
 }
 
+namespace {
+
+constexpr int kSetUpTag = tags::kTrainerBase + 70;
+
+// Setting up (the model, the checkpoint to resume from, worker 0's metrics file) can fail on
+// some workers alone, after every rank agreed on the data (experiments/train_run.cc). The workers
+// agree on it before the backend starts: a ring's peers of a failed worker sat out --timeout at
+// the first barrier, and dedicated parameter servers waited for its start message until their
+// --timeout or the job's MPI_Abort. On failure the workers that failed tell the backend why
+// (abandon) and throw their own error, the others one that names the first failing worker and
+// holds its message (experiments/main.cc then prints that message once).
+std::unique_ptr<TrainLoop> set_up(const Config& cfg, TrainerEnv env, const Dataset& train,
+                                  const Dataset& test) {
+  std::unique_ptr<TrainLoop> loop;
+  std::exception_ptr mine;
+  std::string own, failed;  // "<kind><worker> <message>", kind 'C' bad input, 'E' anything else
+  const auto note = [&](char kind, const char* what) {
+    mine = std::current_exception();
+    own = what;
+    failed = detail::concat(kind, env.workers.rank(), " ", what);
+  };
+  try {
+    loop = std::make_unique<TrainLoop>(cfg, env, train, test);
+  } catch (const ConfigError& e) {
+    note('C', e.what());
+  } catch (const std::exception& e) {
+    note('E', e.what());
+  }
+  try {
+    failed = first_error(env.workers, failed, kSetUpTag, env.workers.timeout());
+  } catch (const std::exception& e) {
+    env.sync.abandon(e.what());
+    if (mine) std::rethrow_exception(mine);
+    if (!dynamic_cast<const TimeoutError*>(&e)) throw;
+    throw TimeoutError(detail::concat(e.what(), " while the workers agreed that each had set up "
+                                      "training"));
+  }
+  if (failed.empty()) return loop;
+  if (mine) {  // the servers hear it from the workers that failed, not from a bystander
+    env.sync.abandon(own);
+    std::rethrow_exception(mine);
+  }
+  const std::size_t space = failed.find(' ');
+  const std::string who = "rank " + failed.substr(1, space - 1);
+  std::string what = failed.substr(space + 1);
+  if (what.rfind(who + ": ", 0) == 0) what.erase(0, who.size() + 2);  // named once
+  const std::string text =
+      detail::concat(env.workers.where(), ": stopping, ", who, " could not set up training: ", what);
+  if (failed[0] == 'C') throw ConfigError(text);
+  throw Error(text);
+}
+
+}  // namespace
+
 TrainResult Trainer::run(const Dataset& train, const Dataset& test) {
-  TrainLoop loop(cfg_, env_, train, test);
+  const std::unique_ptr<TrainLoop> owned = set_up(cfg_, env_, train, test);
+  TrainLoop& loop = *owned;
   try {
     return loop.run();
   } catch (...) {

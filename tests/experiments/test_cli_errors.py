@@ -394,6 +394,37 @@ class CliErrors(unittest.TestCase):
                                ["does not fit", "global batch 16", "32"], rank=0)
         self.assertNotIn("MPI_Abort", err)
 
+    def test_resume_misfit_found_by_the_workers_with_a_dedicated_server(self):
+        # The model's input width comes from the data, which only the workers read: a checkpoint
+        # of another width is found by them, after the ranks agreed on the data. The workers tell
+        # the server: one line, exit 2 (the server waited for them, and the job ended by
+        # MPI_Abort after 3 s with each worker's line).
+        ck = os.path.join(self.tmp, "ck-width")
+        p = subprocess.run([BIN, "train", "--checkpoint-dir", ck] + TINY, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        err, _ = self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--resume",
+                                   "latest", "--checkpoint-dir", ck]
+                               + with_opts(TINY, synthetic_dim=20, batch=8), 2,
+                               ["does not fit", "model widths 16,16,10", "20,16,10"], rank=0)
+        self.assertNotIn("MPI_Abort", err)
+
+    def test_a_worker_that_cannot_set_up(self):
+        # Worker 0 cannot open its metrics file (a folder holds its .partial name), found after
+        # the ranks agreed on the data. The workers agree on it before the backend starts, and a
+        # dedicated server is told: one line, exit 2, no MPI_Abort, within --timeout (the ring's
+        # rank 1 sat out --timeout at its first barrier; with a dedicated server the job ended
+        # by MPI_Abort after 3 s).
+        def plant(out):
+            os.mkdir(os.path.join(out, "m.jsonl.partial"))
+            return ["m.jsonl.partial"]
+        for backend in (["ring"], ["ps", "--servers", "1"]):
+            err, _ = self.run_case(3 if backend[0] == "ps" else 2,
+                                   ["train", "--backend", *backend, "--timeout", "30"] + TINY, 2,
+                                   ["cannot open metrics file", "m.jsonl.partial"], rank=0,
+                                   bound=20, prepare=plant)
+            self.assertNotIn("MPI_Abort", err)
+
     # --- a rank dies or goes silent -----------------------------------------------------------
     def test_diverged_run_fails_after_its_summary(self):
         out = tempfile.mkdtemp(dir=self.tmp)

@@ -13,12 +13,15 @@
 //  - asp / ssp: every evaluation, the last one included, sees the servers' parameters with every
 //    push applied, on every worker - not each worker's own last reply (which under asp lags the
 //    others' later pushes), so the reported accuracy is that of one model, the final one;
+//  - a worker that cannot set up training (its metrics file, a checkpoint that does not fit the
+//    data): every rank stops at once with its message, the dedicated server told by the worker;
 //  - a large --ps-chunk-bytes on a small model: a server's receive buffers are as large as the
 //    chunk, and zero-filled they cost 4 chunks of memory per server (1G: 4 GiB a server, 7 s to
 //    start; co-located on 5 ranks, more than this machine's memory).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "../trainer/train_fixture.h"
@@ -167,6 +170,47 @@ TEST(PsStart, MoreServersThanFloatsIsAConfigErrorOnEveryRank) {
       EXPECT_NE(errors[static_cast<std::size_t>(r)].find("would own no part of the model"),
                 std::string::npos)
           << servers << ", rank " << r << ": '" << errors[static_cast<std::size_t>(r)] << "'";
+  }
+}
+
+// A worker that cannot set up training (worker 0's metrics file: a folder holds its .partial
+// name) stops every rank at once with its message: the workers agree on it before the backend
+// starts, and a dedicated server, waiting for every worker's start message, is told why. (The
+// server waited for its --timeout and then named worker 0 as silent; worker 1 waited for it.)
+TEST(PsStart, AWorkerThatCannotSetUpStopsEveryRankAtOnce) {
+  using Clock = std::chrono::steady_clock;
+  const std::string dir = testing::scratch_dir("ps_edges_set_up");
+  std::filesystem::create_directories(dir + "/m.jsonl.partial");
+  for (const char* servers : {"1", "colocated"}) {
+    Config cfg = ps_config(servers);
+    cfg.sync.timeout_s = 20;  // what a rank left waiting would sit out
+    cfg.out.metrics_file = dir + "/m.jsonl";
+    const auto data = load_data(cfg);
+    const int n = world_of(cfg, 2);
+    std::vector<Clock::time_point> ended;
+    const auto t0 = Clock::now();
+    const auto errors = ps::testing::run_world(
+        n,
+        [&](std::shared_ptr<Comm> comm) {
+          auto dev = make_device("cpu", 1, comm->rank());
+          run_rank(cfg, comm, *dev, nullptr, &data.first, &data.second);
+        },
+        &ended);
+    for (int r = 0; r < n; ++r) {
+      const std::string& e = errors[static_cast<std::size_t>(r)];
+      const double took =
+          std::chrono::duration<double>(ended[static_cast<std::size_t>(r)] - t0).count();
+      EXPECT_LT(took, 10.0) << servers << ", rank " << r << ": '" << e << "'";
+      EXPECT_NE(e.find("cannot open metrics file " + dir + "/m.jsonl.partial"), std::string::npos)
+          << servers << ", rank " << r << ": '" << e << "'";
+    }
+    EXPECT_NE(errors[1].find("rank 1: stopping, rank 0 could not set up training: "),
+              std::string::npos)
+        << servers << ": '" << errors[1] << "'";
+    if (n == 3)
+      EXPECT_NE(errors[2].find("server rank 2: stopping, worker rank 0 failed: "),
+                std::string::npos)
+          << "'" << errors[2] << "'";
   }
 }
 
