@@ -364,7 +364,8 @@ std::unique_ptr<TrainLoop> set_up(const Config& cfg, TrainerEnv env, const Datas
     env.sync.abandon(e.what());
     if (mine) std::rethrow_exception(mine);
     if (!dynamic_cast<const TimeoutError*>(&e)) throw;
-    throw TimeoutError(detail::concat(e.what(), " while the workers agreed that each had set up "
+    throw TimeoutError(detail::concat(e.what(),
+                                      " while the workers agreed that each had set up "
                                       "training"));
   }
   if (failed.empty()) return loop;
@@ -376,8 +377,8 @@ std::unique_ptr<TrainLoop> set_up(const Config& cfg, TrainerEnv env, const Datas
   const std::string who = "rank " + failed.substr(1, space - 1);
   std::string what = failed.substr(space + 1);
   if (what.rfind(who + ": ", 0) == 0) what.erase(0, who.size() + 2);  // named once
-  const std::string text =
-      detail::concat(env.workers.where(), ": stopping, ", who, " could not set up training: ", what);
+  const std::string text = detail::concat(env.workers.where(), ": stopping, ", who,
+                                          " could not set up training: ", what);
   if (failed[0] == 'C') throw ConfigError(text);
   throw Error(text);
 }
