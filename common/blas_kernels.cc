@@ -54,4 +54,17 @@ std::string blas_core_note() {
          " (OPENBLAS_CORETYPE overrides)";
 }
 
+int max_threads_in(const std::string& config) {
+  const std::string key = "MAX_THREADS=";
+  const auto at = config.find(key);
+  if (at == std::string::npos) return 0;
+  const int n = std::atoi(config.c_str() + at + key.size());
+  return n > 0 ? n : 0;
+}
+
+int blas_max_threads() {
+  const char* config = openblas_get_config();
+  return config ? max_threads_in(config) : 0;
+}
+
 }  // namespace starring

@@ -26,4 +26,11 @@ void use_faster_blas_kernels(char** argv);
 // For `starring env`: "" when the library's own choice stands, else what was forced and why.
 std::string blas_core_note();
 
+// The most threads this OpenBLAS runs (MAX_THREADS in its config string, fixed when it was
+// built; Debian 12's: 64): openblas_set_num_threads quietly caps a larger count at it. 0 when
+// the library does not say.
+int blas_max_threads();
+// The number in "... MAX_THREADS=64 ..." (0: none), for blas_max_threads.
+int max_threads_in(const std::string& openblas_config);
+
 }  // namespace starring

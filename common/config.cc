@@ -80,7 +80,8 @@ struct Groups {
     runtime.add_options()("seed", text(&s.seed, std::to_string(c.train.seed)),
                           "base seed; per-worker randomness uses seed + rank")(
         "device", val(&c.train.device), "cpu | cuda | auto (no usable GPU: falls back to cpu)")(
-        "threads", val(&c.train.threads), "OpenBLAS threads per rank")(
+        "threads", val(&c.train.threads),
+        "OpenBLAS threads per rank (at most the library's MAX_THREADS)")(
         "timeout", val(&c.sync.timeout_s), "seconds any wait may block before failing");
     output.add_options()("metrics-file", val(&c.out.metrics_file),
                          "JSON-lines metrics, one line per step and per evaluation (worker 0)")(

@@ -11,6 +11,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/blas_kernels.h"
 #include "common/config.h"
 #include "common/config_detail.h"
 #include "common/error.h"
@@ -161,6 +162,11 @@ void check_train(const TrainConfig& t) {
   check(std::isfinite(t.opt.eps) && t.opt.eps > 0, "--eps", "finite and > 0", t.opt.eps);
   check_choice("--device", t.device, {"cpu", "cuda", "auto"});
   check(t.threads > 0, "--threads", "> 0", t.threads);
+  // Beyond this OpenBLAS's own limit the count was capped without a word (--threads 100 ran 64).
+  if (const int most = blas_max_threads(); most > 0)
+    check(t.threads <= most, "--threads",
+          detail::concat("between 1 and ", most, " (this OpenBLAS's MAX_THREADS)").c_str(),
+          t.threads);
   check_colon_spec("--straggler", t.straggler, 2, t.straggler.rfind("any:", 0) == 0 ? 1 : 0,
                    "RANK:MS or any:MS");
   check_colon_spec("--fault", t.fault, 3, 1, "kill:RANK:STEP, hang:RANK:STEP or stop:RANK:STEP");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/blas_kernels.h"
 #include "common/config.h"
 #include "common/config_detail.h"
 #include "common/error.h"
@@ -56,6 +57,21 @@ class ConfigFile : public ::testing::Test {
   }
   fs::path dir_;
 };
+
+// --threads beyond OpenBLAS's own limit (MAX_THREADS, 64 in Debian 12's build) is an error
+// naming the range: openblas_set_num_threads capped it without a word.
+TEST(Config, ThreadsBeyondOpenBlasLimitAreAnError) {
+  EXPECT_EQ(max_threads_in("OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH Haswell MAX_THREADS=64"), 64);
+  EXPECT_EQ(max_threads_in("OpenBLAS 0.3.21 MAX_THREADS=128 extra"), 128);
+  EXPECT_EQ(max_threads_in("OpenBLAS 0.3.3 Haswell"), 0);
+  const int most = blas_max_threads();
+  if (most <= 0) GTEST_SKIP() << "this OpenBLAS does not say its MAX_THREADS";
+  EXPECT_EQ(error_of("train", {"--threads", std::to_string(most)}), "");
+  EXPECT_EQ(error_of("train", {"--threads", std::to_string(most + 1)}),
+            detail::concat("--threads: must be between 1 and ", most,
+                           " (this OpenBLAS's MAX_THREADS) (got ", most + 1, ")"));
+  EXPECT_NE(error_of("bench-model", {"--threads", "100000"}).find("--threads"), std::string::npos);
+}
 
 TEST(Config, DefaultsAreValid) {
   Config cfg = parse_train({});

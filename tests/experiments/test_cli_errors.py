@@ -203,6 +203,9 @@ class CliErrors(unittest.TestCase):
         self.run_case(2, ["train", "--backend", "ring", "--timeout", "inf"] + TINY, 2,
                       ["--timeout", "inf"])
         self.run_case(0, ["train", "--lr", "inf"] + TINY, 2, ["--lr", "finite", "inf"])
+        # more threads than OpenBLAS runs (its MAX_THREADS, 64 here): capped without a word
+        self.run_case(0, ["train", "--threads", "100000"] + TINY, 2,
+                      ["--threads", "between 1 and", "MAX_THREADS", "100000"])
         # a straggler that outsleeps --timeout (alone, 0:99999999999 slept for years)
         self.run_case(0, ["train", "--straggler", "0:99999999999"] + TINY, 2,
                       ["--straggler 0:99999999999", "--timeout"])
