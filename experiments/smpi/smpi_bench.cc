@@ -42,6 +42,7 @@
 #include "allreduce/allreducer.h"
 #include "allreduce/ring_allreduce.h"
 #include "allreduce/wire_codec.h"
+#include "common/blas_kernels.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/mpi_comm.h"
@@ -50,6 +51,11 @@
 #include "ps/ps_group.h"
 
 namespace starring {
+
+// common/config_check.cc's --threads limit: this build has no OpenBLAS (nor blas_kernels.cc), and
+// no compute to give threads to, so no limit.
+int blas_max_threads() { return 0; }
+
 namespace {
 
 constexpr const char* kUsage =
