@@ -76,6 +76,13 @@ class GradientSync {
   // of at their --timeout. After it the backend is shut down. Default: nothing to tell.
   virtual void abandon(const std::string& why) { (void)why; }
 
+  // After start(): a wait of the trainer's on the other workers (a barrier) timed out. A worker
+  // that waits on other ranks too (parameter servers) may have stopped because one of those did
+  // not answer, and the barrier would name that worker. The backend checks its own peers: it
+  // throws an error naming one that failed (a failure it knows of, or one that does not answer
+  // now), and returns when all answer (the caller then reports its timeout). Default: none.
+  virtual void check_peers() {}
+
   // Checkpoints (trainer/checkpoint.h). The optimizer state lives where the optimizer runs (every
   // worker for ring/mpi/local, the server shards for ps), so the backend gathers and restores it.
   // save_optimizer_state: called on every worker after flush() on all of them (the trainer puts

@@ -94,6 +94,9 @@ class PsWorker : public GradientSync {
   // asp/ssp: this worker's parameters become the servers' master copy (kGetState, parameters
   // only); bsp: nothing to do, every reply is the round's result.
   void refresh_params() override;
+  // The servers are asked for the parameters (as refresh_params, into a scratch buffer) within
+  // the grace: a server that does not answer, or a failure already reported, is thrown.
+  void check_peers() override;
 
   const PsPlan& plan() const { return plan_; }
   // Bytes and messages this worker has moved: the Comm's counters plus the data that went
@@ -136,7 +139,8 @@ class PsWorker : public GradientSync {
 
   // worker_state.cc helpers
   void on_state(const PsHeader& h, const float* data);
-  CommCounters fetch_from_servers(int parts, float* const dsts[3]);
+  // `limit`: how long to wait for the answers (0: the timeout plus the grace).
+  CommCounters fetch_from_servers(int parts, float* const dsts[3], Seconds limit = Seconds(0));
 
   // ps_worker.cc helpers
   void make_start_plan(const ParamLayout& layout);  // plan_, or ConfigError

@@ -60,7 +60,21 @@ void PsWorker::refresh_params() {
 // Asks every chunk's server for its parameters and `parts` optimizer-state vectors (kGetState)
 // and writes vector p of each chunk at its offset in dsts[p]. Returns the bytes of the messages
 // it exchanged over the Comm.
-CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3]) {
+// A barrier of the trainer's timed out: under asp a worker that waits there for a worker that
+// waits for a stopped server timed out first (the barrier's wait began earlier and is shorter than
+// a reply's deadline), and named that worker. A server that does not answer now is named instead.
+void PsWorker::check_peers() {
+  if (!started_ || shut_) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    rethrow_if_failed();  // a server's report (kAbort) or an overdue reply
+  }
+  std::vector<float> scratch(plan_.total);
+  float* dsts[3] = {scratch.data(), nullptr, nullptr};
+  fetch_from_servers(0, dsts, grace());
+}
+
+CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Seconds limit) {
   CommCounters moved;
   struct Pending {
     int chunk, part;
@@ -100,7 +114,7 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3]) {
     moved.bytes_sent += sizeof h;
   }
   // Poll until every vector has landed; the comm thread keeps reporting server failures.
-  const auto limit = opt_.timeout + grace();
+  if (limit <= Seconds(0)) limit = opt_.timeout + grace();
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(limit);
   Backoff backoff;
   for (std::size_t next = 0;;) {
@@ -117,9 +131,10 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3]) {
     }
     if (Clock::now() > deadline) {
       const int c = next < remote.size() ? remote[next].chunk : -1;
-      throw TimeoutError(detail::concat(where_, ": timeout after ", limit.count(),
-                                        " s waiting for the optimizer state of chunk ", c,
-                                        " from server rank ", c >= 0 ? server_rank(c) : rank_));
+      throw TimeoutError(
+          detail::concat(where_, ": timeout after ", limit.count(), " s waiting for ",
+                         parts > 0 ? "the optimizer state" : "the parameters", " of chunk ", c,
+                         " from server rank ", c >= 0 ? server_rank(c) : rank_));
     }
     backoff.idle();
   }

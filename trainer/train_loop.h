@@ -35,6 +35,7 @@ class TrainLoop {
   double micro_batch(std::int64_t s, int m, double* wait_s, double* grad_sq);
   void record_step(int epoch, float lr, double loss, double step_s, double wait_s, double grad_sq);
   void evaluate(int epoch);
+  void barrier();  // of the workers, after start(): a timeout checks the backend's peers first
   void add_sync_stats(const SyncStepStats& st);
   void resume();
   void end_resumed_with_nothing_left();

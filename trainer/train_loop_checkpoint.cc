@@ -123,9 +123,9 @@ void TrainLoop::checkpoint() {
   TraceScope tc(trace_, "checkpoint", "checkpoint");
   // The last step's traffic is whole once every worker has flushed (a co-located shard may still
   // be answering the others' pulls): read between barriers, before any checkpoint message.
-  env_.workers.barrier(env_.workers.timeout());
+  barrier();
   add_sync_stats(env_.sync.take_stats());
-  env_.workers.barrier(env_.workers.timeout());
+  barrier();
   CheckpointData c;
   // The epoch's training loss so far, as the mean worker's sum: a resumed run (on any number of
   // workers) starts every worker from it, and its epoch mean stays the global batch's. And each
@@ -177,7 +177,7 @@ void TrainLoop::checkpoint() {
   const SyncStepStats ck = env_.sync.take_stats();
   res_.checkpoint_bytes_sent += ck.bytes_sent;
   res_.checkpoint_bytes_recv += ck.bytes_recv;
-  env_.workers.barrier(env_.workers.timeout());
+  barrier();
   last_ckpt_step_ = step_;
   const double took_s = seconds_since(t0);
   ++res_.checkpoints;

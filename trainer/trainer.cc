@@ -96,11 +96,11 @@ TrainResult TrainLoop::run() {
   // initial parameters, a restored checkpoint's state), not per-step traffic: kept apart, read
   // between barriers (before: every worker started, so a co-located shard's acks are counted;
   // after: no worker's first push reaches a co-located shard before its worker has read).
-  env_.workers.barrier(env_.workers.timeout());
+  barrier();
   const SyncStepStats setup = env_.sync.take_stats();
   res_.setup_bytes_sent = setup.bytes_sent;
   res_.setup_bytes_recv = setup.bytes_recv;
-  env_.workers.barrier(env_.workers.timeout());
+  barrier();
   t_start_ = Clock::now();
   res_.first_step_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -281,6 +281,26 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
   }
 }
 
+// A worker that waits at a barrier for one that stopped because a parameter server did not answer
+// times out first under asp (its wait began earlier and is shorter than a reply's deadline): the
+// backend checks its servers before the barrier's timeout, which names that worker, is reported.
+void TrainLoop::barrier() {
+  try {
+    env_.workers.barrier(env_.workers.timeout());
+  } catch (const TimeoutError& e) {
+    const std::string why =
+        detail::concat(" (checked as a barrier of the workers timed out: ", e.what(), ")");
+    try {
+      env_.sync.check_peers();
+    } catch (const TimeoutError& p) {
+      throw TimeoutError(p.what() + why);
+    } catch (const std::exception& p) {
+      throw Error(p.what() + why);
+    }
+    throw;
+  }
+}
+
 void TrainLoop::evaluate(int epoch) {
   // Waiting for the last step's communication is the training's, not the evaluation's: it counts
   // as wait and stays in the wall time (step time = compute + wait + the loop's own work).
@@ -293,15 +313,15 @@ void TrainLoop::evaluate(int epoch) {
   // none pushes its next step before all have them (a worker that only sends its counts to
   // worker 0 goes on at once: its next push reached the master copy before a slower worker's
   // refresh, which then evaluated another model).
-  env_.workers.barrier(env_.workers.timeout());
+  barrier();
   env_.sync.refresh_params();
-  env_.workers.barrier(env_.workers.timeout());
+  barrier();
   staging_.all_params_up();
   EvalResult ev = evaluator_.run(test_, epoch_loss_, epoch_batches_);
   // The workers leave together, when worker 0 has every count: one that went on at once waited
   // for worker 0 in its next step, counted as training (a 2-worker ring's worker 1 read 5.93 s
   // of training over 8 epochs, worker 0 4.93 s, and the summary's wall_s took the 5.93).
-  env_.workers.barrier(env_.workers.timeout());
+  barrier();
   if (rank_ == 0)
     res_.final_train_loss = ev.train_loss;  // every worker's batches, not only its own
   eval_s_ += seconds_since(t_eval);

@@ -15,6 +15,9 @@
 //    others' later pushes), so the reported accuracy is that of one model, the final one;
 //  - a worker that cannot set up training (its metrics file, a checkpoint that does not fit the
 //    data): every rank stops at once with its message, the dedicated server told by the worker;
+//  - asp, a dedicated server that stops while worker 1 waits at an evaluation barrier for worker
+//    0, which waits for a reply: worker 1's barrier times out first and named worker 0 (a timeout
+//    in the barrier's recv from rank 0); it now checks the server and names it;
 //  - a large --ps-chunk-bytes on a small model: a server's receive buffers are as large as the
 //    chunk, and zero-filled they cost 4 chunks of memory per server (1G: 4 GiB a server, 7 s to
 //    start; co-located on 5 ranks, more than this machine's memory).
@@ -22,12 +25,19 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <mutex>
 
 #include "../trainer/train_fixture.h"
+#include "common/sub_comm.h"
 #include "ps/protocol.h"
+#include "ps/server_loop.h"
 #include "ps_test_util.h"
+#include "tests/ps/forwarding_comm.h"
+#include "tests/ps/park_gate.h"
 #include "tests/scratch_dir.h"
+#include "trainer/trainer.h"
 
 namespace starring {
 namespace {
@@ -212,6 +222,77 @@ TEST(PsStart, AWorkerThatCannotSetUpStopsEveryRankAtOnce) {
                 std::string::npos)
           << "'" << errors[2] << "'";
   }
+}
+
+// Forwards to another Comm; once the owner (a server) has received a push of step `step` or later
+// from worker index `worker`, its next poll stands still until release(), as a stopped server.
+class StopAfterPush : public ps::ForwardingComm {
+ public:
+  StopAfterPush(std::shared_ptr<Comm> inner, int worker, std::int64_t step)
+      : ForwardingComm(std::move(inner)), worker_(worker), step_(step) {}
+  std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
+    return std::make_unique<ps::HookedRecv>(
+        inner().irecv(buf, bytes, peer, tag), [this] { gate_.park_if([&] { return seen_; }); },
+        [this, buf, tag] {
+          if (tag != ps::kReqTag) return;
+          ps::PsHeader h;
+          std::memcpy(&h, buf, sizeof h);
+          if (h.op == ps::Op::kPush && h.worker == worker_ && h.step >= step_)
+            gate_.set([&] { seen_ = true; });
+        });
+  }
+  void release() { gate_.release(); }
+
+ private:
+  const int worker_;
+  const std::int64_t step_;
+  ps::ParkGate gate_{Seconds(60.0)};
+  bool seen_ = false;  // under gate_'s lock
+};
+
+// asp, a dedicated server that stops (stands still) while worker 1, ahead of a straggling
+// worker 0, waits for it at the evaluation's first barrier, and worker 0 waits for a reply: worker
+// 0 names the server when its reply is overdue, and worker 1 - whose barrier times out first -
+// must name the server too, not worker 0 (which stopped because of it).
+TEST(PsTrainerAsync, AWorkerAtABarrierNamesTheServerThatStopped) {
+  Config cfg = ps_config("1");
+  cfg.sync.consistency = "asp";
+  cfg.sync.timeout_s = 2;
+  cfg.train.eval_each_epoch = true;
+  cfg.train.straggler = "0:30";  // worker 0: 30 ms a step, an epoch of 32 steps about 1 s
+  const auto data = load_data(cfg);
+  const ps::PsGroup group = ps::make_ps_group("1", 3);
+  std::shared_ptr<StopAfterPush> server_comm;
+  std::mutex mu;
+  int workers_done = 0;
+  const auto errors = ps::testing::run_world(
+      3,
+      [&](std::shared_ptr<Comm> comm) {
+        comm->set_timeout(Seconds(cfg.sync.timeout_s));  // as run_train sets the world's
+        auto opts = ps::worker_options(cfg.sync, nullptr);
+        opts.shared_memory = false;
+        if (group.is_dedicated_server(comm->rank())) {
+          {
+            std::lock_guard<std::mutex> lk(mu);
+            server_comm = std::make_shared<StopAfterPush>(comm, 0, 10);
+          }
+          ps::ServerLoop(server_comm, group, ps::testing::server_options(opts)).run();
+          return;
+        }
+        auto dev = make_device("cpu", 1, comm->rank());
+        opts.fault = cfg.train.fault;
+        ps::PsWorker sync(comm, group, opts);
+        SubComm workers(comm, group.worker_ranks);
+        Trainer(cfg, TrainerEnv{workers, sync, *dev, nullptr}).run(data.first, data.second);
+      },
+      nullptr,
+      [&](int rank) {  // the server stands still until both workers have given up
+        if (rank == 2) return;
+        std::lock_guard<std::mutex> lk(mu);
+        if (++workers_done == 2 && server_comm) server_comm->release();
+      });
+  EXPECT_NE(errors[0].find("server rank 2"), std::string::npos) << "'" << errors[0] << "'";
+  EXPECT_NE(errors[1].find("server rank 2"), std::string::npos) << "'" << errors[1] << "'";
 }
 
 }  // namespace
