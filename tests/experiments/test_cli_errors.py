@@ -385,32 +385,30 @@ class CliErrors(unittest.TestCase):
                                trained=True)
         self.assertNotIn("MPI_Abort", err)
 
-    def test_resume_misfit_with_a_dedicated_server(self):
-        # A checkpoint that does not fit is bad input found before any communication: one line,
-        # exit 2 (found by the workers later, the server waited for them until MPI_Abort).
-        ck = os.path.join(self.tmp, "ck-misfit")
+    def resume_with_a_dedicated_server(self, name, args, says):
+        """Writes a checkpoint of one worker's TINY run, then resumes it with a dedicated server
+        and `args`: bad input, one line naming rank 0, exit 2, no MPI_Abort."""
+        ck = os.path.join(self.tmp, name)
         p = subprocess.run([BIN, "train", "--checkpoint-dir", ck] + TINY, capture_output=True,
                            text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         err, _ = self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--resume",
-                                   "latest", "--checkpoint-dir", ck] + TINY, 2,
-                               ["does not fit", "global batch 16", "32"], rank=0)
+                                   "latest", "--checkpoint-dir", ck] + args, 2, says, rank=0)
         self.assertNotIn("MPI_Abort", err)
+
+    def test_resume_misfit_with_a_dedicated_server(self):
+        # A checkpoint that does not fit is bad input found before any communication: one line,
+        # exit 2 (found by the workers later, the server waited for them until MPI_Abort).
+        self.resume_with_a_dedicated_server("ck-misfit", TINY,
+                                            ["does not fit", "global batch 16", "32"])
 
     def test_resume_misfit_found_by_the_workers_with_a_dedicated_server(self):
         # The model's input width comes from the data, which only the workers read: a checkpoint
         # of another width is found by them, after the ranks agreed on the data. The workers tell
         # the server: one line, exit 2 (the server waited for them, and the job ended by
         # MPI_Abort after 3 s with each worker's line).
-        ck = os.path.join(self.tmp, "ck-width")
-        p = subprocess.run([BIN, "train", "--checkpoint-dir", ck] + TINY, capture_output=True,
-                           text=True, timeout=60)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        err, _ = self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--resume",
-                                   "latest", "--checkpoint-dir", ck]
-                               + with_opts(TINY, synthetic_dim=20, batch=8), 2,
-                               ["does not fit", "model widths 16,16,10", "20,16,10"], rank=0)
-        self.assertNotIn("MPI_Abort", err)
+        self.resume_with_a_dedicated_server("ck-width", with_opts(TINY, synthetic_dim=20, batch=8),
+                                            ["does not fit", "model widths 16,16,10", "20,16,10"])
 
     def test_a_worker_that_cannot_set_up(self):
         # Worker 0 cannot open its metrics file (a folder holds its .partial name), found after
