@@ -274,7 +274,7 @@ TEST(PsTrainerAsync, AWorkerAtABarrierNamesTheServerThatStopped) {
         if (group.is_dedicated_server(comm->rank())) {
           {
             std::lock_guard<std::mutex> lk(mu);
-            server_comm = std::make_shared<StopAfterPush>(comm, 0, 10);
+            server_comm = std::make_shared<StopAfterPush>(comm, 0, 25);
           }
           ps::ServerLoop(server_comm, group, ps::testing::server_options(opts)).run();
           return;
