@@ -1,6 +1,7 @@
 // Scratch folders for tests that write checkpoints and run outputs: scratch_dir("resume_x") is a
 // fresh, empty folder of this test process alone, removed when the process ends.
-//  - Of this process alone (its pid in the name): two suites running at once on one machine (a
+//  - Of this process alone (its user id and pid in the name; a folder another user's process
+//    left with this pid could not be removed): two suites running at once on one machine (a
 //    sanitizer build beside the plain one, or two engineers' builds) shared fixed folders such
 //    as /tmp/starring_ps_edges_ckpt, and each run deleted the other's checkpoints mid-run.
 //  - On tmpfs (/dev/shm) where there is one, else the temp folder: these tests check what is
@@ -35,8 +36,8 @@ inline std::string scratch_dir(const std::string& name) {
     std::error_code ec;
     const fs::path shm = "/dev/shm";
     const bool tmpfs = fs::is_directory(shm, ec) && ::access(shm.c_str(), W_OK) == 0;
-    made.root =
-        (tmpfs ? shm : fs::temp_directory_path()) / ("starring_test_" + std::to_string(::getpid()));
+    made.root = (tmpfs ? shm : fs::temp_directory_path()) /
+                ("starring_test_" + std::to_string(::getuid()) + "_" + std::to_string(::getpid()));
     fs::remove_all(made.root, ec);  // a folder of an earlier process with this pid
   }
   const fs::path d = made.root / name;
