@@ -118,6 +118,9 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(limit);
   Backoff backoff;
   for (std::size_t next = 0;;) {
+    // Read before the poll: a thread that stood still past the deadline right after a poll looks
+    // again before it names a server whose answer may have arrived meanwhile (ps/watch_clock.h).
+    const bool late = Clock::now() > deadline;
     while (next < remote.size() && remote[next].req->test()) ++next;
     for (auto& s : sends)
       if (s && s->test()) s.reset();
@@ -129,7 +132,7 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
         break;
       }
     }
-    if (Clock::now() > deadline) {
+    if (late) {
       const int c = next < remote.size() ? remote[next].chunk : -1;
       throw TimeoutError(
           detail::concat(where_, ": timeout after ", limit.count(), " s waiting for ",

@@ -1,16 +1,22 @@
-// A PS worker's reply deadline, driven over an InProcWorld (rank 0: a PsWorker; rank 1: its
+// A PS worker's reply deadlines, driven over an InProcWorld (rank 0: a PsWorker; rank 1: its
 // server, a ServerLoop on a thread or the test thread by hand):
 //  - a worker whose comm thread stood still for longer than the deadline (here: parked inside
 //    its Comm, as a descheduled or stopped rank would be) while the server's reply arrived does
 //    not name the server: before the fix it threw "timeout ... waiting for server rank 1" with
 //    the reply already waiting to be polled (the worker-side twin of test_ps_liveness);
-//  - a server that really does not reply is named by rank, with the chunk and step waited for.
+//  - a server that really does not reply is named by rank, with the chunk and step waited for;
+//  - check_peers (a trainer's barrier timed out) asks the servers for the parameters within the
+//    grace: a compute thread that stood still past it right after a poll does not name a server
+//    whose answer arrived meanwhile (it named it, the answer waiting).
 // The reply is in the worker's queue before its comm thread may look at it (the server's send
 // is watched), so neither case depends on how fast the machine is; the only waits are the stall
 // itself, longer than the deadline, and the real deadline of the silent-server case.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "common/error.h"
@@ -159,6 +165,82 @@ TEST(PsWorkerLiveness, AServerThatDoesNotReplyIsNamedByRank) {
   for (const char* part : {"rank 0 (worker 0): timeout after 0.2 s waiting for server rank 1: ",
                            "no reply to the push of chunk 0 (step 1"})
     EXPECT_NE(error.find(part), std::string::npos) << part << "\nnot in: " << error;
+}
+
+// Forwards to another Comm. The first poll of a receive on `tag` finds nothing and then stands
+// still for `stall`, and longer until the answer is there (the inner receive is not completed):
+// its owner was descheduled right after a poll that found nothing, while the answer arrived.
+class StallOnceComm : public ForwardingComm {
+ public:
+  StallOnceComm(std::shared_ptr<Comm> inner, int tag, Seconds stall)
+      : ForwardingComm(std::move(inner)), tag_(tag), stall_(stall) {}
+  std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
+    auto r = inner().irecv(buf, bytes, peer, tag);
+    if (tag != tag_) return r;
+    return std::make_unique<Stalled>(std::move(r), this);
+  }
+
+ private:
+  class Stalled : public Request {
+   public:
+    Stalled(std::unique_ptr<Request> r, StallOnceComm* c) : r_(std::move(r)), c_(c) {}
+    bool test() override {
+      if (!c_->stalled_.exchange(true)) {
+        std::this_thread::sleep_for(c_->stall_);
+        const auto until = std::chrono::steady_clock::now() + kWait;
+        while (!r_->may_be_done() && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return false;
+      }
+      return r_->test();
+    }
+    bool may_be_done() override { return r_->may_be_done(); }
+    RecvStatus wait(Seconds timeout) override { return r_->wait(timeout); }
+    RecvStatus status() const override { return r_->status(); }
+
+   private:
+    std::unique_ptr<Request> r_;
+    StallOnceComm* c_;
+  };
+  const int tag_;
+  const Seconds stall_;
+  std::atomic<bool> stalled_{false};
+};
+
+// check_peers (a barrier of the trainer's timed out) asks the servers for the parameters within
+// the grace (0.5 s here). A compute thread that stood still past it right after a poll, while the
+// server's answer arrived, must look again before it names the server (before the fix: "timeout
+// after 0.5 s waiting for the parameters of chunk 0 from server rank 1", the answer waiting).
+TEST(PsWorkerCheckPeers, AStoppedComputeThreadDoesNotNameAServerWhoseAnswerIsWaiting) {
+  InProcWorld world(2);
+  const PsGroup group = make_ps_group("1", 2);
+  auto worker_comm = std::make_shared<StallOnceComm>(world.comm(0), kStateTag, kDeadline);
+  std::string server_error;
+  std::thread server([&] {
+    ServerOptions so;
+    so.timeout = kWait;
+    so.shared_memory = false;
+    try {
+      ServerLoop(world.comm(1), group, so).run();
+    } catch (const std::exception& e) {
+      server_error = e.what();
+    }
+  });
+  std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
+  std::string error;
+  {
+    PsWorker ps(worker_comm, group, worker_options());
+    try {
+      ps.start(layout(), {p.data(), g.data(), false, nullptr}, sgd());
+      ps.check_peers();
+      ps.shutdown();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  server.join();
+  EXPECT_EQ(error, "");
+  if (error.empty()) EXPECT_EQ(server_error, "");
 }
 
 }  // namespace
