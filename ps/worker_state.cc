@@ -90,6 +90,17 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
     std::copy(dsts, dsts + 3, state_dst_);
     state_got_ = 0;
   }
+  // However this ends (all answers in, a timeout, a server's failure), this process's shard must
+  // write nothing into dsts afterwards: an answer it sends after a timeout lands nowhere (a
+  // check_peers' dsts are its own scratch buffer, freed when the timeout is thrown).
+  struct Forget {
+    PsWorker* w;
+    ~Forget() {
+      std::lock_guard<std::mutex> lk(w->mu_);
+      std::fill(w->state_dst_, w->state_dst_ + 3, nullptr);
+    }
+  } forget{this};
+  int first_local = -1;  // named when every remote answer is in and the own shard's is not
   if (link_) link_->on_state = [this](const PsHeader& h, const float* d) { on_state(h, d); };
   remote.reserve(plan_.chunks.size() * static_cast<std::size_t>(parts + 1));
   for (std::size_t c = 0; c < plan_.chunks.size(); ++c) {
@@ -100,6 +111,7 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
     h.chunk = ci;
     h.step = parts;
     if (local_chunk(ci)) {
+      if (first_local < 0) first_local = ci;
       local_parts += static_cast<std::size_t>(parts + 1);
       link_->post({h, nullptr, {}});
       continue;
@@ -127,13 +139,10 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
     {
       std::lock_guard<std::mutex> lk(mu_);
       rethrow_if_failed();
-      if (next == remote.size() && state_got_ == local_parts) {
-        std::fill(state_dst_, state_dst_ + 3, nullptr);
-        break;
-      }
+      if (next == remote.size() && state_got_ == local_parts) break;
     }
     if (late) {
-      const int c = next < remote.size() ? remote[next].chunk : -1;
+      const int c = next < remote.size() ? remote[next].chunk : first_local;
       throw TimeoutError(
           detail::concat(where_, ": timeout after ", limit.count(), " s waiting for ",
                          parts > 0 ? "the optimizer state" : "the parameters", " of chunk ", c,

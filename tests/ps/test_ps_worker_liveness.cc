@@ -7,7 +7,10 @@
 //  - a server that really does not reply is named by rank, with the chunk and step waited for;
 //  - check_peers (a trainer's barrier timed out) asks the servers for the parameters within the
 //    grace: a compute thread that stood still past it right after a poll does not name a server
-//    whose answer arrived meanwhile (it named it, the answer waiting).
+//    whose answer arrived meanwhile (it named it, the answer waiting);
+//  - co-located, an own shard that answers check_peers only after the grace (it stood still, then
+//    went on) writes nothing: it wrote into check_peers' freed scratch buffer (glibc: "malloc():
+//    unaligned tcache chunk detected", abort).
 // The reply is in the worker's queue before its comm thread may look at it (the server's send
 // is watched), so neither case depends on how fast the machine is; the only waits are the stall
 // itself, longer than the deadline, and the real deadline of the silent-server case.
@@ -241,6 +244,63 @@ TEST(PsWorkerCheckPeers, AStoppedComputeThreadDoesNotNameAServerWhoseAnswerIsWai
   server.join();
   EXPECT_EQ(error, "");
   if (error.empty()) EXPECT_EQ(server_error, "");
+}
+
+// Forwards to another Comm; once park() was called, the owner's next poll of a request receive
+// (kReqTag: only a server posts those) stands still until release(). Co-located, that is this
+// process's own shard.
+class ParkServerComm : public ForwardingComm {
+ public:
+  using ForwardingComm::ForwardingComm;
+  std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
+    std::function<void()> before;
+    if (tag == kReqTag) before = [this] { gate_.park_if([&] { return armed_; }); };
+    return std::make_unique<HookedRecv>(inner().irecv(buf, bytes, peer, tag), std::move(before),
+                                        nullptr);
+  }
+  void park() {
+    gate_.set([&] { armed_ = true; });
+  }
+  bool wait_parked() { return gate_.wait_parked(); }
+  void release() { gate_.release(); }
+
+ private:
+  ParkGate gate_{kWait};
+  bool armed_ = false;  // under gate_'s lock
+};
+
+// Co-located, one rank: check_peers names this process's own shard when it does not answer within
+// the grace, and the shard's answer that comes after (it stood still, then went on) must land
+// nowhere: it was written into check_peers' scratch buffer, freed by then (ASan:
+// heap-use-after-free in PsWorker::on_state).
+TEST(PsWorkerCheckPeers, ALocalShardThatAnswersAfterTheGraceWritesNowhere) {
+  InProcWorld world(1);
+  auto comm = std::make_shared<ParkServerComm>(world.comm(0));
+  PsWorkerOptions o = worker_options();
+  o.timeout = Seconds(1.0);  // the grace: 0.5 s
+  std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
+  std::string error;
+  {
+    PsWorker ps(comm, make_ps_group("colocated", 1), o);
+    ps.start(layout(), {p.data(), g.data(), false, nullptr}, sgd());
+    comm->park();
+    ASSERT_TRUE(comm->wait_parked());
+    try {
+      ps.check_peers();
+    } catch (const TimeoutError& e) {
+      error = e.what();
+    }
+    comm->release();  // the shard answers the check's request (queued before shutdown's kDone)
+    try {
+      ps.shutdown();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "shutdown: " << e.what();
+    }
+  }
+  EXPECT_NE(error.find("waiting for the parameters of chunk 0 from server rank 0"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(p, std::vector<float>(kFloats, 1.0f));
 }
 
 }  // namespace
