@@ -2,6 +2,7 @@
 // others (only worker 0 wrote it, so only worker 0 must see it: no shared file system needed), the
 // checkpoint is checked against this run, and the earlier metrics lines are recovered.
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 
@@ -91,13 +92,15 @@ CheckpointData load_resume_on_workers(const Config& cfg, Comm& workers, std::str
   }
   CheckpointData c;
   std::string error;
+  std::exception_ptr failed;  // any failure, not only bad input: the others wait for the verdict
   try {
     c = load_resume(cfg.ckpt, where, path);
-  } catch (const ConfigError& e) {
-    error = e.what();
+  } catch (const std::exception& e) {
+    error = *e.what() ? e.what() : where + ": loading the checkpoint failed";
+    failed = std::current_exception();
   }
   agree_with_worker0(workers, error, "loading the checkpoint to resume from");
-  if (!error.empty()) throw ConfigError(error);
+  if (failed) std::rethrow_exception(failed);
   if (workers.size() > 1) {
     const std::string bytes = path.empty() ? "" : encode_checkpoint(c);  // re-encoded, verified
     for (int r = 1; r < workers.size(); ++r) {
