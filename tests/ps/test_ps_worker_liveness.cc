@@ -37,6 +37,21 @@ constexpr Seconds kWait{60.0};  // the test's own waits: only a broken worker re
 constexpr Seconds kTimeout{0.2};
 constexpr Seconds kDeadline{0.7};  // kTimeout + the worker's grace (at least 0.5 s)
 
+// The server of these tests, on its own thread: not under test, so its timeout is the test's own
+// wait (it never names the worker); what it threw, if anything, lands in `error`.
+std::thread run_server(std::shared_ptr<Comm> comm, const PsGroup& group, std::string& error) {
+  return std::thread([comm = std::move(comm), group, &error] {
+    ServerOptions so;
+    so.timeout = kWait;
+    so.shared_memory = false;
+    try {
+      ServerLoop(comm, group, so).run();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+}
+
 // Forwards to another Comm. With `park`, the first poll of a control-message receive after a
 // reply receive was posted blocks until release(): the worker's comm thread stands still with a
 // push in flight. replied() says the owner has sent a reply (InProc sends are delivered at once).
@@ -102,16 +117,7 @@ TEST(PsWorkerLiveness, AStoppedCommThreadDoesNotNameAServerWhoseReplyIsWaiting) 
   auto worker_comm = std::make_shared<WatchedComm>(world.comm(0), true);
   auto server_comm = std::make_shared<WatchedComm>(world.comm(1), false);
   std::string server_error;
-  std::thread server([&] {
-    ServerOptions so;
-    so.timeout = kWait;  // the server is not under test: it never names the parked worker
-    so.shared_memory = false;
-    try {
-      ServerLoop(server_comm, group, so).run();
-    } catch (const std::exception& e) {
-      server_error = e.what();
-    }
-  });
+  std::thread server = run_server(server_comm, group, server_error);
   std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
   std::string error;
   {
@@ -219,16 +225,7 @@ TEST(PsWorkerCheckPeers, AStoppedComputeThreadDoesNotNameAServerWhoseAnswerIsWai
   const PsGroup group = make_ps_group("1", 2);
   auto worker_comm = std::make_shared<StallOnceComm>(world.comm(0), kStateTag, kDeadline);
   std::string server_error;
-  std::thread server([&] {
-    ServerOptions so;
-    so.timeout = kWait;
-    so.shared_memory = false;
-    try {
-      ServerLoop(world.comm(1), group, so).run();
-    } catch (const std::exception& e) {
-      server_error = e.what();
-    }
-  });
+  std::thread server = run_server(world.comm(1), group, server_error);
   std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
   std::string error;
   {
