@@ -68,6 +68,15 @@ std::string timeout_message(const Comm& comm, Seconds timeout, const std::string
   return comm.where() + ": timeout after " + secs + " s in " + op;
 }
 
+char failure_kind(const std::exception& e) {
+  return dynamic_cast<const ConfigError*>(&e) ? 'C' : 'E';
+}
+
+void throw_failure(char kind, const std::string& text) {
+  if (kind == 'C') throw ConfigError(text);
+  throw Error(text);
+}
+
 std::string first_error(Comm& comm, const std::string& mine, int tag, Seconds timeout) {
   const int n = comm.size(), r = comm.rank();
   std::string first = mine;

@@ -1,5 +1,6 @@
 // Helpers shared by the Comm implementations (defined in common/comm.cc).
 #pragma once
+#include <exception>
 #include <string>
 
 #include "common/comm.h"
@@ -16,6 +17,12 @@ std::string timeout_message(const Comm& comm, Seconds timeout, const std::string
 // message (empty when no rank failed). Gather to rank 0 and back, each wait bounded by `timeout`;
 // for agreeing, before work that needs every rank, that some rank cannot start.
 std::string first_error(Comm& comm, const std::string& mine, int tag, Seconds timeout);
+
+// What first_error carries when the kind of a failure matters on the other ranks (exit 2 for bad
+// input, 1 otherwise): kind + message, the kind 'C' for a ConfigError and 'E' for anything else.
+char failure_kind(const std::exception& e);
+// Throws `text` as a ConfigError for kind 'C', else as an Error.
+[[noreturn]] void throw_failure(char kind, const std::string& text);
 
 // A barrier built from point-to-point messages (dissemination, ceil(log2 n) rounds, tags
 // tags::kBarrier + round), for Comm implementations without a native one.

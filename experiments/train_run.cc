@@ -45,10 +45,8 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
   if (!server && (!train || !test)) {
     try {
       own = load_data(cfg);
-    } catch (const ConfigError& e) {
-      failed = std::string("C") + e.what();
-    } catch (const std::exception& e) {  // e.g. out of memory: still agreed, exit 1
-      failed = std::string("E") + e.what();
+    } catch (const std::exception& e) {  // bad input, or e.g. out of memory: still agreed
+      failed = failure_kind(e) + std::string(e.what());
     }
     train = &own.first;
     test = &own.second;
@@ -65,8 +63,7 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
                                       " while every rank loaded its data (allowed: --timeout + ",
                                       kLoadAllowance.count(), " s)"));
   }
-  if (!failed.empty() && failed[0] == 'C') throw ConfigError(failed.substr(1));
-  if (!failed.empty()) throw Error(failed.substr(1));
+  if (!failed.empty()) throw_failure(failed[0], failed.substr(1));
   BackendContext ctx{cfg, world, trace, &device};
   Backend be = BackendRegistry::instance().create(cfg.sync.backend, ctx);
   RankOutcome out;

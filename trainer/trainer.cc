@@ -365,18 +365,13 @@ std::unique_ptr<TrainLoop> set_up(const Config& cfg, TrainerEnv env, const Datas
                                   const Dataset& test) {
   std::unique_ptr<TrainLoop> loop;
   std::exception_ptr mine;
-  std::string own, failed;  // "<kind><worker> <message>", kind 'C' bad input, 'E' anything else
-  const auto note = [&](char kind, const char* what) {
-    mine = std::current_exception();
-    own = what;
-    failed = detail::concat(kind, env.workers.rank(), " ", what);
-  };
+  std::string own, failed;  // "<kind><worker> <message>", kind: failure_kind
   try {
     loop = std::make_unique<TrainLoop>(cfg, env, train, test);
-  } catch (const ConfigError& e) {
-    note('C', e.what());
   } catch (const std::exception& e) {
-    note('E', e.what());
+    mine = std::current_exception();
+    own = e.what();
+    failed = detail::concat(failure_kind(e), env.workers.rank(), " ", own);
   }
   try {
     failed = first_error(env.workers, failed, kSetUpTag, env.workers.timeout());
@@ -399,8 +394,7 @@ std::unique_ptr<TrainLoop> set_up(const Config& cfg, TrainerEnv env, const Datas
   if (what.rfind(who + ": ", 0) == 0) what.erase(0, who.size() + 2);  // named once
   const std::string text = detail::concat(env.workers.where(), ": stopping, ", who,
                                           " could not set up training: ", what);
-  if (failed[0] == 'C') throw ConfigError(text);
-  throw Error(text);
+  throw_failure(failed[0], text);
 }
 
 }  // namespace
