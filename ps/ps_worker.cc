@@ -64,7 +64,7 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
   try {
     make_start_plan(layout);
   } catch (const ConfigError& e) {
-    if (!group_.colocated) send_abort(e.what(), false);  // co-located: no shard runs yet
+    abandon(e.what());
     throw;
   }
   started_ = true;

@@ -80,8 +80,8 @@ class PsWorker : public GradientSync {
   void flush() override;
   SyncStepStats take_stats() override;
   void shutdown() override;
-  // Before start() only: dedicated servers are told why (kAbort), as start() does for a plan
-  // they cannot serve. Co-located: nothing runs yet.
+  // Before start() only (start() calls it for a plan the servers cannot serve): dedicated
+  // servers are told why (kAbort). Co-located: no shard runs yet.
   void abandon(const std::string& why) override;
   std::string name() const override { return "ps"; }
   int max_step_skew() const override {
