@@ -172,6 +172,40 @@ TEST(Trace, RanksShareTheHostClock) {
   fs::remove_all(dir);
 }
 
+// Times are in microseconds, the unit of Chrome's "ts" and "dur", on the host's monotonic clock
+// (steady_clock): an event's ts lies between two readings of that clock taken around it, and a
+// scope held for 20 ms lasts about 20000. Events of one rank only, or of ranks started together,
+// line up however the unit is wrong; ranks started apart, and a reader's sense of time, do not.
+TEST(Trace, TimesAreMicrosecondsOnTheHostsMonotonicClock) {
+  const fs::path dir = temp_dir();
+  const auto host_us = [] {
+    return std::chrono::duration<double, std::micro>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  Trace trace(0);
+  trace.open((dir / "t.json").string());
+  const double before = host_us();
+  {
+    TraceScope scope(&trace, "nap", "compute");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double after = host_us();
+  trace.close();
+  int found = 0;
+  const nlohmann::json doc = read_json(dir / "t.json");
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["name"] != "nap") continue;
+    ++found;
+    const double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
+    EXPECT_GE(ts, before - 1.0);
+    EXPECT_LE(ts + dur, after + 1.0);
+    EXPECT_GE(dur, 20000.0);
+  }
+  EXPECT_EQ(found, 1);
+  fs::remove_all(dir);
+}
+
 TEST(Trace, DisabledTraceWritesNothing) {
   const fs::path dir = temp_dir();
   {
