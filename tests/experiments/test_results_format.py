@@ -65,8 +65,9 @@ class RecordChecks(unittest.TestCase):
         ring.update(backend="ring", servers=None, workers=4, num_servers=0, compress="none")
         d = ring["model"]["bytes"]
         self.assertAlmostEqual(sr.theory_bytes(ring)["worker"], 1.5 * d)
-        ring["compress"] = "fp16"
-        self.assertAlmostEqual(sr.theory_bytes(ring)["worker"], 0.75 * d)
+        for half in ("fp16", "bf16"):  # 2 bytes a value on the wire
+            ring["compress"] = half
+            self.assertAlmostEqual(sr.theory_bytes(ring)["worker"], 0.75 * d, msg=half)
         ps = copy.deepcopy(self.ok)
         ps.update(backend="ps", servers="2", workers=4, num_servers=2, compress="none")
         self.assertEqual(sr.theory_bytes(ps), {"worker": d, "server": 2.0 * d})
