@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Tests of the report's plots and captions drawn from records made here or taken from the
 committed fixture (tests/experiments/fixtures/results): the axes' ticks, labels over bars,
-series of their own, the crossover's verdict. No `starring` binary needed; the report on the
+series of their own, the crossover's verdict, the theory and ideal lines and the points on
+them. No `starring` binary needed; the report on the
 whole fixture: test_report.py.
 """
 import copy
 import os
+import re
 import sys
 import unittest
 from unittest import mock
@@ -134,6 +136,93 @@ class CompressedBenchRows(unittest.TestCase):
         self.assertEqual(len(cm.calibrate([dict(r, compress=None) for r in rows])), 1)
         self.assertEqual(len(sr.collapse_bench_repeats(rows + [dict(rows[0], compress=None)])),
                          3)
+
+
+class TheLinesThePlotsAreReadAgainst(unittest.TestCase):
+    """The lines a reader compares the measurements with: the bytes theory in units of D (ring
+    and co-located 2(N-1)/N, a dedicated-PS worker 1, a server W/S), the ideal linear scaling
+    of the throughput plot and the 100% of the efficiency plot, and the points drawn on them."""
+
+    @staticmethod
+    def line(ax, label_start):
+        lines = [l for l in ax.get_lines() if l.get_label().startswith(label_start)]
+        assert len(lines) == 1, [l.get_label() for l in ax.get_lines()]
+        return dict(zip((round(x, 6) for x in lines[0].get_xdata()), lines[0].get_ydata()))
+
+    def test_bytes_theory_lines_and_the_servers_points(self):
+        import report_traffic as rt
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        ok = [r for r in runs if r["status"] == "ok" and sr.table_ready(r)]
+        # the fixture's dedicated servers are all S = 1: one run with two (W x D/2 each)
+        half = copy.deepcopy(next(r for r in ok if r["run_id"] == "main-ps-1-w4"))
+        d = half["model"]["bytes"]
+        half.update(run_id="main-ps-half-w4", variant="ps-half", num_servers=2, servers="2")
+        half["bytes_per_step"].update(server_recv=2 * d, server_sent=2 * d)
+        fig = figures_of(rt, rt.bytes_per_rank, ok + [half])[0]
+        workers, servers = fig.axes[0], fig.axes[1]
+        ring = self.line(workers, "theory ring / co-located")
+        for n, expect in ((1, 0.0), (2, 1.0), (4, 1.5)):
+            self.assertAlmostEqual(ring[n], expect, msg=n)
+        self.assertEqual(set(self.line(workers, "theory dedicated PS worker").values()), {1.0})
+        for s in (1, 2):
+            per_server = self.line(servers, f"theory server, S={s}")
+            for n in (1, 2, 4):
+                self.assertAlmostEqual(per_server[n], n / s, msg=(s, n))
+        # the servers move the theory, W x D/S: each received-bytes point (o) of the server
+        # panel sits at W/S, whatever the other ranks moved
+        dots = [(x, y, int(re.search(r"\(S=(\d+)\)", l.get_label()).group(1)))
+                for l in servers.get_lines() if l.get_marker() == "o"
+                for x, y in zip(l.get_xdata(), l.get_ydata())]
+        self.assertGreaterEqual(len(dots), 5)
+        self.assertIn((4, 2), {(round(x), s) for x, _, s in dots})
+        for x, y, s in dots:
+            self.assertAlmostEqual(y, round(x) / s, msg=(x, y, s))
+
+    @staticmethod
+    def scaling_runs():
+        def run(variant, w, rate):
+            return {"variant": variant, "workers": w, "samples_per_s": rate, "sweep": "s",
+                    "model": {"params": 1000, "widths": [1]}, "config": {"preset": "default"},
+                    "grid_point": {}}
+        return [run("ring", 1, 100.0), run("ring", 2, 180.0), run("ring", 4, 300.0),
+                run("ps-1", 1, 80.0), run("ps-1", 2, 150.0), run("ps-1", 4, 200.0)]
+
+    def test_throughput_draws_ideal_linear_scaling_of_the_fastest_smallest_run(self):
+        import report_plots as rp
+        ax = figures_of(rp, rp.throughput, self.scaling_runs())[0].axes[0]
+        self.assertEqual(self.line(ax, "ideal linear from ring W=1"),
+                         {1: 100.0, 2: 200.0, 4: 400.0})
+        self.assertEqual(self.line(ax, "ps-1"), {1: 80.0, 2: 150.0, 4: 200.0})
+
+    def test_efficiency_is_throughput_over_w_times_the_yardstick(self):
+        import report_plots as rp
+        ax = figures_of(rp, rp.efficiency, self.scaling_runs())[0].axes[0]
+        self.assertEqual(self.line(ax, "ring"), {1: 100.0, 2: 90.0, 4: 75.0})
+        self.assertEqual(self.line(ax, "ps-1"), {1: 80.0, 2: 75.0, 4: 50.0})
+        self.assertEqual(set(self.line(ax, "ideal: W x ring W=1").values()), {100.0})
+
+    def test_breakdown_bars_are_compute_wait_on_it_and_communication_beside(self):
+        import report_plots as rp
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        main = [r for r in runs if r.get("sweep") == "main" and r["status"] == "ok"
+                and r["model"]["params"] < 1e6]
+        ax = figures_of(rp, rp.breakdown, main)[0].axes[0]
+        order = {}
+        for r in main:
+            order.setdefault(sr.backend_label(r), len(order))
+        steps = [r["step_time"] for r in sorted(main, key=lambda r: (
+            order[sr.backend_label(r)], r["workers"]))]
+        wide = [p for p in ax.patches if abs(p.get_width() - 0.34) < 1e-9]
+        narrow = [p for p in ax.patches if abs(p.get_width() - 0.2) < 1e-9]
+        n = len(steps)
+        self.assertEqual(len(narrow), n)
+        for i, st in enumerate(steps):
+            compute, wait = wide[i], wide[n + i]
+            self.assertAlmostEqual(compute.get_height(), 1e3 * st["compute_s"])
+            self.assertAlmostEqual(compute.get_y(), 0.0)
+            self.assertAlmostEqual(wait.get_height(), 1e3 * st["wait_s"])
+            self.assertAlmostEqual(wait.get_y(), 1e3 * st["compute_s"])
+            self.assertAlmostEqual(narrow[i].get_height(), 1e3 * st["comm_s"])
 
 
 if __name__ == "__main__":
