@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Tests of the report's plots and captions drawn from records made here or taken from the
-committed fixture (tests/experiments/fixtures/results): the axes' ticks, labels over bars,
-series of their own, the crossover's verdict, the theory and ideal lines and the points on
-them. No `starring` binary needed; the report on the
-whole fixture: test_report.py.
+committed fixture (tests/experiments/fixtures/results): the axes' ticks, labels and units,
+labels over bars, series of their own, the crossover's verdict, the theory and ideal lines and
+the points on them. No `starring` binary needed; the report on the whole fixture: test_report.py.
 """
+import contextlib
 import copy
 import os
 import re
@@ -223,6 +223,53 @@ class TheLinesThePlotsAreReadAgainst(unittest.TestCase):
             self.assertAlmostEqual(wait.get_height(), 1e3 * st["wait_s"])
             self.assertAlmostEqual(wait.get_y(), 1e3 * st["compute_s"])
             self.assertAlmostEqual(narrow[i].get_height(), 1e3 * st["comm_s"])
+
+
+class AxesStateTheirUnits(unittest.TestCase):
+    # every axis of every plot the fixture draws: what its label must name (its unit, or what a
+    # number on it counts); "" for an axis of categories (backend and workers under the bars)
+    UNITS = {
+        "throughput.png": [("workers", "samples/s")] * 2,
+        "efficiency.png": [("workers", "% of linear")] * 2,
+        "breakdown.png": [("", "ms")] * 2,
+        "bytes_per_rank.png": [("workers", "/ D")] * 2,
+        "busbw.png": [("bytes", "GB/s")] * 2,
+        "overlap.png": [("bytes", "%")] * 3,
+        "convergence.png": [("seconds", "moving average")] * 3 + [("seconds", "fraction")] * 3,
+        "straggler.png": [("", "%")] * 2,
+        "staleness.png": [("steps", "%")] * 2,
+        "crossover.png": [("count", "%"), ("count", "samples/s")],
+        "bucket.png": [("MiB", "ms")],
+        "faults.png": [("backend, workers", "seconds")],
+        "cost_model_check.png": [("ms", "ms")],
+        "cost_model_scaling.png": [("workers", "ms")] * 4,
+    }
+
+    def test_every_axis_of_every_plot_names_its_unit(self):
+        import matplotlib.pyplot as plt
+        import report
+        runs, bench, metrics, _ = report.load(FIXTURE)
+        figs = {}
+
+        def keep(fig, out_dir, name):
+            figs[name] = fig
+            return name
+
+        with contextlib.ExitStack() as stack:  # every module's _save: the figures, no PNG
+            for module in (report.rp, report.rt, report.rs, report.rf, report.rrec, report.ro,
+                           report.rm):
+                stack.enter_context(mock.patch.object(module, "_save", keep))
+            made = report.make_figures(runs, bench, metrics, None)
+        drawn = [f.file for f in made if isinstance(f, report.rp.Figure)]
+        self.assertEqual(sorted(drawn), sorted(self.UNITS))
+        self.assertEqual(sorted(figs), sorted(drawn))
+        for name, fig in figs.items():
+            axes = [ax for ax in fig.axes if ax.get_visible()]
+            self.assertEqual(len(axes), len(self.UNITS[name]), name)
+            for ax, (x, y) in zip(axes, self.UNITS[name]):
+                self.assertIn(x, ax.get_xlabel(), name)
+                self.assertIn(y, ax.get_ylabel(), name)
+            plt.close(fig)
 
 
 if __name__ == "__main__":
