@@ -132,6 +132,45 @@ class ReportOnFixture(unittest.TestCase):
         # the fixture's bytes are the theory, so every deviation is 0%
         self.assertEqual(re.findall(r"\(([-+][0-9.]+%)\)", text), [])
 
+    def test_summary_cells_are_the_records_figures_in_the_headers_order(self):
+        # main-ps-1-w2: 2 workers and 1 server on 3 ranks (2 cores); the step's four times
+        # differ, so a column out of place shows
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        rec = next(r for r in runs if r["run_id"] == "main-ps-1-w2")
+        with open(os.path.join(self.out, "summary.md"), encoding="utf-8") as f:
+            lines = f.read().split("## Cost model")[0].splitlines()
+        header = next(l for l in lines if l.startswith("| backend"))
+        rows = [l for l in lines if l.startswith("| ps-1 | 784-256-128-10 MLP | 2 |")]
+        self.assertEqual(len(rows), 1, lines)
+        cells = dict(zip(header.strip("| ").split(" | "), rows[0].strip("| ").split(" | ")))
+        st = rec["step_time"]
+        self.assertEqual(cells["workers"], "2")
+        self.assertEqual(cells["servers"], "1")
+        self.assertEqual(cells["samples/s"], f"{rec['samples_per_s']:,.0f}*")
+        self.assertEqual(cells["step ms (total / compute / comm / wait)"],
+                         " / ".join(f"{1e3 * st[k]:.2f}" for k in sr.STEP_TIME_FIELDS))
+        self.assertEqual(cells["busiest worker MB sent/step: measured / theory (dev)"],
+                         "0.941 / 0.941 (0%)")  # D
+        self.assertEqual(cells["busiest server MB recv/step: measured / theory (dev)"],
+                         "1.88 / 1.88 (0%)")  # W x D / S
+        self.assertEqual(cells["test acc"], f"{rec['test_accuracy']:.4f}")
+
+    def test_the_page_holds_the_summary_table(self):
+        with open(os.path.join(self.out, "summary.md"), encoding="utf-8") as f:
+            md = [[c for c in l.strip("| \n").split(" | ")]
+                  for l in f.read().split("## Cost model")[0].splitlines()
+                  if l.startswith("| ") and "samples/s" not in l]
+        with open(os.path.join(self.out, "report.html"), encoding="utf-8") as f:
+            page = f.read()
+        table = page.split("<h2>Summary</h2>")[1].split("</table>")[0]
+        self.assertIn("<th>busiest server MB recv/step: measured / theory (dev)</th>", table)
+        rows = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)]
+                for row in re.findall(r"<tr>(.*?)</tr>", table) if "<td>" in row]
+        self.assertEqual(rows, md)
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        self.assertIn(f"{len(runs)} train runs ({sum(r['status'] == 'ok' for r in runs)} ok)",
+                      page)
+
 
 class ReportWithPartialData(unittest.TestCase):
     def test_malformed_records_are_left_out_and_named_not_a_traceback(self):
