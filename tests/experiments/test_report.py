@@ -155,6 +155,20 @@ class ReportOnFixture(unittest.TestCase):
                          "1.88 / 1.88 (0%)")  # W x D / S
         self.assertEqual(cells["test acc"], f"{rec['test_accuracy']:.4f}")
 
+    def test_time_shared_runs_are_starred_and_the_star_is_said_everywhere(self):
+        # the table's * after samples/s (more ranks than cores) and the sentence saying what it
+        # means: in the terminal, in summary.md and on the page
+        note = "* more ranks (workers + dedicated servers) on a host than the CPUs they may use"
+        starred = re.findall(r"\b[0-9,]+\*", self.proc.stdout)
+        self.assertTrue(starred, self.proc.stdout)
+        self.assertIn("\n" + note, self.proc.stdout)
+        with open(os.path.join(self.out, "summary.md"), encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("| 5,076* |", text)  # main-ring-w4: 4 ranks on 2 cores
+        self.assertIn(note[2:], text)
+        with open(os.path.join(self.out, "report.html"), encoding="utf-8") as f:
+            self.assertIn(note[2:], html.unescape(f.read()))
+
     def test_the_page_holds_the_summary_table(self):
         with open(os.path.join(self.out, "summary.md"), encoding="utf-8") as f:
             md = [[c for c in l.strip("| \n").split(" | ")]
