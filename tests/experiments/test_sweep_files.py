@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Tests of how the sweep driver reads sweep files (no `starring` binary needed): the shipped
 sweeps expand to the runs they promise, and the file format's rules hold (grid products, variant
-overrides, `-` to leave a flag out, `servers = half`, [quick] and [quick SECTION] overrides),
-and every job's time bound."""
+overrides, `-` to leave a flag out, `servers = half`, [quick] and [quick SECTION] overrides);
+every job's time bound; and what the driver records of a job, on a stand-in `starring`."""
 import os
 import subprocess
 import sys
@@ -310,6 +310,77 @@ class TheTimeBound(unittest.TestCase):
         self.assertEqual((rc, status), (124, "timeout"))
         self.assertLess(elapsed, 60)
         self.assertTrue(cmd.startswith("timeout -k 15 2 "), cmd)
+
+
+FAKE_STARRING = """#!/usr/bin/env python3
+import json, sys
+if sys.argv[1] == "bench":  # one row, as `starring bench --json` prints them
+    print(json.dumps({"bench": "allreduce", "backend": "ring", "np": 0, "workers": 0,
+                      "size": 1024, "count": 256, "type": "float", "time_us": 10.0,
+                      "algbw_GBps": 0.1, "busbw_GBps": 0.1, "wrong": 0}))
+    sys.exit(0)
+print("starring: error: --hidden 0: a width must be at least 1", file=sys.stderr)
+sys.exit(2)
+"""
+
+
+class TheRecordsOfJobs(unittest.TestCase):
+    """What the driver itself writes for a job, on a stand-in `starring` (no binary, no mpirun):
+    a failed run's record has the schema's fields, its roles and its log's tail, and says
+    whether its ranks outnumber the cores; so do a bench pass's rows (the busbw plot's note on
+    time-shared jobs reads them)."""
+
+    def context(self, tmp):
+        fake = os.path.join(tmp, "starring")
+        with open(fake, "w") as f:
+            f.write(FAKE_STARRING)
+        os.chmod(fake, 0o755)
+        return {"name": "t", "out": os.path.join(tmp, "out"), "bin": fake, "quick": False,
+                "repeats": 1, "launcher": "env STARRING_NP={np}", "timeout_s": 60.0,
+                "git": "0123abc", "host": "h", "cores": 2, "gpus": 0, "gpus_where": "",
+                "trace": False, "recovery": False}
+
+    def test_a_failed_runs_record(self):
+        import sweep_jobs
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = self.context(tmp)
+            got = []
+            for workers, flags in ((2, {"backend": "ring"}),
+                                   (2, {"backend": "ps", "servers": "1"})):
+                run = {"variant": flags["backend"], "flags": flags, "workers": workers,
+                       "point": {}, "requires": ""}
+                try:
+                    got.append(driver.run_train(run, len(got) + 1, ctx))
+                finally:
+                    sweep_jobs.end_deferral(ctx)
+        for rec in got:
+            self.assertEqual(sr.check_record(rec, rec["run_id"]), [])
+            self.assertEqual((rec["status"], rec["exit_code"]), ("failed", 2))
+            self.assertIn("--hidden 0: a width must be at least 1", rec["log_tail"])
+            self.assertEqual((rec["git"], rec["host"], rec["cores"]), ("0123abc", "h", 2))
+        ring, ps = got
+        self.assertEqual((ring["np"], ring["roles"], ring["oversubscribed"]),
+                         (2, {"worker": 2, "server": 0}, False))
+        self.assertEqual((ps["np"], ps["num_servers"], ps["roles"], ps["oversubscribed"]),
+                         (3, 1, {"worker": 2, "server": 1}, True))
+        self.assertIn("STARRING_NP=3", ps["command"])
+
+    def test_bench_rows_say_whether_the_job_time_shared_the_cores(self):
+        import sweep_jobs
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = self.context(tmp)
+            for np_ in (2, 3):
+                try:
+                    status, nrows, _, _ = sweep_jobs.run_bench("b", np_, "-b 1K", ctx)
+                finally:
+                    sweep_jobs.end_deferral(ctx)
+                self.assertEqual((status, nrows), ("ok", 1))
+            rows, bad = sr.read_jsonl(os.path.join(ctx["out"], "bench.jsonl"))
+        self.assertEqual(bad, [])
+        self.assertEqual([(r["bench_id"], r["oversubscribed"]) for r in rows],
+                         [("t-bench-b-np2", False), ("t-bench-b-np3", True)])
+        for r in rows:
+            self.assertEqual(sr.check_bench_row(r), [])
 
 
 if __name__ == "__main__":
