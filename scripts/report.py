@@ -205,6 +205,15 @@ def not_ok(runs):
     return [r for r in runs if r.get("status") != "ok" and not sr.expected_failure(r)]
 
 
+def not_ok_where(r):
+    """Where to look for why a run did not succeed: its log; for a skipped run, which was never
+    launched and has no log (its record still names the file a run would have written), the
+    reason it was skipped."""
+    if r.get("status") == "skipped":
+        return r.get("reason") or "skipped"
+    return f"log {r.get('log_file')}"
+
+
 def async_note(runs):
     """For tables with ASP/SSP runs: their samples/s and step ms need not agree."""
     if not any(r.get("status") == "ok" and r.get("backend") == "ps"
@@ -238,7 +247,8 @@ def write_summary(out, runs, bench, figures):
     if bad:
         parts += ["## Runs that did not succeed", ""]
         parts += [f"- `{r.get('run_id')}`: {r.get('status')} (exit {r.get('exit_code')})"
-                  f"{': ' + r['reason'] if r.get('reason') else ''}; log: `{r.get('log_file', '')}`"
+                  f"{': ' + r['reason'] if r.get('reason') else ''}"
+                  + ("" if r.get("status") == "skipped" else f"; log: `{r.get('log_file', '')}`")
                   for r in bad]
         parts.append("")
     parts += rm.summary_lines(shown_runs(runs),
@@ -397,7 +407,7 @@ def main(argv=None):
         if rows:
             print(text_table(rows) + load_note(shown, shown_bench, "\n"))
         for r in not_ok(runs):
-            print(f"{r.get('status', '?').upper()}: {r.get('run_id')} (log {r.get('log_file')})")
+            print(f"{r.get('status', '?').upper()}: {r.get('run_id')} ({not_ok_where(r)})")
         for p in problems[:10]:
             print(f"warning: {p}", file=sys.stderr)
         drawn = sum(isinstance(f, rp.Figure) for f in figures)

@@ -64,6 +64,11 @@ class ReportOnFixture(unittest.TestCase):
         self.assertIn(os.path.join(self.out, "report.html"), self.proc.stdout)
         self.assertIn("FAILED: main-ps-1-w8", self.proc.stdout)
         self.assertIn("TIMEOUT: main-ps-1-w16", self.proc.stdout)
+        # a skipped run was never launched: the reason, not a log its record names but no job
+        # wrote (the sweep printed 'SKIPPED: ... (log runs/<id>/log.txt)' over an empty folder)
+        self.assertIn("SKIPPED: main-nccl-w2 (variant requires a GPU and none was found)\n",
+                      self.proc.stdout)
+        self.assertNotIn("main-nccl-w2/log.txt", self.proc.stdout)
         self.assertIn("straggler", self.proc.stdout)  # every sweep's runs in the table
 
     def test_the_terminal_table_can_keep_to_one_sweep(self):
@@ -117,7 +122,8 @@ class ReportOnFixture(unittest.TestCase):
         self.assertEqual(len(table), len(ok))
         self.assertIn("`main-ps-1-w8`: failed", text)
         self.assertIn("`main-ps-1-w16`: timeout", text)
-        self.assertIn("`main-nccl-w2`: skipped", text)
+        self.assertIn("- `main-nccl-w2`: skipped (exit 0): variant requires a GPU and none was "
+                      "found\n", text)  # no log: it was never launched
         # the fixture has ASP/SSP runs: the table says why their samples/s and step ms differ
         self.assertIn("Under ASP and SSP the workers run at their own pace", text)
         # runs that failed because a fault was injected on purpose are results, not failures,
