@@ -4,6 +4,7 @@ processes other than the job kept busy, what the sweep prints of it, and the rep
 runs and bench passes it concerns (scripts/report.py load_note). A shared machine's builds and
 tests made one quickstart's figures (load average 15-26 on 2 cores) unreadable while the report
 said nothing of it."""
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import report  # noqa: E402
 import sweep_jobs  # noqa: E402
 
 FIXTURE = os.path.join(HERE, "fixtures", "results")  # the report's (make_fixture.py)
+REPORT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts", "report.py")
 
 
 class OtherLoadArithmetic(unittest.TestCase):
@@ -115,6 +117,23 @@ class WhatIsSaid(unittest.TestCase):
         self.assertIn("1.5-1.5 of the host's 2 CPUs busy during 1 of 1 runs",
                       report.load_note(*report.sweep_scope(runs, bench, "straggler")))
         self.assertEqual(report.sweep_scope(runs, bench, None), (runs, bench))
+
+    def test_report_py_puts_the_scoped_note_under_the_scoped_table(self):
+        # `report.py --table-sweep main` (the quickstart's last step): the note under the main
+        # sweep's table is the main sweep's; the busy straggler run is in summary.md's note
+        runs = self.fixture_runs("main", [0.1, 0.2]) + self.fixture_runs("straggler", [1.5])
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "runs.jsonl"), "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(r) + "\n" for r in runs)
+            for scope, noted in ((["--table-sweep", "main"], False), ([], True)):
+                p = subprocess.run([sys.executable, REPORT, tmp, *scope], capture_output=True,
+                                   text=True, timeout=300)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("MLP", p.stdout)  # the table
+                self.assertEqual("Other processes kept 1.5-1.5 of the host's 2 CPUs" in p.stdout,
+                                 noted, (scope, p.stdout))
+            with open(os.path.join(tmp, "report", "summary.md"), encoding="utf-8") as f:
+                self.assertIn("Other processes kept 1.5-1.5 of the host's 2 CPUs", f.read())
 
 if __name__ == "__main__":
     unittest.main()
