@@ -140,6 +140,29 @@ TEST(WireCodec, RoundTripAndRounding) {
   EXPECT_THROW(parse_wire_type("fp8"), ConfigError);
 }
 
+// A half-precision wire narrows what travels, never the reduction: reduce_wire widens the received
+// value and adds it to the float32 input in float32, and returns the float32 result. The input
+// 1 + 2^-m lies halfway between two neighbours in the wire format (1 and 1 + 2^(1-m)), so a
+// reduction that narrowed it first (adding in fp16 or bf16) reads 1 + 2^-(m+1) instead of
+// 1 + 2^-m + 2^-(m+1). The ring's tolerance and closed-form cases both passed such a reduction.
+TEST(WireCodec, ReductionAccumulatesInFloat32) {
+  for (WireType w : {WireType::kFloat16, WireType::kBFloat16}) {
+    const int m = w == WireType::kFloat16 ? 11 : 8;  // half an ulp of 1: fp16 2^-11, bf16 2^-8
+    const float in = 1.0f + std::ldexp(1.0f, -m), small = std::ldexp(1.0f, -m - 1);
+    std::uint16_t wire = 0;
+    encode(w, &small, &wire, 1);     // a power of two: exact on the wire
+    const float exact = in + small;  // exact in float32
+    float out = 0;
+    reduce_wire(w, &in, &wire, &out, 1, 1.0f);
+    EXPECT_EQ(out, exact) << wire_type_name(w) << " out of place";
+    float inplace = in;
+    reduce_wire(w, &inplace, &wire, &inplace, 1, 1.0f);
+    EXPECT_EQ(inplace, exact) << wire_type_name(w) << " in place";
+    reduce_wire(w, &in, &wire, &out, 1, 0.5f);
+    EXPECT_EQ(out, exact * 0.5f) << wire_type_name(w) << " scaled";
+  }
+}
+
 // Whether a census clause ("; ranks 1 and 3 did not ...", "; rank 3 did not ...", or "...,
 // ranks 0 and 3 did not ...") lists rank r among the ranks that did not time out.
 bool census_names_quiet(const std::string& msg, int r) {
