@@ -206,8 +206,15 @@ void expect_timeout(Comm& c, Allreducer& eng, int silent, double timeout_s) {
     const double late = lag.stop();
     std::string msg = e.what();
     EXPECT_NE(msg.find(c.where() + ": timeout after"), std::string::npos) << msg;
-    if (eng.name() == "ring" && c.rank() == (silent + 1) % c.size())
+    if (eng.name() == "ring" && c.rank() == (silent + 1) % c.size()) {
       EXPECT_NE(msg.find("from rank " + std::to_string(silent)), std::string::npos) << msg;
+      // and the step it waits in: its first receive, from the peer that never sent (the
+      // shared-memory ring, used under mpirun, says how many segments it still waits for)
+      if (msg.find("shared-memory ring") == std::string::npos)
+        EXPECT_NE(msg.find("ring all-reduce step 0, recv from rank " + std::to_string(silent)),
+                  std::string::npos)
+            << msg;
+    }
     // The census names the silent rank on every rank, not only on its successor: among those
     // that did not time out ("rank 3 did not", or with a slow one beside it "ranks 0 and 3 did
     // not", which under TSan at load 5 a 0.3 s timeout gave).
