@@ -46,6 +46,10 @@ TEST(Buckets, CoverEveryTensorOnceNeverSplitRespectCap) {
   }
   EXPECT_EQ(make_buckets(l, 1.0).size(), l.num_tensors());  // one tensor per bucket
   EXPECT_EQ(make_buckets(l, 1e9).size(), 1u);
+  // A bucket may fill its cap exactly: it is closed only before a tensor that would exceed it.
+  const double first_two = (l.tensor(0).size + l.tensor(1).size) * 4.0;
+  EXPECT_EQ(make_buckets(l, first_two).at(0).end_tensor, 2u);
+  EXPECT_EQ(make_buckets(l, first_two - 4).at(0).end_tensor, 1u);
 }
 
 // Gradient of worker `rank` at `step`: integer-valued (exact sums) or not.
