@@ -181,6 +181,70 @@ TEST(BucketSyncInProc, Fp16CompressionHalvesBytesWithinTolerance) {
   }
 }
 
+// An engine that all-reduces nothing and records what it was given: the element offset into the
+// gradients and the count. Only the communication thread calls run().
+class RecordingEngine : public Allreducer {
+ public:
+  using Calls = std::vector<std::pair<std::size_t, std::size_t>>;
+  RecordingEngine(const float* grads, Calls* calls) : grads_(grads), calls_(calls) {}
+  std::string name() const override { return "recording"; }
+  void run(const float* in, float*, std::size_t count, float) override {
+    calls_->emplace_back(static_cast<std::size_t>(in - grads_), count);
+  }
+  std::uint64_t wire_bytes(std::size_t) const override { return 0; }
+
+ private:
+  const float* grads_;
+  Calls* calls_;
+};
+
+// Which buckets one step queues when the first `reported` tensors (in backward order) are ready.
+// shutdown() runs every queued job before it joins the communication thread, so the calls it
+// leaves are exactly the buckets queued by then, whatever the thread's timing.
+RecordingEngine::Calls buckets_queued(bool overlap, std::size_t reported,
+                                      std::vector<Bucket>* buckets) {
+  const ParamLayout l = test_layout();
+  InProcWorld world(1);
+  std::vector<float> params(l.total()), grads(l.total());
+  RecordingEngine::Calls calls;
+  const Config cfg = sync_config(0.05, overlap);
+  BucketSync sync("recording", world.comm(0),
+                  std::make_unique<RecordingEngine>(grads.data(), &calls), cfg.sync, nullptr);
+  sync.start(l, SyncBuffers{params.data(), grads.data(), false, nullptr}, OptimizerConfig{});
+  *buckets = sync.buckets();
+  sync.begin_step(1, 0.1f);
+  for (std::size_t t = 0; t < reported; ++t) sync.tensor_ready(t);
+  sync.shutdown();
+  return calls;
+}
+
+// Overlap on: a bucket is queued as soon as its last tensor is ready, in backward order, as the
+// contiguous range of its tensors. Overlap off (the control of the overlap experiment): nothing
+// is queued before the backward pass has produced its last gradient. Queuing at once, or with the
+// next-to-last bucket, each passed every other test (they compare results, equal either way).
+TEST(BucketSyncInProc, OverlapOffQueuesNothingBeforeTheLastGradient) {
+  INPROC_ONLY();
+  const std::size_t tensors = test_layout().num_tensors();
+  std::vector<Bucket> buckets;
+  for (bool overlap : {true, false}) {
+    SCOPED_TRACE(overlap ? "overlap on" : "overlap off");
+    RecordingEngine::Calls expect;
+    const RecordingEngine::Calls all = buckets_queued(overlap, tensors, &buckets);
+    ASSERT_GE(buckets.size(), 3u);
+    ASSERT_EQ(buckets.back().end_tensor - buckets.back().first_tensor, 1u);
+    for (const Bucket& b : buckets) expect.emplace_back(b.lo, b.hi - b.lo);
+    EXPECT_EQ(all, expect) << "a whole backward pass queues every bucket, in backward order";
+    const RecordingEngine::Calls early = buckets_queued(overlap, tensors - 1, &buckets);
+    if (overlap) {
+      expect.pop_back();  // every bucket but the last is complete
+      EXPECT_EQ(early, expect);
+    } else {
+      EXPECT_TRUE(early.empty()) << early.size() << " of " << buckets.size()
+                                 << " buckets were queued before the last gradient";
+    }
+  }
+}
+
 TEST(BucketSyncInProc, MpiAndCompressionCombinationsAreRejected) {
   INPROC_ONLY();
   inproc(2, [](std::shared_ptr<Comm> c) {
