@@ -2,13 +2,16 @@
 // printed table against nccl-tests' conventions (parameters line, N/A without a check).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "common/error.h"
 #include "experiments/bench_harness.h"
 #include "ps/protocol.h"
 #include "tests/allreduce/allreduce_test_util.h"
+#include "tests/scheduling_lag.h"
 
 namespace starring {
 namespace {
@@ -54,6 +57,18 @@ class ShiftedChunkOp : public OffByOneOp {
 };
 const BenchOpRegistrar kShifted("test-shifted-chunk", [](const BenchOpContext& c) {
   return std::make_unique<ShiftedChunkOp>(c);
+});
+
+// Worker 1 takes 20 ms a run, worker 0 nothing: the row's time must be worker 1's.
+class SlowRankOp : public OffByOneOp {
+ public:
+  using OffByOneOp::OffByOneOp;
+  void run() override {
+    if (worker_index() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+};
+const BenchOpRegistrar kSlowRank("test-slow-rank-1", [](const BenchOpContext& c) {
+  return std::make_unique<SlowRankOp>(c);
 });
 
 Config bench_config(std::vector<std::string> backends) {
@@ -244,12 +259,12 @@ Printed run_bench(int check) {
   cfg.bench.warmup = 2;
   cfg.bench.check = check;
   cfg.bench.memcpy_baseline = false;
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   inproc(2, [&](std::shared_ptr<Comm> c) {
     auto rows = run_bench_harness(cfg, c, nullptr);
     if (c->rank() == 0) p.rows = rows;
   });
-  p.text = testing::internal::GetCapturedStdout();
+  p.text = ::testing::internal::GetCapturedStdout();
   return p;
 }
 
@@ -312,12 +327,12 @@ TEST(BenchOutput, VsBaseComparesOnlyRowsOfTheBasesShape) {
   cfg.sync.servers = "1";
   cfg.sync.timeout_s = 60;
   Printed p;
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   inproc(3, [&](std::shared_ptr<Comm> c) {
     auto rows = run_bench_harness(cfg, c, nullptr);
     if (c->rank() == 0) p.rows = rows;
   });
-  p.text = testing::internal::GetCapturedStdout();
+  p.text = ::testing::internal::GetCapturedStdout();
   ASSERT_EQ(p.rows.size(), 4u * 2);  // 4 K, 16 K
   for (const auto& r : p.rows) {
     SCOPED_TRACE(r.backend + " " + std::to_string(r.bytes) + " B");
@@ -351,6 +366,30 @@ TEST(BenchOutput, VsBaseComparesOnlyRowsOfTheBasesShape) {
                         "shape only"),
             std::string::npos)
       << p.text;
+}
+
+// time(us) is the slowest worker's mean over the timed iterations (nccl-tests' convention). Rank
+// 0's own time (~0 here) and the total of the 4 iterations both passed every other test. The
+// upper bound allows for how late this process ran meanwhile (tests/scheduling_lag.h).
+TEST(BenchHarness, TimeIsTheSlowestWorkersMeanPerIteration) {
+  INPROC_ONLY();
+  Config cfg = bench_config({"test-slow-rank-1"});
+  cfg.bench.min_bytes = cfg.bench.max_bytes = 4096;
+  cfg.bench.iters = 4;
+  cfg.bench.warmup = 0;
+  cfg.bench.memcpy_baseline = false;
+  std::vector<BenchRow> rows;
+  starring::testing::SchedulingLag lag;
+  inproc(2, [&](std::shared_ptr<Comm> c) {
+    auto r = run_bench_harness(cfg, c, nullptr);
+    if (c->rank() == 0) rows = r;
+  });
+  const double late = lag.stop();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_GE(rows[0].time_us, 20000.0) << "not the slowest worker's time";
+  EXPECT_LT(rows[0].time_us, 40000.0 + late * 1e6)
+      << "not a mean per iteration; this process ran " << late << " s late meanwhile";
+  EXPECT_DOUBLE_EQ(rows[0].algbw_GBps, 4096 / (rows[0].time_us * 1e-6) / 1e9);
 }
 
 TEST(BenchHarness, BadFlagsAndUnknownBackendAreConfigErrors) {
