@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <thread>
 
 #include "common/error.h"
@@ -69,6 +70,18 @@ class SlowRankOp : public OffByOneOp {
 };
 const BenchOpRegistrar kSlowRank("test-slow-rank-1", [](const BenchOpContext& c) {
   return std::make_unique<SlowRankOp>(c);
+});
+
+// A bus factor of 1.5 over an opaque transport (no counters, like MPI_Allreduce and NCCL); each
+// run takes 1 ms, so that busbw and algbw are well apart from 0 in the printed columns.
+class OpaqueBusOp : public OffByOneOp {
+ public:
+  using OffByOneOp::OffByOneOp;
+  double bus_factor() const override { return 1.5; }
+  void run() override { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
+};
+const BenchOpRegistrar kOpaqueBus("test-opaque-bus", [](const BenchOpContext& c) {
+  return std::make_unique<OpaqueBusOp>(c);
 });
 
 Config bench_config(std::vector<std::string> backends) {
@@ -390,6 +403,52 @@ TEST(BenchHarness, TimeIsTheSlowestWorkersMeanPerIteration) {
   EXPECT_LT(rows[0].time_us, 40000.0 + late * 1e6)
       << "not a mean per iteration; this process ran " << late << " s late meanwhile";
   EXPECT_DOUBLE_EQ(rows[0].algbw_GBps, 4096 / (rows[0].time_us * 1e-6) / 1e9);
+}
+
+// The printed figures that derive from busbw: the %memcpy column is busbw (not algbw) over this
+// machine's memcpy bandwidth, and the footer's "Avg bus bandwidth" the mean of the backend's rows
+// (not their sum). Over an opaque transport the bytes per rank are the op's bus bytes, size x bus
+// factor, marked as not measured. Each of the three read algbw, the sum or the size alone and
+// passed every other test.
+TEST(BenchOutput, MemcpyColumnFooterAndReferenceBytesFollowTheBusFactor) {
+  INPROC_ONLY();
+  Config cfg = bench_config({"test-opaque-bus"});
+  cfg.bench.min_bytes = 256 << 10;  // 256 K and 1 M: about 0.4 and 1.5 GB/s busbw at 1 ms a run
+  cfg.bench.memcpy_baseline = true;
+  Printed p;
+  ::testing::internal::CaptureStdout();
+  inproc(2, [&](std::shared_ptr<Comm> c) {
+    auto rows = run_bench_harness(cfg, c, nullptr);
+    if (c->rank() == 0) p.rows = rows;
+  });
+  p.text = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(p.rows.size(), 2u);
+  double busbw = 0;
+  for (const auto& r : p.rows) {
+    SCOPED_TRACE(std::to_string(r.bytes) + " B");
+    busbw += r.busbw_GBps;
+    EXPECT_DOUBLE_EQ(r.busbw_GBps, 1.5 * r.algbw_GBps);
+    EXPECT_FALSE(r.bytes_measured);
+    EXPECT_DOUBLE_EQ(r.bytes_sent_per_rank, 1.5 * static_cast<double>(r.bytes));
+    EXPECT_DOUBLE_EQ(r.bytes_recv_per_rank, 1.5 * static_cast<double>(r.bytes));
+    ASSERT_GT(r.memcpy_GBps, 0.0);
+    // the row: backend shape size count type time(us) algbw busbw #wrong %memcpy vs-base
+    std::vector<std::string> col;
+    std::istringstream lines(p.text);
+    for (std::string line; std::getline(lines, line) && col.empty();) {
+      std::istringstream words(line);
+      std::vector<std::string> w;
+      for (std::string x; words >> x;) w.push_back(x);
+      if (w.size() > 2 && w[0] == r.backend && w[2] == std::to_string(r.bytes)) col = w;
+    }
+    ASSERT_EQ(col.size(), 11u) << p.text;
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * r.busbw_GBps / r.memcpy_GBps);
+    EXPECT_EQ(col[9], pct) << "busbw " << r.busbw_GBps << " GB/s, memcpy " << r.memcpy_GBps;
+  }
+  char avg[64];
+  std::snprintf(avg, sizeof avg, "Avg bus bandwidth    : %.3f GB/s\n", busbw / 2);
+  EXPECT_NE(p.text.find(avg), std::string::npos) << avg << "\n" << p.text;
 }
 
 TEST(BenchHarness, BadFlagsAndUnknownBackendAreConfigErrors) {
