@@ -106,5 +106,40 @@ class TimeSharing(unittest.TestCase):
         self.assertEqual(j["cores"], 2)  # the host's, not rank 0's one core (the captions)
 
 
+class StepFigures(unittest.TestCase):
+    """The summary's step time and throughput: what each figure is made of, and the end-of-run
+    lines printing the summary's figures in their units."""
+
+    def test_step_time_is_each_parts_mean_over_the_workers_timed_steps(self):
+        # step_time: per worker, its compute / backend comm / wait on the backend / wall seconds
+        # over its timed steps (without the first --untimed-steps), then the mean over workers.
+        # Each part carried another's figure (comm and wait swapped, the wait folded into comm)
+        # or total taken from the whole loop's wall time, and every test passed.
+        p, j = train([MPIRUN, "-np", "2"], "--backend", "ring", "--untimed-steps", "2", steps=8)
+        workers = [r for r in j["ranks"] if r["role"] == "worker"]
+        self.assertEqual([(r["steps"], r["untimed_steps"]) for r in workers], [(8, 2)] * 2)
+        st = j["step_time"]
+        for part, key in (("compute_s", "compute_s"), ("comm_s", "comm_s"),
+                          ("wait_s", "wait_s"), ("total_s", "wall_s")):
+            want = sum(r[key] / 6 for r in workers) / 2
+            self.assertAlmostEqual(st[part], want, delta=1e-9 * max(want, 1e-9), msg=part)
+        # the line: ms, in the order its words name them
+        self.assertIn(f"step time {st['total_s'] * 1e3:.2f} ms = compute "
+                      f"{st['compute_s'] * 1e3:.2f} + wait {st['wait_s'] * 1e3:.2f} ms  "
+                      f"(backend comm {st['comm_s'] * 1e3:.2f} ms, may overlap)\n", p.stdout)
+        self.assertIn(f"throughput {j['samples_per_s']:.0f} samples/s (steps after the first 2; "
+                      f"all steps: {j['samples_per_s_all_steps']:.0f})", p.stdout)
+
+    def test_global_batch_counts_every_worker(self):
+        # 2 workers x 16 x accum 2: the summary's global_batch read 32 (one worker's) with the
+        # printed parts still right, and every test passed; samples/s is over the global batch
+        p, j = train([MPIRUN, "-np", "2"], "--backend", "ring", "--accum", "2", steps=4)
+        self.assertEqual((j["workers"], j["batch"], j["accum"], j["global_batch"]), (2, 16, 2, 64))
+        self.assertIn("global batch 64 (2 workers x 16 x accum 2)\n", p.stdout)
+        slowest = max(r["wall_s"] for r in j["ranks"] if r["role"] == "worker")
+        trained = 64 * (4 - j["untimed_steps"])
+        self.assertAlmostEqual(j["samples_per_s"] * slowest / trained, 1.0, places=6)
+
+
 if __name__ == "__main__":
     bin_main.main(sys.modules[__name__])
