@@ -49,6 +49,18 @@ class EnvCommand(unittest.TestCase):
         self.assertRegex(out, rf"cpus per rank\s+0: {cpu}, 1: {cpu}")
         self.assertIn("oversubscribed       2 ranks on 1 cpus", out)
 
+    @unittest.skipUnless(shutil.which("taskset") and len(os.sched_getaffinity(0)) >= 2,
+                         "needs taskset and 2 CPUs")
+    def test_as_many_ranks_as_cpus_do_not_time_share(self):
+        # 2 ranks allowed 2 CPUs have one each: 'oversubscribed' from ranks >= CPUs passed every
+        # test (np 1 on this machine's CPUs and np CPUs + 1 are on either side of the edge)
+        a, b = sorted(os.sched_getaffinity(0))[:2]
+        rc, out = env(2, prefix=("taskset", "-c", f"{a},{b}"))
+        self.assertEqual(rc, 0, out)
+        both = f"{a}-{b}" if b == a + 1 else f"{a},{b}"
+        self.assertRegex(out, rf"cpus per rank\s+0: {both}, 1: {both}\n")
+        self.assertNotIn("oversubscribed", out)
+
     def test_gpu_of_every_rank_and_the_nccl_verdict(self):
         # The GPU --device cuda gives each rank (or cpu, with why), host by host, and whether
         # the nccl backend would get one GPU per rank; here: no usable GPU, or CUDA not built.
@@ -60,10 +72,16 @@ class EnvCommand(unittest.TestCase):
                               r"one GPU per rank, but ranks 0 and 1))")
 
     def test_communication_variables_are_shown(self):
+        # every family the help and README name: dropping UCX_ from the list passed every test
+        # (scripts/mpirun.sh sets OMPI_MCA_btl and _pml itself)
+        family = {"UCX_TLS": "sm,self", "OMPI_MCA_osc": "pt2pt", "CUDA_VISIBLE_DEVICES": "",
+                  "OMP_NUM_THREADS": "1"}
         rc, out = env(1, {"NCCL_ALGO": "Ring", "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-                          "OPENBLAS_L2_SIZE": "512", "UNRELATED_VARIABLE": "x"})
+                          "OPENBLAS_L2_SIZE": "512", "UNRELATED_VARIABLE": "x", **family})
         self.assertEqual(rc, 0, out)
         section = out.split("Environment (rank 0)")[1]
+        for name, value in family.items():
+            self.assertRegex(section, rf"\n\s*{name}( +{re.escape(value)})?\s*\n", name)
         self.assertRegex(section, r"NCCL_ALGO\s+Ring")
         self.assertRegex(section, r"OMPI_MCA_coll_tuned_use_dynamic_rules\s+1")
         # OpenBLAS's blocking: the README promises OPENBLAS_*; only two of them were shown
