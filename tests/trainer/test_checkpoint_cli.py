@@ -109,6 +109,13 @@ class CheckpointCli(unittest.TestCase):
         stopped = train(*flags, "--fault", "stop:1:20")
         self.assertEqual(stopped.returncode, 75, stopped.stderr)
         self.assertIn("stopped after step 26", stopped.stdout)
+        # who asked (worker 1, seen at the vote of step 24), where to resume from, and where the
+        # metrics wait: the line naming no worker passed every test
+        ckpt = os.path.join(self.dir, "ckpt-0000000026.ckpt")
+        self.assertIn(" that worker(s) 1 had at step 24\ncheckpoint " + ckpt + "\nresume: the "
+                      "same command with --resume latest (or auto); the metrics so far stay in "
+                      + self.metrics + ".partial, which the resumed run continues\n",
+                      stopped.stdout)
         self.assertFalse(os.path.exists(self.summary))  # a stopped run writes none
         resumed = train(*flags, "--resume", "latest")
         self.assertEqual(resumed.returncode, 0, resumed.stderr)
