@@ -160,5 +160,25 @@ class CheckpointCost(unittest.TestCase):
                       p.stdout)
 
 
+class StragglerOption(unittest.TestCase):
+    def test_the_straggler_sleeps_once_a_step_on_its_worker_only(self):
+        # --straggler 1:MS: worker 1 sleeps MS once per optimizer step, whatever --accum; read
+        # from each rank's --trace (its straggler_sleep events), not from the clock. A sleep in
+        # every micro-batch (accum x MS a step) passed every test.
+        with tempfile.TemporaryDirectory(prefix="starring_summary_straggler_") as tmp:
+            train([MPIRUN, "-np", "2"], "--backend", "ring", "--accum", "3", "--straggler",
+                  "1:5", "--trace", os.path.join(tmp, "t%r.json"), steps=4)
+            sleeps = []
+            for r in (0, 1):
+                with open(os.path.join(tmp, f"t{r}.json"), encoding="utf-8") as f:
+                    events = json.load(f)
+                events = events["traceEvents"] if isinstance(events, dict) else events
+                sleeps.append([e["dur"] for e in events if e.get("name") == "straggler_sleep"])
+                self.assertEqual(sum(e.get("name") == "backward" for e in events), 4 * 3)
+        self.assertEqual(sleeps[0], [])
+        self.assertEqual(len(sleeps[1]), 4, sleeps)
+        self.assertTrue(all(d >= 5000 for d in sleeps[1]), sleeps)  # microseconds
+
+
 if __name__ == "__main__":
     bin_main.main(sys.modules[__name__])
