@@ -80,10 +80,13 @@ inline std::vector<float> reference(const ParamLayout& l, int workers, int steps
 }
 
 // What a trainer does with a GradientSync for `steps` steps; returns the final parameters.
-// `before_step(t)` runs at the start of each step (to slow a worker down, or go silent).
-inline std::vector<float> train_worker(GradientSync& sync, int worker, int steps,
-                                       const OptimizerConfig& oc,
-                                       const std::function<void(int)>& before_step = {}) {
+// `before_step(t)` runs at the start of each step (to slow a worker down, or go silent);
+// `on_stats` gets what take_stats() says after each step's pushes and once more after the flush
+// (the last step's replies).
+inline std::vector<float> train_worker(
+    GradientSync& sync, int worker, int steps, const OptimizerConfig& oc,
+    const std::function<void(int)>& before_step = {},
+    const std::function<void(const SyncStepStats&)>& on_stats = {}) {
   const ParamLayout l = test_layout();
   std::vector<float> p(l.total()), g(l.total());
   for (std::size_t i = 0; i < p.size(); ++i) p[i] = init_value(i);
@@ -95,9 +98,11 @@ inline std::vector<float> train_worker(GradientSync& sync, int worker, int steps
       sync.begin_step(t, lr_of(t));
       for (std::size_t i = 0; i < g.size(); ++i) g[i] = grad_value(worker, t, i);
       for (std::size_t k = 0; k < l.num_tensors(); ++k) sync.tensor_ready(k);  // backward
-      (void)sync.take_stats();
+      const SyncStepStats st = sync.take_stats();
+      if (on_stats) on_stats(st);
     }
     sync.flush();
+    if (on_stats) on_stats(sync.take_stats());
   } catch (...) {
     // As Trainer::run: stop the communication thread before p and g go (after a failure it
     // still cancels the receives it posted into p).

@@ -3,13 +3,17 @@
 //    co-located, with sgd and adamw (gradients are exact dyadic values, see ps_test_util.h);
 //  - ssp: with one worker slowed down, the servers' record shows no push more than s clocks
 //    ahead of the slowest worker (and asp, the same run unbounded, does exceed s);
-//  - a silent worker and a silent server each end every rank with an error naming them;
+//  - a silent worker and a silent server (either of two) each end every rank with an error
+//    naming them, and a hung server the step it hung at;
+//  - a server's busy_s is within its wall_s; a worker's take_stats counts one push-pull window a
+//    step, comm_s = push_s + pull_s, and its waits once;
 //  - the data goes through shared segments (the ranks share a host), or in the messages when
 //    shared memory is off, with the same results.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 
 #include "common/error.h"
@@ -87,6 +91,10 @@ TEST_P(PsBspEquivalence, EqualsSingleProcessReference) {
     EXPECT_EQ(s["staleness_hist"].size(), 1u) << s.dump();
     EXPECT_EQ(s["rounds"].get<int>(), steps);
     expect_data_path(s, true);
+    // The time the server spent on pushes (bench's server_busy_frac, a run record's busy_s) is
+    // some of its life and no more (co-located: as sent with its goodbye, which bench reads).
+    EXPECT_GT(s["busy_s"].get<double>(), 0.0) << s.dump();
+    EXPECT_LE(s["busy_s"].get<double>(), s["wall_s"].get<double>()) << s.dump();
   }
 }
 
@@ -169,6 +177,54 @@ TEST(PsInproc, AspWithOneWorkerEqualsReference) {
   EXPECT_EQ(r.params[0], reference(test_layout(), 1, 3, oc));
 }
 
+// What a worker reports of its steps (take_stats, the trainer's step-time breakdown): one
+// push-pull window a step (ps_rounds), whose time from the first push to the last reply (comm_s)
+// is the time until the last push had left (push_s) and from then to the last reply (pull_s);
+// and the time the trainer waited for parameters (wait_s): worker 1 starts each step 20 ms late,
+// so worker 0 waits for its pushes every step, within its own wall time.
+TEST(PsInproc, StepStatsCountEachStepsWindowAndWaitOnce) {
+  constexpr int kSteps = 6;
+  for (const std::string servers : {"1", "colocated"}) {
+    const int n = servers == "1" ? 3 : 2;  // 2 workers (+ 1 server)
+    const PsGroup group = make_ps_group(servers, n);
+    std::vector<std::map<std::string, double>> sums(2);
+    std::vector<double> wall(2);
+    const auto errors = run_world(n, [&](std::shared_ptr<Comm> comm) {
+      const auto opt = test_options("bsp");
+      if (group.is_dedicated_server(comm->rank())) {
+        ServerLoop(comm, group, server_options(opt)).run();
+        return;
+      }
+      const int w = group.worker_index(comm->rank());
+      auto& sum = sums[static_cast<std::size_t>(w)];
+      PsWorker ps(comm, group, opt);
+      const auto t0 = Clock::now();
+      train_worker(
+          ps, w, kSteps, test_opt("sgd"),
+          [w](int) {
+            if (w == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          },
+          [&sum](const SyncStepStats& s) {
+            sum["comm_s"] += s.comm_s;
+            sum["wait_s"] += s.wait_s;
+            for (const auto& [k, v] : s.extra) sum[k] += v;
+          });
+      wall[static_cast<std::size_t>(w)] = Seconds(Clock::now() - t0).count();
+    });
+    for (std::size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+    for (int w = 0; w < 2; ++w) {
+      auto& s = sums[static_cast<std::size_t>(w)];
+      SCOPED_TRACE("--servers " + servers + ", worker " + std::to_string(w));
+      EXPECT_EQ(s["ps_rounds"], kSteps);
+      EXPECT_GT(s["push_s"], 0.0);
+      EXPECT_GT(s["pull_s"], 0.0);
+      EXPECT_NEAR(s["comm_s"], s["push_s"] + s["pull_s"], 1e-9);
+      EXPECT_LE(s["wait_s"], wall[static_cast<std::size_t>(w)]);
+    }
+    EXPECT_GT(sums[0]["wait_s"], 0.0) << "--servers " << servers;
+  }
+}
+
 bool names(const std::string& err, const std::string& who) {
   return err.find(who) != std::string::npos;
 }
@@ -248,20 +304,28 @@ TEST(PsInproc, SilentColocatedWorkerIsNamedByTheOthers) {
 }
 
 TEST(PsInproc, SilentServerIsNamedByEveryRankWithinTheTimeout) {
-  auto opt = test_options("bsp");
-  opt.timeout = Seconds(1.0);
-  opt.fault = "hang:3:3";  // ranks: workers 0, 1; servers 2, 3. Server rank 3 hangs at step 3.
-  starring::testing::SchedulingLag lag;
-  const auto t0 = Clock::now();
-  RunResult r = run_ps(2, "2", 6, test_opt("sgd"), opt);
-  const double late = lag.stop();
-  for (int k : {0, 1, 2}) {
-    EXPECT_TRUE(names(r.errors[k], "server rank 3")) << "rank " << k << ": " << r.errors[k];
-    EXPECT_TRUE(names(r.errors[k], "timeout")) << "rank " << k << ": " << r.errors[k];
-    // The hang lasts 3 timeouts + 1 s, then the server fails without a word: the others must
-    // have given up well before.
-    EXPECT_LT(Seconds(r.ended[k] - t0).count(), kWithin + late)
-        << "rank " << k << "; this process ran " << late << " s late";
+  // Ranks: workers 0, 1; servers 2, 3. Either server hangs at step 3: the one named is the one
+  // that owns the late chunk, whichever that is (chunk 0, the last tensor's, is server rank 3's).
+  for (const int hung : {3, 2}) {
+    auto opt = test_options("bsp");
+    opt.timeout = Seconds(1.0);
+    opt.fault = "hang:" + std::to_string(hung) + ":3";
+    starring::testing::SchedulingLag lag;
+    const auto t0 = Clock::now();
+    RunResult r = run_ps(2, "2", 6, test_opt("sgd"), opt);
+    const double late = lag.stop();
+    const std::string who = "server rank " + std::to_string(hung);
+    for (int k : {0, 1, 5 - hung}) {
+      EXPECT_TRUE(names(r.errors[k], who)) << "rank " << k << ": " << r.errors[k];
+      EXPECT_TRUE(names(r.errors[k], "timeout")) << "rank " << k << ": " << r.errors[k];
+      // --fault hang:R:3 goes silent at the first push of step 3, not later: the workers'
+      // reports (and the other server's, which forwards one of them) name that step.
+      EXPECT_TRUE(names(r.errors[k], "(step 3;")) << "rank " << k << ": " << r.errors[k];
+      // The hang lasts 3 timeouts + 1 s, then the server fails without a word: the others must
+      // have given up well before.
+      EXPECT_LT(Seconds(r.ended[k] - t0).count(), kWithin + late)
+          << "rank " << k << "; this process ran " << late << " s late";
+    }
   }
 }
 
