@@ -223,10 +223,12 @@ TEST(BenchHarness, PsRowsAreCorrectAndServerBytesMatchTheory) {
         const auto& out = r.extra.at("server_bytes_out");
         const auto& payload = r.extra.at("server_push_payload_in");
         const auto& chunks = r.extra.at("server_chunks");
+        const auto& busy = r.extra.at("server_busy_frac");
         ASSERT_EQ(in.size(), static_cast<std::size_t>(s));
         ASSERT_EQ(out.size(), static_cast<std::size_t>(s));
         ASSERT_EQ(payload.size(), static_cast<std::size_t>(s));
         ASSERT_EQ(chunks.size(), static_cast<std::size_t>(s));
+        ASSERT_EQ(busy.size(), static_cast<std::size_t>(s));
         double payload_total = 0, out_total = 0;
         for (int i = 0; i < s; ++i) {
           payload_total += payload[i].get<double>();
@@ -234,6 +236,9 @@ TEST(BenchHarness, PsRowsAreCorrectAndServerBytesMatchTheory) {
           const double share = colocated ? (w - 1) / w * d : w * d / s;
           EXPECT_NEAR(payload[i].get<double>(), share, w * cfg.sync.ps_chunk_bytes)
               << "server " << i;
+          // The part of its life a server spent on pushes: some, never more than all of it.
+          EXPECT_GT(busy[i].get<double>(), 0.0) << "server " << i;
+          EXPECT_LE(busy[i].get<double>(), 1.0) << "server " << i;
           // server_bytes_in is the wire: each push message is a chunk header and its floats, from
           // every worker (co-located: the W - 1 others; its own worker's come without a message).
           const double pushes = (colocated ? w - 1 : w) * chunks[i].get<double>();
@@ -251,6 +256,30 @@ TEST(BenchHarness, PsRowsAreCorrectAndServerBytesMatchTheory) {
         EXPECT_DOUBLE_EQ(payload_total, total);
         EXPECT_DOUBLE_EQ(out_total, total);
       }
+    });
+  }
+}
+
+// A push of more than 1 MiB (the least a server's receive buffer holds) that travels in the
+// messages - servers on another host, or --ps-shared-memory off - arrives whole: a server sizes
+// its receive buffers by --ps-chunk-bytes (4 MiB here, the default), so a 4 MiB buffer goes to a
+// dedicated server as one message, and co-located as 2 MiB to the other shard.
+TEST(BenchHarness, PsPushesOfMoreThanOneMiBInTheMessagesArriveWhole) {
+  INPROC_ONLY();
+  for (const std::string servers : {"1", "colocated"}) {
+    SCOPED_TRACE("--servers " + servers);
+    inproc(2, [&servers](std::shared_ptr<Comm> c) {
+      Config cfg = bench_config({"ps"});
+      cfg.bench.min_bytes = cfg.bench.max_bytes = 4 << 20;
+      cfg.sync.servers = servers;
+      cfg.sync.ps_shared_memory = false;
+      ASSERT_EQ(cfg.sync.ps_chunk_bytes, std::size_t{4} << 20);
+      auto rows = run_bench_harness(cfg, c, nullptr);
+      if (c->rank() != 0) return;
+      ASSERT_EQ(rows.size(), 1u);
+      EXPECT_EQ(rows[0].wrong, 0);
+      EXPECT_EQ(rows[0].extra.at("server_push_payload_in")[0].get<double>(),
+                servers == "1" ? 4 << 20 : 2 << 20);
     });
   }
 }
