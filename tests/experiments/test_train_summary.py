@@ -77,6 +77,29 @@ class BusiestRanks(unittest.TestCase):
                       f"{b['worker_recv']:.0f}\n", p.stdout)
 
 
+class ServerRecords(unittest.TestCase):
+    """What every host of a parameter-server shard reports about it: its staleness record and the
+    time it spent on pushes."""
+
+    def test_staleness_record_counts_every_push_of_every_shard(self):
+        # bsp, 4 steps, this model in one bucket and one chunk per shard: every shard sees W x 4
+        # pushes, all at staleness 0. The summary sums the ranks' records (each host reports its
+        # shard once): 3 co-located shards of 3 workers 36, one dedicated server of 2 workers 8.
+        for launcher, servers, shards, workers in (([MPIRUN, "-np", "3"], "colocated", 3, 3),
+                                                   ([MPIRUN, "-np", "3"], "1", 1, 2)):
+            with self.subTest(servers=servers):
+                p, j = train(launcher, "--backend", "ps", "--servers", servers)
+                pushes = workers * 4 * shards
+                self.assertEqual(j["staleness_hist"], {"0": pushes}, p.stdout)
+                hosts = [r for r in j["ranks"] if r["role"] == "server" or servers == "colocated"]
+                self.assertEqual(len(hosts), shards)
+                for r in hosts:
+                    self.assertEqual(r["staleness_hist"], {"0": workers * 4}, r)
+                    # the time the shard spent handling pushes: some (a dedicated server's and a
+                    # co-located worker's own shard's alike)
+                    self.assertGreater(r["busy_s"], 0.0, r)
+
+
 class TimeSharing(unittest.TestCase):
     """The summary's oversubscribed and the 'time-shared:' line."""
 
