@@ -121,6 +121,7 @@ class PsWorker : public GradientSync {
     double trace_t0 = 0;
     std::int64_t step = 0;
     std::int64_t issued = 0;  // pushes issued (read under mu_ against completed_)
+    bool pushed = false;      // this push counted in its step's window (count_push)
   };
 
   // worker_comm.cc: the communication thread
@@ -131,6 +132,7 @@ class PsWorker : public GradientSync {
   bool poll_ctl();
   void on_ctl(Op op, const std::string& text, bool timeout, int server);
   void on_reply(int chunk);
+  void count_push(Flight& f);
   void open_server_segment(int server, const std::string& ack_text);
   void check_deadlines();
   void heartbeat();

@@ -98,6 +98,7 @@ bool PsWorker::issue(const Job& job) {
     }
     const int dst = server_rank(c);
     const std::size_t bytes = ch.count * sizeof(float);
+    f.pushed = false;
     f.recv = comm_->irecv(buf_.params + ch.begin, bytes, dst, kReplyTagBase + c);
     const auto t0 = Clock::now();
     if (server_seg_[static_cast<std::size_t>(ch.server)]) {
@@ -137,11 +138,7 @@ bool PsWorker::poll_flights() {
     if (f.send && f.send->test()) {
       f.send.reset();
       progress = true;
-      std::lock_guard<std::mutex> lk(mu_);
-      if (++win_sends_ == plan_.chunks.size()) {
-        win_sent_ = Clock::now();
-        push_s_ += seconds(win_sent_ - win_start_);
-      }
+      count_push(f);
     }
     if (f.recv && f.recv->test()) {
       const std::size_t got = f.recv->status().bytes;
@@ -156,6 +153,7 @@ bool PsWorker::poll_flights() {
       }
       f.recv.reset();
       progress = true;
+      count_push(f);  // the reply proves the push arrived, however late its send is seen done
       on_reply(c);
     }
     if (!f.send && !f.recv) {
@@ -166,6 +164,20 @@ bool PsWorker::poll_flights() {
     }
   }
   return progress;
+}
+
+// A push has left: the step's push time ends when its last one has. Counted once per push, at
+// its send's completion or at its reply, whichever the thread sees first: MPI may report a send
+// complete on a later test than the reply that proves it arrived, and a window closed by the
+// replies first would measure pull time from the previous step's last push.
+void PsWorker::count_push(Flight& f) {
+  if (f.pushed) return;
+  f.pushed = true;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (++win_sends_ == plan_.chunks.size()) {
+    win_sent_ = Clock::now();
+    push_s_ += seconds(win_sent_ - win_start_);
+  }
 }
 
 // A chunk's updated parameters have landed (comm thread, or the co-located server thread).
