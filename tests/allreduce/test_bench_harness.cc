@@ -293,21 +293,26 @@ struct Printed {
   std::string text;
 };
 
-Printed run_bench(int check) {
+// The bench over `ranks` in-process ranks: rank 0's rows and what was printed.
+Printed run_printed(int ranks, const Config& cfg) {
   Printed p;
+  ::testing::internal::CaptureStdout();
+  inproc(ranks, [&](std::shared_ptr<Comm> c) {
+    auto rows = run_bench_harness(cfg, c, nullptr);
+    if (c->rank() == 0) p.rows = rows;
+  });
+  p.text = ::testing::internal::GetCapturedStdout();
+  return p;
+}
+
+Printed run_bench(int check) {
   Config cfg = bench_config({"test-off-by-one"});
   cfg.bench.max_bytes = 16384;
   cfg.bench.iters = 3;
   cfg.bench.warmup = 2;
   cfg.bench.check = check;
   cfg.bench.memcpy_baseline = false;
-  ::testing::internal::CaptureStdout();
-  inproc(2, [&](std::shared_ptr<Comm> c) {
-    auto rows = run_bench_harness(cfg, c, nullptr);
-    if (c->rank() == 0) p.rows = rows;
-  });
-  p.text = ::testing::internal::GetCapturedStdout();
-  return p;
+  return run_printed(2, cfg);
 }
 
 TEST(BenchOutput, ParametersLineLikeNcclTests) {
@@ -368,13 +373,7 @@ TEST(BenchOutput, VsBaseComparesOnlyRowsOfTheBasesShape) {
   cfg.bench.memcpy_baseline = false;
   cfg.sync.servers = "1";
   cfg.sync.timeout_s = 60;
-  Printed p;
-  ::testing::internal::CaptureStdout();
-  inproc(3, [&](std::shared_ptr<Comm> c) {
-    auto rows = run_bench_harness(cfg, c, nullptr);
-    if (c->rank() == 0) p.rows = rows;
-  });
-  p.text = ::testing::internal::GetCapturedStdout();
+  const Printed p = run_printed(3, cfg);
   ASSERT_EQ(p.rows.size(), 4u * 2);  // 4 K, 16 K
   for (const auto& r : p.rows) {
     SCOPED_TRACE(r.backend + " " + std::to_string(r.bytes) + " B");
@@ -444,13 +443,7 @@ TEST(BenchOutput, MemcpyColumnFooterAndReferenceBytesFollowTheBusFactor) {
   Config cfg = bench_config({"test-opaque-bus"});
   cfg.bench.min_bytes = 256 << 10;  // 256 K and 1 M: about 0.4 and 1.5 GB/s busbw at 1 ms a run
   cfg.bench.memcpy_baseline = true;
-  Printed p;
-  ::testing::internal::CaptureStdout();
-  inproc(2, [&](std::shared_ptr<Comm> c) {
-    auto rows = run_bench_harness(cfg, c, nullptr);
-    if (c->rank() == 0) p.rows = rows;
-  });
-  p.text = ::testing::internal::GetCapturedStdout();
+  const Printed p = run_printed(2, cfg);
   ASSERT_EQ(p.rows.size(), 2u);
   double busbw = 0;
   for (const auto& r : p.rows) {
