@@ -102,7 +102,9 @@ void PsWorker::make_start_plan(const ParamLayout& layout) {
                           "): use fewer servers");
   STARRING_CONFIG_CHECK(plan_.chunks.size() <= static_cast<std::size_t>(kMaxChunks),
                         "the model makes ", plan_.chunks.size(),
-                        " parameter-server chunks; raise --ps-chunk-bytes");
+                        " parameter-server chunks, more than the ", kMaxChunks,
+                        " the protocol has reply tags for (--ps-chunk-bytes ", opt_.chunk_bytes,
+                        "); raise --ps-chunk-bytes");
 }
 
 void PsWorker::start_local_server() {

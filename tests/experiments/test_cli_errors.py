@@ -263,6 +263,15 @@ class CliErrors(unittest.TestCase):
         self.run_case(0, ["train"] + with_opts(TINY, hidden=widths), 2,
                       ["--hidden", widths, "memory"], preexec=cap)
 
+    def test_more_chunks_than_reply_tags(self):
+        # a 16.9M-parameter model cut into 4-byte chunks: more chunks than the worker has reply
+        # tags for (ps/protocol.h kMaxChunks, 15.7M); refused, not run with tags that collide
+        widths = "4096,4096"
+        self.run_case(0, ["train"] + with_opts(TINY, hidden=widths, backend="ps",
+                                               servers="colocated", ps_chunk_bytes=4), 2,
+                      ["16891914 parameter-server chunks", "more than the 15728624",
+                       "raise --ps-chunk-bytes"])
+
     def test_config_files(self):
         ini = os.path.join(self.tmp, "bad.ini")
         with open(ini, "w") as f:
