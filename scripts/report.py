@@ -205,13 +205,15 @@ def not_ok(runs):
     return [r for r in runs if r.get("status") != "ok" and not sr.expected_failure(r)]
 
 
+def has_log(r):
+    """A skipped run was never launched and has no log (its record still names the file a run
+    would have written)."""
+    return r.get("status") != "skipped"
+
+
 def not_ok_where(r):
-    """Where to look for why a run did not succeed: its log; for a skipped run, which was never
-    launched and has no log (its record still names the file a run would have written), the
-    reason it was skipped."""
-    if r.get("status") == "skipped":
-        return r.get("reason") or "skipped"
-    return f"log {r.get('log_file')}"
+    """Where to look for why a run did not succeed: its log, or why it was skipped."""
+    return f"log {r.get('log_file')}" if has_log(r) else (r.get("reason") or "skipped")
 
 
 def async_note(runs):
@@ -248,7 +250,7 @@ def write_summary(out, runs, bench, figures):
         parts += ["## Runs that did not succeed", ""]
         parts += [f"- `{r.get('run_id')}`: {r.get('status')} (exit {r.get('exit_code')})"
                   f"{': ' + r['reason'] if r.get('reason') else ''}"
-                  + ("" if r.get("status") == "skipped" else f"; log: `{r.get('log_file', '')}`")
+                  + (f"; log: `{r.get('log_file', '')}`" if has_log(r) else "")
                   for r in bad]
         parts.append("")
     parts += rm.summary_lines(shown_runs(runs),
