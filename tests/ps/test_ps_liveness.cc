@@ -6,11 +6,14 @@
 //    slots behind worker 1's, in the words of a 20 s bsp failure seen once under TSan at load 18
 //    (whether that run's server had stood still is not known);
 //  - a worker that really is silent is named, and the message says what the server has from
-//    every worker (last message, replies owed, pushes per chunk, the rounds under way);
+//    every worker (last message, replies owed, pushes per chunk, the rounds under way); the
+//    other worker is told why with the abort's timeout flag set;
+//  - a worker owed replies is waiting for the server, not silent, though heard from longest ago;
+//    of two workers silent alike, the one heard from longest ago is named;
 //  - a server kept busy by another worker's messages still names the silent one: only a message
 //    from the silent worker itself, waiting in the receive slots, puts the verdict off (97ce62e;
 //    before, any waiting message did, and the verdict came only once worker 0's stream ran dry).
-// Everything a worker sends is queued before the server may look at it, so neither case depends
+// Everything a worker sends is queued before the server may look at it, so no case depends
 // on how fast the machine is; the only wait is the stall itself, longer than the timeout.
 #include <gtest/gtest.h>
 
@@ -126,10 +129,21 @@ std::string serve(std::shared_ptr<Comm> comm, const std::function<void()>& meanw
   return error;
 }
 
-Op recv_ctl(Comm& worker) {
+PsHeader recv_ctl_header(Comm& worker) {
   std::vector<char> buf(kMaxCtlBytes);
   const RecvStatus st = worker.recv(buf.data(), buf.size(), 2, kCtlTag, kWait);
-  return header_of(buf.data(), st.bytes, "test").op;
+  return header_of(buf.data(), st.bytes, "test");
+}
+
+Op recv_ctl(Comm& worker) { return recv_ctl_header(worker).op; }
+
+// The worker the server named in `error`, or -1 when it named none.
+int named_worker(const std::string& error) {
+  for (int w = 0; w < 2; ++w)
+    if (error.find(detail::concat("worker rank ", w, " (worker ", w, ") sent nothing")) !=
+        std::string::npos)
+      return w;
+  return -1;
 }
 
 TEST(PsServerLiveness, AStoppedServerDoesNotNameAWorkerWhosePushIsWaiting) {
@@ -174,6 +188,35 @@ TEST(PsServerLiveness, ASilentWorkerIsNamedWithWhatTheServerHasFromEachWorker) {
         "pushes received per chunk: worker 0 1, worker 1 0",
         "1 round(s) under way: chunk 0 step 1 has worker(s) 0"})
     EXPECT_NE(error.find(part), std::string::npos) << part << "\nnot in: " << error;
+  // Worker 0 is told why, flagged as a timeout: its PsWorker rethrows the abort as a
+  // TimeoutError, as a worker that had timed out itself would (the trainer's messages differ).
+  auto& w0 = *world.comm(0);
+  EXPECT_EQ(recv_ctl(w0), Op::kAck);
+  const PsHeader abort = recv_ctl_header(w0);
+  EXPECT_EQ(abort.op, Op::kAbort);
+  EXPECT_EQ(abort.step, 1) << "the abort's timeout flag";
+}
+
+TEST(PsServerLiveness, AWorkerOwedRepliesIsNotNamedThoughHeardFromLongestAgo) {
+  InProcWorld world(3);
+  start_workers(world);
+  // Worker 0 pushes step 1 and waits for the round's reply; worker 1 is heard from after it (a
+  // heartbeat) but never pushes. Worker 0 is the one heard from longest ago, yet it is waiting
+  // for the server, not the other way round: worker 1 is the silent one.
+  send_to_server(*world.comm(0), Op::kPush, 1, std::vector<float>(kFloats, 0.75f));
+  send_to_server(*world.comm(1), Op::kHeartbeat, 0, {});
+  const std::string error = serve(world.comm(2));
+  EXPECT_EQ(named_worker(error), 1) << error;
+}
+
+TEST(PsServerLiveness, OfTwoSilentWorkersTheOneSilentLongestIsNamed) {
+  InProcWorld world(3);
+  start_workers(world);
+  // Nobody pushes: worker 1 was last heard from at its start message, worker 0 after it (its
+  // initial parameters, then a heartbeat). The first to fall silent is named.
+  send_to_server(*world.comm(0), Op::kHeartbeat, 0, {});
+  const std::string error = serve(world.comm(2));
+  EXPECT_EQ(named_worker(error), 1) << error;
 }
 
 TEST(PsServerLiveness, AServerBusyWithOneWorkersMessagesStillNamesTheSilentOne) {
