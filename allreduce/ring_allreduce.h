@@ -46,6 +46,9 @@ struct RingOptions {
   Seconds timeout{60.0};      // max time without progress
   bool shared_memory = true;  // make_ring_allreducer: use ShmRing when all ranks share a node
   int spin_us = 0;  // poll this long after the last progress before yielding (ProgressWaiter)
+  // ShmRing's slots per rank, in bytes; 0: 2 MiB, 16 MiB when ranks outnumber cores. Tests set
+  // it small so that the slots wrap at every rank count without hundreds of MB.
+  std::size_t shm_ring_bytes = 0;
 };
 
 // The schedule both ring implementations follow. Chunk c of N covers

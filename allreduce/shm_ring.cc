@@ -132,7 +132,9 @@ ShmRing::ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node)
   slot_elems_ = slot_elems_ / 16 * 16;
   const bool oversubscribed =
       static_cast<unsigned>(n_) > std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t ring_bytes = oversubscribed ? 16 << 20 : 2 << 20;
+  const std::size_t ring_bytes = opt.shm_ring_bytes ? opt.shm_ring_bytes
+                                 : oversubscribed   ? 16 << 20
+                                                    : 2 << 20;
   slots_ = std::max<std::size_t>(opt.window, ring_bytes / (slot_elems_ * sizeof(float)));
   MPI_Info info;
   CHECK_MPI(MPI_Info_create(&info));

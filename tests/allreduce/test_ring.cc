@@ -289,7 +289,7 @@ TEST(RingMpi, SharedMemoryPathEqualsCommPathBitwise) {
 // outnumber cores, shm_ring.cc): a rank streaming its own chunk in the first step runs out of
 // free slots and must wait for its successor to consume one, as it does for the wide model
 // (80 MB) at np 3 and 4. The slots hand-over tested at these sizes wraps only at np 2 otherwise.
-// Not run at np 8 (chunks above 16 MiB would take 8 x 270 MB here).
+// Not run at np 8 (chunks above 16 MiB would take 8 x 270 MB here): the next case is.
 TEST(RingMpi, ChunksLargerThanTheSlotRing) {
   MPI_ONLY();
   auto world = mpi_world();
@@ -307,6 +307,29 @@ TEST(RingMpi, ChunksLargerThanTheSlotRing) {
   EXPECT_EQ(count_wrong(out.data(), count, n, 1.0f), 0) << count << " floats";
   ring->run(in.data(), in.data(), count, 1.0f);
   EXPECT_EQ(count_wrong(in.data(), count, n, 1.0f), 0) << "in place, " << count << " floats";
+}
+
+// The same hand-over at every rank count, np 8 included, through a ring of 64 KiB of slots
+// (RingOptions::shm_ring_bytes): with 4 KiB segments each rank's first-step chunk fills its 16
+// slots several times over, out of place and in place, in float32 and fp16.
+TEST(RingMpi, ChunksLargerThanASmallSlotRing) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  const int n = world->size();
+  RingOptions o = small_segments();
+  o.shm_ring_bytes = 64 << 10;
+  const std::size_t count =
+      (o.shm_ring_bytes / sizeof(float) * 3 + 4099) * static_cast<std::size_t>(n);
+  for (WireType w : {WireType::kFloat32, WireType::kFloat16}) {
+    o.wire = w;
+    auto ring = make_ring_allreducer(world, o);
+    auto in = closed_form_input(world->rank(), count);
+    std::vector<float> out(count, -1.0f);
+    ring->run(in.data(), out.data(), count, 1.0f);
+    EXPECT_EQ(count_wrong(out.data(), count, n, 1.0f), 0) << wire_type_name(w) << " " << count;
+    ring->run(in.data(), in.data(), count, 1.0f);
+    EXPECT_EQ(count_wrong(in.data(), count, n, 1.0f), 0) << wire_type_name(w) << " in place";
+  }
 }
 
 // Half wire under MPI (rendezvous sends, not the in-process eager ones): the closed-form sums
