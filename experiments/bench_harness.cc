@@ -128,7 +128,8 @@ nlohmann::json to_json(const BenchRow& r) {
                    {"checked", r.checked},
                    {"iters", r.iters},
                    {"warmup", r.warmup},
-                   {"memcpy_GBps", r.memcpy_GBps},
+                   {"memcpy_GBps",  // null: not measured (--memcpy-baseline false)
+                    r.memcpy_GBps > 0 ? nlohmann::json(r.memcpy_GBps) : nlohmann::json(nullptr)},
                    {"bytes_sent_per_rank", r.bytes_sent_per_rank},
                    {"bytes_recv_per_rank", r.bytes_recv_per_rank},
                    {"bytes_measured", r.bytes_measured},

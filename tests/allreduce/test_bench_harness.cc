@@ -142,6 +142,8 @@ TEST(BenchHarness, AChunkReadFromAWrongOffsetIsWrong) {
     ASSERT_EQ(rows.size(), 2u);
     // 64 shifted elements per worker; a few may agree by chance (61 values per worker)
     for (const auto& r : rows) EXPECT_GE(r.wrong, 2 * 50) << r.bytes;
+    // --memcpy-baseline false: no memcpy figure, null rather than a 0 GB/s one
+    EXPECT_TRUE(to_json(rows[0])["memcpy_GBps"].is_null()) << to_json(rows[0]).dump();
   });
   // and the closed forms: an index and the one a period further agree only by chance
   for (const ClosedForm& cf : {ClosedForm{}, closed_form_for(20, "bf16")}) {
@@ -454,6 +456,7 @@ TEST(BenchOutput, MemcpyColumnFooterAndReferenceBytesFollowTheBusFactor) {
     EXPECT_DOUBLE_EQ(r.bytes_sent_per_rank, 1.5 * static_cast<double>(r.bytes));
     EXPECT_DOUBLE_EQ(r.bytes_recv_per_rank, 1.5 * static_cast<double>(r.bytes));
     ASSERT_GT(r.memcpy_GBps, 0.0);
+    EXPECT_DOUBLE_EQ(to_json(r)["memcpy_GBps"].get<double>(), r.memcpy_GBps);
     // the row: backend shape size count type time(us) algbw busbw #wrong %memcpy vs-base
     std::vector<std::string> col;
     std::istringstream lines(p.text);
