@@ -59,6 +59,24 @@ TEST(Training, LearningRateScalingAndWarmup) {
   EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 50, 100, 4), 0.4f);
 }
 
+// The scale counts workers only, not --accum micro-batches (README: --lr is given for one
+// worker's batch * accum), and with --lr-scale none a warm-up (allowed from a config file, where
+// it is only a note) rises from --lr to the same --lr: the rate is flat. Scaling by
+// workers * accum, or warming none up to the linear rate, passed every other test.
+TEST(Training, LearningRateScaleIgnoresAccumAndNoneStaysFlat) {
+  TrainConfig t;
+  t.lr = 0.1f;
+  t.accum = 2;
+  t.lr_scale = "linear";
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, 100, 4), 0.4f);
+  t.lr_scale = "sqrt";
+  EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, 100, 4), 0.2f);
+  t.lr_scale = "none";
+  t.warmup_steps = 10;
+  for (int s : {1, 5, 10, 11, 50})
+    EXPECT_FLOAT_EQ(Trainer::learning_rate(t, s, 100, 4), 0.1f) << "step " << s;
+}
+
 // Cosine after the warm-up, as PyTorch's CosineAnnealingLR with T_max = total - warmup steps:
 // lr(t) = target * (1 + cos(pi * (t - warmup) / T_max)) / 2 for t = step - 1; the last step
 // still learns (lr > 0), the half-way step runs at half the rate, and it never rises.
@@ -79,8 +97,11 @@ TEST(Training, CosineScheduleFollowsPytorch) {
     EXPECT_LE(Trainer::learning_rate(t, s, total, workers),
               Trainer::learning_rate(t, s - 1, total, workers))
         << "step " << s;
-  t.warmup_steps = 0;  // no warm-up: the first step at the peak
+  t.warmup_steps = 0;  // no warm-up: the first step at the peak, then the same cosine
   EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 1, total, workers), 0.2f);
+  EXPECT_NEAR(Trainer::learning_rate(t, 56, total, workers), 0.1, 1e-7);  // half-way (t = 55)
+  EXPECT_NEAR(Trainer::learning_rate(t, total, total, workers),
+              0.2 * 0.5 * (1 + std::cos(M_PI * 109 / 110)), 1e-9);
 }
 
 TEST(Training, BatchLargerThanShardIsAClearError) {
