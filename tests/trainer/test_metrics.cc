@@ -110,6 +110,39 @@ TEST(JsonFloat, ShortestFormThatReadsBackAsTheSameFloat) {
     EXPECT_EQ(static_cast<float>(json_float(f)), f) << f;
 }
 
+// A resumed run: the earlier run's lines are copied as they were, and every later line's time_s
+// goes on from the later of earlier_s and the largest time_s among those lines, so the file's
+// clock never runs back (lines not in time order included); lines without time_s are untouched.
+// Writing later lines unshifted, or taking the last line's time instead of the largest, passed
+// every other test.
+TEST(MetricsWriter, ResumedLinesContinueTheEarlierClock) {
+  TempDir d;
+  auto run = [&](const std::vector<std::string>& earlier, double earlier_s) {
+    const std::string file = (d.path / "r.jsonl").string();
+    MetricsWriter w(file);
+    w.write_earlier(earlier, earlier_s);
+    w.write({{"step", 9}, {"time_s", 0.5}});
+    w.write({{"step", 10}});
+    w.finish();
+    std::ifstream in(file);
+    std::vector<nlohmann::json> got;
+    for (std::string l; std::getline(in, l);) got.push_back(nlohmann::json::parse(l));
+    return got;
+  };
+  // The checkpoint's seconds are later than the last line: they set the clock.
+  auto got = run({R"({"step":1,"time_s":1.0})", R"({"step":2,"time_s":2.0})"}, 5.0);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_DOUBLE_EQ(got[0]["time_s"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(got[1]["time_s"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(got[2]["time_s"].get<double>(), 5.5);
+  EXPECT_FALSE(got[3].contains("time_s"));
+  // An earlier line later than the checkpoint's seconds, and not the last line: the largest.
+  got = run({R"({"step":1,"time_s":7.0})", R"({"step":2,"time_s":3.0})"}, 4.0);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_DOUBLE_EQ(got[1]["time_s"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(got[2]["time_s"].get<double>(), 7.5);
+}
+
 TEST(MetricsWriter, PartialUntilFinished) {
   TempDir d;
   const std::string file = (d.path / "m.jsonl").string();
