@@ -134,6 +134,23 @@ TEST_F(CpuDeviceTest, SoftmaxXentAndCountCorrect) {
   EXPECT_THROW(dev->softmax_xent(X.p, LB.p, rows, cols, D.p, scale), Error);
 }
 
+// A tie between logits is predicted as the first of the tied classes (std::max_element, the CUDA
+// kernel's `>` and torch.argmax alike), so CPU and GPU workers count the same answers correct;
+// ties going to the last class passed every other test (random logits never tie).
+TEST_F(CpuDeviceTest, CountCorrectTakesTheFirstOfTiedLogits) {
+  const int rows = 4, cols = 5;
+  std::vector<float> x(rows * cols, 0.0f);                 // row 0: all 0, tied
+  for (int c = 0; c < cols; ++c) x[1 * cols + c] = 0.25f;  // row 1: all tied
+  x[2 * cols + 1] = x[2 * cols + 3] = 2.0f;                // row 2: classes 1 and 3 tied
+  x[3 * cols + 4] = 1.0f;                                  // row 3: class 4 alone
+  Buf X(*dev, x);
+  // Predictions 0, 0, 1, 4: labels on the first tied class count, on a later tied one do not.
+  IntBuf first(*dev, std::vector<int>{0, 0, 1, 4});
+  EXPECT_EQ(dev->count_correct(X.p, first.p, rows, cols), 4);
+  IntBuf later(*dev, std::vector<int>{4, 2, 3, 4});
+  EXPECT_EQ(dev->count_correct(X.p, later.p, rows, cols), 1);
+}
+
 TEST_F(CpuDeviceTest, ReductionsAndVectorOps) {
   const std::size_t n = 5000;  // several 1024-blocks plus a tail
   auto x = data(n, 9), y = data(n, 10);
