@@ -64,6 +64,7 @@ TEST(Config, ThreadsBeyondOpenBlasLimitAreAnError) {
   EXPECT_EQ(max_threads_in("OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH Haswell MAX_THREADS=64"), 64);
   EXPECT_EQ(max_threads_in("OpenBLAS 0.3.21 MAX_THREADS=128 extra"), 128);
   EXPECT_EQ(max_threads_in("OpenBLAS 0.3.3 Haswell"), 0);
+  EXPECT_EQ(max_threads_in("OpenBLAS 0.3.21 MAX_THREADS=1"), 1);  // a one-thread build
   const int most = blas_max_threads();
   if (most <= 0) GTEST_SKIP() << "this OpenBLAS does not say its MAX_THREADS";
   EXPECT_EQ(error_of("train", {"--threads", std::to_string(most)}), "");
