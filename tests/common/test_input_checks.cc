@@ -89,6 +89,23 @@ TEST_F(IdxChecks, TestImagesOfAnotherWidthAreRefusedBeforeTraining) {
   }
 }
 
+// check_idx_dataset also compares the test set's image and label counts (as it does the training
+// set's), so 2 test images with 3 test labels fail before training, not at the first evaluation;
+// checking the training set's counts only passed every other test.
+TEST_F(IdxChecks, TestImageAndLabelCountsAreComparedBeforeTraining) {
+  write_train_set({1, 2, 3});
+  write("t10k-images-idx3-ubyte", idx_bytes(0x803, {2, 2, 2}, std::vector<std::uint8_t>(8, 7)));
+  write("t10k-labels-idx1-ubyte", idx_bytes(0x801, {3}, {4, 5, 6}));
+  try {
+    check_idx_dataset(dir_.string());
+    FAIL() << "2 test images with 3 test labels accepted";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("t10k-images-idx3-ubyte' holds 2 images"), std::string::npos) << m;
+    EXPECT_NE(m.find("holds 3 labels"), std::string::npos) << m;
+  }
+}
+
 // The ConfigError message of parsing `train args...`, or "" when it parsed.
 std::string train_error(std::vector<std::string> args) {
   args.insert(args.begin(), "train");
