@@ -225,6 +225,18 @@ TEST_F(IdxTest, UnreadablePathsAreConfigErrorsWithTheReason) {
   }
 }
 
+// With both FILE.gz and FILE in the folder, FILE.gz is read (the documented order); here the
+// plain pair holds 3 samples and the gzip pair kN. Preferring the plain file passed every other
+// test (each wrote one of the two).
+TEST_F(IdxTest, GzipFileIsPreferredToAPlainOneBesideIt) {
+  write("train-images-idx3-ubyte", images(3));
+  write("train-labels-idx1-ubyte", labels(3));
+  write_set(".gz", kN, kN);
+  Dataset ds = load_idx_dataset(dir_.string(), true);
+  EXPECT_EQ(ds.n, kN);
+  EXPECT_NE(ds.source.find("train-images-idx3-ubyte.gz"), std::string::npos) << ds.source;
+}
+
 TEST_F(IdxTest, ImageLabelCountMismatch) {
   write_set(".gz", kN, kN - 1);
   try {
@@ -277,6 +289,16 @@ TEST(Synthetic, DeterministicBalancedAndPrefixStable) {
   std::vector<int> per_class(4, 0);
   for (int y : a.y) per_class.at(y)++;
   EXPECT_EQ(per_class, std::vector<int>(4, 50));
+  // Sample i has label i % classes, so every prefix is balanced (a label of (i / 2) % classes
+  // balanced the whole set and passed the count above).
+  for (int i = 0; i < a.n; ++i) ASSERT_EQ(a.y[i], i % 4) << "sample " << i;
+  // The noise comes from (seed, i), not from i alone: were it the same for two seeds, x7 - x8
+  // would be the constant difference of the class centers for every sample of a class.
+  for (int j = 0; j < a.dim; ++j) {
+    const float d0 = a.x[0 * a.dim + j] - other.x[0 * a.dim + j];
+    const float d4 = a.x[4 * a.dim + j] - other.x[4 * a.dim + j];  // sample 4: class 0 too
+    EXPECT_GT(std::fabs(d0 - d4), 1e-6f) << "feature " << j;
+  }
   double mean = 0;
   for (float v : a.x) mean += v;
   mean /= a.x.size();
