@@ -84,6 +84,27 @@ TEST(PsPartition, RangeCoversOnceAndBalancesWithinOneChunk) {
   }
 }
 
+// A layout whose tensors leave a gap or overlap is refused (ParamLayout::validate) before it is
+// cut into ranges: a gap is floats that no tensor names but some server would own. A validate that
+// only refused overlaps (b >= pos instead of b == pos) passed every other test.
+TEST(PsPartition, LayoutWithAGapOrAnOverlapIsRefused) {
+  ParamLayout gap;
+  gap.add("a", {4});
+  gap.add_at("b", 6, {2});  // floats 4 and 5 belong to no tensor
+  EXPECT_EQ(gap.total(), 8u);
+  EXPECT_THROW(gap.validate(), Error);
+  EXPECT_THROW(make_plan(gap, 2, slice_by_range, 4096, 0), Error);
+  ParamLayout overlap;
+  overlap.add("a", {4});
+  overlap.add_at("b", 2, {4});  // floats 2 and 3 in both
+  EXPECT_THROW(overlap.validate(), Error);
+  ParamLayout fine;
+  fine.add_at("b", 4, {2, 2});
+  fine.add_at("a", 0, {4});  // out of order, contiguous: accepted
+  EXPECT_NO_THROW(fine.validate());
+  EXPECT_NO_THROW(make_plan(fine, 2, slice_by_range, 4096, 0));
+}
+
 TEST(PsPartition, LargeTensorIsSplitAcrossServers) {
   ParamLayout l = mlp_layout({784, 256, 128, 10});
   PsPlan p = make_plan(l, 2, slice_by_range, 4 << 20, 25 << 20);
