@@ -148,6 +148,8 @@ TEST(Optimizer, RejectsBadInput) {
   Optimizer opt(sgd_cfg(), 10, 20);
   std::vector<float> p(30), g(30);
   EXPECT_THROW(opt.apply(p.data(), g.data(), 5, 15, 0.1f, 1), Error);   // outside the slice
+  EXPECT_THROW(opt.apply(p.data(), g.data(), 15, 21, 0.1f, 1), Error);  // one past its end
+  EXPECT_NO_THROW(opt.apply(p.data(), g.data(), 15, 20, 0.1f, 1));      // up to its end
   EXPECT_THROW(opt.apply(p.data(), g.data(), 12, 11, 0.1f, 1), Error);  // reversed
   EXPECT_THROW(opt.apply(p.data(), g.data(), 10, 20, 0.1f, 0), Error);  // step counts from 1
   EXPECT_NO_THROW(opt.apply(p.data(), g.data(), 15, 15, 0.1f, 1));      // empty range
