@@ -90,6 +90,14 @@ TEST(Sampler, ShuffleIsNotBiased) {
   }
 }
 
+// The smallest set that can be shuffled, two samples, is shuffled too: over 16 epochs both
+// orders occur (a shuffle skipped below three samples passed every other test).
+TEST(Sampler, TwoSamplesAreShuffled) {
+  std::set<std::vector<std::size_t>> orders;
+  for (int e = 0; e < 16; ++e) orders.insert(epoch_order(2, 0, 1, 1, 42, e));
+  EXPECT_EQ(orders.size(), 2u);
+}
+
 TEST(Sampler, NoShuffleIsStrided) {
   DistributedSampler s(20, 1, 3, 2, 1, /*shuffle=*/false);
   EXPECT_EQ(s.indices(), (std::vector<std::size_t>{1, 4, 7, 10, 13, 16}));
