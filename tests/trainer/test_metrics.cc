@@ -59,6 +59,23 @@ TEST(Progress, LinesEveryNStepsAndAtTheLast) {
   EXPECT_EQ(got.back().substr(got.back().size() - 8), "ETA 0:00");  // nothing left
 }
 
+// The ETA is this run's time per step times the steps left, counted from resume_at: one step in
+// at least 20 ms with 499 left is at least 10 s, printed as m:ss. Only a lower bound is checked
+// (a loaded machine makes the step slower, never faster). Dividing by all steps since step 0 (a
+// resumed run's ETA near 0:00) or printing minutes in the seconds field passed every other test.
+TEST(Progress, EtaCountsThisRunsStepsAfterAResume) {
+  testing::internal::CaptureStderr();
+  Progress p("lines", 1000, 1, true);
+  p.resume_at(500);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  p.update(501, 3, 1.0, 100.0);
+  const auto got = lines_of(testing::internal::GetCapturedStderr());
+  ASSERT_EQ(got.size(), 1u);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(got[0], m, std::regex(R"(ETA (\d+):([0-5]\d)$)"))) << got[0];
+  EXPECT_GE(std::stoi(m[1]) * 60 + std::stoi(m[2]), 10) << got[0];
+}
+
 TEST(Progress, AutoIsLinesWhenStderrIsNotATerminal) {
   if (isatty(fileno(stderr))) GTEST_SKIP() << "stderr is a terminal";
   const std::string out = run_progress("auto", true, 6, 3);
