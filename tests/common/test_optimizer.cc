@@ -153,6 +153,9 @@ TEST(Optimizer, RejectsBadInput) {
   EXPECT_THROW(opt.apply(p.data(), g.data(), 12, 11, 0.1f, 1), Error);  // reversed
   EXPECT_THROW(opt.apply(p.data(), g.data(), 10, 20, 0.1f, 0), Error);  // step counts from 1
   EXPECT_NO_THROW(opt.apply(p.data(), g.data(), 15, 15, 0.1f, 1));      // empty range
+  Optimizer empty(sgd_cfg(), 7, 7);  // an empty slice is a valid one (a shard that owns nothing)
+  EXPECT_TRUE(empty.state1().empty());
+  EXPECT_NO_THROW(empty.apply(p.data(), g.data(), 7, 7, 0.1f, 1));
 }
 
 }  // namespace
