@@ -103,6 +103,7 @@ TEST(PsPartition, LayoutWithAGapOrAnOverlapIsRefused) {
   fine.add_at("a", 0, {4});  // out of order, contiguous: accepted
   EXPECT_NO_THROW(fine.validate());
   EXPECT_NO_THROW(make_plan(fine, 2, slice_by_range, 4096, 0));
+  EXPECT_THROW(fine.add("z", {3, 0}), Error);  // a tensor of no floats
 }
 
 TEST(PsPartition, LargeTensorIsSplitAcrossServers) {
