@@ -306,6 +306,23 @@ TEST(Synthetic, DeterministicBalancedAndPrefixStable) {
   EXPECT_LT(mean, 0.7);
 }
 
+// Class centers are drawn from [0.2, 0.8] per feature: the class means of 1000 samples each
+// (noise 0.25 / sqrt(1000) = 0.008 on a mean) lie within [0.16, 0.84] and spread over most of
+// that range. Centers drawn from [0.2, 1.0] passed every other test.
+TEST(Synthetic, ClassCentersLieInTheStatedRange) {
+  const int n = 2000, dim = 64, classes = 2;
+  Dataset ds = make_synthetic(n, dim, classes, 5);
+  std::vector<double> mean(classes * dim, 0.0);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < dim; ++j) mean[ds.y[i] * dim + j] += ds.x[i * dim + j] / (n / classes);
+  const auto [lo, hi] = std::minmax_element(mean.begin(), mean.end());
+  EXPECT_GE(*lo, 0.16) << *lo;
+  EXPECT_LE(*hi, 0.84) << *hi;
+  EXPECT_LT(*lo, 0.3) << *lo;
+  EXPECT_GT(*hi, 0.7) << *hi;
+  RecordProperty("class_mean_range", std::to_string(*lo) + " " + std::to_string(*hi));
+}
+
 // Learnable: a nearest-class-mean classifier fitted on one half classifies the other half far
 // better than chance (1/classes), and not perfectly in a low dimension.
 TEST(Synthetic, ClassesAreLearnable) {
