@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <numeric>
 #include <set>
 #include <thread>
 
+#include "common/comm_util.h"
 #include "common/error.h"
 #include "common/inproc_comm.h"
 #include "common/mpi_comm.h"
@@ -227,6 +230,214 @@ TEST(InProcComm, AbandonedReceiveIsNeverWritten) {
       c.send(&v, sizeof v, 1, 4, kLong);
     }
   });
+}
+
+// The words of every timeout error: "send to" / "recv from", a rank or "any rank", the tag.
+TEST(CommUtil, DescribesTheOperationAndTheTimeout) {
+  INPROC_ONLY();
+  EXPECT_EQ(describe_op(true, 2, 7), "send to rank 2 (tag 7)");
+  EXPECT_EQ(describe_op(false, 3, 65536), "recv from rank 3 (tag 65536)");
+  EXPECT_EQ(describe_op(false, kAnySource, 11), "recv from any rank (tag 11)");
+  InProcWorld world(2);
+  EXPECT_EQ(timeout_message(*world.comm(1), Seconds(1.5), "barrier"),
+            "rank 1: timeout after 1.5 s in barrier");
+}
+// An any-source receive that nobody answers names "any rank" in its TimeoutError.
+TEST(InProcComm, AnySourceTimeoutSaysAnyRank) {
+  INPROC_ONLY();
+  run_ranks(2, [](Comm& c) {
+    if (c.rank() != 1) return;
+    int x = 0;
+    try {
+      c.recv(&x, sizeof x, kAnySource, 12, Seconds(0.2));
+      ADD_FAILURE() << "any-source recv with no sender returned";
+    } catch (const TimeoutError& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("rank 1: timeout after 0.2 s in recv from any rank (tag 12)"),
+          std::string::npos)
+          << e.what();
+    }
+  });
+}
+// A barrier that one rank never reaches lets no other rank through: each times out (a
+// dissemination barrier that skipped a round would let some pass).
+TEST(InProcComm, NoRankPassesABarrierThatOneRankMisses) {
+  INPROC_ONLY();
+  for (int n : {3, 4, 5, 8}) {
+    std::atomic<int> passed{0}, timed_out{0};
+    run_ranks(n, [&](Comm& c) {
+      if (c.rank() == n - 1) return;  // absent
+      try {
+        c.barrier(Seconds(0.3));
+        ++passed;
+      } catch (const TimeoutError&) {
+        ++timed_out;
+      }
+    });
+    EXPECT_EQ(passed.load(), 0) << n << " ranks";
+    EXPECT_EQ(timed_out.load(), n - 1) << n << " ranks";
+  }
+}
+// Messages on different tags between the same pair never match each other's receives, whether
+// the receives are posted before the sends (barrier between) or after them.
+TEST(InProcComm, TagsKeepMessagesApart) {
+  INPROC_ONLY();
+  for (bool post_first : {true, false}) {
+    run_ranks(2, [&](Comm& c) {
+      if (c.rank() == 0) {
+        if (post_first) c.barrier(kLong);
+        int a = 20, b = 10;
+        c.send(&a, sizeof a, 1, 32, kLong);
+        c.send(&b, sizeof b, 1, 31, kLong);
+        if (!post_first) c.barrier(kLong);
+      } else {
+        int on31 = -1, on32 = -1;
+        if (!post_first) c.barrier(kLong);  // both messages wait, unexpected
+        auto r31 = c.irecv(&on31, sizeof on31, 0, 31);
+        auto r32 = c.irecv(&on32, sizeof on32, kAnySource, 32);
+        if (post_first) c.barrier(kLong);
+        r31->wait(kLong);
+        r32->wait(kLong);
+        EXPECT_EQ(on31, 10) << "post_first " << post_first;
+        EXPECT_EQ(on32, 20) << "post_first " << post_first;
+      }
+    });
+  }
+}
+// Non-overtaking with a fixed order of events: all receives posted before the first send, and
+// all sends queued before the first receive.
+TEST(InProcComm, NonOvertakingInBothOrders) {
+  INPROC_ONLY();
+  for (bool post_first : {true, false}) {
+    run_ranks(2, [&](Comm& c) {
+      const int m = 16;
+      if (c.rank() == 0) {
+        if (post_first) c.barrier(kLong);
+        for (int k = 0; k < m; ++k) c.send(&k, sizeof k, 1, 33, kLong);
+        if (!post_first) c.barrier(kLong);
+      } else {
+        std::vector<int> got(m, -1);
+        std::vector<std::unique_ptr<Request>> reqs;
+        if (!post_first) c.barrier(kLong);
+        for (int k = 0; k < m; ++k)
+          reqs.push_back(c.irecv(&got[k], sizeof(int), k % 2 ? kAnySource : 0, 33));
+        if (post_first) c.barrier(kLong);
+        for (auto& r : reqs) r->wait(kLong);
+        for (int k = 0; k < m; ++k) EXPECT_EQ(got[k], k) << "post_first " << post_first;
+      }
+    });
+  }
+}
+// A message too big for its receive buffer (by one byte or many): the error names the receiving
+// rank, the sender, the tag and both sizes, whether the receive was posted first or the message
+// came first.
+TEST(InProcComm, TruncationErrorNamesBothRanks) {
+  INPROC_ONLY();
+  for (std::size_t size : {16, 5}) {
+    for (bool post_first : {true, false}) {
+      try {
+        run_ranks(2, [&](Comm& c) {
+          char big[16] = {}, small[4];
+          if (c.rank() == 0) {
+            if (post_first) c.barrier(kLong);
+            c.send(big, size, 1, 3, kLong);
+            if (!post_first) c.barrier(kLong);
+          } else {
+            if (!post_first) c.barrier(kLong);
+            auto r = c.irecv(small, 4, 0, 3);
+            if (post_first) c.barrier(kLong);
+            r->wait(kLong);
+          }
+        });
+        ADD_FAILURE() << "truncated receive of " << size << " bytes returned";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 1: message of " + std::to_string(size) +
+                                             " bytes from rank 0 (tag 3) truncated: receive "
+                                             "buffer holds 4"),
+                  std::string::npos)
+            << "post_first " << post_first << ": " << e.what();
+      }
+    }
+  }
+}
+// A receive completed by test() and then waited on counts its bytes once.
+void test_then_wait_counts_once(Comm& c) {
+  c.barrier(kLong);
+  CommCounters before = c.counters();
+  if (c.rank() == 0) {
+    int v = 77;
+    c.send(&v, sizeof v, 1, 34, kLong);
+  } else if (c.rank() == 1) {
+    int x = -1;
+    auto r = c.irecv(&x, sizeof x, kAnySource, 34);
+    while (!r->test()) std::this_thread::yield();
+    EXPECT_EQ(r->status().source, 0);
+    EXPECT_EQ(r->status().bytes, sizeof x);
+    EXPECT_TRUE(r->test());
+    RecvStatus st = r->wait(kLong);
+    EXPECT_EQ(st.source, 0);
+    EXPECT_EQ(x, 77);
+    CommCounters after = c.counters();
+    EXPECT_EQ(after.msgs_recv - before.msgs_recv, 1u);
+    EXPECT_EQ(after.bytes_recv - before.bytes_recv, sizeof x);
+  }
+  c.barrier(kLong);
+}
+TEST(InProcComm, TestThenWaitCountsOnce) {
+  INPROC_ONLY();
+  run_ranks(2, test_then_wait_counts_once);
+  run_ranks(3, test_then_wait_counts_once);
+}
+// Waits after InProcWorld::abort throw an Error naming this rank, the operation and the reason.
+TEST(InProcComm, AbortNamesTheOperationAndTheReason) {
+  INPROC_ONLY();
+  InProcWorld world(4);
+  world.abort("rank 3 failed: boom");
+  int x = 0;
+  try {
+    world.comm(0)->recv(&x, sizeof x, 3, 1, kLong);
+    FAIL() << "recv after abort returned";
+  } catch (const TimeoutError& e) {
+    FAIL() << "abort reported as a timeout: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "rank 0: aborted in recv from rank 3 (tag 1): rank 3 failed: boom");
+  }
+}
+// A peer outside 0..size-1 is an error naming this rank and the peer, on every transport.
+void peer_out_of_range(Comm& c) {
+  int x = 0;
+  const int n = c.size();
+  for (int bad : {n, n + 1, -2}) {
+    try {
+      c.isend(&x, sizeof x, bad, 36);
+      ADD_FAILURE() << "isend to rank " << bad << " of " << n;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.where() + ": peer rank " + std::to_string(bad) +
+                                           " out of range (size " + std::to_string(n) + ")"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_THROW(c.irecv(&x, sizeof x, bad, 36), Error) << bad;
+  }
+}
+TEST(InProcComm, PeerOutOfRange) {
+  INPROC_ONLY();
+  run_ranks(2, peer_out_of_range);
+}
+// first_error: every rank gets the lowest failing rank's message, or "" when none failed.
+TEST(CommUtil, FirstErrorIsTheLowestFailingRanks) {
+  INPROC_ONLY();
+  for (std::vector<int> failing : std::vector<std::vector<int>>{{}, {2, 3}, {0, 3}, {3}, {1, 2}}) {
+    std::vector<std::string> got(4, "unset");
+    run_ranks(4, [&](Comm& c) {
+      const bool fails = std::find(failing.begin(), failing.end(), c.rank()) != failing.end();
+      got[c.rank()] =
+          first_error(c, fails ? "bad on rank " + std::to_string(c.rank()) : "", 37, kLong);
+    });
+    const std::string want = failing.empty() ? "" : "bad on rank " + std::to_string(failing[0]);
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(got[r], want) << "rank " << r;
+  }
 }
 
 // SubComm: odd ranks of the parent, in reverse order, behave as a communicator of their own.
