@@ -485,6 +485,52 @@ TEST(SubComm, RejectsNonMemberAndDuplicates) {
   EXPECT_THROW(SubComm(world.comm(0), {0, 3}), Error);
 }
 
+// SubComm rank mapping with members in an order of their own, the parent's timeout, and a
+// receive that a non-member's message completes (an error naming that parent rank).
+TEST(SubComm, MapsRanksKeepsTimeoutAndRefusesNonMembers) {
+  INPROC_ONLY();
+  InProcWorld world(4);
+  world.comm(0)->set_timeout(Seconds(7.5));
+  SubComm a(world.comm(0), {2, 0, 3});
+  EXPECT_EQ(a.rank(), 1);
+  EXPECT_EQ(a.size(), 3);
+  EXPECT_EQ(a.timeout().count(), 7.5);
+  EXPECT_EQ(a.sub_rank(3), 2);
+  EXPECT_EQ(a.sub_rank(1), -1);
+  EXPECT_EQ(a.parent_rank(0), 2);
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> ts;
+  for (int r : {0, 1}) {
+    ts.emplace_back([&, r] {
+      try {
+        if (r == 1) {  // not a member: sends on the sub-communicator's tag anyway
+          int v = 9;
+          world.comm(1)->send(&v, sizeof v, 0, 38, kLong);
+        } else {
+          SubComm sub(world.comm(0), {0, 2});
+          int x = 0;
+          sub.recv(&x, sizeof x, kAnySource, 38, kLong);
+          errors[0] = "received";
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(errors[1], "");
+  EXPECT_NE(errors[0].find("rank 0: received a message from parent rank 1, which is not a member "
+                           "of this sub-communicator"),
+            std::string::npos)
+      << errors[0];
+}
+TEST(SubComm, PeerOutOfRange) {
+  INPROC_ONLY();
+  InProcWorld world(4);
+  SubComm sub(world.comm(1), {3, 1});
+  peer_out_of_range(sub);
+}
+
 TEST(MpiComm, PingPong) {
   MPI_ONLY();
   ping_pong(*mpi_world);
@@ -509,6 +555,64 @@ TEST(MpiComm, SilentPeerTimesOut) {
   MPI_ONLY();
   silent_peer(*mpi_world);
 }
+TEST(MpiComm, TestThenWaitCountsOnce) {
+  MPI_ONLY();
+  test_then_wait_counts_once(*mpi_world);
+}
+TEST(MpiComm, PeerOutOfRange) {
+  MPI_ONLY();
+  peer_out_of_range(*mpi_world);
+}
+// The highest tag StarRing may use (tags::kMaxTag) goes through; one above it is refused.
+TEST(MpiComm, TopTagWorksAndBeyondIsRefused) {
+  MPI_ONLY();
+  int v = mpi_world->rank(), x = -1;
+  const int n = mpi_world->size(), r = mpi_world->rank();
+  mpi_world->sendrecv(&v, sizeof v, (r + 1) % n, &x, sizeof x, (r - 1 + n) % n, tags::kMaxTag,
+                      kLong);
+  EXPECT_EQ(x, (r - 1 + n) % n);
+  EXPECT_THROW(mpi_world->isend(&v, sizeof v, (r + 1) % n, tags::kMaxTag + 1), Error);
+  EXPECT_THROW(mpi_world->irecv(&x, sizeof x, (r - 1 + n) % n, -1), Error);
+}
+// A send the peer does not receive (too big to go eagerly) times out naming "send to": rank 0
+// gives up, then rank 1 receives it after all, so nothing is left pending at MPI_Finalize.
+TEST(MpiComm, UnreceivedSendTimesOutNamingTheSend) {
+  MPI_ONLY();
+  std::vector<char> big(8 << 20, 1);
+  bool eager = false;
+  if (mpi_world->rank() == 0) {
+    try {
+      mpi_world->send(big.data(), big.size(), 1, 39, Seconds(0.3));
+      eager = true;  // the transport sent 8 MiB without the receiver: nothing to time out
+    } catch (const TimeoutError& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("rank 0: timeout after 0.3 s in send to rank 1 (tag 39)"),
+          std::string::npos)
+          << e.what();
+    }
+  }
+  mpi_world->barrier(kLong);
+  if (mpi_world->rank() == 1) mpi_world->recv(big.data(), big.size(), 0, 39, kLong);
+  mpi_world->barrier(kLong);
+  if (eager) GTEST_SKIP() << "8 MiB went eagerly";
+}
+
+// sendrecv returns once its send is complete too, so the caller may reuse the send buffer at
+// once: here a message too big to go eagerly, overwritten right after the call.
+TEST(MpiComm, SendRecvBufferIsFreeOnReturn) {
+  MPI_ONLY();
+  const int n = mpi_world->size(), r = mpi_world->rank();
+  const std::size_t count = std::size_t{4} << 20;  // 16 MiB of floats
+  std::vector<float> out(count, static_cast<float>(r)), in(count, -1.0f);
+  mpi_world->sendrecv(out.data(), count * 4, (r + 1) % n, in.data(), count * 4, (r - 1 + n) % n, 40,
+                      kLong);
+  std::fill(out.begin(), out.end(), -7.0f);
+  mpi_world->barrier(kLong);
+  std::size_t wrong = 0;
+  for (float v : in) wrong += v != static_cast<float>((r - 1 + n) % n);
+  EXPECT_EQ(wrong, 0u) << "of " << count << " floats from rank " << (r - 1 + n) % n;
+}
+
 TEST(MpiComm, SubComm) {
   MPI_ONLY();
   sub_comm_cases(mpi_world);
