@@ -52,8 +52,8 @@ int checked_count(const MpiComm& comm, std::size_t bytes, int peer, int tag, boo
                  " bytes exceeds MPI's int count in ", describe_op(is_send, peer, tag),
                  " (send it in chunks)");
   STARRING_CHECK(tag >= 0 && tag <= tags::kMaxTag, comm.where(), ": tag ", tag, " out of range");
-  STARRING_CHECK(peer == kAnySource || (peer >= 0 && peer < comm.size()), comm.where(),
-                 ": peer rank ", peer, " out of range (size ", comm.size(), ")");
+  STARRING_CHECK((!is_send && peer == kAnySource) || (peer >= 0 && peer < comm.size()),
+                 comm.where(), ": peer rank ", peer, " out of range (size ", comm.size(), ")");
   return static_cast<int>(bytes);
 }
 

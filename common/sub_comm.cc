@@ -65,21 +65,22 @@ int SubComm::sub_rank(int parent_rank) const {
   return to_sub_[parent_rank];
 }
 
-int SubComm::check_peer(int peer) const {
-  if (peer == kAnySource) return kAnySource;
+int SubComm::check_peer(int peer, bool any_ok) const {
+  if (any_ok && peer == kAnySource) return kAnySource;
   STARRING_CHECK(peer >= 0 && peer < size(), where(), ": peer rank ", peer, " out of range (size ",
                  size(), ")");
   return members_[peer];
 }
 
 std::unique_ptr<Request> SubComm::isend(const void* buf, std::size_t bytes, int peer, int tag) {
+  const int to = check_peer(peer, false);
   count_sent(bytes);  // before the peer can have it (see Comm::counters)
-  auto r = parent_->isend(buf, bytes, check_peer(peer), tag);
+  auto r = parent_->isend(buf, bytes, to, tag);
   return std::make_unique<SubRequest>(this, std::move(r), true);
 }
 
 std::unique_ptr<Request> SubComm::irecv(void* buf, std::size_t bytes, int peer, int tag) {
-  auto r = parent_->irecv(buf, bytes, check_peer(peer), tag);
+  auto r = parent_->irecv(buf, bytes, check_peer(peer, true), tag);
   return std::make_unique<SubRequest>(this, std::move(r), false);
 }
 

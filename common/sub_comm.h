@@ -31,7 +31,8 @@ class SubComm : public Comm {
  private:
   friend class SubRequest;
   void on_recv_done(std::size_t bytes) { count_recv(bytes); }
-  int check_peer(int peer) const;
+  // The parent rank of `peer`; kAnySource passes through where `any_ok` (receives).
+  int check_peer(int peer, bool any_ok) const;
   std::shared_ptr<Comm> parent_;
   std::vector<int> members_;
   std::vector<int> to_sub_;  // parent rank -> sub rank or -1
