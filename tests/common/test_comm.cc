@@ -619,6 +619,32 @@ TEST(MpiComm, SendRecvBufferIsFreeOnReturn) {
   EXPECT_EQ(wrong, 0u) << "of " << count << " floats from rank " << (r - 1 + n) % n;
 }
 
+// A barrier the other ranks reach late times out on rank 0 with a TimeoutError naming the
+// barrier; then they complete the barrier it abandoned (MPI cannot cancel one), while rank 0
+// keeps MPI progressing in its receives.
+TEST(MpiComm, BarrierTimeoutIsATimeoutError) {
+  MPI_ONLY();
+  const int n = mpi_world->size(), r = mpi_world->rank();
+  int go = 1;
+  if (r == 0) {
+    try {
+      mpi_world->barrier(Seconds(0.3));
+      ADD_FAILURE() << "barrier without the other ranks returned";
+    } catch (const Error& e) {
+      EXPECT_NE(dynamic_cast<const TimeoutError*>(&e), nullptr) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 0: timeout after 0.3 s in barrier"),
+                std::string::npos)
+          << e.what();
+    }
+    for (int p = 1; p < n; ++p) mpi_world->send(&go, sizeof go, p, 41, kLong);
+    for (int p = 1; p < n; ++p) mpi_world->recv(&go, sizeof go, p, 42, kLong);
+  } else {
+    mpi_world->recv(&go, sizeof go, 0, 41, kLong);
+    mpi_world->barrier(kLong);
+    mpi_world->send(&go, sizeof go, 0, 42, kLong);
+  }
+}
+
 TEST(MpiComm, SubComm) {
   MPI_ONLY();
   sub_comm_cases(mpi_world);
