@@ -251,8 +251,12 @@ gpu_info() {
   libs_resolve || rc=1
   return $rc
 }
+# MakeDevice.FallbackLineIsOneWrite is left out: it skips wherever a GPU is usable (no fallback
+# line to check), and gtest() fails a step with a skipped test, so on the GPU machine it failed
+# t_cuda_cases and stopped the chain before test_mlp and test_ring ran.
 cuda_cases() {  # the CUDA/NCCL cases of the other areas' test binaries
-  gtest test_device 'CudaVsCpu.*:MakeDevice.*' && gtest test_mlp 'Mlp.CudaStepMatchesCpu' &&
+  gtest test_device 'CudaVsCpu.*:MakeDevice.*-MakeDevice.FallbackLineIsOneWrite' &&
+    gtest test_mlp 'Mlp.CudaStepMatchesCpu' &&
     gtest test_ring 'NcclEngine.*'
 }
 export -f gtest tbin libs_resolve gpu_info cuda_cases expect_fail_with
