@@ -33,9 +33,11 @@
 #              the local and nccl backends, and the CPU for the same steps; then 4 ranks (ring)
 #              and 2 workers + 1 server (ps) sharing the GPU for compute
 # Verdicts: PASS; FAIL (non-zero exit; a GPU test that skipped counts: on this machine it means
-# the GPU path did not run); FALLBACK (a --device cuda run that used the CPU); TIMEOUT; SKIP (no
-# budget left). The bundle's binaries need glibc >= 2.36 and libstdc++ with GLIBCXX_3.4.30 on the
-# GPU machine (Debian 12 / Ubuntu 24.04 have them); `gpu` shows any library that does not resolve.
+# the GPU path did not run); FALLBACK (a --device cuda run that used the CPU); SKIPPED (a test
+# binary under mpirun, or a sweep, that skipped everything); TIMEOUT; SKIP (no budget left).
+# The bundle's binaries need glibc >= 2.36 and libstdc++ with GLIBCXX_3.4.30 on the GPU machine
+# (Debian 12 / Ubuntu 24.04 have them; Ubuntu 22.04's glibc 2.35 does not: the bundled libevent
+# uses arc4random); `gpu` shows any library that does not resolve.
 # Output ($OUT, at most 8 files): device_check.log (everything), summary.txt (one line per step),
 # results.tar.gz (each step's output with the bench rows as --json lines, gtest XML, training
 # JSON summaries).
@@ -185,14 +187,22 @@ step() {
   verdict=PASS
   [ $rc -ne 0 ] && verdict=FAIL
   [ $rc -eq 124 ] || [ $rc -eq 137 ] && verdict=TIMEOUT
-  # A --device cuda run that fell back to the CPU ran, but not on the GPU.
-  if [ $verdict = PASS ] && [[ " $* " == *" --device cuda "* ]] &&
+  # A --device cuda run that fell back to the CPU ran, but not on the GPU (fmnist_cuda and the
+  # sweeps' runs take --device cuda from a function or a file, not from this command line).
+  if [ $verdict = PASS ] &&
+    [[ " $* " == *" --device cuda "* || $name == sweep_* || $name == fmnist_cuda ]] &&
     grep -q "no usable CUDA device" "$res/$name.txt"; then
     verdict=FALLBACK
   fi
   # A test binary run directly (under mpirun, not through gtest below) exits 0 when its tests
   # skip ("fewer GPUs than ranks", no NCCL): on this machine that means the path did not run.
   if [ $verdict = PASS ] && grep -q '^\[  SKIPPED \]' "$res/$name.txt"; then
+    verdict=SKIPPED
+  fi
+  # A sweep whose runs were all skipped (sweep.py counts them as fine: e.g. nvidia-smi lists no
+  # GPU, so every `requires = shared-gpu` run is skipped) passed without running anything.
+  if [ $verdict = PASS ] && grep -q '^\[sweep\] done in ' "$res/$name.txt" &&
+    ! grep -qE '^\[sweep\] done in [^;]*[0-9]+ ok' "$res/$name.txt"; then
     verdict=SKIPPED
   fi
   [ $verdict = PASS ] || fails=$((fails + 1))
