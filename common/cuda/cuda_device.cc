@@ -222,13 +222,29 @@ double CudaDevice::sum_squares(const float* x, std::size_t n) {
   return total;
 }
 
+// Why no GPU can be used, from cudaGetDeviceCount's error. cudaErrorInsufficientDriver ("CUDA
+// driver version is insufficient for CUDA runtime version") is also what a machine without any
+// NVIDIA driver gets, which sent a reader to upgrade a driver that is not there; with a driver,
+// both versions say by how much it is too old.
+std::string no_gpu_text(cudaError_t e) {
+  if (e != cudaErrorInsufficientDriver) return cuda_error_text(e);
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);  // 0 when no driver (libcuda.so.1) is installed
+  cudaRuntimeGetVersion(&runtime);
+  auto version = [](int v) { return detail::concat(v / 1000, ".", v % 1000 / 10); };
+  if (driver == 0)
+    return detail::concat("no NVIDIA driver found (", cudaGetErrorName(e), ")");
+  return detail::concat(cuda_error_text(e), ": the driver supports CUDA ", version(driver),
+                        ", this build's runtime is CUDA ", version(runtime));
+}
+
 }  // namespace
 
 std::unique_ptr<Device> try_make_cuda_device(int local_rank, std::string* why) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    if (why) *why = cuda_error_text(e);
+    if (why) *why = no_gpu_text(e);
     cudaGetLastError();  // reset the runtime's last-error state
     return nullptr;
   }
@@ -250,7 +266,7 @@ GpuSlot describe_gpu(int ordinal) {
   cudaError_t e = cudaGetDeviceCount(&s.visible);
   if (e != cudaSuccess) {
     s.visible = 0;
-    s.note = cuda_error_text(e);
+    s.note = no_gpu_text(e);
     cudaGetLastError();
     return s;
   }
@@ -275,7 +291,7 @@ GpuSlot probe_gpu_slot(int local_rank) {
   if (e != cudaSuccess || count == 0) {
     GpuSlot s;
     s.host = this_host_name();
-    s.note = e != cudaSuccess ? cuda_error_text(e) : "no CUDA device found";
+    s.note = e != cudaSuccess ? no_gpu_text(e) : "no CUDA device found";
     cudaGetLastError();
     return s;
   }
@@ -290,7 +306,7 @@ GpuInfo query_gpus() {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    info.error = cuda_error_text(e);
+    info.error = no_gpu_text(e);
     cudaGetLastError();
     return info;
   }

@@ -200,6 +200,11 @@ TEST(MakeDevice, CpuAndFallback) {
   EXPECT_EQ(make_device("auto", 1, 0)->is_gpu(), d->is_gpu());
   EXPECT_THROW(make_device("cpu", 0, 0), Error);  // OpenBLAS needs at least one thread
   if (!info.built) EXPECT_FALSE(info.error.empty());
+  // CUDA built but no NVIDIA driver at all (this machine): the runtime's own words,
+  // cudaErrorInsufficientDriver "CUDA driver version is insufficient", would send a reader to
+  // upgrade a driver that is not there.
+  if (info.built && info.driver_version == 0)
+    EXPECT_EQ(info.error.rfind("no NVIDIA driver found (", 0), 0u) << info.error;
 }
 
 // The fallback's log line reaches stderr in ONE write: under mpirun every rank of a host falls
@@ -229,6 +234,9 @@ TEST(MakeDevice, FallbackLineIsOneWrite) {
   ASSERT_EQ(records.size(), 1u) << "the line came in " << records.size() << " writes";
   EXPECT_EQ(records[0].rfind("[starring] local rank 3: no usable CUDA device (", 0), 0u)
       << records[0];
+  if (info.built && info.driver_version == 0)
+    EXPECT_NE(records[0].find("no usable CUDA device (no NVIDIA driver found ("), std::string::npos)
+        << records[0];
   EXPECT_EQ(records[0].back(), '\n');
 }
 
