@@ -24,10 +24,13 @@ __device__ std::size_t first_index() {
 }
 __device__ std::size_t grid_stride() { return static_cast<std::size_t>(blockDim.x) * gridDim.x; }
 
+// ReLU as the CPU's std::max(v, 0.0f), i.e. v < 0 ? 0 : v: a NaN stays NaN (fmaxf(NaN, 0) is 0,
+// which let a GPU run zero a hidden layer's NaN and train on where the CPU's loss turns NaN and
+// the run is reported diverged), and -0 stays -0.
 __global__ void bias_act_k(float* y, const float* bias, std::size_t n, int cols, bool relu) {
   for (std::size_t i = first_index(); i < n; i += grid_stride()) {
     float v = y[i] + bias[i % cols];
-    y[i] = relu ? fmaxf(v, 0.0f) : v;
+    y[i] = relu && v < 0.0f ? 0.0f : v;
   }
 }
 

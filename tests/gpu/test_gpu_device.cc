@@ -12,6 +12,7 @@
 //   - an allocation beyond the GPU's memory: a clear Error, and the device still works.
 // Skipped without a usable GPU.
 #include <cstdint>
+#include <limits>
 
 #include "common/error.h"
 #include "common/optimizer.h"
@@ -109,6 +110,34 @@ TEST(GpuDevice, ElementwiseAndBiasGradBitForBit) {
     return X.get();
   });
   EXPECT_EQ(first_bit_difference(g_fill, cpu_fill), -1) << "fill";
+}
+
+// ReLU on a NaN or -0 pre-activation as on the CPU (std::max(v, 0.0f)): NaN stays NaN (fmaxf
+// made it 0, hiding on the GPU a divergence the CPU reports) and -0 + -0 stays -0. NaN payloads
+// differ between x86 and CUDA, so NaNs are compared as NaN, the rest bit for bit.
+TEST(GpuDevice, ReluKeepsNanAndNegativeZeroLikeTheCpu) {
+  GPU_OR_SKIP(gpu);
+  const int rows = 3, cols = 4;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> y0 = {nan, -0.0f, 1.0f, -1.0f, 2.0f, nan, -3.0f, 0.0f,
+                                 -0.0f, 0.5f, nan, std::numeric_limits<float>::infinity()};
+  const std::vector<float> bias = {0.0f, -0.0f, -0.0f, 0.0f};
+  auto [cpu, g] = both(*gpu, [&](Device& d) {
+    Buf Y(d, y0), B(d, bias);
+    d.bias_act(Y.p, B.p, rows, cols, true);
+    return Y.get();
+  });
+  ASSERT_EQ(g.size(), cpu.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(cpu[i])) {
+      EXPECT_TRUE(std::isnan(g[i])) << "element " << i << ": " << g[i];
+    } else {
+      EXPECT_EQ(std::memcmp(&g[i], &cpu[i], sizeof(float)), 0)
+          << "element " << i << ": " << g[i] << " vs " << cpu[i];
+    }
+  }
+  EXPECT_TRUE(std::isnan(cpu[0]));     // the CPU's own rule, checked here too
+  EXPECT_TRUE(std::signbit(cpu[1]));   // -0 + -0
 }
 
 TEST(GpuDevice, OptimizerStepsBitForBit) {
