@@ -214,15 +214,20 @@ step() {
     grep -v "^\[ *\(RUN\|OK\|SKIPPED\) *\]" "$res/$name.txt" | tail -n 15 >&3
   fi
 }
-# expect_fail_with TEXT CMD...: passes when CMD fails and its output contains TEXT.
+# expect_fail_with TEXT CMD...: passes when CMD fails and its output contains TEXT. The output
+# is passed on as it comes (it was held in a variable until CMD ended, so a CMD that hung until
+# the step's timeout left no output at all: nothing to tell where it hung).
 expect_fail_with() {
   local text=$1
   shift
-  local o
-  o=$("$@" 2>&1)
-  local rc=$?
-  echo "$o"
-  [ $rc -ne 0 ] && grep -qF "$text" <<< "$o"
+  local o rc
+  o=$(mktemp)
+  "$@" 2>&1 | tee "$o"
+  rc=${PIPESTATUS[0]}
+  [ $rc -ne 0 ] && grep -qF "$text" "$o"
+  rc=$?
+  rm -f "$o"
+  return $rc
 }
 # gtest NAME [FILTER]: one test binary, XML into the results. On the GPU machine a skipped test
 # means the GPU path did not run: it fails the step (exit 3) after the test's own verdict.
