@@ -187,11 +187,16 @@ step() {
   verdict=PASS
   [ $rc -ne 0 ] && verdict=FAIL
   [ $rc -eq 124 ] || [ $rc -eq 137 ] && verdict=TIMEOUT
-  # A --device cuda run that fell back to the CPU ran, but not on the GPU (fmnist_cuda and the
-  # sweeps' runs take --device cuda from a function or a file, not from this command line).
-  if [ $verdict = PASS ] &&
-    [[ " $* " == *" --device cuda "* || $name == sweep_* || $name == fmnist_cuda ]] &&
+  # A --device cuda run that fell back to the CPU ran, but not on the GPU (fmnist_cuda takes
+  # --device cuda from a function, not from this command line).
+  if [ $verdict = PASS ] && [[ " $* " == *" --device cuda "* || $name == fmnist_cuda ]] &&
     grep -q "no usable CUDA device" "$res/$name.txt"; then
+    verdict=FALLBACK
+  fi
+  # A sweep's runs write their output to runs/*/log.txt, not to the sweep's console: a run of a
+  # `device = cuda` sweep that fell back says so there (runs on the CPU by choice never do).
+  if [ $verdict = PASS ] && [[ $name == sweep_* ]] &&
+    grep -rqs --include=log.txt "no usable CUDA device" "$res"; then
     verdict=FALLBACK
   fi
   # A test binary run directly (under mpirun, not through gtest below) exits 0 when its tests
