@@ -96,9 +96,12 @@ echo "device_check: $(date -u) on $(hostname), repo $(git rev-parse --short HEAD
 
 # ---- binaries and libraries ---------------------------------------------------------------
 bundle=$root/.devbundle/bundle.tar.xz
+unpacked=  # the bundle's folder, removed at the end
 if [ -r "$bundle" ]; then
-  work=${TMPDIR:-/tmp}/starring-device
-  rm -rf "$work" && mkdir -p "$work"
+  # A folder of this run's own: with one fixed path, two runs on one machine (helpers trying the
+  # script on the build host) deleted each other's binaries mid-run.
+  work=$(mktemp -d "${TMPDIR:-/tmp}/starring-device.XXXXXX")
+  unpacked=$work
   if [ "$dry" = 0 ]; then
     if command -v xz > /dev/null; then
       tar -C "$work" -xJf "$bundle"
@@ -380,5 +383,5 @@ if [ "$dry" = 0 ]; then
     done
   } >&3
 fi
-rm -rf "$res"
+rm -rf "$res" ${unpacked:+"$unpacked"}
 [ "$fails" = 0 ]
