@@ -11,7 +11,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "common/inproc_comm.h"
 #include "tests/scratch_dir.h"
 #include "train_fixture.h"
 #include "trainer/checkpoint.h"
@@ -326,6 +328,67 @@ TEST(ResumeErrors, AModelThatDoesNotFitOrADamagedFileStopsEveryRank) {
   none.ckpt.dir = fresh_dir("errors_none");
   none.ckpt.resume = "latest";
   expect_failure(none, 2, {"no valid checkpoint in " + none.ckpt.dir});
+}
+
+// Each rank's own error, as mpirun shows it: a rank that fails does not abort the others (as
+// run_ranks does, which hid what the others would have said), so each must learn the cause.
+std::vector<std::string> each_rank_error(const Config& cfg, int workers) {
+  auto data = load_data(cfg);
+  InProcWorld world(workers);
+  std::vector<std::string> errors(static_cast<std::size_t>(workers));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < workers; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        std::shared_ptr<Comm> comm = world.comm(r);
+        comm->set_timeout(Seconds(cfg.sync.timeout_s));
+        auto dev = make_device("cpu", 1, r);
+        run_rank(cfg, comm, *dev, nullptr, &data.first, &data.second);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+// Worker 0 alone reads and writes the checkpoints; when that fails, worker 1 is told why and
+// fails with that line, rather than waiting for data that never comes until --timeout (a worker
+// that skipped worker 0's verdict said only 'rank 1: timeout after 3.0 s in recv from rank 0').
+TEST(ResumeErrors, EveryWorkerSaysWhyWorker0Failed) {
+  Config a = make_cfg(Case{"ring", "", 2, "sgd"});
+  a.ckpt.dir = fresh_dir("each_rank");
+  a.train.max_steps = 4;
+  a.sync.timeout_s = 3;  // a worker that waited would fail on it, not hang the test
+  train(a, 2);
+  std::string bytes;
+  {
+    std::ifstream in(ckpt(a.ckpt.dir, 4), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  bytes[bytes.size() / 2] ^= 0x01;
+  const std::string bad = a.ckpt.dir + "/flipped.ckpt";
+  std::ofstream(bad, std::ios::binary) << bytes;
+  Config flipped = a;
+  flipped.ckpt.resume = bad;
+  auto errors = each_rank_error(flipped, 2);
+  EXPECT_NE(errors[0].find("rank 0: checkpoint " + bad + ": corrupt: CRC mismatch"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("rank 1: loading the checkpoint to resume from failed on worker 0: "
+                           "rank 0: checkpoint " +
+                           bad + ": corrupt: CRC mismatch"),
+            std::string::npos)
+      << errors[1];
+  // A checkpoint that cannot be written (its folder below a file).
+  Config unwritable = a;
+  unwritable.ckpt.dir = bad + "/sub";
+  errors = each_rank_error(unwritable, 2);
+  const std::string why = "cannot create --checkpoint-dir " + unwritable.ckpt.dir;
+  EXPECT_NE(errors[0].find("rank 0: " + why), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("rank 1: the checkpoint of step 4 failed on worker 0: rank 0: " + why),
+            std::string::npos)
+      << errors[1];
 }
 
 // The step counts optimizer steps of one global batch, so another global batch is refused rather
