@@ -203,6 +203,22 @@ TEST(CheckpointFile, AModelThatDoesNotFitIsRejected) {
             std::string::npos);
   EXPECT_NE(message({8, 6, 4}, 1000, "sgd").find("optimizer 'adamw' in the checkpoint"),
             std::string::npos);
+  // A position no run writes (a file edited and its CRC recomputed) is refused, not resumed at.
+  for (int field = 0; field < 3; ++field) {
+    CheckpointData odd = c;
+    if (field == 0) odd.step = -1;
+    if (field == 1) odd.epoch = -1;
+    if (field == 2) odd.next_batch = -1;
+    try {
+      check_checkpoint_fits(odd, {8, 6, 4}, 1000, "adamw", "f.ckpt", "rank 1");
+      ADD_FAILURE() << "no error for a negative position, field " << field;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 1: checkpoint f.ckpt does not fit this run: "
+                                           "negative position"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 std::vector<std::string> names_in(const std::string& dir) {
@@ -247,8 +263,16 @@ TEST(CheckpointDir, KilledMidWriteLeavesThePreviousGoodCheckpoint) {
   const std::string newest = k.dir + "/" + checkpoint_file_name(30);
   std::string bytes = slurp(newest);
   spit(newest, bytes.substr(0, bytes.size() - 100));
-  EXPECT_EQ(load_resume(k, "rank 0", path).step, 10);
+  ::testing::internal::CaptureStderr();
+  const std::int64_t resumed_at = load_resume(k, "rank 0", path).step;
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(resumed_at, 10);
   EXPECT_EQ(path, k.dir + "/" + checkpoint_file_name(10));
+  // ... and says so, naming the damaged file and the one it resumes from instead (a silent
+  // fallback lost the newest checkpoint's steps without a word).
+  EXPECT_NE(said.find("rank 0: checkpoint " + newest + ": truncated or corrupt"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("; resuming from " + path + " instead"), std::string::npos) << said;
   // Naming the damaged file itself is an error.
   k.resume = newest;
   EXPECT_THROW(load_resume(k, "rank 0", path), ConfigError);
