@@ -111,6 +111,7 @@ TEST_F(ConfigFile, IniValuesAndCommandLineWins) {
                           "batch = 128\n"
                           "lr = 0.2   \n"
                           "epochs=3\n"
+                          "seed = 7\n"
                           "; another comment style\n"
                           "[sync]\n"
                           "overlap = off\n"
@@ -122,12 +123,14 @@ TEST_F(ConfigFile, IniValuesAndCommandLineWins) {
   EXPECT_EQ(cfg.train.batch, 16);  // command line wins
   EXPECT_FLOAT_EQ(cfg.train.lr, 0.2f);
   EXPECT_EQ(cfg.train.epochs, 3);
+  EXPECT_EQ(cfg.train.seed, 7u);  // read as text and converted after parsing, as --overlap
   EXPECT_FALSE(cfg.sync.overlap);
   EXPECT_EQ(cfg.sync.compress, "fp16");
   EXPECT_EQ(cfg.bench.max_bytes, 16u << 20);  // an INI may hold options of other commands
 
-  Config on = parse_train({"--overlap", "on", "--config", ini});  // order does not matter
+  Config on = parse_train({"--overlap", "on", "--seed", "9", "--config", ini});  // any order
   EXPECT_TRUE(on.sync.overlap);
+  EXPECT_EQ(on.train.seed, 9u);
 }
 
 TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
@@ -148,6 +151,10 @@ TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
   msg = error_of("train", {"--config", bad_value});
   EXPECT_NE(msg.find("batch"), std::string::npos) << msg;
   EXPECT_NE(msg.find("v.ini"), std::string::npos) << msg;
+
+  // a key in two sections (which are labels only) is one option given twice: both lines named
+  msg = error_of("train", {"--config", write("d.ini", "[train]\nbatch = 8\n[sync]\nbatch = 16\n")});
+  EXPECT_NE(msg.find("d.ini:4: 'batch' given twice (first on line 2)"), std::string::npos) << msg;
 
   std::string no_eq = write("e.ini", "batch 8\n");
   EXPECT_NE(error_of("train", {"--config", no_eq}).find("e.ini:1"), std::string::npos);
@@ -223,6 +230,7 @@ TEST(Config, BadValuesNameTheOption) {
       {{"--hidden", "256,0"}, "--hidden"},
       {{"--hidden", "256,-1"}, "--hidden"},
       {{"--hidden", "256,,128"}, "--hidden"},
+      {{"--hidden", "256,128,"}, "--hidden"},  // a width cut off, not 256,128
       {{"--hidden", "2x"}, "--hidden"},
       {{"--hidden", "100000,100000"}, "--hidden"},
       {{"--preset", "huge"}, "--preset"},
