@@ -131,6 +131,7 @@ TEST(TrainingRanges, ValuesAtTheEdgeAreRefusedNamingTheOption) {
       {{"--max-steps", "0"}, "--max-steps"},
       {{"--weight-decay", "-0.01"}, "--weight-decay"},
       {{"--momentum", "-0.1"}, "--momentum"},
+      {{"--momentum", "1"}, "--momentum"},  // no decay: the velocity sums every gradient
       {{"--threads", "0"}, "--threads"},
       {{"--untimed-steps", "-1"}, "--untimed-steps"},
       {{"--backend", "ps", "--consistency", "ssp", "--staleness", "-1"}, "--staleness"},
@@ -149,8 +150,17 @@ TEST(TrainingRanges, ValuesAtTheEdgeAreRefusedNamingTheOption) {
       {"--epochs", "1", "--max-steps", "1"},
       {"--max-steps", "-1"},
       {"--weight-decay", "0", "--momentum", "0"},
+      {"--momentum", "0.999"},
+      {"--backend", "ring", "--straggler", "0:29999", "--timeout", "30"},
   };
   for (const auto& args : accepted) EXPECT_EQ(train_error(args), "") << args[0] << " " << args[1];
+  // A straggler's sleep as long as --timeout: the other ranks would time out waiting for it.
+  const std::string msg =
+      train_error({"--backend", "ring", "--straggler", "0:30000", "--timeout", "30"});
+  EXPECT_NE(msg.find("--straggler 0:30000: a delay of 30000 ms per step must be shorter than "
+                     "--timeout (30 s)"),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace
