@@ -256,6 +256,29 @@ TEST(ResumeFinished, AnEpochsEndKeepsItsTrainingLoss) {
   }
 }
 
+// --checkpoint-every on an epoch's last step (8: 8 steps an epoch): the checkpoint is taken after
+// that epoch's evaluation, so the run resumed from it, which starts the next epoch, still lists
+// every epoch once with the straight run's figures (taken before, epoch 1 was never evaluated).
+TEST(ResumeFinished, ACheckpointAtAnEpochsEndHoldsItsEvaluation) {
+  Config cfg = make_cfg(Case{"ring", "", 2, "sgd"});
+  cfg.ckpt.dir = fresh_dir("epoch_end");
+  cfg.ckpt.every = 8;
+  cfg.ckpt.keep = 10;
+  const TrainResult full = train(cfg, 2);
+  ASSERT_EQ(full.history.size(), 3u);  // 20 steps: epochs of 8, 8 and 4
+  EXPECT_EQ(read_checkpoint(ckpt(cfg.ckpt.dir, 8), "test").history.size(), 1u);
+  Config res = make_cfg(Case{"ring", "", 2, "sgd"});
+  res.ckpt.resume = ckpt(cfg.ckpt.dir, 8);
+  const TrainResult resumed = train(res, 2);
+  EXPECT_EQ(resumed.params, full.params);
+  ASSERT_EQ(resumed.history.size(), full.history.size());
+  for (std::size_t e = 0; e < full.history.size(); ++e) {
+    EXPECT_EQ(resumed.history[e].epoch, full.history[e].epoch);
+    EXPECT_EQ(resumed.history[e].test_accuracy, full.history[e].test_accuracy) << "epoch " << e;
+    EXPECT_NEAR(resumed.history[e].train_loss, full.history[e].train_loss, 1e-9) << "epoch " << e;
+  }
+}
+
 // Resumed with nothing left from a checkpoint inside epoch 2 (step 14; 8 steps an epoch), taken
 // after epoch 1's evaluation: epoch 2 so far is evaluated, and epoch 1's record stays the earlier
 // run's (it was labelled epoch 1, the epoch before, and replaced that record).
