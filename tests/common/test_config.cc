@@ -146,6 +146,9 @@ TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
   EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
   msg = error_of("train", {"--config", write("h.ini", "hel = 1\n")});
   EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
+  // nor 'config' itself: an INI file that names another was silently ignored
+  msg = error_of("train", {"--config", write("n.ini", "batch = 8\nconfig = other.ini\n")});
+  EXPECT_NE(msg.find("n.ini:2: unknown option 'config'"), std::string::npos) << msg;
 
   std::string bad_value = write("v.ini", "batch = many\n");
   msg = error_of("train", {"--config", bad_value});
@@ -231,6 +234,7 @@ TEST(Config, BadValuesNameTheOption) {
       {{"--hidden", "256,-1"}, "--hidden"},
       {{"--hidden", "256,,128"}, "--hidden"},
       {{"--hidden", "256,128,"}, "--hidden"},  // a width cut off, not 256,128
+      {{"--progress", "fancy"}, "--progress"},
       {{"--hidden", "2x"}, "--hidden"},
       {{"--hidden", "100000,100000"}, "--hidden"},
       {{"--preset", "huge"}, "--preset"},
