@@ -80,6 +80,21 @@ TEST(StopVote, NoRequestNeverStopsAndDisabledNeverVotes) {
   });
 }
 
+// A request the run cannot honour is said once, at the step it came, with the reason (a
+// --fault stop asks again every step: a line per step buried the run's own output).
+TEST(StopVote, AnIgnoredRequestIsSaidOnce) {
+  ::testing::internal::CaptureStderr();
+  run_ranks(1, [](Comm& c) {
+    StopVote off(c, -1, kStopVoteEvery, "no --checkpoint-dir to save the run to");
+    for (std::int64_t s = 1; s <= 10; ++s) EXPECT_FALSE(off.after_step(s, s >= 4));
+  });
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  const std::string line =
+      "[starring] rank 0: stop request (SIGUSR1 or --fault stop) at step 4 ignored: no "
+      "--checkpoint-dir to save the run to\n";
+  EXPECT_EQ(said, line);
+}
+
 TEST(StopVote, ASilentWorkerEndsTheVoteWithATimeoutNamingIt) {
   std::vector<std::string> errors(3);
   run_ranks(3, [&](Comm& c) {
