@@ -159,6 +159,8 @@ class StepFigures(unittest.TestCase):
         p, j = train([MPIRUN, "-np", "2"], "--backend", "ring", "--accum", "2", steps=4)
         self.assertEqual((j["workers"], j["batch"], j["accum"], j["global_batch"]), (2, 16, 2, 64))
         self.assertIn("global batch 64 (2 workers x 16 x accum 2)\n", p.stdout)
+        # --untimed-steps (default 5) is capped at a quarter of the run's 4 steps: 1
+        self.assertEqual(j["untimed_steps"], 1)
         slowest = max(r["wall_s"] for r in j["ranks"] if r["role"] == "worker")
         trained = 64 * (4 - j["untimed_steps"])
         self.assertAlmostEqual(j["samples_per_s"] * slowest / trained, 1.0, places=6)
