@@ -9,6 +9,7 @@ What a user sees from the real executable under scripts/mpirun.sh: test_cli_erro
 import os
 import subprocess
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,6 +32,15 @@ KILLED = (DASH + "Primary job  terminated normally, but 1 process returned\na no
           " Per user-direction, the job has been aborted.\n" + DASH + DASH
           + "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 "
           "(Killed).\n" + DASH)
+# A rank that exited without MPI_Finalize, one that called abort() (help-orterun.txt's
+# proc-exit-no-sync and proc-ordered-abort), and a rank stopped on request after a checkpoint.
+NOSYNC = (DASH + "mpirun has exited due to process rank 2 with PID 0 on\nnode vm exiting improperly. "
+          "There are three reasons this could occur:\n\n3. this process called \"MPI_Abort\" or "
+          "\"orte_abort\" and the mca parameter\norte_create_session_dirs is set to false.\n"
+          + DASH)
+ORDERED = (DASH + "mpirun has exited due to process rank 0 with PID 0 on\nnode vm calling \"abort\". "
+           "This may have caused other processes\nin the application to be terminated by signals "
+           "sent by mpirun\n(as reported here).\n" + DASH)
 UNKNOWN = (DASH + "mpirun was unable to launch the specified application as it could not "
            "access\nor execute an executable:\n\nExecutable: ./nonexist\nNode: vm\n" + DASH)
 
@@ -78,6 +88,30 @@ class Filter(unittest.TestCase):
                          "code 2\n")
         self.assertEqual(filtered(KILLED), "mpirun: job stopped: rank 1 on node vm was killed by "
                          "signal 9 (Killed)\n")
+
+    def test_improper_exit_abort_and_a_stop_on_request(self):
+        self.assertEqual(filtered(NOSYNC), "mpirun: job stopped: rank 2 on node vm exited without "
+                         "calling MPI_Finalize\n")
+        self.assertEqual(filtered(ORDERED), "mpirun: job stopped: rank 0 on node vm called abort\n")
+        self.assertEqual(filtered(NONZERO.replace("Exit code:    2", "Exit code:    75")),
+                         "mpirun: job stopped: rank 3 exited with code 75 (stopped on request "
+                         "after a checkpoint)\n")
+
+    def test_a_frame_that_arrives_in_pieces_is_condensed(self):
+        # the dash line that opens a frame cut short by a read: held until its newline
+        data = "x\n" + NONZERO
+        for cut in (len("x\n") + 30, len("x\n") + len(NONZERO) - 10):
+            p = subprocess.Popen([sys.executable, FILTER], stdin=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            for piece in (data[:cut], data[cut:]):
+                p.stdin.write(piece.encode())
+                p.stdin.flush()
+                time.sleep(0.2)  # the filter reads each piece on its own
+            p.stdin.close()
+            with p.stderr:
+                out = p.stderr.read().decode()
+            p.wait(timeout=30)
+            self.assertEqual(out, "x\nmpirun: job stopped: rank 3 exited with code 2\n", cut)
 
     def test_a_stopped_note_shows_unless_mpirun_names_a_failed_rank(self):
         note = ("starring: rank 0: stopped by SIGTERM; checkpoints written so far are whole, "
