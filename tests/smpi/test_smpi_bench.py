@@ -34,6 +34,7 @@ def main():
         rows_path = os.path.join(tmp, "rows.jsonl")
         common = [os.path.join(ROOT, "scripts", "smpi_bench.sh"), "--bin", a.bin,
                   "--bandwidth-gbps", str(LINK_GBPS), "--latency-us", "5", "--json-out", rows_path]
+        outputs = []
         for np_, sizes_args, extra in (
                 ("4", ["-b", "4100", "-e", "2M", "-f", "16"], []),
                 ("6", ["-b", "1M", "-e", "4M", "-f", "4"],
@@ -46,6 +47,11 @@ def main():
             if p.returncode == 77:
                 return 77
             assert p.returncode == 0, f"smpi_bench.sh exited {p.returncode}"
+            outputs.append(p.stdout)
+        # a failed np is the script's exit code too (a sweep must not record it as a pass)
+        bad = subprocess.run(common[:3] + ["--np", "2", "--", "--backends", "nccl"],
+                             capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2, f"a failing smpi_bench: smpi_bench.sh exited {bad.returncode}"
         with open(rows_path, encoding="utf-8") as f:
             rows = [json.loads(line) for line in f if line.strip()]
         ps_rows = [r for r in rows if r["backend"] == "ps"]
@@ -60,6 +66,17 @@ def main():
         {(b, s) for b in ("ring-p2p", "mpi") for s in sizes}, "a row is missing"
     for r in rows:
         assert r["simulated"] and r["np"] == 4 and r["wrong"] == 0, f"wrong values: {r}"
+    # the table's "vs base": the ring's busbw over MPI_Allreduce's of the same size, the base
+    # itself blank
+    busbw = {(r["backend"], r["size"]): r["busbw_GBps"] for r in rows}
+    table = [line.split() for line in outputs[0].splitlines() if " float " in line]
+    assert len(table) == len(rows), outputs[0]
+    for cols in table:
+        if cols[0] == "mpi":
+            assert len(cols) == 8, cols
+        else:
+            want = busbw[(cols[0], int(cols[1]))] / busbw[("mpi", int(cols[1]))]
+            assert abs(float(cols[-1].rstrip("x")) - want) <= 0.006, (cols, want)
     link = LINK_GBPS / 8
     for r in rows:
         if r["size"] == sizes[-1]:
