@@ -34,6 +34,13 @@ def params_of(widths):
     return sum(a * b + b for a, b in zip(widths, widths[1:]))
 
 
+def step_gemm_flops(widths, batch):
+    """The GEMM FLOPs one training step executes: forward, every layer's dW, and dX of all but
+    the first layer (6 * batch * sum(in*out) less layer 0's dX)."""
+    macs = [a * b for a, b in zip(widths, widths[1:])]
+    return 2 * batch * (2 * sum(macs) + sum(macs[1:]))
+
+
 class Bench(unittest.TestCase):
     def test_ops_on_fewer_ranks_beside_a_dedicated_server(self):
         # 3 ranks: ps with 1 dedicated server (2 workers), and ring, MPI_Allreduce and co-located
@@ -206,6 +213,37 @@ class Bench(unittest.TestCase):
                 self.assertNotIn("MPI_Abort", p.stderr)
                 self.assertNotIn("starring bench", p.stdout)  # before the table's header
 
+    def test_overlap_rows_table_and_footer_agree(self):
+        # bench --mode overlap, 2 sizes x (sleep, serial): each JSON row's overlap_pct is OSU's
+        # formula of its own times, the compute's time inside an iteration is part of that
+        # iteration's time, the table prints the JSON rows' figures in its columns, and the
+        # footer's averages are the rows' means. (Wrong figures here read as plausible numbers.)
+        p = subprocess.run([MPIRUN, "-np", "2", BIN, "bench", "--mode", "overlap", "--backends",
+                            "ring", "--compute", "sleep,serial", "-b", "64K", "-e", "256K", "-f",
+                            "4", "-n", "2", "-w", "1", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([(r["size"], r["compute"]) for r in rows],
+                         [(d, k) for d in (65536, 262144) for k in ("sleep", "serial")], p.stdout)
+        table = [line.split() for line in p.stdout.splitlines() if line.startswith("   ")]
+        self.assertEqual(len(table), len(rows), p.stdout)
+        for r, cols in zip(rows, table):
+            with self.subTest(size=r["size"], compute=r["compute"]):
+                self.assertEqual((r["np"], r["workers"], r["count"] * 4), (2, 2, r["size"]))
+                osu = 100 * (1 - (r["t_total_us"] - r["t_compute_us"]) / r["t_comm_us"])
+                self.assertAlmostEqual(r["overlap_pct"], min(100.0, max(0.0, osu)), delta=1e-6)
+                self.assertLess(r["t_inside_us"], r["t_total_us"])
+                self.assertEqual(cols[:3], [str(r["size"]), "ring", r["compute"]])
+                for col, k in zip(cols[3:], ("t_comm_us", "t_compute_us", "t_total_us",
+                                             "overlap_pct")):
+                    self.assertEqual(col, "%.1f" % r[k], k)
+        for k in ("sleep", "serial"):
+            avg = re.search(r"#  ring +%s +Avg overlap : +([\d.]+) %%" % k, p.stdout)
+            self.assertIsNotNone(avg, p.stdout)
+            mean = sum(r["overlap_pct"] for r in rows if r["compute"] == k) / 2
+            self.assertEqual(avg.group(1), "%.1f" % mean, k)
+
 
 class BenchModel(unittest.TestCase):
     def test_json_rows_are_self_consistent(self):
@@ -236,6 +274,13 @@ class BenchModel(unittest.TestCase):
                                        delta=1e-9)
                 # The step skips layer 0's dX, which the model count includes.
                 self.assertLess(r["step_gemm_gflops"], r["model_gflops"])
+                # The bare GEMMs are the step's own shapes at 2 FLOPs a multiply-add: step and
+                # sgemm GFLOP/s are that count over the step's and over the GEMMs' own time.
+                gemm = step_gemm_flops(r["widths"], 8)
+                self.assertAlmostEqual(r["step_gemm_gflops"], gemm / (r["step_ms"] / 1e3) / 1e9,
+                                       delta=1e-6 * r["step_gemm_gflops"])
+                self.assertAlmostEqual(r["sgemm_gflops"], gemm / (r["sgemm_ms"] / 1e3) / 1e9,
+                                       delta=1e-6 * r["sgemm_gflops"])
                 self.assertGreater(r["optimizer_ms"], 0)
                 self.assertLess(r["optimizer_ms"], r["step_ms"])
         self.assertGreater(rows[1]["params"], 19_000_000)  # the ~20M-parameter preset
@@ -247,6 +292,18 @@ class BenchModel(unittest.TestCase):
         table = [line.split() for line in out.splitlines() if not line.startswith("#")]
         self.assertEqual([t[0] for t in table], ["default", "wide"], out)
         self.assertEqual([int(t[1]) for t in table], [235146, params_of([784, 4096, 4096, 10])])
+        # each column is its figure, from the printed times (rounded: 1 % and the last digit)
+        for t, widths in zip(table, ([784, 256, 128, 10], [784, 4096, 4096, 10])):
+            step_s, sgemm_s = float(t[3]) / 1e3, float(t[7]) / 1e3
+            model = 6 * 8 * sum(a * b for a, b in zip(widths, widths[1:]))
+            gemm = step_gemm_flops(widths, 8)
+            for col, name, want, digit in (
+                    (2, "samples/s", 8 / step_s, 1), (4, "model-GF/s", model / step_s / 1e9, 0.1),
+                    (5, "step-GF/s", gemm / step_s / 1e9, 0.1),
+                    (6, "sgemm-GF/s", gemm / sgemm_s / 1e9, 0.1),
+                    (8, "ratio", sgemm_s / step_s, 0.001)):
+                self.assertAlmostEqual(float(t[col]), want, delta=0.01 * want + digit,
+                                       msg=f"{t[0]} {name}: {out}")
         self.assertIn("# ratio = step GEMM FLOP/s / bare sgemm FLOP/s", out)
 
 
