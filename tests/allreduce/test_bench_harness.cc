@@ -10,6 +10,8 @@
 
 #include "common/error.h"
 #include "experiments/bench_harness.h"
+#include "experiments/bench_on_ranks.h"
+#include "experiments/commands.h"
 #include "ps/protocol.h"
 #include "tests/allreduce/allreduce_test_util.h"
 #include "tests/scheduling_lag.h"
@@ -485,6 +487,26 @@ TEST(BenchHarness, BadFlagsAndUnknownBackendAreConfigErrors) {
     cfg.bench.factor = 1;
     EXPECT_THROW(run_bench_harness(cfg, c, nullptr), ConfigError);
   });
+}
+
+// `starring bench`'s exit code (bench_command.cc): 1 when a row counted wrong values, else 0.
+TEST(BenchHarness, BenchCommandExitsOneWhenAValueWasWrong) {
+  INPROC_ONLY();
+  inproc(2, [](std::shared_ptr<Comm> c) {
+    Config bad = bench_config({"test-off-by-one"}), good = bench_config({"ring"});
+    bad.bench.max_bytes = good.bench.max_bytes = 4 << 10;
+    const int rc_bad = run_bench(bad, c), rc_good = run_bench(good, c);
+    if (c->rank() != 0) return;  // rank 0 holds the rows
+    EXPECT_EQ(rc_bad, 1);
+    EXPECT_EQ(rc_good, 0);
+  });
+}
+
+TEST(BenchHarness, RankSuffixIsAWholeNumber) {
+  EXPECT_EQ(split_ranks_suffix("ring@2"), std::make_pair(std::string("ring"), 2));
+  EXPECT_EQ(split_ranks_suffix("ps-colocated"), std::make_pair(std::string("ps-colocated"), 0));
+  for (const char* bad : {"ring@2x", "ring@", "ring@0", "ring@-1"})
+    EXPECT_THROW(split_ranks_suffix(bad), ConfigError) << bad;
 }
 
 }  // namespace
