@@ -7,6 +7,7 @@
 #include "allreduce/private_comm.h"
 #include "common/error.h"
 #include "experiments/backend_registry.h"
+#include "experiments/bench_harness.h"
 #include "experiments/bench_overlap.h"
 #include "tests/allreduce/allreduce_test_util.h"
 
@@ -192,6 +193,30 @@ TEST(OverlapBench, MpiIallreduceWithoutThreadReadsNoOverlap) {
 TEST(OverlapBench, MpiBackendsSleepOverlapsAndTheControlDoesNot) {
   MPI_ONLY();
   expect_within_3_runs(overlap_config({"ring", "mpi", "ps-colocated"}, 8 << 20), mpi_world(), true);
+}
+
+// mpi-nothread, the reference: one step through the seam all-reduces the whole buffer once
+// (every element the closed-form sum), posted at the last tensor_ready.
+TEST(OverlapBench, MpiNothreadSumsTheWholeBufferOnce) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  const std::size_t count = 1001;
+  ParamLayout layout;
+  const auto sizes = overlap_tensor_sizes(count);
+  for (std::size_t t = 0; t < sizes.size(); ++t)
+    layout.add("t" + std::to_string(t), {static_cast<int>(sizes[t])});
+  std::vector<float> params(count), grads(count);
+  for (std::size_t i = 0; i < count; ++i) grads[i] = input_value(world->rank(), i);
+  auto sync = make_nothread_iallreduce(world, Seconds(60));
+  sync->start(layout, SyncBuffers{params.data(), grads.data(), false, nullptr}, OptimizerConfig{});
+  sync->begin_step(1, 0.0f);
+  for (std::size_t t = 0; t < sizes.size(); ++t) sync->tensor_ready(t);
+  for (std::size_t t = sizes.size(); t-- > 0;) sync->wait_params(t);
+  sync->flush();
+  sync->shutdown();
+  long wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) wrong += grads[i] != expected_sum(world->size(), i);
+  EXPECT_EQ(wrong, 0);
 }
 
 }  // namespace
