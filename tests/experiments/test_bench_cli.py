@@ -245,6 +245,16 @@ class Bench(unittest.TestCase):
             self.assertEqual(avg.group(1), "%.1f" % mean, k)
 
 
+    def test_overlap_rows_count_workers_not_servers(self):
+        # ps with a dedicated server on 3 ranks: 2 workers (the row's means are over them)
+        p = subprocess.run([MPIRUN, "-np", "3", BIN, "bench", "--mode", "overlap", "--backends",
+                            "ps", "--servers", "1", "--compute", "serial", "-b", "64K", "-e",
+                            "64K", "-n", "1", "-w", "0", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([(r["np"], r["workers"], r["servers"]) for r in rows], [(3, 2, 1)])
+
 class BenchModel(unittest.TestCase):
     def test_json_rows_are_self_consistent(self):
         rc, out, err = bench_model("--json", "--hidden", "32", "--run-name", "m1")
