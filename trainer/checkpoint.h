@@ -117,9 +117,12 @@ CheckpointData load_resume_on_workers(const Config& cfg, Comm& workers, std::str
 
 // The metadata a checkpoint of this run carries (the position is added by encode_checkpoint).
 nlohmann::json checkpoint_meta(const Config& cfg, const std::vector<int>& widths,
-                               std::size_t num_params, const std::string& backend, int workers);
+                               std::size_t num_params, const std::string& backend, int workers,
+                               std::int64_t train_samples);
 
-// What a resumed run starts from: load_resume_on_workers + check_checkpoint_fits, and on worker 0
+// What a resumed run starts from: load_resume_on_workers + check_checkpoint_fits, the data order's
+// inputs (global batch, --seed, data set and its training-sample count: the epoch's order and the
+// position in it are functions of them) checked against the checkpoint's, and on worker 0
 // the earlier run's metrics lines to keep. Empty `path`: a fresh run (cfg.ckpt.resume is empty, or
 // "auto" with no checkpoint yet).
 struct ResumePoint {
@@ -128,7 +131,7 @@ struct ResumePoint {
   std::vector<std::string> metrics_lines;
 };
 ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int>& widths,
-                         std::size_t num_params);
+                         std::size_t num_params, std::int64_t train_samples);
 
 // The lines of an earlier run's metrics file (`path`.partial when the newest run did not finish
 // and wrote one, else `path`) up to the first per-step record with "step" > `step`: what a resumed

@@ -112,7 +112,8 @@ CheckpointData load_resume_on_workers(const Config& cfg, Comm& workers, std::str
 }
 
 nlohmann::json checkpoint_meta(const Config& cfg, const std::vector<int>& widths,
-                               std::size_t num_params, const std::string& backend, int workers) {
+                               std::size_t num_params, const std::string& backend, int workers,
+                               std::int64_t train_samples) {
   const TrainConfig& t = cfg.train;
   return {{"widths", widths},
           {"num_params", num_params},
@@ -133,13 +134,14 @@ nlohmann::json checkpoint_meta(const Config& cfg, const std::vector<int>& widths
             {"warmup_steps", t.warmup_steps},
             {"lr_schedule", t.lr_schedule}}},
           {"dataset", cfg.data.dataset},
+          {"train_samples", train_samples},
           {"backend", backend},
           {"workers", workers},
           {"byte_order", "little-endian float32"}};
 }
 
 ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int>& widths,
-                         std::size_t num_params) {
+                         std::size_t num_params, std::int64_t train_samples) {
   ResumePoint r;
   if (cfg.ckpt.resume.empty()) return r;
   r.data = load_resume_on_workers(cfg, workers, r.path);
@@ -155,6 +157,28 @@ ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int
                         " does not fit this run: global batch ", saved_gb, " in the checkpoint, ",
                         gb, " in this run (workers x --batch x --accum = ", workers.size(), " x ",
                         cfg.train.batch, " x ", cfg.train.accum, ")");
+  // The data order is a function of (seed, epoch) over the training set, and the checkpoint's
+  // position (epoch, next batch) is in that order: another seed or other data would resume at a
+  // position of another order (and train on samples the epoch already had). A checkpoint of a
+  // build that did not record the sample count is not checked for it.
+  const auto fail = [&](const std::string& what) {
+    throw ConfigError(workers.where() + ": checkpoint " + r.path +
+                      " does not fit this run: " + what);
+  };
+  const auto& m = r.data.meta;
+  if (m.contains("seed") && m["seed"].is_number_unsigned() &&
+      m["seed"].get<std::uint64_t>() != cfg.train.seed)
+    fail(detail::concat("seed ", m["seed"].get<std::uint64_t>(), " in the checkpoint, --seed ",
+                        cfg.train.seed, " in this run (the data order follows it)"));
+  if (m.contains("dataset") && m["dataset"].is_string() &&
+      m["dataset"].get<std::string>() != cfg.data.dataset)
+    fail("data set '" + m["dataset"].get<std::string>() + "' in the checkpoint, --dataset " +
+         cfg.data.dataset + " in this run");
+  if (m.contains("train_samples") && m["train_samples"].is_number_integer() &&
+      m["train_samples"].get<std::int64_t>() != train_samples)
+    fail(detail::concat(m["train_samples"].get<std::int64_t>(),
+                        " training samples in the checkpoint, ", train_samples,
+                        " in this run (the epoch's order and the position in it depend on them)"));
   if (workers.rank() == 0)
     r.metrics_lines = metrics_lines_before(cfg.out.metrics_file, r.data.step);
   return r;

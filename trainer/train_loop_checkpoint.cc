@@ -146,8 +146,8 @@ void TrainLoop::checkpoint() {
       staging_.all_params_up();
       c.params.resize(model_.num_params());
       env_.device.to_host(c.params.data(), model_.params(), c.params.size());
-      c.meta =
-          checkpoint_meta(cfg_, model_.widths(), model_.num_params(), env_.sync.name(), world_);
+      c.meta = checkpoint_meta(cfg_, model_.widths(), model_.num_params(), env_.sync.name(), world_,
+                               train_.n);
       c.meta["lr_workers"] = lr_workers_;
       c.step = step_;
       c.epoch = pos_epoch_;

@@ -28,8 +28,8 @@ int eval_batch(const TrainConfig& tc) { return std::max(tc.batch, 256); }
 
 // --resume: every worker gets the checkpoint, and the model its parameters (before the sync
 // starts, so parameter servers receive them as the initial parameters).
-ResumePoint resume_into(const Config& cfg, Comm& workers, Mlp& model) {
-  ResumePoint r = resume_point(cfg, workers, model.widths(), model.num_params());
+ResumePoint resume_into(const Config& cfg, Comm& workers, Mlp& model, std::int64_t train_samples) {
+  ResumePoint r = resume_point(cfg, workers, model.widths(), model.num_params(), train_samples);
   if (!r.path.empty())
     model.device().to_device(model.params(), r.data.params.data(), r.data.params.size());
   return r;
@@ -47,7 +47,7 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
       world_(env.workers.size()),
       trace_(env.trace),
       model_(env.device, model_widths(cfg, train), eval_batch(cfg.train), cfg.train.seed),
-      resume_(resume_into(cfg, env.workers, model_)),
+      resume_(resume_into(cfg, env.workers, model_, train.n)),
       sampler_(train.n, rank_, world_, cfg.train.batch, cfg.train.seed),
       staging_(model_, env.device.is_gpu() && !env.sync.accepts_device_buffers()),
       straggler_(cfg.train.straggler, cfg.train.seed, world_),

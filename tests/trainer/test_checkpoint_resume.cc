@@ -426,5 +426,28 @@ TEST(ResumeErrors, AnotherGlobalBatchIsRefused) {
   expect_failure(b, 1, {b.ckpt.resume, "global batch 32 in the checkpoint, 16 in this run"});
 }
 
+// The data order is a function of (--seed, epoch) over the training set and the checkpoint's
+// position is in that order: another seed or another training-set size is refused (before, both
+// resumed without a word, at a position of another order).
+TEST(ResumeErrors, AnotherSeedOrTrainingSetIsRefused) {
+  Config a = make_cfg(Case{"ring", "", 2, "sgd"});
+  a.ckpt.dir = fresh_dir("seed-data");
+  a.train.max_steps = 4;
+  train(a, 2);
+  Config b = a;
+  b.ckpt.dir.clear();
+  b.ckpt.resume = ckpt(a.ckpt.dir, 4);
+  b.train.max_steps = 8;
+  Config seed = b;
+  seed.train.seed = a.train.seed + 1;
+  expect_failure(seed, 2,
+                 {b.ckpt.resume, "does not fit this run: seed 42 in the checkpoint, --seed 43"});
+  Config data = b;
+  data.data.synthetic_train = a.data.synthetic_train + 64;
+  expect_failure(data, 2,
+                 {b.ckpt.resume, "256 training samples in the checkpoint, 320 in this run"});
+  EXPECT_EQ(train(b, 2).steps, 8);  // the same seed and data resume
+}
+
 }  // namespace
 }  // namespace starring
