@@ -213,17 +213,20 @@ class Bench(unittest.TestCase):
                 self.assertNotIn("MPI_Abort", p.stderr)
                 self.assertNotIn("starring bench", p.stdout)  # before the table's header
 
+    def overlap_json(self, np_, *args):
+        """bench --mode overlap --json on np_ ranks, which must succeed: (process, JSON rows)."""
+        p = subprocess.run([MPIRUN, "-np", str(np_), BIN, "bench", "--mode", "overlap", "--json"]
+                           + list(args), capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        return p, [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+
     def test_overlap_rows_table_and_footer_agree(self):
         # bench --mode overlap, 2 sizes x (sleep, serial): each JSON row's overlap_pct is OSU's
         # formula of its own times, the compute's time inside an iteration is part of that
         # iteration's time, the table prints the JSON rows' figures in its columns, and the
         # footer's averages are the rows' means. (Wrong figures here read as plausible numbers.)
-        p = subprocess.run([MPIRUN, "-np", "2", BIN, "bench", "--mode", "overlap", "--backends",
-                            "ring", "--compute", "sleep,serial", "-b", "64K", "-e", "256K", "-f",
-                            "4", "-n", "2", "-w", "1", "--json"],
-                           capture_output=True, text=True, timeout=120)
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        p, rows = self.overlap_json(2, "--backends", "ring", "--compute", "sleep,serial", "-b",
+                                    "64K", "-e", "256K", "-f", "4", "-n", "2", "-w", "1")
         self.assertEqual([(r["size"], r["compute"]) for r in rows],
                          [(d, k) for d in (65536, 262144) for k in ("sleep", "serial")], p.stdout)
         table = [line.split() for line in p.stdout.splitlines() if line.startswith("   ")]
@@ -244,16 +247,12 @@ class Bench(unittest.TestCase):
             mean = sum(r["overlap_pct"] for r in rows if r["compute"] == k) / 2
             self.assertEqual(avg.group(1), "%.1f" % mean, k)
 
-
     def test_overlap_rows_count_workers_not_servers(self):
         # ps with a dedicated server on 3 ranks: 2 workers (the row's means are over them)
-        p = subprocess.run([MPIRUN, "-np", "3", BIN, "bench", "--mode", "overlap", "--backends",
-                            "ps", "--servers", "1", "--compute", "serial", "-b", "64K", "-e",
-                            "64K", "-n", "1", "-w", "0", "--json"],
-                           capture_output=True, text=True, timeout=120)
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        _, rows = self.overlap_json(3, "--backends", "ps", "--servers", "1", "--compute",
+                                    "serial", "-b", "64K", "-e", "64K", "-n", "1", "-w", "0")
         self.assertEqual([(r["np"], r["workers"], r["servers"]) for r in rows], [(3, 2, 1)])
+
 
 class BenchModel(unittest.TestCase):
     def test_json_rows_are_self_consistent(self):

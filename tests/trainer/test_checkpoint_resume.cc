@@ -315,6 +315,18 @@ void expect_failure(const Config& cfg, int workers, std::initializer_list<std::s
   }
 }
 
+// A copy of checkpoint `file` at `bad` with one bit flipped half-way through; returns `bad`.
+std::string flipped_copy(const std::string& file, const std::string& bad) {
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  bytes[bytes.size() / 2] ^= 0x01;
+  std::ofstream(bad, std::ios::binary) << bytes;
+  return bad;
+}
+
 TEST(ResumeErrors, AModelThatDoesNotFitOrADamagedFileStopsEveryRank) {
   Config a = make_cfg(Case{"ring", "", 2, "sgd"});
   a.ckpt.dir = fresh_dir("errors");
@@ -332,14 +344,7 @@ TEST(ResumeErrors, AModelThatDoesNotFitOrADamagedFileStopsEveryRank) {
   other_opt.train.opt.type = "adamw";
   expect_failure(other_opt, 2, {file, "optimizer 'sgd' in the checkpoint"});
 
-  std::string bytes;
-  {
-    std::ifstream in(file, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  bytes[bytes.size() / 2] ^= 0x01;
-  const std::string bad = a.ckpt.dir + "/flipped.ckpt";
-  std::ofstream(bad, std::ios::binary) << bytes;
+  const std::string bad = flipped_copy(file, a.ckpt.dir + "/flipped.ckpt");
   Config flipped = a;
   flipped.ckpt.resume = bad;
   expect_failure(flipped, 2, {bad, "CRC mismatch", "rank 0"});
@@ -384,14 +389,7 @@ TEST(ResumeErrors, EveryWorkerSaysWhyWorker0Failed) {
   a.train.max_steps = 4;
   a.sync.timeout_s = 3;  // a worker that waited would fail on it, not hang the test
   train(a, 2);
-  std::string bytes;
-  {
-    std::ifstream in(ckpt(a.ckpt.dir, 4), std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  bytes[bytes.size() / 2] ^= 0x01;
-  const std::string bad = a.ckpt.dir + "/flipped.ckpt";
-  std::ofstream(bad, std::ios::binary) << bytes;
+  const std::string bad = flipped_copy(ckpt(a.ckpt.dir, 4), a.ckpt.dir + "/flipped.ckpt");
   Config flipped = a;
   flipped.ckpt.resume = bad;
   auto errors = each_rank_error(flipped, 2);
