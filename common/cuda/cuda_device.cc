@@ -232,8 +232,7 @@ std::string no_gpu_text(cudaError_t e) {
   cudaDriverGetVersion(&driver);  // 0 when no driver (libcuda.so.1) is installed
   cudaRuntimeGetVersion(&runtime);
   auto version = [](int v) { return detail::concat(v / 1000, ".", v % 1000 / 10); };
-  if (driver == 0)
-    return detail::concat("no NVIDIA driver found (", cudaGetErrorName(e), ")");
+  if (driver == 0) return detail::concat("no NVIDIA driver found (", cudaGetErrorName(e), ")");
   return detail::concat(cuda_error_text(e), ": the driver supports CUDA ", version(driver),
                         ", this build's runtime is CUDA ", version(runtime));
 }

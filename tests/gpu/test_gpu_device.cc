@@ -119,8 +119,9 @@ TEST(GpuDevice, ReluKeepsNanAndNegativeZeroLikeTheCpu) {
   GPU_OR_SKIP(gpu);
   const int rows = 3, cols = 4;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> y0 = {nan, -0.0f, 1.0f, -1.0f, 2.0f, nan, -3.0f, 0.0f,
-                                 -0.0f, 0.5f, nan, std::numeric_limits<float>::infinity()};
+  const std::vector<float> y0 = {nan,   -0.0f, 1.0f,  -1.0f,
+                                 2.0f,  nan,   -3.0f, 0.0f,
+                                 -0.0f, 0.5f,  nan,   std::numeric_limits<float>::infinity()};
   const std::vector<float> bias = {0.0f, -0.0f, -0.0f, 0.0f};
   auto [cpu, g] = both(*gpu, [&](Device& d) {
     Buf Y(d, y0), B(d, bias);
@@ -136,8 +137,8 @@ TEST(GpuDevice, ReluKeepsNanAndNegativeZeroLikeTheCpu) {
           << "element " << i << ": " << g[i] << " vs " << cpu[i];
     }
   }
-  EXPECT_TRUE(std::isnan(cpu[0]));     // the CPU's own rule, checked here too
-  EXPECT_TRUE(std::signbit(cpu[1]));   // -0 + -0
+  EXPECT_TRUE(std::isnan(cpu[0]));    // the CPU's own rule, checked here too
+  EXPECT_TRUE(std::signbit(cpu[1]));  // -0 + -0
 }
 
 TEST(GpuDevice, OptimizerStepsBitForBit) {
