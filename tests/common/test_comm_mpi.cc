@@ -1,0 +1,151 @@
+// MpiComm (run under mpirun -np 2/3/4; the cases skip when the job has one rank) on the
+// scenarios of comm_cases.h, and its own cases.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "tests/common/comm_cases.h"
+
+namespace starring {
+namespace {
+
+using namespace starring::testing;
+
+TEST(MpiComm, PingPong) {
+  MPI_ONLY();
+  ping_pong(*mpi_world);
+}
+TEST(MpiComm, RingSendRecv) {
+  MPI_ONLY();
+  ring_sendrecv(*mpi_world);
+}
+TEST(MpiComm, AnySource) {
+  MPI_ONLY();
+  any_source(*mpi_world);
+}
+TEST(MpiComm, NonOvertaking) {
+  MPI_ONLY();
+  non_overtaking(*mpi_world);
+}
+TEST(MpiComm, ByteCounters) {
+  MPI_ONLY();
+  byte_counters(*mpi_world);
+}
+TEST(MpiComm, SilentPeerTimesOut) {
+  MPI_ONLY();
+  silent_peer(*mpi_world);
+}
+TEST(MpiComm, TestThenWaitCountsOnce) {
+  MPI_ONLY();
+  test_then_wait_counts_once(*mpi_world);
+}
+TEST(MpiComm, PeerOutOfRange) {
+  MPI_ONLY();
+  peer_out_of_range(*mpi_world);
+}
+// The highest tag StarRing may use (tags::kMaxTag) goes through; one above it is refused.
+TEST(MpiComm, TopTagWorksAndBeyondIsRefused) {
+  MPI_ONLY();
+  int v = mpi_world->rank(), x = -1;
+  const int n = mpi_world->size(), r = mpi_world->rank();
+  mpi_world->sendrecv(&v, sizeof v, (r + 1) % n, &x, sizeof x, (r - 1 + n) % n, tags::kMaxTag,
+                      kLong);
+  EXPECT_EQ(x, (r - 1 + n) % n);
+  EXPECT_THROW(mpi_world->isend(&v, sizeof v, (r + 1) % n, tags::kMaxTag + 1), Error);
+  EXPECT_THROW(mpi_world->irecv(&x, sizeof x, (r - 1 + n) % n, -1), Error);
+}
+// A send the peer does not receive (too big to go eagerly) times out naming "send to": rank 0
+// gives up, then rank 1 receives it after all, so nothing is left pending at MPI_Finalize.
+TEST(MpiComm, UnreceivedSendTimesOutNamingTheSend) {
+  MPI_ONLY();
+  std::vector<char> big(8 << 20, 1);
+  bool eager = false;
+  if (mpi_world->rank() == 0) {
+    try {
+      mpi_world->send(big.data(), big.size(), 1, 39, Seconds(0.3));
+      eager = true;  // the transport sent 8 MiB without the receiver: nothing to time out
+    } catch (const TimeoutError& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("rank 0: timeout after 0.3 s in send to rank 1 (tag 39)"),
+          std::string::npos)
+          << e.what();
+    }
+  }
+  mpi_world->barrier(kLong);
+  if (mpi_world->rank() == 1) mpi_world->recv(big.data(), big.size(), 0, 39, kLong);
+  mpi_world->barrier(kLong);
+  if (eager) GTEST_SKIP() << "8 MiB went eagerly";
+}
+
+// sendrecv returns once its send is complete too, so the caller may reuse the send buffer at
+// once: here a message too big to go eagerly, overwritten right after the call.
+TEST(MpiComm, SendRecvBufferIsFreeOnReturn) {
+  MPI_ONLY();
+  const int n = mpi_world->size(), r = mpi_world->rank();
+  const std::size_t count = std::size_t{4} << 20;  // 16 MiB of floats
+  std::vector<float> out(count, static_cast<float>(r)), in(count, -1.0f);
+  mpi_world->sendrecv(out.data(), count * 4, (r + 1) % n, in.data(), count * 4, (r - 1 + n) % n, 40,
+                      kLong);
+  std::fill(out.begin(), out.end(), -7.0f);
+  mpi_world->barrier(kLong);
+  std::size_t wrong = 0;
+  for (float v : in) wrong += v != static_cast<float>((r - 1 + n) % n);
+  EXPECT_EQ(wrong, 0u) << "of " << count << " floats from rank " << (r - 1 + n) % n;
+}
+
+// A barrier the other ranks reach late times out on rank 0 with a TimeoutError naming the
+// barrier; then they complete the barrier it abandoned (MPI cannot cancel one), while rank 0
+// keeps MPI progressing in its receives.
+TEST(MpiComm, BarrierTimeoutIsATimeoutError) {
+  MPI_ONLY();
+  const int n = mpi_world->size(), r = mpi_world->rank();
+  int go = 1;
+  if (r == 0) {
+    try {
+      mpi_world->barrier(Seconds(0.3));
+      ADD_FAILURE() << "barrier without the other ranks returned";
+    } catch (const Error& e) {
+      EXPECT_NE(dynamic_cast<const TimeoutError*>(&e), nullptr) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 0: timeout after 0.3 s in barrier"),
+                std::string::npos)
+          << e.what();
+    }
+    for (int p = 1; p < n; ++p) mpi_world->send(&go, sizeof go, p, 41, kLong);
+    for (int p = 1; p < n; ++p) mpi_world->recv(&go, sizeof go, p, 42, kLong);
+  } else {
+    mpi_world->recv(&go, sizeof go, 0, 41, kLong);
+    mpi_world->barrier(kLong);
+    mpi_world->send(&go, sizeof go, 0, 42, kLong);
+  }
+}
+
+TEST(MpiComm, SubComm) {
+  MPI_ONLY();
+  sub_comm_cases(mpi_world);
+}
+// The node rank picks the GPU: distinct per host, and equal to the rank when every rank shares
+// one host (as under CTest here). Checked against the hostnames the ranks report.
+TEST(MpiComm, NodeRankCountsRanksOnThisHost) {
+  MPI_ONLY();
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> all(static_cast<std::size_t>(mpi_world->size()) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, MPI_COMM_WORLD);
+  int before = 0;  // ranks below mine on my host
+  for (int r = 0; r < mpi_world->rank(); ++r)
+    before += std::string(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]) == name;
+  EXPECT_EQ(mpi_world->node_rank(), before);
+  InProcWorld world(3);
+  EXPECT_EQ(world.comm(2)->node_rank(), 2);
+}
+TEST(MpiComm, NonMpiCommIsRejectedByMpiCommOf) {
+  INPROC_ONLY();
+  InProcWorld world(1);
+  EXPECT_THROW(mpi_comm_of(*world.comm(0), "backend 'mpi'"), ConfigError);
+  MpiComm self(MPI_COMM_WORLD);
+  EXPECT_NE(mpi_comm_of(self, "test"), MPI_COMM_NULL);
+}
+
+}  // namespace
+}  // namespace starring
