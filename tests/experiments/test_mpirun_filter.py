@@ -9,7 +9,6 @@ What a user sees from the real executable under scripts/mpirun.sh: test_cli_erro
 import os
 import subprocess
 import sys
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -103,13 +102,16 @@ class Filter(unittest.TestCase):
         for cut in (len("x\n") + 30, len("x\n") + len(NONZERO) - 10):
             p = subprocess.Popen([sys.executable, FILTER], stdin=subprocess.PIPE,
                                  stderr=subprocess.PIPE)
-            for piece in (data[:cut], data[cut:]):
-                p.stdin.write(piece.encode())
-                p.stdin.flush()
-                time.sleep(0.2)  # the filter reads each piece on its own
+            p.stdin.write(data[:cut].encode())
+            p.stdin.flush()
+            # The filter passes "x\n" on once it has read the first piece (one write under
+            # PIPE_BUF, so read whole): only then comes the second, whatever the machine's load
+            # (a fixed sleep let a slow start read both pieces at once, testing nothing).
+            first = p.stderr.read(2)
+            p.stdin.write(data[cut:].encode())
             p.stdin.close()
             with p.stderr:
-                out = p.stderr.read().decode()
+                out = (first + p.stderr.read()).decode()
             p.wait(timeout=30)
             self.assertEqual(out, "x\nmpirun: job stopped: rank 3 exited with code 2\n", cut)
 
