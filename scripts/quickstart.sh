@@ -3,7 +3,8 @@
 # ring on Fashion-MNIST (1, 2 and 4 workers; ring all-reduce, one parameter server, co-located
 # servers; plus bandwidth bench passes), and the quick versions of the straggler and
 # compute/communication studies (2 workers, 60- and 10-step runs, ~45 s) so that the report has
-# every plot but the bucket, overlap, faults and recovery ones (their own sweeps); then writes the report, prints the main job's table and where the report is.
+# every plot but the bucket, overlap, faults and recovery ones (their own sweeps); then writes
+# the report, prints the main job's table and where the report is.
 #   scripts/quickstart.sh [--out DIR]        (default results/main)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -33,13 +33,13 @@ KILLED = (DASH + "Primary job  terminated normally, but 1 process returned\na no
           "(Killed).\n" + DASH)
 # A rank that exited without MPI_Finalize, one that called abort() (help-orterun.txt's
 # proc-exit-no-sync and proc-ordered-abort), and a rank stopped on request after a checkpoint.
-NOSYNC = (DASH + "mpirun has exited due to process rank 2 with PID 0 on\nnode vm exiting improperly. "
-          "There are three reasons this could occur:\n\n3. this process called \"MPI_Abort\" or "
-          "\"orte_abort\" and the mca parameter\norte_create_session_dirs is set to false.\n"
-          + DASH)
-ORDERED = (DASH + "mpirun has exited due to process rank 0 with PID 0 on\nnode vm calling \"abort\". "
-           "This may have caused other processes\nin the application to be terminated by signals "
-           "sent by mpirun\n(as reported here).\n" + DASH)
+NOSYNC = (DASH + "mpirun has exited due to process rank 2 with PID 0 on\nnode vm exiting "
+          "improperly. There are three reasons this could occur:\n\n3. this process called "
+          "\"MPI_Abort\" or \"orte_abort\" and the mca parameter\norte_create_session_dirs is set "
+          "to false.\n" + DASH)
+ORDERED = (DASH + "mpirun has exited due to process rank 0 with PID 0 on\nnode vm calling "
+           "\"abort\". This may have caused other processes\nin the application to be terminated "
+           "by signals sent by mpirun\n(as reported here).\n" + DASH)
 UNKNOWN = (DASH + "mpirun was unable to launch the specified application as it could not "
            "access\nor execute an executable:\n\nExecutable: ./nonexist\nNode: vm\n" + DASH)
 
