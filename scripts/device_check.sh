@@ -231,7 +231,7 @@ expect_fail_with() {
   local text=$1
   shift
   local o rc
-  o=$(mktemp)
+  o=$(mktemp "$res/expect.XXXXXX")  # in the results folder, removed at the end even if killed
   "$@" 2>&1 | tee "$o"
   rc=${PIPESTATUS[0]}
   [ $rc -ne 0 ] && grep -qF "$text" "$o"
