@@ -31,6 +31,12 @@ std::string recv_text(Comm& c, int src) {
   return s;
 }
 
+// The one refusal of a checkpoint that is valid but not this run's.
+ConfigError does_not_fit(const std::string& where, const std::string& file,
+                         const std::string& what) {
+  return ConfigError(where + ": checkpoint " + file + " does not fit this run: " + what);
+}
+
 std::string widths_text(const std::vector<int>& w) {
   std::string s;
   for (std::size_t i = 0; i < w.size(); ++i) s += (i ? "," : "") + std::to_string(w[i]);
@@ -42,9 +48,7 @@ std::string widths_text(const std::vector<int>& w) {
 void check_checkpoint_fits(const CheckpointData& c, const std::vector<int>& widths,
                            std::size_t num_params, const std::string& optimizer,
                            const std::string& file, const std::string& where) {
-  auto bad = [&](const std::string& what) {
-    return ConfigError(where + ": checkpoint " + file + " does not fit this run: " + what);
-  };
+  auto bad = [&](const std::string& what) { return does_not_fit(where, file, what); };
   std::vector<int> saved;
   std::string saved_opt;
   try {
@@ -153,18 +157,17 @@ ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int
   // change with it: 2 workers x 64 resume as 1 x 128).
   const auto saved_gb = r.data.meta.value("global_batch", std::int64_t{0});
   const auto gb = static_cast<std::int64_t>(cfg.train.batch) * cfg.train.accum * workers.size();
-  STARRING_CONFIG_CHECK(saved_gb == gb, workers.where(), ": checkpoint ", r.path,
-                        " does not fit this run: global batch ", saved_gb, " in the checkpoint, ",
-                        gb, " in this run (workers x --batch x --accum = ", workers.size(), " x ",
-                        cfg.train.batch, " x ", cfg.train.accum, ")");
+  const auto fail = [&](const std::string& what) {
+    throw does_not_fit(workers.where(), r.path, what);
+  };
+  if (saved_gb != gb)
+    fail(detail::concat("global batch ", saved_gb, " in the checkpoint, ", gb,
+                        " in this run (workers x --batch x --accum = ", workers.size(), " x ",
+                        cfg.train.batch, " x ", cfg.train.accum, ")"));
   // The data order is a function of (seed, epoch) over the training set, and the checkpoint's
   // position (epoch, next batch) is in that order: another seed or other data would resume at a
   // position of another order (and train on samples the epoch already had). A checkpoint of a
   // build that did not record the sample count is not checked for it.
-  const auto fail = [&](const std::string& what) {
-    throw ConfigError(workers.where() + ": checkpoint " + r.path +
-                      " does not fit this run: " + what);
-  };
   const auto& m = r.data.meta;
   if (m.contains("seed") && m["seed"].is_number_unsigned() &&
       m["seed"].get<std::uint64_t>() != cfg.train.seed)
