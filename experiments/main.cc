@@ -190,7 +190,7 @@ void check_bench_memory(std::size_t max_bytes) {
 // waited for the failed workers until MPI_Abort). The model's input and output widths come from
 // the data, read later: the trainer checks those. Returns the file (--resume latest resolved, so
 // the trainer reads the same one, and warns of a corrupt newer one only once).
-std::string check_resume(const Config& cfg, int workers) {
+std::string check_resume(const Config& cfg, int workers, long long train_samples) {
   if (cfg.ckpt.resume.empty()) return "";
   std::string path;
   const starring::CheckpointData c = starring::load_resume(cfg.ckpt, "rank 0", path);
@@ -205,13 +205,7 @@ std::string check_resume(const Config& cfg, int workers) {
   for (std::size_t i = 0; i + 1 < widths.size(); ++i)
     params += std::size_t(widths[i]) * widths[i + 1] + widths[i + 1];
   starring::check_checkpoint_fits(c, widths, params, t.opt.type, path, "rank 0");
-  const auto saved = c.meta.value("global_batch", std::int64_t{0});
-  const auto gb = static_cast<std::int64_t>(t.batch) * t.accum * workers;
-  if (saved != gb)
-    throw ConfigError(concat("rank 0: checkpoint ", path, " does not fit this run: global batch ",
-                             saved, " in the checkpoint, ", gb,
-                             " in this run (workers x --batch x --accum = ", workers, " x ",
-                             t.batch, " x ", t.accum, ")"));
+  starring::check_resume_fits_run(c, cfg, workers, train_samples, path, "rank 0");
   return path;
 }
 
@@ -286,7 +280,8 @@ void preflight(Config& cfg, int rank, int size) {
                              " is larger than each worker's shard (", n / workers, " of ", n,
                              " samples over ", workers, " workers)"));
   if (rank == 0 && (ds == "synthetic" || idx)) note_warmup_past_the_run(t, n, workers);
-  if (rank == 0) cfg.ckpt.resume = check_resume(cfg, workers);
+  if (rank == 0)
+    cfg.ckpt.resume = check_resume(cfg, workers, ds == "synthetic" || idx ? n : -1);
 }
 
 // Parses and checks on every rank, then agrees. Returns -1 to go on, else the exit code

@@ -104,6 +104,14 @@ void check_checkpoint_fits(const CheckpointData& c, const std::vector<int>& widt
                            std::size_t num_params, const std::string& optimizer,
                            const std::string& file, const std::string& where);
 
+// Throws ConfigError unless the checkpoint fits this run's data order: the same global batch
+// (`workers` x --batch x --accum), --seed, data set and training-sample count (skipped when
+// `train_samples` < 0: not known yet). Checked by rank 0 before any communication
+// (experiments/main.cc) and again by every worker in resume_point.
+void check_resume_fits_run(const CheckpointData& c, const Config& cfg, int workers,
+                           std::int64_t train_samples, const std::string& file,
+                           const std::string& where);
+
 // Worker 0 tells every other worker of `workers` whether its part of a collective step succeeded
 // (`error_on_0` empty: yes). On the others a failure throws Error naming `what` and worker 0's
 // message, so no worker waits out a timeout for a peer that already failed.

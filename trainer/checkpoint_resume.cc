@@ -75,6 +75,40 @@ void check_checkpoint_fits(const CheckpointData& c, const std::vector<int>& widt
     throw bad("negative position (step " + std::to_string(c.step) + ")");
 }
 
+void check_resume_fits_run(const CheckpointData& c, const Config& cfg, int workers,
+                           std::int64_t train_samples, const std::string& file,
+                           const std::string& where) {
+  const auto fail = [&](const std::string& what) { throw does_not_fit(where, file, what); };
+  // The step counts optimizer steps of one global batch: the schedule, Adam's bias correction and
+  // the run's length are in those units, so a resume must keep the global batch (workers may
+  // change with it: 2 workers x 64 resume as 1 x 128).
+  const auto& t = cfg.train;
+  const auto saved_gb = c.meta.value("global_batch", std::int64_t{0});
+  const auto gb = static_cast<std::int64_t>(t.batch) * t.accum * workers;
+  if (saved_gb != gb)
+    fail(detail::concat("global batch ", saved_gb, " in the checkpoint, ", gb,
+                        " in this run (workers x --batch x --accum = ", workers, " x ", t.batch,
+                        " x ", t.accum, ")"));
+  // The data order is a function of (seed, epoch) over the training set, and the checkpoint's
+  // position (epoch, next batch) is in that order: another seed or other data would resume at a
+  // position of another order (and train on samples the epoch already had). A checkpoint of a
+  // build that did not record the sample count is not checked for it.
+  const auto& m = c.meta;
+  if (m.contains("seed") && m["seed"].is_number_unsigned() &&
+      m["seed"].get<std::uint64_t>() != t.seed)
+    fail(detail::concat("seed ", m["seed"].get<std::uint64_t>(), " in the checkpoint, --seed ",
+                        t.seed, " in this run (the data order follows it)"));
+  if (m.contains("dataset") && m["dataset"].is_string() &&
+      m["dataset"].get<std::string>() != cfg.data.dataset)
+    fail("data set '" + m["dataset"].get<std::string>() + "' in the checkpoint, --dataset " +
+         cfg.data.dataset + " in this run");
+  if (train_samples >= 0 && m.contains("train_samples") && m["train_samples"].is_number_integer() &&
+      m["train_samples"].get<std::int64_t>() != train_samples)
+    fail(detail::concat(m["train_samples"].get<std::int64_t>(),
+                        " training samples in the checkpoint, ", train_samples,
+                        " in this run (the epoch's order and the position in it depend on them)"));
+}
+
 void agree_with_worker0(Comm& workers, const std::string& error_on_0, const std::string& what) {
   if (workers.rank() != 0) {
     const std::string status = recv_text(workers, 0);
@@ -152,36 +186,7 @@ ResumePoint resume_point(const Config& cfg, Comm& workers, const std::vector<int
   if (r.path.empty()) return r;  // --resume auto on an empty folder: a fresh run
   // Every worker holds the same bytes, so every worker reaches the same verdict.
   check_checkpoint_fits(r.data, widths, num_params, cfg.train.opt.type, r.path, workers.where());
-  // The step counts optimizer steps of one global batch: the schedule, Adam's bias correction and
-  // the run's length are in those units, so a resume must keep the global batch (workers may
-  // change with it: 2 workers x 64 resume as 1 x 128).
-  const auto saved_gb = r.data.meta.value("global_batch", std::int64_t{0});
-  const auto gb = static_cast<std::int64_t>(cfg.train.batch) * cfg.train.accum * workers.size();
-  const auto fail = [&](const std::string& what) {
-    throw does_not_fit(workers.where(), r.path, what);
-  };
-  if (saved_gb != gb)
-    fail(detail::concat("global batch ", saved_gb, " in the checkpoint, ", gb,
-                        " in this run (workers x --batch x --accum = ", workers.size(), " x ",
-                        cfg.train.batch, " x ", cfg.train.accum, ")"));
-  // The data order is a function of (seed, epoch) over the training set, and the checkpoint's
-  // position (epoch, next batch) is in that order: another seed or other data would resume at a
-  // position of another order (and train on samples the epoch already had). A checkpoint of a
-  // build that did not record the sample count is not checked for it.
-  const auto& m = r.data.meta;
-  if (m.contains("seed") && m["seed"].is_number_unsigned() &&
-      m["seed"].get<std::uint64_t>() != cfg.train.seed)
-    fail(detail::concat("seed ", m["seed"].get<std::uint64_t>(), " in the checkpoint, --seed ",
-                        cfg.train.seed, " in this run (the data order follows it)"));
-  if (m.contains("dataset") && m["dataset"].is_string() &&
-      m["dataset"].get<std::string>() != cfg.data.dataset)
-    fail("data set '" + m["dataset"].get<std::string>() + "' in the checkpoint, --dataset " +
-         cfg.data.dataset + " in this run");
-  if (m.contains("train_samples") && m["train_samples"].is_number_integer() &&
-      m["train_samples"].get<std::int64_t>() != train_samples)
-    fail(detail::concat(m["train_samples"].get<std::int64_t>(),
-                        " training samples in the checkpoint, ", train_samples,
-                        " in this run (the epoch's order and the position in it depend on them)"));
+  check_resume_fits_run(r.data, cfg, workers.size(), train_samples, r.path, workers.where());
   if (workers.rank() == 0)
     r.metrics_lines = metrics_lines_before(cfg.out.metrics_file, r.data.step);
   return r;

@@ -359,6 +359,21 @@ class CheckpointCli(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.dir)), before)  # nothing written or deleted
 
 
+    def test_a_resume_with_another_seed_is_refused_by_rank_0_before_the_job_starts(self):
+        # Rank 0 checks the checkpoint against the run before any communication, so a dedicated
+        # server does not wait for workers that refuse it, and the refusal is said once.
+        first = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        cmd = [ARGS.mpirun, "-np", "3", ARGS.bin, "train"] + COMMON + [
+            "--backend", "ps", "--servers", "1", "--max-steps", "8", "--checkpoint-dir",
+            self.dir, "--resume", "latest", "--seed", "43"]
+        bad = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+        path = os.path.join(self.dir, "ckpt-0000000004.ckpt")
+        self.assertIn("rank 0: checkpoint " + path + " does not fit this run: seed 42 in the "
+                      "checkpoint, --seed 43 in this run", bad.stderr)
+        self.assertNotIn("also rank", bad.stderr)
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
