@@ -280,8 +280,7 @@ void preflight(Config& cfg, int rank, int size) {
                              " is larger than each worker's shard (", n / workers, " of ", n,
                              " samples over ", workers, " workers)"));
   if (rank == 0 && (ds == "synthetic" || idx)) note_warmup_past_the_run(t, n, workers);
-  if (rank == 0)
-    cfg.ckpt.resume = check_resume(cfg, workers, ds == "synthetic" || idx ? n : -1);
+  if (rank == 0) cfg.ckpt.resume = check_resume(cfg, workers, ds == "synthetic" || idx ? n : -1);
 }
 
 // Parses and checks on every rank, then agrees. Returns -1 to go on, else the exit code
