@@ -207,6 +207,74 @@ class RecoveryReport(unittest.TestCase):
                 self.assertIn("Recovery: no resumed run after a fault", f.read())
 
 
+class RecoveryCells(unittest.TestCase):
+    """Each cell of the recovery table and each label of the plot from the field it names, on
+    records whose fields all differ (the fixture above gives several of them one value)."""
+
+    def test_each_column_reads_its_own_field(self):
+        base = record("ring", None, None, 1)
+        fault = record("ring", "kill:1:300", 25, 1)
+        rv = fault["recovery"]
+        # the first leg wrote 11 checkpoints (0.044 s), the second 5 (0.020 s): worker 0's
+        # figures over both legs are the recovery object's, the summary's are the last leg's
+        rv.update(checkpoints_total=16, checkpoint_s_total=0.064, baseline_s=99.0)
+        fault["checkpoint_s"] = {"worker0": 0.020, "others_max": 0.031}
+        row = dict(zip(report_recovery.HEADER, [
+            r for r in report_recovery.rows([base, fault]) if r[2] == "kill:1:300"][0]))
+        self.assertEqual(row["checkpoints"], "16")
+        self.assertEqual(row["in them s (worker 0)"], "0.064")
+        self.assertEqual(row["others waited s"], "0.031")
+        # time lost: against the median baseline in the 'baseline s' column, not a field of
+        # the run (the baseline it was compared with when it ran)
+        self.assertEqual(row["baseline s"], "2.00")
+        self.assertEqual(row["time lost / overhead s"], f"{rv['total_s'] - 2.0:+.2f}")
+
+    def test_failed_runs_are_not_in_the_table(self):
+        # a recovery run that failed (its second leg too) carries a recovery object with the
+        # legs' time: it is no measurement of recovery
+        base = record("ring", None, None, 1)
+        fault = record("ring", "kill:1:300", 25, 1)
+        failed = copy.deepcopy(fault)
+        failed.update(status="failed", exit_code=1, log_tail="x")
+        failed["recovery"]["total_s"] = 60.0
+        rows = report_recovery.rows([base, fault, failed, copy.deepcopy(failed)])
+        faulted = [r for r in rows if r[2] == "kill:1:300"]
+        self.assertEqual(len(faulted), 1)
+        total = f"{fault['recovery']['total_s']:.2f}"
+        self.assertEqual(dict(zip(report_recovery.HEADER, faulted[0]))["total s"], total)
+
+    def test_the_checkpoint_share_is_of_the_baseline_not_of_the_run(self):
+        import matplotlib.pyplot as plt
+        base, ck = record("ring", None, None, 1), record("ring", None, 100, 1)
+        ck["recovery"].update(total_s=3.0, checkpoint_s_total=1.0)  # 1 s of a 2 s baseline
+        fig, ax = plt.subplots()
+        try:
+            report_recovery._overhead_panel(ax, report_recovery.groups([base, ck]), ["ring"],
+                                            [100])
+            labels = [a.get_text() for a in ax.texts]
+        finally:
+            plt.close(fig)
+        self.assertEqual(labels, ["4\n50.0%"])
+
+    def test_steps_lost_go_on_the_tick_only_when_every_backend_lost_as_many(self):
+        import matplotlib.pyplot as plt
+        recs = [record(v, f, 25, 1) for v in ("ring", "ps-1") for f in (None, "kill:1:300")]
+        recs += [record(v, None, None, 1) for v in ("ring", "ps-1")]
+        ps_fault = [r for r in recs if r["variant"] == "ps-1"
+                    and r["recovery"]["role"] == "fault"][0]
+        ps_fault["recovery"]["steps_lost"] = 7
+        g = report_recovery.groups(recs)
+        self.assertIsNone(report_recovery._steps_lost(g, 25))
+        _, pos = report_recovery._xticks(g)
+        fig, ax = plt.subplots()
+        try:
+            report_recovery._fault_panel(ax, g, ["ps-1", "ring"], pos)
+            notes = sorted(a.get_text() for a in ax.texts)
+        finally:
+            plt.close(fig)
+        self.assertEqual(notes, ["25 lost", "7 lost"])  # on the points, one per backend
+
+
 class DriverHelpers(unittest.TestCase):
     def test_the_shipped_sweep_runs_each_baseline_first(self):
         for quick, intervals, step in ((False, ["50", "200", "800"], 1500),
