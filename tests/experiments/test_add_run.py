@@ -174,6 +174,48 @@ class AddRun(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(self.out, "runs.jsonl")), args)
 
 
+    def test_a_diverged_run_is_recorded_as_failed(self):
+        # `starring train` exits 1 after writing the summary of a run whose loss stopped being
+        # finite: its figures are no measurement, and the report must list it with the failures
+        summary = as_summary(fixture_run("main-ring-w2"))
+        summary["diverged_at_step"] = 17
+        p = add(self.out, self.write("s.json", summary))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        runs, _ = sr.read_jsonl(os.path.join(self.out, "runs.jsonl"))
+        self.assertEqual((runs[0]["status"], runs[0]["exit_code"]), ("failed", 1))
+        self.assertIn("loss not finite from step 17", runs[0]["log_tail"])
+        self.assertEqual(sr.check_record(runs[0]), [])
+
+    def test_every_ranks_trace_is_taken_servers_too(self):
+        rec = fixture_run("main-ps-1-w2")  # 2 workers and 1 server: ranks 0..2
+        self.assertEqual(rec["world_size"], 3)
+        for rank in range(3):
+            self.write(f"t.{rank}.json", {"traceEvents": [
+                {"name": "step", "ph": "X", "pid": rank, "tid": 0, "ts": 0, "dur": 5}]})
+        p = add(self.out, self.write("s.json", as_summary(rec)), "--trace",
+                os.path.join(self.dir, "t.%r.json"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        runs, _ = sr.read_jsonl(os.path.join(self.out, "runs.jsonl"))
+        self.assertEqual(len(runs[0]["trace_files"]), 3)
+        with open(os.path.join(self.out, runs[0]["trace_merged"]), encoding="utf-8") as f:
+            self.assertEqual(sorted(e["pid"] for e in json.load(f)["traceEvents"]), [0, 1, 2])
+
+    def test_bench_rows_are_checked_and_told_apart_by_the_cores(self):
+        # a row that lacks a field the report reads is left out, and a job of as many ranks as
+        # the host has CPUs does not time-share them (the bench prints neither figure itself)
+        cores = len(os.sched_getaffinity(0))
+        row = {"bench": "allreduce", "backend": "ring", "workers": 2, "size": 1024,
+               "count": 256, "type": "float", "time_us": 10.0, "algbw_GBps": 0.1,
+               "busbw_GBps": 0.1, "wrong": 0}
+        rows = [dict(row, np=cores), dict(row, np=cores + 1, size=2048),
+                {k: v for k, v in dict(row, np=2, size=4096).items() if k != "time_us"}]
+        p = add(self.out, "--bench", self.write("b.txt", "\n".join(map(json.dumps, rows))))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got, _ = sr.read_jsonl(os.path.join(self.out, "bench.jsonl"))
+        self.assertEqual([(r["size"], r["cores"], r["oversubscribed"]) for r in got],
+                         [(1024, cores, False), (2048, cores, True)])
+
+
 class MergeTraces(unittest.TestCase):
     """scripts/merge_traces.py (used by add_run.py and the sweep): a rank killed mid-run leaves
     only '<trace>.partial' (common/trace.cc: JSON Array Format, one event per line, no closing
@@ -236,6 +278,23 @@ class MergeTraces(unittest.TestCase):
                 events = json.load(f)["traceEvents"]
             self.assertEqual(len(events), 120000)
             self.assertEqual(events[-1]["pid"], 1)
+
+    def test_a_partial_beside_an_earlier_runs_trace_cc_file_is_the_one_merged(self):
+        # as below, with the earlier run's file in trace.cc's own layout (one event a line), the
+        # one the merge copies line by line instead of reading it whole through read_trace_events
+        ev = lambda ts: json.dumps({"ph": "X", "name": "step", "cat": "compute",  # noqa: E731
+                                    "ts": ts, "dur": 1.0, "pid": 1, "tid": 0})
+        with tempfile.TemporaryDirectory(prefix="starring_merge_") as tmp:
+            base = os.path.join(tmp, "t.1.json")
+            with open(base, "w", encoding="utf-8") as f:
+                f.write('{"traceEvents":[\n' + ",\n".join(ev(t) for t in (1, 2, 3))
+                        + '\n],"displayTimeUnit":"ms"}\n')
+            with open(base + ".partial", "w", encoding="utf-8") as f:
+                f.write(" " * 15 + "[\n" + ev(10) + ",\n" + ev(11) + ",\n")
+            out = os.path.join(tmp, "merged.json")
+            self.assertEqual(sr.merge_traces([base], out), [base])
+            with open(out, encoding="utf-8") as f:
+                self.assertEqual([e["ts"] for e in json.load(f)["traceEvents"]], [10, 11])
 
     def test_a_partial_beside_an_earlier_runs_file_is_the_one_read(self):
         # The same --trace path run again and rank 1 killed: t.1.json is the earlier run's, the
