@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -322,6 +323,195 @@ class Prediction(unittest.TestCase):
         self.assertAlmostEqual(lo, max(0.001, comm))
 
 
+class ModelInputs(unittest.TestCase):
+    """The figures the predictions are built from: gamma, the reference fit, T_compute, the
+    series' servers, the bounds test."""
+
+    def test_gamma_is_of_the_median_memcpy(self):
+        rows = [{"memcpy_GBps": x} for x in (60.0, 2.0, 6.0)]
+        self.assertAlmostEqual(cm.gamma_from_bench(rows), 1.5 / 6e9, delta=1e-6 * 1.5 / 6e9)
+        self.assertEqual(cm.gamma_from_bench([{"memcpy_GBps": 0}]), 0.0)
+
+    def test_among_time_shared_jobs_the_fewest_ranks_are_the_reference(self):
+        truth = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0)
+        rows = (bench_rows("ring", 4, 0, truth, 0, cores=2)
+                + bench_rows("ring", 2, 0, truth, 0, np_=3, cores=2))
+        ref = cm.reference(cm.calibrate(rows, gamma=0.0))["ring"]
+        self.assertEqual((ref.workers, ref.ranks, ref.oversubscribed), (2, 3, True))
+
+    def test_the_half_series_has_w_over_2_servers(self):
+        c = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0)
+        widths = cm.PRESETS["wide"]
+        ext = cm.extrapolate(widths, 0.001, lambda k: c, [1, 8])
+        sizes = cm.buckets(widths)
+        for name, servers in (("ps S=1", (1, 1)), ("ps S=W/2", (1, 4))):
+            for (w, _, _, comm, _), s in zip(ext[name], servers):
+                self.assertAlmostEqual(comm, cm.step_comm("ps", sizes, w, s, c), msg=(name, w))
+
+    def test_t_compute_is_the_median_of_plain_bsp_one_worker_runs(self):
+        model = {"widths": [784, 16, 10], "params": 12730, "bytes": 4 * 12730}
+        run = lambda s, **kw: dict({"status": "ok", "workers": 1, "np": 1,  # noqa: E731
+                                    "backend": "ring", "model": model, "batch": 64,
+                                    "step_time": {"compute_s": s, "total_s": s}}, **kw)
+        runs = [run(0.001), run(0.002), run(0.009),  # mean 0.004, median 0.002
+                run(0.05, straggler="0:50"), run(0.03, backend="ps", consistency="asp"),
+                run(0.04, status="failed"), run(0.5, workers=2, np=2)]
+        t, how = cmr.compute_times(runs)[(12730, 64, "cpu")]
+        self.assertEqual((t, how), (0.002, "median of 3 1-worker run(s)"))
+
+    def test_one_worker_with_a_dedicated_server_communicates(self):
+        c = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0, source="x")
+        fit = cm.Fit("ps", 1, 1, c, 0.0, [1, 2], False, 2)
+        model = {"widths": cm.PRESETS["default"], "params": 235146, "bytes": 4 * 235146}
+        rec = {"status": "ok", "workers": 1, "np": 2, "num_servers": 1, "backend": "ps",
+               "servers": 1, "model": model, "batch": 64, "bucket_mb": 25.0,
+               "step_time": {"compute_s": 0.002, "total_s": 0.004}}
+        p = cmr.predict_run(rec, {"ps": fit}, {(235146, 64, "cpu"): (0.002, "m")})
+        self.assertAlmostEqual(p["comm"], cm.step_comm("ps", [4 * 235146], 1, 1, c))
+        self.assertGreater(p["comm"], 0.0)
+        # and W = 2 with S = 2: the run's own servers
+        fit2 = cm.Fit("ps", 2, 2, c, 0.0, [1, 2], False, 4)
+        p = cmr.predict_run(dict(rec, workers=2, np=4, num_servers=2, servers=2), {"ps": fit2},
+                            {(235146, 64, "cpu"): (0.002, "m")})
+        self.assertAlmostEqual(p["comm"], cm.step_comm("ps", [4 * 235146], 2, 2, c))
+
+    def test_in_bounds_allows_ten_percent_either_side(self):
+        c = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0, source="x")
+        fit = cm.Fit("ring", 2, 0, c, 0.0, [1, 2], False, 2)
+        model = {"widths": cm.PRESETS["default"], "params": 235146, "bytes": 4 * 235146}
+        computes = {(235146, 64, "cpu"): (0.002, "m")}
+        rec = {"status": "ok", "workers": 2, "np": 2, "backend": "ring", "model": model,
+               "batch": 64, "bucket_mb": 25.0, "step_time": {"compute_s": 0.002}}
+        upper = cmr.predict_run(dict(rec, step_time={"total_s": 1.0}), {"ring": fit},
+                                computes)["upper"]
+        for measured, within in ((1.05 * upper, True), (1.15 * upper, False),
+                                 (0.002 * 0.95, True), (0.002 * 0.85, False)):
+            p = cmr.predict_run(dict(rec, step_time={"compute_s": 0.002, "total_s": measured}),
+                                {"ring": fit}, computes)
+            self.assertIs(p["within"], within, measured)
+
+
+class CliFigures(unittest.TestCase):
+    """The numbers cost_model.py prints, against the library computing them: the options' units
+    (--gamma-gbps GB/s, --ps-chunk-mb MiB), the model's size, the bounds count, the tables'
+    columns and the crossover sentence. A folder of exact-model bench rows and three runs, one of
+    them 3x slower than predicted."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="starring_cost_model_cli_")
+        truth = cm.Consts(alpha=23e-6, beta=1 / 3.1e9, gamma=1.5 / 6e9)
+        bench = (bench_rows("ring", 2, 0, truth, 6.0, cores=4)
+                 + bench_rows("ps", 2, 1, truth, 6.0, cores=4))
+        widths = cm.PRESETS["default"]
+        model = {"widths": widths, "params": 235146, "bytes": 4 * 235146}
+        comm = cm.comm_time("ring", 4 * 235146, 2, 0, truth)
+
+        def run(run_id, w, total, **kw):
+            return dict({"run_id": run_id, "status": "ok", "workers": w, "np": w,
+                         "backend": "ring", "model": model, "batch": 64, "bucket_mb": 25.0,
+                         "step_time": {"compute_s": 0.002, "total_s": total,
+                                       "comm_s": comm}}, **kw)
+        cls.runs = [run("one", 1, 0.002), run("fits", 2, 0.002 + comm),
+                    run("slow", 2, 3 * (0.002 + comm)),
+                    run("slowed", 2, 0.05, straggler="1:50"),
+                    run("diverged", 2, 0.01, status="failed")]  # add_run.py keeps its figures
+        cls.bench = bench
+        for name, rows in (("runs.jsonl", cls.runs), ("bench.jsonl", bench)):
+            with open(os.path.join(cls.tmp, name), "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(r) + "\n" for r in rows)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def cli(self, *args):
+        import contextlib
+        import io
+        import cost_model_cli as cli
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(cli.main([self.tmp, *args]), 0)
+        return out.getvalue()
+
+    def test_options_in_their_units_and_the_extrapolation_they_give(self):
+        import cost_model_cli as cli
+        out = self.cli("--gamma-gbps", "3", "--ps-chunk-mb", "1", "--workers", "2,64",
+                       "--models", "wide", "--compute-ms", "wide=5")
+        self.assertIn("reduction 1/gamma 3 GB/s", out)
+        widths = cm.PRESETS["wide"]
+        params = 784 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10
+        self.assertIn(f"wide MLP 784-4096-4096-10 ({params:,} params, "
+                      f"{4 * params / 1e6:.3g} MB)", out)
+        ref = cm.model_reference(self.bench, widths, 1 / 3e9, cm.MIB)
+        ext = cm.extrapolate(widths, 5e-3, lambda k: cm.network_consts(ref, k), [2, 64], 64,
+                             cm.BUCKET_MB, cm.MIB)
+        self.assertIn(cli.text(*cli.extrapolation_table("wide", ext, 64,
+                                                        cm.series_doubts(ref))), out)
+
+    def test_the_bounds_line_counts_the_runs_within(self):
+        out = self.cli("--workers", "2")
+        self.assertIn("ranks <= cores, W > 1: 1/2 within [overlap, no overlap] +-10%", out)
+
+    def test_tables_columns(self):
+        import cost_model_cli as cli
+        f = cm.Fit("ring", 2, 0, cm.Consts(1e-5, 1 / 3e9, 1 / 2e9), 0.1, [1024, 4096], False,
+                   2, [0.0, 0.1])
+        row = dict(zip(*(lambda h, r: (h, r[0]))(*cli.fits_table([f], {}))))
+        self.assertEqual((row["1/beta (GB/s)"], row["1/gamma (GB/s)"]), ("3", "2"))
+        p = {"run_id": "r", "label": "ring", "workers": 2, "np": 2, "consts": None,
+             "measured": 0.004, "lower": 0.002, "upper": 0.003, "comm": 0.001,
+             "measured_comm": 0.0025, "err": -0.25, "own_compute_err": -0.2, "within": False,
+             "notes": []}
+        head, rows = cli.check_table([p])
+        self.assertEqual(dict(zip(head, rows[0]))["comm ms pred. / meas."], "1.000 / 2.500")
+        # series within 0.5% of the fastest share the name
+        ext = {"a": [(2, 1.000, 0, 0, 0)], "b": [(2, 1.004, 0, 0, 0)], "c": [(2, 1.2, 0, 0, 0)]}
+        self.assertEqual(cli._fastest(ext, 0), "a = b")
+
+    def test_crossover_sentence_is_against_one_server(self):
+        import cost_model_cli as cli
+        c = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0)
+        widths, workers = cm.PRESETS["wide"], [2, 4, 8, 16]
+        sizes = cm.buckets(widths)
+        beats = [w for w in workers if cm.step_comm("ring", sizes, w, 0, c)
+                 < cm.step_comm("ps", sizes, w, 1, c)]
+        self.assertTrue(beats)
+        self.assertEqual(cli.crossover_lines(widths, lambda k: c, workers)[0],
+                         "ring communicates faster than PS with 1 server at W = "
+                         + ", ".join(map(str, beats)))
+
+    def test_the_check_plot_and_caption(self):
+        import report_model as rm
+        figs = []
+        with mock.patch.object(rm, "_save", lambda fig, d, name: figs.append(fig) or name):
+            fig = rm.predicted_vs_measured(self.runs, self.bench, None)
+        self.assertIn("Of the 2 runs with W > 1 that fit on the cores, 1 lies within", fig.caption)
+        self.assertIn("1 runs with an injected straggler", fig.caption)
+        self.assertNotIn("Not predicted", fig.caption)  # the failed run is no measurement
+        # circles at the no-overlap prediction of each run drawn, the straggler's left off
+        circles = sorted((round(l.get_xdata()[0], 6), round(l.get_ydata()[0], 6))
+                         for l in figs[0].axes[0].get_lines()
+                         if l.get_marker() == "o" and len(l.get_xdata()) == 1)
+        preds = {p["run_id"]: p for p in cmr.check_runs(self.runs, self.bench,
+                                                        cmr.compute_times(self.runs, self.bench))}
+        self.assertEqual(circles, sorted((round(1e3 * p["measured"], 6), round(1e3 * p["upper"], 6))
+                                         for k, p in preds.items() if k != "slowed"))
+
+
+    def test_the_scaling_plot_draws_milliseconds(self):
+        import report_model as rm
+        figs = []
+        with mock.patch.object(rm, "_save", lambda fig, d, name: figs.append(fig) or name):
+            rm.extrapolation(self.runs, self.bench, None)
+        ax = figs[0].axes[0]  # top row (calibrated constants), default model
+        self.assertEqual(ax.get_ylabel(), "step time (ms, log scale)")
+        widths = cm.PRESETS["default"]
+        ref = cm.model_reference(self.bench, widths)
+        ext = cm.extrapolate(widths, 0.002, lambda k: cm.network_consts(ref, k), rm.WORKERS)
+        ring = [l for l in ax.get_lines() if l.get_label().startswith("ring")][0]
+        for got, want in zip(ring.get_ydata(), [1e3 * p[1] for p in ext["ring"]]):
+            self.assertAlmostEqual(got, want)
 class OnTheFixture(unittest.TestCase):
     def run_cli(self, *args):
         return subprocess.run([sys.executable, os.path.join(SCRIPTS, "cost_model.py"), FIXTURE,
