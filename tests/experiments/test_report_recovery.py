@@ -359,5 +359,108 @@ class DriverHelpers(unittest.TestCase):
             self.assertIsNone(r["recovery"]["same_result"])
 
 
+    def test_a_different_test_loss_is_a_different_result(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            recs = records()
+            write(tmp, recs)
+            r = dict(recs[1], status="ok", test_loss=recs[0]["test_loss"] + 1e-3)
+            r["recovery"] = dict(r["recovery"])
+            metrics = os.path.join(tmp, "m.jsonl")
+            open(metrics, "w").close()
+            rcv.finish(r, {"metrics_file": metrics}, {"out": tmp})
+            self.assertEqual(r["recovery"]["accuracy_delta"], 0.0)
+            self.assertIs(r["recovery"]["same_result"], False)
+
+    def test_a_run_that_failed_before_its_fault_gets_no_second_leg(self):
+        # the first leg crashed before the fault step (no '--fault ... at step' line): a restart
+        # would count a run that never had its fault as recovered from it
+        from unittest import mock
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "log.txt")
+            with open(log, "w", encoding="utf-8") as f:
+                f.write("starring: error: rank 0: out of memory\n")
+            calls = []
+
+            def launch(np_, argv, log_path, ctx):
+                calls.append(argv)
+                return 1, "failed", 2.0, " ".join(argv)
+            rec = {"np": 2}
+            files = {"log_file": log}
+            with mock.patch.object(rcv, "launch", launch):
+                status = rcv.run_legs(rec, {"flags": {"fault": "kill:1:300"}},
+                                      ["starring", "train", "--fault", "kill:1:300"], files,
+                                      {"out": tmp}, tmp)
+            self.assertEqual(status, "failed")
+            self.assertEqual(len(calls), 1)
+            self.assertEqual(len(rec["recovery"]["legs"]), 1)
+            self.assertEqual(rec["recovery"]["fault"]["outcome"], "not injected")
+
+
+    def test_the_baseline_is_the_newest_successful_one_of_the_same_repeat_and_flags(self):
+        # the same sweep run again into the folder (--out): the newer baseline, not a failed
+        # one, of the same repeat however the records are ordered; --keep-checkpoints (which
+        # only a run with checkpoints has) does not make another configuration
+        with tempfile.TemporaryDirectory() as tmp:
+            recs = records()
+            fault = [r for r in recs if r["variant"] == "ring" and r["repeat"] == 1
+                     and r["recovery"]["role"] == "fault"][0]
+            base = [r for r in recs if r["variant"] == "ring" and r["repeat"] == 1
+                    and r["recovery"]["role"] == "baseline"][0]
+            base2 = [r for r in recs if r["variant"] == "ring" and r["repeat"] == 2
+                     and r["recovery"]["role"] == "baseline"][0]
+            newer = dict(copy.deepcopy(base), run_id="ring-base-again")
+            failed = dict(copy.deepcopy(base), run_id="ring-base-failed", status="failed",
+                          log_tail="x")
+            write(tmp, [base, newer, failed, base2])
+            self.assertEqual(rcv.find_baseline(fault, tmp)["run_id"], "ring-base-again")
+            kept = dict(fault, config=dict(fault["config"], **{"keep-checkpoints": "2"}))
+            self.assertEqual(rcv.find_baseline(kept, tmp)["run_id"], "ring-base-again")
+
+    def test_asynchronous_runs_are_not_held_to_the_same_result(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            recs = records()
+            write(tmp, recs)
+            metrics = os.path.join(tmp, "m.jsonl")
+            open(metrics, "w").close()
+            for consistency in ("ssp", "asp"):
+                r = dict(recs[1], status="ok", backend="ps", consistency=consistency,
+                         test_accuracy=recs[0]["test_accuracy"] + 0.01)
+                r["recovery"] = dict(r["recovery"])
+                rcv.finish(r, {"metrics_file": metrics}, {"out": tmp})
+                self.assertIsNone(r["recovery"]["same_result"], consistency)
+
+    def test_a_fault_that_did_not_end_the_job_is_a_failed_run(self):
+        from unittest import mock
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "log.txt")
+            with open(log, "w", encoding="utf-8") as f:
+                f.write("[starring] rank 1: --fault hang at step 300 (unix time 1000.5)\n")
+            rec = {"np": 2}
+            with mock.patch.object(rcv, "launch", lambda *a: (0, "ok", 9.0, "c")):
+                status = rcv.run_legs(rec, {"flags": {"fault": "hang:1:300"}}, ["starring"],
+                                      {"log_file": log}, {"out": tmp}, tmp)
+            self.assertEqual((status, rec["status"]), ("failed", "failed"))
+            self.assertIn("did not end the job (missed)", rec["reason"])
+            self.assertEqual(rcv.count_key(rec), "failed")
+
+
+    def test_checkpoints_and_their_seconds_add_up_over_the_metrics(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            recs = records()
+            write(tmp, recs)
+            metrics = os.path.join(tmp, "m.jsonl")
+            lines = [{"step": 1, "loss": 1.0}, {"event": "checkpoint", "step": 10, "save_s": 0.1},
+                     {"event": "eval", "step": 10}, {"event": "checkpoint", "step": 20,
+                                                      "save_s": 0.25},
+                     {"event": "checkpoint", "step": 30, "save_s": 0.05}]
+            for line in lines:
+                sr.append_jsonl(metrics, line)
+            r = dict(recs[1], status="ok")
+            r["recovery"] = dict(r["recovery"])
+            rcv.finish(r, {"metrics_file": metrics}, {"out": tmp})
+            self.assertEqual(r["recovery"]["checkpoints_total"], 3)
+            self.assertAlmostEqual(r["recovery"]["checkpoint_s_total"], 0.4)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
