@@ -31,6 +31,14 @@ class OtherLoadArithmetic(unittest.TestCase):
             load = sweep_jobs.OtherLoad()
             self.assertEqual(load.cpus(), 0.8)
 
+    def test_busy_is_all_but_idle_and_iowait(self):
+        # /proc/stat's cpu line: user nice system idle iowait irq softirq steal guest guest_nice;
+        # guest time is inside user time already, steal counts as busy, iowait does not
+        line = "cpu  100 20 30 5000 700 4 6 50 40 0\n"
+        with mock.patch("builtins.open", mock.mock_open(read_data=line)), \
+                mock.patch.object(sweep_jobs.os, "sysconf", lambda name: 100):
+            self.assertAlmostEqual(sweep_jobs.host_busy_s(), (100 + 20 + 30 + 4 + 6 + 50) / 100)
+
     def test_no_proc_stat_no_figure(self):
         with mock.patch.object(sweep_jobs, "host_busy_s", lambda: None):
             self.assertIsNone(sweep_jobs.OtherLoad().cpus())

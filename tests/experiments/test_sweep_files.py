@@ -314,6 +314,8 @@ class TheTimeBound(unittest.TestCase):
 
 FAKE_STARRING = """#!/usr/bin/env python3
 import json, sys
+if sys.argv[1] == "bench" and sys.argv[-1] == "0":  # a pass that exits 0 with no row
+    sys.exit(0)
 if sys.argv[1] == "bench":  # one row, as `starring bench --json` prints them
     print(json.dumps({"bench": "allreduce", "backend": "ring", "np": 0, "workers": 0,
                       "size": 1024, "count": 256, "type": "float", "time_us": 10.0,
@@ -381,6 +383,23 @@ class TheRecordsOfJobs(unittest.TestCase):
                          [("t-bench-b-np2", False), ("t-bench-b-np3", True)])
         for r in rows:
             self.assertEqual(sr.check_bench_row(r), [])
+
+
+    def test_a_bench_pass_without_rows_is_a_failure_on_record(self):
+        # exit 0 but no `--json` row: nothing to plot, so the pass failed, and says so in
+        # bench.jsonl (a status record with the log's tail); its row count is 0
+        import sweep_jobs
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = self.context(tmp)
+            try:
+                status, nrows, _, _ = sweep_jobs.run_bench("e", 2, "-b 0", ctx)
+            finally:
+                sweep_jobs.end_deferral(ctx)
+            rows, _ = sr.read_jsonl(os.path.join(ctx["out"], "bench.jsonl"))
+        self.assertEqual((status, nrows), ("failed", 0))
+        self.assertEqual([(r["status"], r["exit_code"], r["np"]) for r in rows],
+                         [("failed", 0, 2)])
+        self.assertEqual(sr.check_bench_row(rows[0]), [])
 
 
 if __name__ == "__main__":
