@@ -280,6 +280,26 @@ class BadSweepFiles(unittest.TestCase):
             self.assertEqual(benches["x"]["np"], "2")
 
 
+class GpuCount(unittest.TestCase):
+    """The GPUs a run may use (sweep_jobs.gpu_count, which decides whether a GPU variant runs or
+    is skipped): nvidia-smi's list, cut at the first CUDA_VISIBLE_DEVICES entry that is not a
+    GPU, as CUDA reads it."""
+
+    def test_visible_devices_end_at_the_first_non_gpu_entry(self):
+        import sweep_jobs
+        from unittest import mock
+        smi = subprocess.CompletedProcess([], 0, stdout="GPU 0: H100 (UUID: a)\n"
+                                          "GPU 1: H100 (UUID: b)\nGPU 2: H100 (UUID: c)\n")
+        with mock.patch.object(sweep_jobs.subprocess, "run", lambda *a, **k: smi):
+            for visible, count in ((None, 3), ("0,1", 2), ("1,-1,0", 1), ("-1", 0), ("", 0),
+                                   ("0,1,2,3", 3)):
+                env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+                with mock.patch.dict(os.environ, env, clear=False):
+                    if visible is None:
+                        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+                    self.assertEqual(sweep_jobs.gpu_count(), count, visible)
+
+
 class TheTimeBound(unittest.TestCase):
     """Every job runs under its time bound: the sweep's timeout_s, or --timeout in its place."""
 
