@@ -225,6 +225,173 @@ class TheLinesThePlotsAreReadAgainst(unittest.TestCase):
             self.assertAlmostEqual(narrow[i].get_height(), 1e3 * st["comm_s"])
 
 
+class StragglerKept(unittest.TestCase):
+    def test_the_share_kept_is_of_the_workers_summed_rates(self):
+        # under ASP the fast workers keep their pace while rank 0's wall clock (samples_per_s)
+        # says little: the bar is the workers' summed rates with the straggler over without
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        pair = [copy.deepcopy(r) for r in runs if r["run_id"] in ("straggler-ring-none",
+                                                                   "straggler-ring-1:50")]
+        for r, per_worker_s in zip(pair, (1.0, 4.0)):  # 64 x 60 samples per worker in 1 s, in 4 s
+            for rank in r["ranks"]:
+                rank.update(steps=60, compute_s=per_worker_s, wait_s=0.0)
+        base, slow = sorted(pair, key=lambda r: bool(r["straggler"]))
+        self.assertAlmostEqual(sum(sr.worker_rates(slow)) / sum(sr.worker_rates(base)), 0.25)
+        ax = figures_of(rs, rs.straggler, pair)[0].axes[0]
+        self.assertEqual([round(p.get_height(), 6) for p in ax.patches], [25.0])
+        self.assertEqual([t.get_text() for t in ax.texts][0], "25%\n3,840\nof 15,360")
+
+
+class CrossoverShare(unittest.TestCase):
+    def test_the_share_is_communication_over_communication_plus_compute(self):
+        # the step's total is compute + wait; communication overlaps it (the trainer's
+        # convention), so comm / total is not the share the 50% line is read against
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [r for r in runs if r["status"] == "ok" and "hidden" in r.get("grid_point", {})]
+        ax = figures_of(rs, rs.crossover, runs)[0].axes[0]
+        drawn = {(l.get_label(), x): y for l in ax.get_lines() if "W=" in l.get_label()
+                 for x, y in zip(l.get_xdata(), l.get_ydata())}
+        want = {}
+        for r in runs:
+            st = r["step_time"]
+            name = f"{sr.backend_label(r)} W={r['workers']} batch {r['batch']}" + (
+                f" ({r['np']} ranks)" if r.get("oversubscribed") else "")
+            want[(name, r["model"]["params"])] = 100 * st["comm_s"] / (st["comm_s"]
+                                                                       + st["compute_s"])
+        self.assertEqual(set(drawn), set(want))
+        for k, v in want.items():
+            self.assertAlmostEqual(drawn[k], v, msg=k)
+
+
+class StudyCaptionsAndBounds(unittest.TestCase):
+    def test_the_bucket_caption_gives_the_model_in_mib(self):
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [r for r in runs if r["status"] == "ok" and "bucket-mb" in r.get("grid_point", {})]
+        mib = max(r["model"]["bytes"] for r in runs) / 2**20
+        with mock.patch.object(rs, "_save", lambda fig, out_dir, name: name):
+            fig = rs.bucket(runs, None)
+        self.assertIn(f"(the model is {mib:.0f} MiB;", fig.caption)
+
+    def test_the_ssp_bound_line_sits_between_the_bound_and_the_next_step(self):
+        # a bar at staleness s is centred on s: the bound --staleness b is drawn at b + 0.5,
+        # so the bars up to b are inside it and the gray region starts after them
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [r for r in runs if r["status"] == "ok" and r.get("consistency") == "ssp"
+                and r.get("staleness_hist")]
+        ax = figures_of(rs, rs.staleness, runs)[0].axes[0]
+        bound = [l for l in ax.get_lines() if l.get_label().startswith("bound --staleness")]
+        self.assertEqual([(l.get_label(), list(l.get_xdata())) for l in bound],
+                         [("bound --staleness 2", [2.5, 2.5])])
+
+
+class StalenessAndBytesPoints(unittest.TestCase):
+    def test_the_asp_curve_is_cumulative(self):
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [r for r in runs if r["status"] == "ok" and r.get("consistency") == "asp"
+                and r.get("staleness_hist")]
+        ax = figures_of(rs, rs.staleness, runs)[0].axes[0]
+        self.assertIn("ASP", ax.get_title())
+        for line, r in zip(ax.get_lines(), sorted(runs, key=rs._staleness_label)):
+            hist = {int(k): v for k, v in r["staleness_hist"].items()}
+            total, acc, want = sum(hist.values()), 0, []
+            for k in sorted(hist):
+                acc += hist[k]
+                want.append(100 * acc / total)
+            self.assertEqual([round(y, 6) for y in line.get_ydata()], [round(y, 6) for y in want])
+            self.assertAlmostEqual(line.get_ydata()[-1], 100.0)
+
+    def test_the_workers_received_bytes_are_the_crosses(self):
+        import report_traffic as rt
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        ring = copy.deepcopy(next(r for r in runs if r["run_id"] == "main-ring-w2"))
+        d = ring["model"]["bytes"]
+        ring["bytes_per_step"].update(worker_sent=1.0 * d, worker_recv=0.75 * d)
+        ax = figures_of(rt, rt.bytes_per_rank, [ring])[0].axes[0]
+        marks = sorted((l.get_marker(), round(float(l.get_ydata()[0]), 6))
+                       for l in ax.get_lines() if l.get_marker() in ("o", "x"))
+        self.assertEqual(marks, [("o", 1.0), ("x", 0.75)])
+
+
+class BusbwLegend(unittest.TestCase):
+    ROW = {"bench": "allreduce", "backend": "ring", "np": 2, "workers": 2, "size": 1024,
+           "count": 256, "type": "float", "time_us": 10.0, "algbw_GBps": 0.1,
+           "busbw_GBps": 10.0, "wrong": 0, "cores": 2}
+
+    def test_memcpy_is_of_the_jobs_that_did_not_time_share(self):
+        # a job with more ranks than cores measures its memcpy time-shared (11 GB/s beside 34)
+        import report_traffic as rt
+        rows = [dict(self.ROW, memcpy_GBps=34.0, oversubscribed=False),
+                dict(self.ROW, np=3, workers=3, memcpy_GBps=11.0, oversubscribed=True)]
+        ax = figures_of(rt, rt.busbw, rows)[0].axes[0]
+        self.assertEqual([l for l in ax.get_legend_handles_labels()[1] if "memcpy" in l],
+                         ["memcpy 34.0 GB/s"])
+
+    def test_an_op_on_w_of_n_ranks_is_labelled_with_w(self):
+        import report_traffic as rt
+        self.assertEqual(rt._bench_label(dict(self.ROW, backend="ring@2", np=3)),
+                         "ring W=2 (of np=3)")
+
+
+class SmallHelpers(unittest.TestCase):
+    def test_the_moving_average_starts_on_the_first_value(self):
+        import report_plots as rp
+        self.assertEqual(rp._smooth([4.0, 4.0, 4.0, 1.0], 3), [4.0, 4.0, 4.0, 3.0])
+
+    def test_the_time_sharing_note_names_the_machines_cores(self):
+        # bench rows of older folders lack `cores` (0): the note gives the host's count
+        import report_plots as rp
+        note = rp.oversub_note([{"np": 3, "cores": 2, "oversubscribed": True},
+                                {"np": 2, "cores": 0, "oversubscribed": False}])
+        self.assertIn("Runs with 3 ranks time-share this machine's 2 cores", note)
+
+
+class FaultsTableAndBars(unittest.TestCase):
+    @staticmethod
+    def fault_runs():
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        return [r for r in runs if r.get("fault")]
+
+    def test_the_table_says_which_rank_was_hit_and_its_error(self):
+        import report_faults as rf
+        runs = self.fault_runs()
+        rows = {r[0] + " " + r[2]: dict(zip(rf.HEADER, r)) for r in rf.rows(runs)}
+        # ps-1-server: 2 workers (ranks 0, 1) and the server, rank 2 = np - servers
+        self.assertEqual(rows["ps-1-server hang:2:30"]["hits"], "server")
+        self.assertEqual(rows["ring kill:1:30"]["hits"], "worker")
+        # the first `starring: error:` line, before mpirun's verdict wherever that came first
+        ring = copy.deepcopy(next(r for r in runs if r["run_id"] == "faults-ring-hang"))
+        ring["fault"]["errors"].insert(0, "mpirun: job stopped: rank 0 exited improperly")
+        self.assertTrue(rf.rows([ring])[0][-1].startswith("starring: error: rank 0: timeout"))
+
+    def test_bars_only_for_faults_that_fired_and_none_under_the_floor(self):
+        import report_faults as rf
+        runs = self.fault_runs()
+        quick = copy.deepcopy(next(r for r in runs if r["run_id"] == "faults-ring-kill"))
+        quick.update(run_id="faults-ring-kill-quick", variant="ring-quick")
+        quick["fault"]["detect_s"] = 0.03  # on a log axis from 0.1 s: drawn at 0.1 s
+        never = copy.deepcopy(next(r for r in runs if r["run_id"] == "faults-mpi-hang"))
+        never.update(run_id="faults-mpi-never", variant="mpi-never")
+        never["fault"].update(injected=False, detect_s=None, outcome="not injected")
+        ax = figures_of(rf, rf.faults, runs + [quick, never])[0].axes[0]
+        self.assertEqual(sorted(round(p.get_height(), 3) for p in ax.patches),
+                         [0.1, 1.0, 8.0, 8.0, 119.0])
+        self.assertNotIn("mpi-never", " ".join(t.get_text() for t in ax.get_xticklabels()))
+
+
+class OverlapLabels(unittest.TestCase):
+    def test_an_op_on_w_of_n_ranks_is_labelled_with_w(self):
+        import report_overlap as ro
+        self.assertEqual(ro._label({"backend": "ring@2", "np": 3, "workers": 2}),
+                         "ring W=2 (of np=3)")
+        self.assertEqual(ro._label({"backend": "ps", "np": 3, "workers": 2, "servers": 1,
+                                    "sync_overlap": False}), "ps W=2 S=1 --overlap off")
+
+
 class AxesStateTheirUnits(unittest.TestCase):
     # every axis of every plot the fixture draws: what its label must name (its unit, or what a
     # number on it counts); "" for an axis of categories (backend and workers under the bars)

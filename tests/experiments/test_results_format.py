@@ -5,8 +5,10 @@ and bench rows follow the schema, broken ones are caught with a message naming w
 Standard library only; no `starring` binary needed. The report itself: test_report.py.
 """
 import copy
+import json
 import os
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -74,6 +76,39 @@ class RecordChecks(unittest.TestCase):
         ps.update(servers="colocated", num_servers=0)
         self.assertAlmostEqual(sr.theory_bytes(ps)["worker"], 1.5 * d)
         self.assertIsNone(sr.theory_bytes(ps)["server"])
+
+
+class WorkerRates(unittest.TestCase):
+    def test_each_workers_samples_over_its_own_loop_time(self):
+        # batch x accum samples a step, over the timed steps (the untimed first ones are out of
+        # compute_s and wait_s too) and the worker's compute + wait seconds; servers have none
+        rec = {"batch": 32, "accum": 2, "ranks": [
+            {"role": "worker", "steps": 110, "untimed_steps": 10, "compute_s": 1.5, "wait_s": 0.5},
+            {"role": "worker", "steps": 110, "untimed_steps": 10, "compute_s": 3.0, "wait_s": 1.0},
+            {"role": "server", "steps": 0, "compute_s": 0.0, "wait_s": 0.0}]}
+        self.assertEqual(sr.worker_rates(rec), [64 * 100 / 2.0, 64 * 100 / 4.0])
+        del rec["ranks"][0]["steps"]  # a summary without per-rank steps: no rates
+        self.assertEqual(sr.worker_rates(rec), [])
+
+
+class RecoveryAndTraceChecks(unittest.TestCase):
+    def test_a_resumed_run_has_two_legs(self):
+        leg = {"exit_code": 0, "status": "ok", "elapsed_s": 2.0, "start_unix": 1.0,
+               "command": "c", "log_file": "l"}
+        rv = {"role": "fault", "legs": [leg], "total_s": 2.0, "fault": {}, "fault_step": 30,
+              "detect_s": 1.0, "resumed_at_step": 20, "steps_lost": 10, "startup_s": 0.3}
+        problems = sr.check_recovery({"status": "ok", "recovery": rv})
+        self.assertEqual(problems, ["record: a resumed run has 1 legs, expected 2"])
+        rv.update(legs=[leg, leg], total_s=4.0)
+        self.assertEqual(sr.check_recovery({"status": "ok", "recovery": rv}), [])
+
+    def test_a_partial_trace_loses_only_its_cut_last_line(self):
+        ev = [{"ph": "X", "name": "n", "ts": t, "dur": 1, "pid": 0, "tid": 0} for t in (1, 2)]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "t.json")
+            with open(path + ".partial", "w", encoding="utf-8") as f:
+                f.write("[" + ",\n".join(json.dumps(e) for e in ev) + ',\n{"ph":"X","na')
+            self.assertEqual(sr.read_trace_events(path), ev)
 
 
 class AppendJsonl(unittest.TestCase):
