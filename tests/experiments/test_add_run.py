@@ -216,6 +216,17 @@ class AddRun(unittest.TestCase):
                          [(1024, cores, False), (2048, cores, True)])
 
 
+    def test_bench_rows_take_the_sweep_name_given(self):
+        row = {"bench": "allreduce", "backend": "ring", "np": 2, "workers": 2, "size": 1024,
+               "count": 256, "type": "float", "time_us": 10.0, "algbw_GBps": 0.1,
+               "busbw_GBps": 0.1, "wrong": 0}
+        p = add(self.out, "--sweep", "mine", "--bench", self.write("b.txt", json.dumps(row)))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got, _ = sr.read_jsonl(os.path.join(self.out, "bench.jsonl"))
+        self.assertEqual([(r["sweep"], r["bench_id"]) for r in got],
+                         [("mine", "mine-bench-001-b-txt")])
+
+
 class MergeTraces(unittest.TestCase):
     """scripts/merge_traces.py (used by add_run.py and the sweep): a rank killed mid-run leaves
     only '<trace>.partial' (common/trace.cc: JSON Array Format, one event per line, no closing

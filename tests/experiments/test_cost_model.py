@@ -391,6 +391,31 @@ class ModelInputs(unittest.TestCase):
             self.assertIs(p["within"], within, measured)
 
 
+class GivenTerms(unittest.TestCase):
+    def test_a_given_alpha_leaves_beta_the_rest_of_the_time(self):
+        # the windowed refit keeps the all-sizes alpha: beta is what the rows' time leaves
+        m, b = [2.0, 2.0, 2.0], [1e3, 1e4, 1e5]
+        y = [mi * 1e-4 + bi * 1e-9 for mi, bi in zip(m, b)]  # alpha 100 us: most of the time
+        alpha, beta = cm.robust_fit(m, b, y, alpha=1e-4)
+        self.assertEqual(alpha, 1e-4)
+        self.assertAlmostEqual(beta, 1e-9, delta=1e-6 * 1e-9)
+
+    def test_a_given_gamma_replaces_the_fitted_one(self):
+        truth = cm.Consts(alpha=1e-5, beta=1e-9, gamma=2e-10)
+        ref = cm.reference(cm.calibrate(bench_rows("ring", 2, 0, truth, 0), gamma=2e-10))
+        c = cm.network_consts(ref, "ring", alpha_us=5, bandwidth_gbps=25, gamma=7e-10)
+        self.assertEqual((c.gamma, c.source), (7e-10, "given network"))
+
+    def test_the_caveat_names_the_time_shared_fits(self):
+        import report_model as rm
+        c = cm.Consts(1e-5, 1e-9, 0.0)
+        ref = {"ring": cm.Fit("ring", 2, 0, c, 0.0, [1, 2], False, 2),
+               "ps": cm.Fit("ps", 2, 1, c, 0.0, [1, 2], True, 3)}
+        text = rm._constants_caveat(ref)
+        self.assertIn("; ps (W=2, 3 ranks) come from runs with more ranks than cores", text)
+        self.assertNotIn("ring (W=2", text)
+
+
 class CliFigures(unittest.TestCase):
     """The numbers cost_model.py prints, against the library computing them: the options' units
     (--gamma-gbps GB/s, --ps-chunk-mb MiB), the model's size, the bounds count, the tables'
@@ -448,6 +473,41 @@ class CliFigures(unittest.TestCase):
                              cm.BUCKET_MB, cm.MIB)
         self.assertIn(cli.text(*cli.extrapolation_table("wide", ext, 64,
                                                         cm.series_doubts(ref))), out)
+
+    def test_fit_sizes_auto_refits_near_the_buckets_and_all_does_not(self):
+        # per-byte cost 4x higher from 16 MiB on (a cache boundary): auto fits 1/beta on the
+        # sizes near the wide MLP's 64 MiB bucket, all on every size
+        import cost_model_cli as cli
+        small, large = cm.Consts(20e-6, 1 / 20e9, 0.0), cm.Consts(20e-6, 1 / 5e9, 0.0)
+        rows = bench_rows("ring", 2, 0, small, 0) + bench_rows("ps", 2, 1, small, 0)
+        for r in rows:
+            if r["size"] >= 16 * MIB:
+                kind = "ps" if r["backend"] == "ps" else "ring"
+                r["time_us"] = 1e6 * cm.comm_time(kind, r["size"], 2, r["servers"] or 0, large)
+        tmp = tempfile.mkdtemp(prefix="starring_cost_model_cli_")
+        try:
+            with open(os.path.join(tmp, "bench.jsonl"), "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(r) + "\n" for r in rows)
+            widths = cm.PRESETS["wide"]
+            for opt, windowed in (("auto", True), ("all", False)):
+                import contextlib
+                import io
+                out = io.StringIO()
+                with contextlib.redirect_stdout(out):
+                    cli.main([tmp, "--fit-sizes", opt, "--models", "wide", "--workers", "2,8",
+                              "--compute-ms", "wide=5", "--gamma-gbps", "1000"])
+                ref = cm.model_reference(rows, widths, 1e-12, windowed=windowed)
+                ext = cm.extrapolate(widths, 5e-3, lambda k: cm.network_consts(ref, k), [2, 8])
+                self.assertIn(cli.text(*cli.extrapolation_table("wide", ext, 64,
+                                                                cm.series_doubts(ref))),
+                              out.getvalue(), opt)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_hidden_widths_make_an_mlp_of_784_inputs_and_10_outputs(self):
+        out = self.cli("--models", "512-256", "--workers", "2", "--compute-ms", "512-256=1")
+        params = 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10
+        self.assertIn(f"512-256 MLP 784-512-256-10 ({params:,} params", out)
 
     def test_the_bounds_line_counts_the_runs_within(self):
         out = self.cli("--workers", "2")

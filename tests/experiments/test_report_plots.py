@@ -316,6 +316,28 @@ class StalenessAndBytesPoints(unittest.TestCase):
                        for l in ax.get_lines() if l.get_marker() in ("o", "x"))
         self.assertEqual(marks, [("o", 1.0), ("x", 0.75)])
 
+    def test_the_servers_sent_bytes_are_the_crosses(self):
+        import report_traffic as rt
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        ps = copy.deepcopy(next(r for r in runs if r["run_id"] == "main-ps-1-w2"))
+        d = ps["model"]["bytes"]
+        ps["bytes_per_step"].update(server_recv=2.0 * d, server_sent=1.5 * d)
+        ax = figures_of(rt, rt.bytes_per_rank, [ps])[0].axes[1]
+        marks = sorted((l.get_marker(), round(float(l.get_ydata()[0]), 6))
+                       for l in ax.get_lines() if l.get_marker() in ("o", "x"))
+        self.assertEqual(marks, [("o", 2.0), ("x", 1.5)])
+
+    def test_the_bucket_plot_draws_overlap_on_solid(self):
+        # the caption: "with overlap on (solid) ... with overlap off (dashed)"
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [r for r in runs if r["status"] == "ok" and "bucket-mb" in r.get("grid_point", {})]
+        off = [dict(copy.deepcopy(r), overlap=False) for r in runs]
+        fig = figures_of(rs, rs.bucket, runs + off)[0]
+        styles = {l.get_label().rsplit(", ", 1)[1]: l.get_linestyle()
+                  for ax in fig.axes for l in ax.get_lines()}
+        self.assertEqual(styles, {"overlap on": "-", "overlap off": "--"})
+
 
 class BusbwLegend(unittest.TestCase):
     ROW = {"bench": "allreduce", "backend": "ring", "np": 2, "workers": 2, "size": 1024,

@@ -224,6 +224,7 @@ class RecoveryCells(unittest.TestCase):
         self.assertEqual(row["checkpoints"], "16")
         self.assertEqual(row["in them s (worker 0)"], "0.064")
         self.assertEqual(row["others waited s"], "0.031")
+        self.assertEqual(row["start to 1st step s"], "0.30")  # not the fault's detect_s (1.0)
         # time lost: against the median baseline in the 'baseline s' column, not a field of
         # the run (the baseline it was compared with when it ran)
         self.assertEqual(row["baseline s"], "2.00")
@@ -460,6 +461,29 @@ class DriverHelpers(unittest.TestCase):
             rcv.finish(r, {"metrics_file": metrics}, {"out": tmp})
             self.assertEqual(r["recovery"]["checkpoints_total"], 3)
             self.assertAlmostEqual(r["recovery"]["checkpoint_s_total"], 0.4)
+
+
+    def test_time_lost_is_both_legs_against_the_baseline_and_the_sweep_line_says_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            recs = records()
+            write(tmp, recs)
+            r = copy.deepcopy([x for x in recs if x["variant"] == "ring" and x["repeat"] == 1
+                               and x["recovery"]["role"] == "fault"
+                               and x["recovery"]["checkpoint_every"] == 25][0])
+            for k in ("extra_s", "baseline_s", "baseline_run_id", "steps_lost"):
+                r["recovery"].pop(k)
+            r.update(resumed_from="ckpt/ckpt-275.ckpt", resumed_at_step=275)  # the summary's
+            metrics = os.path.join(tmp, "m.jsonl")
+            open(metrics, "w").close()
+            rcv.finish(r, {"metrics_file": metrics}, {"out": tmp})
+            rv = r["recovery"]
+            self.assertEqual(len(rv["legs"]), 2)
+            self.assertEqual(rv["baseline_s"], BASE_S["ring"])
+            self.assertAlmostEqual(rv["extra_s"], rv["total_s"] - BASE_S["ring"], places=3)
+            legs = " + ".join(f"{leg['elapsed_s']:.1f}" for leg in rv["legs"])
+            self.assertEqual(rcv.describe(r), f"ok {rv['total_s']:.1f}s ({legs} s), 25 steps "
+                             f"lost, {rv['extra_s']:+.1f} s vs baseline, same result  acc "
+                             f"{r['test_accuracy']:.4f}")
 
 
 if __name__ == "__main__":
