@@ -307,6 +307,25 @@ class MergeTraces(unittest.TestCase):
             with open(out, encoding="utf-8") as f:
                 self.assertEqual([e["ts"] for e in json.load(f)["traceEvents"]], [10, 11])
 
+    def test_a_file_with_a_line_that_is_no_event_is_left_out(self):
+        # a finished file in trace.cc's layout with a stray line inside (copied, it made the
+        # merged file invalid JSON) or a broken last event (only a killed rank's .partial may
+        # end cut) is skipped whole, and merge_traces.py exits 1
+        ev = lambda ts: json.dumps({"ph": "X", "name": "step", "ts": ts, "dur": 1.0,  # noqa
+                                    "pid": 0, "tid": 0})
+        with tempfile.TemporaryDirectory(prefix="starring_merge_") as tmp:
+            good, bad = os.path.join(tmp, "t.0.json"), os.path.join(tmp, "t.1.json")
+            cut = os.path.join(tmp, "t.2.json")  # finished, yet its last event is cut
+            for path, middle, last in ((good, ev(2), ev(3)), (bad, "garbage", ev(3)),
+                                       (cut, ev(2), '{"ph":"X","na')):
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write('{"traceEvents":[\n' + ",\n".join([ev(1), middle, last])
+                            + '\n],"displayTimeUnit":"ms"}\n')
+            out = os.path.join(tmp, "merged.json")
+            self.assertEqual(sr.merge_traces([good, bad, cut], out), [good])
+            with open(out, encoding="utf-8") as f:
+                self.assertEqual([e["ts"] for e in json.load(f)["traceEvents"]], [1, 2, 3])
+
     def test_a_partial_beside_an_earlier_runs_file_is_the_one_read(self):
         # The same --trace path run again and rank 1 killed: t.1.json is the earlier run's, the
         # .partial this run's (close() renames it away, so one that is there is the newer); the

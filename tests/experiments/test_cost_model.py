@@ -113,6 +113,15 @@ class Calibration(unittest.TestCase):
             with self.subTest(kind=kind, workers=w, servers=s):
                 self.check(kind, w, s)
 
+    def test_rows_with_wrong_values_calibrate_nothing(self):
+        # a bench row whose result was wrong (`wrong` > 0) timed a broken operation
+        truth = cm.Consts(alpha=23e-6, beta=1 / 3.1e9, gamma=0.0)
+        rows = bench_rows("ring", 2, 0, truth, 0)
+        rows[2] = dict(rows[2], wrong=7, time_us=rows[2]["time_us"] * 50)
+        f = cm.calibrate(rows, gamma=0.0)[0]
+        self.assertNotIn(rows[2]["size"], f.sizes)
+        self.assertLess(f.max_rel_err, 1e-6)
+
     def test_noise_shows_in_the_fit_error_and_constants_stay_non_negative(self):
         truth = cm.Consts(alpha=0.0, beta=1e-9, gamma=0.0)
         rows = bench_rows("ring", 2, 0, truth, 0)

@@ -300,6 +300,18 @@ class GpuCount(unittest.TestCase):
                     self.assertEqual(sweep_jobs.gpu_count(), count, visible)
 
 
+class BenchFlags(unittest.TestCase):
+    def test_a_bench_flag_with_its_value_after_an_equals_sign_is_known(self):
+        import sweep_jobs
+        from unittest import mock
+        with mock.patch.object(sweep_jobs, "help_flags", lambda binary, command: {"iters", "b"}):
+            self.assertEqual(sweep_jobs.unknown_flags("starring", [], {
+                "x": {"args": "--iters=5 -b 1K"}}), [])
+            self.assertEqual(sweep_jobs.unknown_flags("starring", [], {
+                "x": {"args": "--iter=5"}}), ["sweep: bench x: '--iter' is not a `starring "
+                                              "bench` option (see starring bench --help)"])
+
+
 class TheTimeBound(unittest.TestCase):
     """Every job runs under its time bound: the sweep's timeout_s, or --timeout in its place."""
 
