@@ -45,9 +45,17 @@ def compute_times(runs, bench=()):
     return out
 
 
-def compute_for(params, batch, computes, device="cpu"):
+def compute_for(params, batch, computes, device=None):
     """T_compute for a model: measured, else scaled by parameters (an MLP's FLOPs per sample are
-    about 6 x parameters) from the measured model closest in size at the same batch and device."""
+    about 6 x parameters) from the measured model closest in size at the same batch and device.
+    No device (the extrapolations): the CPU's, else the GPU's, which the source then names (a
+    results folder of GPU runs only extrapolates from those)."""
+    if device is None:
+        for d in ("cpu", "cuda"):
+            got = compute_for(params, batch, computes, d)
+            if got:
+                return got if d == "cpu" else (got[0], got[1] + ", on cuda")
+        return None
     if (params, batch, device) in computes:
         return computes[(params, batch, device)]
     near = [(abs(math.log(p / params)), p, t) for (p, b, d), (t, _) in computes.items()

@@ -320,6 +320,12 @@ class Prediction(unittest.TestCase):
         self.assertIsNone(cmr.compute_for(2000, 32, {(1000, 64, "cpu"): (0.01, "measured")}))
         self.assertIsNone(cmr.compute_for(2000, 64, {(1000, 64, "cpu"): (0.01, "measured")},
                                           "cuda"))
+        # no device named (the extrapolations): the CPU's, else the GPU's, said so
+        both = {(1000, 64, "cpu"): (0.01, "cpu run"), (1000, 64, "cuda"): (0.001, "gpu run")}
+        self.assertEqual(cmr.compute_for(1000, 64, both), (0.01, "cpu run"))
+        self.assertEqual(cmr.compute_for(1000, 64, {(1000, 64, "cuda"): (0.001, "gpu run")}),
+                         (0.001, "gpu run, on cuda"))
+        self.assertIsNone(cmr.compute_for(1000, 64, {}))
 
     def test_extrapolation_throughput(self):
         c = cm.Consts(alpha=0.0, beta=1e-9, gamma=0.0)
