@@ -1,6 +1,8 @@
 // One rank's part of a run: see train_run.h.
 #include "experiments/train_run.h"
 
+#include <exception>
+
 #include "common/comm_util.h"
 #include "common/error.h"
 #include "experiments/backend_registry.h"
@@ -35,18 +37,23 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
                      const Dataset* train, const Dataset* test) {
   // The ranks that train load the data first, and every rank agrees before any backend starts:
   // a worker that cannot (a truncated or corrupt file) would otherwise leave dedicated servers
-  // waiting for it. On failure every rank throws the lowest failing rank's ConfigError, so the
-  // job ends with that one line and exit 2 (experiments/main.cc prints identical messages once).
+  // waiting for it. On failure the ranks that failed throw their own error and the other workers
+  // one that names the lowest failing rank and holds its message (each rank may read a copy of
+  // its own, on its node), so the job ends with one line and exit 2: experiments/main.cc prints
+  // identical messages once, without a rank, and leaves out those a bystander's line wraps.
+  // Dedicated servers, which load nothing, pass the message on as it is.
   const bool server =
       cfg.sync.backend == "ps" && cfg.sync.servers != "colocated" &&
       ps::make_ps_group(cfg.sync.servers, world->size()).is_dedicated_server(world->rank());
   std::pair<Dataset, Dataset> own;
-  std::string failed;  // its first character says what kind: 'C' bad input, 'E' anything else
+  std::string failed;  // "<kind><rank> <message>", kind: failure_kind ('C' bad input, 'E' else)
+  std::exception_ptr mine;
   if (!server && (!train || !test)) {
     try {
       own = load_data(cfg);
     } catch (const std::exception& e) {  // bad input, or e.g. out of memory: still agreed
-      failed = failure_kind(e) + std::string(e.what());
+      mine = std::current_exception();
+      failed = detail::concat(failure_kind(e), world->rank(), " ", e.what());
     }
     train = &own.first;
     test = &own.second;
@@ -63,7 +70,16 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
                                       " while every rank loaded its data (allowed: --timeout + ",
                                       kLoadAllowance.count(), " s)"));
   }
-  if (!failed.empty()) throw_failure(failed[0], failed.substr(1));
+  if (!failed.empty()) {
+    if (mine) std::rethrow_exception(mine);
+    const std::size_t space = failed.find(' ');
+    const std::string who = "rank " + failed.substr(1, space - 1);
+    std::string what = failed.substr(space + 1);
+    if (server) throw_failure(failed[0], what);
+    if (what.rfind(who + ": ", 0) == 0) what.erase(0, who.size() + 2);  // named once
+    throw_failure(failed[0], detail::concat(world->where(), ": stopping, ", who,
+                                            " could not load its data: ", what));
+  }
   BackendContext ctx{cfg, world, trace, &device};
   Backend be = BackendRegistry::instance().create(cfg.sync.backend, ctx);
   RankOutcome out;

@@ -382,6 +382,23 @@ class CliErrors(unittest.TestCase):
                                    trunc, "--batch", "8"], 2, ["truncated", "train-images"])
         self.assertNotIn("MPI_Abort", err)
 
+    def test_data_payload_bad_on_one_rank_names_it(self):
+        # Each rank reads its own --data-dir (a node's local copy): rank 1's is truncated, found
+        # only when the payload is read. The line named the file but not the rank, although the
+        # other ranks' data was sound (an MPMD launch stands in for two nodes).
+        good, trunc = os.path.join(self.tmp, "pgood"), os.path.join(self.tmp, "ptrunc")
+        write_idx_dir(good)
+        write_idx_dir(trunc, cut=500)
+        base = ["train", "--epochs", "1", "--max-steps", "4", "--batch", "8", "--progress", "off"]
+        for backend, np_, bad in ((["ring"], 2, 1), (["ps", "--servers", "1"], 3, 1)):
+            dirs = [good] * (np_ - 1)
+            dirs.insert(bad, trunc)
+            args = base + ["--backend", *backend, "--data-dir", dirs[0]]
+            for d in dirs[1:]:
+                args += [":", "-np", "1", BIN] + base + ["--backend", *backend, "--data-dir", d]
+            err, _ = self.run_case(1, args, 2, ["truncated", trunc], rank=bad, outputs=False)
+            self.assertNotIn("MPI_Abort", err)
+
     def test_late_failure_on_one_rank(self):
         # The summary cannot be written (its temporary name is taken by a folder) after rank 1
         # has finished: rank 0 fails alone, at the end. Agreed with rank 1, not aborted (an
