@@ -210,24 +210,33 @@ std::string check_resume(const Config& cfg, int workers, long long train_samples
 }
 
 // Two outputs on one path: the one renamed last silently replaced the other (--metrics-file and
-// --summary-file the same, or one --trace without '%r' for several ranks).
+// --summary-file the same, one --trace without '%r' for several ranks, or rank 0's metrics or
+// summary on another rank's trace: --summary-file t.1.json --trace t.%r.json).
 void check_distinct_outputs(const Config& cfg, int size) {
   const auto& o = cfg.out;
   if (size > 1 && !o.trace_file.empty() && o.trace_file.find("%r") == std::string::npos)
     throw ConfigError(concat("--trace ", o.trace_file, ": all ", size,
                              " ranks would write this one file; put '%r' (the rank) in the "
                              "name, e.g. trace.%r.json"));
-  const std::pair<const char*, std::string> outs[] = {{"--metrics-file", o.metrics_file},
-                                                      {"--summary-file", o.summary_file},
-                                                      {"--trace", expand_rank(o.trace_file, 0)}};
   namespace fs = std::filesystem;
-  for (std::size_t i = 0; i < std::size(outs); ++i)
-    for (std::size_t j = i + 1; j < std::size(outs); ++j)
-      if (!outs[i].second.empty() && !outs[j].second.empty() &&
-          fs::absolute(outs[i].second).lexically_normal() ==
-              fs::absolute(outs[j].second).lexically_normal())
-        throw ConfigError(concat(outs[i].first, " and ", outs[j].first, " name the same file '",
-                                 outs[i].second, "'"));
+  auto same = [](const std::string& a, const std::string& b) {
+    return !a.empty() && !b.empty() &&
+           fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal();
+  };
+  if (same(o.metrics_file, o.summary_file))
+    throw ConfigError(
+        concat("--metrics-file and --summary-file name the same file '", o.metrics_file, "'"));
+  if (o.trace_file.empty()) return;
+  for (int r = 0; r < size; ++r) {
+    const std::string trace = expand_rank(o.trace_file, r);
+    const std::string of_rank = size > 1 ? concat(" of rank ", r) : "";
+    for (const auto& [flag, path] :
+         {std::pair<const char*, const std::string&>{"--metrics-file", o.metrics_file},
+          {"--summary-file", o.summary_file}})
+      if (same(path, trace))
+        throw ConfigError(
+            concat(flag, " and --trace", of_rank, " name the same file '", path, "'"));
+  }
 }
 
 // A warm-up as long as the run: the rate never reaches the scaled one, and a cosine never

@@ -325,6 +325,12 @@ class CliErrors(unittest.TestCase):
                       ["--metrics-file and --summary-file", "same file"], outputs=False)
         self.run_case(2, ["train", "--backend", "ring", "--trace", same] + TINY, 2,
                       ["--trace", "2 ranks", "%r"], outputs=False)
+        # rank 0's summary on rank 1's trace: the summary replaced the trace (exit 0)
+        t1 = os.path.join(self.tmp, "t1.json")
+        self.run_case(2, ["train", "--backend", "ring", "--summary-file", t1, "--trace",
+                          os.path.join(self.tmp, "t%r.json")] + TINY, 2,
+                      ["--summary-file and --trace", "rank 1", "same file"], outputs=False)
+        self.assertFalse(os.path.exists(t1))
 
     def test_output_not_a_plain_file(self):
         # Outputs are renamed over their path: as root, --metrics-file /dev/null replaced the
