@@ -255,6 +255,20 @@ void note_warmup_past_the_run(const starring::TrainConfig& t, long long n, int w
                t.lr_schedule == "cosine" ? ", and the cosine decay never starts" : "");
 }
 
+// A --fault STEP past the run's last step (its epochs, not only --max-steps: check_meaningful)
+// never fires, and the run ended with exit 0 as if the fault had been survived. `n` training
+// samples; steps as the trainer counts them (trainer/trainer.cc).
+void check_fault_reached(const starring::TrainConfig& t, long long n, int workers) {
+  const long long step = std::stoll(t.fault.substr(t.fault.rfind(':') + 1));
+  const long long per_epoch = n / (static_cast<long long>(workers) * t.batch) / t.accum;
+  long long steps = per_epoch * t.epochs;
+  if (t.max_steps >= 0) steps = std::min<long long>(steps, t.max_steps);
+  if (step > steps)
+    throw ConfigError(concat("--fault ", t.fault, ": the run has only ", steps, " steps (",
+                             t.epochs, " epoch(s) of ", per_epoch, "), so step ", step,
+                             " is never reached"));
+}
+
 void preflight(Config& cfg, int rank, int size) {
   if (cfg.command == "bench") check_bench_memory(cfg.bench.max_bytes);
   for (const auto& note : starring::size_notes(cfg))  // sizes used other than as given
@@ -289,6 +303,8 @@ void preflight(Config& cfg, int rank, int size) {
                              " is larger than each worker's shard (", n / workers, " of ", n,
                              " samples over ", workers, " workers)"));
   if (rank == 0 && (ds == "synthetic" || idx)) note_warmup_past_the_run(t, n, workers);
+  if (!t.fault.empty() && workers >= 1 && (ds == "synthetic" || idx))
+    check_fault_reached(t, n, workers);
   if (rank == 0) cfg.ckpt.resume = check_resume(cfg, workers, ds == "synthetic" || idx ? n : -1);
 }
 

@@ -199,6 +199,10 @@ class CliErrors(unittest.TestCase):
         # a fault after the last step never fired
         self.run_case(0, ["train", "--fault", "hang:0:5"] + TINY, 2,
                       ["--fault hang:0:5", "--max-steps 4"])
+        # ... nor after the last step of the last epoch (512 samples, 2 x 16 a step: 16 steps):
+        # the run ended with exit 0 as if the fault had been survived
+        self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:1:17"]
+                      + with_opts(TINY, max_steps=-1), 2, ["--fault kill:1:17", "16 steps"])
         # values that overflowed where they are converted: 'inf' s timed out at once
         self.run_case(2, ["train", "--backend", "ring", "--timeout", "inf"] + TINY, 2,
                       ["--timeout", "inf"])
