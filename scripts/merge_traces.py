@@ -17,6 +17,9 @@ import starring_results as sr  # noqa: E402
 if __name__ == "__main__":
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    merged = sr.merge_traces(sys.argv[2:], sys.argv[1])
+    skipped = {}
+    merged = sr.merge_traces(sys.argv[2:], sys.argv[1], skipped)
+    for path, why in skipped.items():  # a missing rank's file, or one that is not a trace
+        print(f"merge_traces.py: left out {path}: {why}", file=sys.stderr)
     print(f"merged {len(merged)} of {len(sys.argv) - 2} files into {sys.argv[1]}")
     sys.exit(0 if len(merged) == len(sys.argv) - 2 else 1)

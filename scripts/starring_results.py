@@ -434,14 +434,15 @@ def trace_base(path):
     return path[:-len(".partial")] if path.endswith(".partial") else path
 
 
-def merge_traces(paths, out):
+def merge_traces(paths, out, skipped=None):
     """Merges per-rank Chrome trace files (pid = rank; timestamps on the host's monotonic clock)
     into one file that Perfetto / chrome://tracing shows with one process per rank; a rank
     that died contributes its '<file>.partial' (read_trace_events; a file and its .partial both
-    given count once). Missing or unreadable inputs are skipped; returns the list of files
-    merged. The events are copied line by line, not loaded (scripts/trace_merge.py)."""
+    given count once). Missing or unreadable inputs are skipped (with a dict `skipped`, each
+    such path maps to why); returns the list of files merged. The events are copied line by
+    line, not loaded (scripts/trace_merge.py)."""
     import trace_merge  # here: it imports this module
-    return trace_merge.merge(paths, out)
+    return trace_merge.merge(paths, out, skipped)
 
 
 # ---- injected faults (--fault KIND:RANK:STEP) ---------------------------------------------------

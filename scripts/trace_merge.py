@@ -65,7 +65,7 @@ def _copy_events(path, count, out, first):
     return first
 
 
-def merge(paths, out_path):
+def merge(paths, out_path, skipped=None):
     """starring_results.merge_traces: see there."""
     merged, done = [], {}
     tmp = out_path + ".tmp"
@@ -86,8 +86,10 @@ def merge(paths, out_path):
                     else:
                         first = _copy_events(src, count, out, first)
                     done[base] = True
-                except (OSError, ValueError, KeyError, TypeError):
-                    pass
+                except (OSError, ValueError, KeyError, TypeError) as e:
+                    if skipped is not None:
+                        skipped[path] = (f"{e.strerror}: {e.filename}" if isinstance(e, OSError)
+                                         and e.strerror else f"{type(e).__name__}: {e}")
             if done[base]:
                 merged.append(path)
         out.write('\n],"displayTimeUnit":"ms"}\n')

@@ -248,6 +248,9 @@ class MergeTraces(unittest.TestCase):
                                capture_output=True, text=True, timeout=60)
             self.assertEqual(p.returncode, 1, p.stderr)  # t.2.json: neither file nor .partial
             self.assertIn("merged 2 of 3 files", p.stdout)
+            # ... and says which file was left out, and why (it said only "2 of 3")
+            self.assertIn("t.2.json", p.stderr)
+            self.assertIn("No such file", p.stderr)
             with open(out, encoding="utf-8") as f:
                 events = json.load(f)["traceEvents"]
             self.assertEqual(sorted((e["pid"], e["ts"]) for e in events),
