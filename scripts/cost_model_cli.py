@@ -200,16 +200,23 @@ def parse_args(argv):
     a = ap.parse_args(argv)
     if not os.path.exists(a.results):
         ap.error(f"{a.results}: no such folder or file")
+    if os.path.isdir(a.results) and not any(
+            os.path.exists(os.path.join(a.results, f)) for f in ("runs.jsonl", "bench.jsonl")):
+        ap.error(f"{a.results} has neither runs.jsonl nor bench.jsonl (give a results folder)")
     return a
 
 
 def load(path):
-    if os.path.isdir(path):
-        runs, _ = sr.read_jsonl(os.path.join(path, "runs.jsonl"))
-        bench, _ = sr.read_jsonl(os.path.join(path, "bench.jsonl"))
-        return runs, bench
-    bench, _ = sr.read_jsonl(path)
-    return [], bench
+    """(runs, bench) records; a line that does not parse is a warning (as in report.py)."""
+    files = ([os.path.join(path, "runs.jsonl"), os.path.join(path, "bench.jsonl")]
+             if os.path.isdir(path) else [None, path])
+    out = []
+    for f in files:
+        records, bad = sr.read_jsonl(f) if f else ([], [])
+        for b in bad:
+            print(f"warning: {b}", file=sys.stderr)
+        out.append(records)
+    return out[0], out[1]
 
 
 def model_widths(name):

@@ -626,6 +626,25 @@ class OnTheFixture(unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("no such folder", p.stderr)
 
+    def test_cli_on_a_folder_without_results_or_with_a_corrupt_line(self):
+        # A folder with neither runs.jsonl nor bench.jsonl (not a results folder) printed
+        # "(no usable bench rows)" with exit 0, and a line that does not parse was dropped
+        # without a word (report.py warns of both).
+        with tempfile.TemporaryDirectory(prefix="starring_cost_model_test_") as tmp:
+            cli = [sys.executable, os.path.join(SCRIPTS, "cost_model.py"), tmp]
+            p = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn("neither runs.jsonl nor bench.jsonl", p.stderr)
+            shutil.copy(os.path.join(FIXTURE, "bench.jsonl"), tmp)
+            shutil.copy(os.path.join(FIXTURE, "runs.jsonl"), tmp)
+            with open(os.path.join(tmp, "bench.jsonl"), "a", encoding="utf-8") as f:
+                f.write('{"bench": "allreduce", "backe')  # a writer killed mid-line
+            p = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("warning: ", p.stderr)
+            self.assertIn("bench.jsonl:", p.stderr)
+            self.assertNotIn("Traceback", p.stderr)
+
     def test_report_has_the_cost_model_section(self):
         tmp = tempfile.mkdtemp(prefix="starring_cost_model_test_")
         try:
