@@ -1,8 +1,10 @@
 // The non-virtual parts of Comm: blocking forms built on isend/irecv + wait, byte counters.
 #include "common/comm.h"
 
+#include <algorithm>
 #include <cstdio>
 
+#include "common/census.h"
 #include "common/comm_util.h"
 #include "common/error.h"
 
@@ -77,7 +79,9 @@ void throw_failure(char kind, const std::string& text) {
   throw Error(text);
 }
 
-std::string first_error(Comm& comm, const std::string& mine, int tag, Seconds timeout) {
+namespace {
+
+std::string first_error_exchange(Comm& comm, const std::string& mine, int tag, Seconds timeout) {
   const int n = comm.size(), r = comm.rank();
   std::string first = mine;
   auto exchange_len = [&](int peer, bool send, std::uint64_t& len) {
@@ -108,6 +112,18 @@ std::string first_error(Comm& comm, const std::string& mine, int tag, Seconds ti
     if (len) comm.send(first.data(), len, p, tag, timeout);
   }
   return first;
+}
+
+}  // namespace
+
+// A rank that never takes part (stopped while it loaded its data) left the other ranks' errors
+// naming rank 0, which they wait for: a census (common/census.h) names the silent one.
+std::string first_error(Comm& comm, const std::string& mine, int tag, Seconds timeout) {
+  try {
+    return first_error_exchange(comm, mine, tag, timeout);
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(e.what() + census(comm, std::min(timeout, Seconds(1.5))));
+  }
 }
 
 void barrier_over_p2p(Comm& comm, Seconds timeout) {

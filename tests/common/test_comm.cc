@@ -260,6 +260,27 @@ TEST(CommUtil, FirstErrorIsTheLowestFailingRanks) {
   }
 }
 
+// A rank that never takes part (stopped while loading its data): the ranks that time out name
+// it, not rank 0, which the others wait for (they read "timeout ... in recv from rank 0").
+TEST(CommUtil, FirstErrorTimeoutNamesTheSilentRank) {
+  INPROC_ONLY();
+  std::vector<std::string> got(3);
+  run_ranks(3, [&](Comm& c) {
+    if (c.rank() == 1) return;  // silent
+    try {
+      first_error(c, "", 37, Seconds(1.0));
+      got[c.rank()] = "returned";
+    } catch (const TimeoutError& e) {
+      got[c.rank()] = e.what();
+    }
+  });
+  for (int r : {0, 2}) {
+    EXPECT_NE(got[r].find("timeout"), std::string::npos) << got[r];
+    EXPECT_NE(got[r].find("rank 1 did not (silent, slow or elsewhere)"), std::string::npos)
+        << "rank " << r << ": " << got[r];
+  }
+}
+
 TEST(SubComm, InProc) {
   INPROC_ONLY();
   for (int n : {2, 4, 5, 8}) {
