@@ -56,6 +56,7 @@ namespace {
 
 using starring::check_checkpoint_dir;
 using starring::check_checkpoint_dir_writable;
+using starring::check_distinct_outputs;
 using starring::check_output;
 using starring::Comm;
 using starring::Config;
@@ -207,36 +208,6 @@ std::string check_resume(const Config& cfg, int workers, long long train_samples
   starring::check_checkpoint_fits(c, widths, params, t.opt.type, path, "rank 0");
   starring::check_resume_fits_run(c, cfg, workers, train_samples, path, "rank 0");
   return path;
-}
-
-// Two outputs on one path: the one renamed last silently replaced the other (--metrics-file and
-// --summary-file the same, one --trace without '%r' for several ranks, or rank 0's metrics or
-// summary on another rank's trace: --summary-file t.1.json --trace t.%r.json).
-void check_distinct_outputs(const Config& cfg, int size) {
-  const auto& o = cfg.out;
-  if (size > 1 && !o.trace_file.empty() && o.trace_file.find("%r") == std::string::npos)
-    throw ConfigError(concat("--trace ", o.trace_file, ": all ", size,
-                             " ranks would write this one file; put '%r' (the rank) in the "
-                             "name, e.g. trace.%r.json"));
-  namespace fs = std::filesystem;
-  auto same = [](const std::string& a, const std::string& b) {
-    return !a.empty() && !b.empty() &&
-           fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal();
-  };
-  if (same(o.metrics_file, o.summary_file))
-    throw ConfigError(
-        concat("--metrics-file and --summary-file name the same file '", o.metrics_file, "'"));
-  if (o.trace_file.empty()) return;
-  for (int r = 0; r < size; ++r) {
-    const std::string trace = expand_rank(o.trace_file, r);
-    const std::string of_rank = size > 1 ? concat(" of rank ", r) : "";
-    for (const auto& [flag, path] :
-         {std::pair<const char*, const std::string&>{"--metrics-file", o.metrics_file},
-          {"--summary-file", o.summary_file}})
-      if (same(path, trace))
-        throw ConfigError(
-            concat(flag, " and --trace", of_rank, " name the same file '", path, "'"));
-  }
 }
 
 // A warm-up as long as the run: the rate never reaches the scaled one, and a cosine never

@@ -11,9 +11,12 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/config_detail.h"
 #include "common/error.h"
+#include "common/trace.h"
 
 namespace starring {
 
@@ -97,6 +100,56 @@ void check_checkpoint_dir(const CheckpointConfig& ck) {
                                "' already holds checkpoints (", name,
                                "); continue that run with --resume latest, or give an empty "
                                "folder"));
+  }
+}
+
+void check_distinct_outputs(const Config& cfg, int size) {
+  const auto& o = cfg.out;
+  if (size > 1 && !o.trace_file.empty() && o.trace_file.find("%r") == std::string::npos)
+    throw ConfigError(concat("--trace ", o.trace_file, ": all ", size,
+                             " ranks would write this one file; put '%r' (the rank) in the "
+                             "name, e.g. trace.%r.json"));
+  namespace fs = std::filesystem;
+  auto same = [](const std::string& a, const std::string& b) {
+    return !a.empty() && !b.empty() &&
+           fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal();
+  };
+  if (same(o.metrics_file, o.summary_file))
+    throw ConfigError(
+        concat("--metrics-file and --summary-file name the same file '", o.metrics_file, "'"));
+  // An output on one of the run's inputs replaced it (--summary-file run.ini --config run.ini):
+  // the INI file, the checkpoint to resume from, the IDX files.
+  std::vector<std::pair<std::string, std::string>> inputs;  // (what, path)
+  if (!cfg.config_file.empty()) inputs.emplace_back("the --config file", cfg.config_file);
+  const std::string& resume = cfg.ckpt.resume;
+  if (!resume.empty() && resume != "latest" && resume != "auto")
+    inputs.emplace_back("the --resume checkpoint", resume);
+  if (cfg.data.dataset != "synthetic")
+    for (const char* prefix : {"train", "t10k"})
+      for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"})
+        for (const char* ext : {"", ".gz"}) {
+          const std::string name = concat(prefix, kind, ext);
+          inputs.emplace_back("a --data-dir file", (fs::path(cfg.data.data_dir) / name).string());
+        }
+  auto check_not_input = [&](const char* flag, const std::string& path) {
+    for (const auto& [what, input] : inputs)
+      if (same(path, input))
+        throw ConfigError(
+            concat(flag, " '", path, "' is ", what, ": writing it would replace that input"));
+  };
+  check_not_input("--metrics-file", o.metrics_file);
+  check_not_input("--summary-file", o.summary_file);
+  if (o.trace_file.empty()) return;
+  for (int r = 0; r < size; ++r) {
+    const std::string trace = expand_rank(o.trace_file, r);
+    const std::string of_rank = size > 1 ? concat(" of rank ", r) : "";
+    for (const auto& [flag, path] :
+         {std::pair<const char*, const std::string&>{"--metrics-file", o.metrics_file},
+          {"--summary-file", o.summary_file}})
+      if (same(path, trace))
+        throw ConfigError(
+            concat(flag, " and --trace", of_rank, " name the same file '", path, "'"));
+    check_not_input("--trace", trace);
   }
 }
 

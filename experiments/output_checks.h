@@ -15,5 +15,10 @@ void check_output(const char* option, const std::string& path);
 void check_checkpoint_dir_writable(const std::string& dir);
 // A fresh run (no --resume) refuses a folder that holds another run's checkpoints.
 void check_checkpoint_dir(const CheckpointConfig& ck);
+// No two outputs on one path, where the one renamed last silently replaced the other
+// (--metrics-file and --summary-file the same, one --trace without '%r' for several of the `size`
+// ranks, rank 0's metrics or summary on another rank's trace: --summary-file t.1.json --trace
+// t.%r.json), and no output on one of the run's inputs (--summary-file run.ini --config run.ini).
+void check_distinct_outputs(const Config& cfg, int size);
 
 }  // namespace starring

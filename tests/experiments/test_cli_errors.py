@@ -335,6 +335,23 @@ class CliErrors(unittest.TestCase):
                           os.path.join(self.tmp, "t%r.json")] + TINY, 2,
                       ["--summary-file and --trace", "rank 1", "same file"], outputs=False)
         self.assertFalse(os.path.exists(t1))
+        # an output on one of the run's inputs replaced it: the INI file (exit 0, the INI
+        # became the summary), the checkpoint to resume from, a data file
+        ini = os.path.join(self.tmp, "run.ini")
+        with open(ini, "w") as f:
+            f.write("progress = off\n")
+        self.run_case(0, ["train", "--config", ini, "--summary-file", ini] + TINY, 2,
+                      ["--summary-file", "the --config file"], outputs=False)
+        with open(ini) as f:
+            self.assertEqual(f.read(), "progress = off\n")
+        ck = os.path.join(self.tmp, "ck", "ckpt-0000000004.ckpt")
+        self.run_case(0, ["train", "--resume", ck, "--metrics-file", ck] + TINY, 2,
+                      ["--metrics-file", "the --resume checkpoint"], outputs=False)
+        data = os.path.join(self.tmp, "outdata")
+        write_idx_dir(data)
+        self.run_case(0, ["train", "--data-dir", data, "--batch", "8", "--max-steps", "1",
+                          "--trace", os.path.join(data, "train-labels-idx1-ubyte.gz")], 2,
+                      ["--trace", "a --data-dir file"], outputs=False)
 
     def test_output_not_a_plain_file(self):
         # Outputs are renamed over their path: as root, --metrics-file /dev/null replaced the
