@@ -199,10 +199,13 @@ def main(argv=None):
     except OSError as e:
         fail(f"cannot create the results folder {out}: {e.strerror}")
     rows = read_bench(a) if a.bench else None  # before anything is added: all or nothing
-    if a.summary:
-        add_summary(out, a)
-    if rows:
-        add_bench(out, a, rows)
+    try:  # a folder that takes no writes (a read-only mount, runs/ a plain file): one line
+        if a.summary:
+            add_summary(out, a)
+        if rows:
+            add_bench(out, a, rows)
+    except OSError as e:
+        fail(f"cannot write {e.filename or out}: {e.strerror}")
     print(f"add_run.py: now `scripts/report.py {a.out}`")
     return 0
 

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import tempfile
 
 RUN_SCHEMA = "starring.run.v1"
 RECORD_SCHEMA = "starring.sweep.v1"
@@ -64,6 +65,16 @@ MODEL_FIELDS = {
     "bench": str, "model": str, "widths": list, "params": int, "batch": int, "device": str,
     "step_ms": _NUM, "samples_per_s": _NUM,
 }
+
+
+def check_writable_folder(path):
+    """Makes folder `path` (and its parents) and writes and removes a probe file in it: raises
+    OSError when it cannot (a read-only mount, a plain file on the path), so a tool can say so in
+    one line before it writes anything else."""
+    os.makedirs(path, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=path, prefix=".starring-write-test-")
+    os.close(fd)
+    os.remove(probe)
 
 
 def read_jsonl(path):

@@ -457,12 +457,22 @@ def main(argv=None):
         os.makedirs(out, exist_ok=True)
     except OSError as e:  # before any run, not as a traceback
         sys.exit(f"sweep: cannot create the results folder {out}: {e.strerror}")
+    try:  # ... and one that exists but takes no runs (a read-only mount): not after the first
+        sr.check_writable_folder(os.path.join(out, "runs"))
+    except OSError as e:
+        sys.exit(f"sweep: cannot write in the results folder {out}: {e.strerror}"
+                 f" ({e.filename or out})")
     counts = {}
     t0 = time.monotonic()
     try:
         run_all(runs, benches, ctx, counts)
     except KeyboardInterrupt:
         return interrupted(counts, out, ctx)
+    except OSError as e:  # the folder stopped taking writes (a full disk): one line, not a trace
+        print(f"\nsweep: stopped: cannot write {e.filename or out}: {e.strerror}; "
+              f"{sum(counts.values())} run(s) and bench pass(es) are recorded in {out}",
+              file=sys.stderr, flush=True)
+        return 1
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
           flush=True)

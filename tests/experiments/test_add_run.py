@@ -173,6 +173,19 @@ class AddRun(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(self.out, "runs")), args)
             self.assertFalse(os.path.exists(os.path.join(self.out, "runs.jsonl")), args)
 
+    def test_a_folder_that_takes_no_writes_is_one_line(self):
+        # DIR exists but its runs/ cannot be made (a read-only mount; here a plain file): it was
+        # a traceback from os.makedirs
+        summary = self.write("s.json", as_summary(fixture_run("main-ring-w2")))
+        os.makedirs(self.out)
+        open(os.path.join(self.out, "runs"), "w").close()
+        p = add(self.out, summary)
+        self.assertEqual(p.returncode, 2, (p.stdout, p.stderr))
+        self.assertIn("cannot write", p.stderr)
+        self.assertIn("runs", p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "runs.jsonl")))
+
 
     def test_a_diverged_run_is_recorded_as_failed(self):
         # `starring train` exits 1 after writing the summary of a run whose loss stopped being

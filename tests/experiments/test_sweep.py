@@ -246,6 +246,24 @@ class FailuresAreRecorded(unittest.TestCase):
             self.assertIn("cannot create the results folder", proc.stderr)
             self.assertNotIn("Traceback", proc.stderr)
 
+    def test_results_folder_that_cannot_be_written_is_one_line(self):
+        # An --out folder that exists but takes no runs (a read-only mount; here its runs/ is a
+        # plain file): a traceback from os.makedirs after the first run had been launched.
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            out = os.path.join(tmp, "results")
+            os.makedirs(out)
+            open(os.path.join(out, "runs"), "w").close()
+            ini = os.path.join(tmp, "sweep.ini")
+            with open(ini, "w") as f:
+                f.write(small_sweep(4, "", BROKEN_REST))
+            proc = subprocess.run([SWEEP, ini, "--out", out, "--bin", BIN, "--no-bench"],
+                                  capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(proc.returncode, 0)
+            self.assertIn("cannot write in the results folder", proc.stderr)
+            self.assertNotIn("Traceback", proc.stderr)
+            self.assertNotIn("[1/2]", proc.stdout)  # found before any run
+            self.assertEqual(sorted(os.listdir(out)), ["runs"])
+
 
 class RepeatsRunInRounds(unittest.TestCase):
     def test_every_run_is_made_n_times_and_named_apart(self):
