@@ -97,14 +97,23 @@ def read_jsonl(path):
 def append_jsonl(path, record):
     """Appends one record as one line (a single write, so concurrent readers see whole lines).
     A file whose last line was cut (a full disk, a killed writer) gets its newline first: the
-    cut line stays the one bad line read_jsonl reports, instead of swallowing this record."""
+    cut line stays the one bad line read_jsonl reports, instead of swallowing this record. A
+    write that fails (a full disk) is undone, so this one never leaves a cut line."""
     line = json.dumps(record, sort_keys=True) + "\n"
-    with open(path, "ab+") as f:
-        if f.seek(0, os.SEEK_END) > 0:
+    with open(path, "ab+", buffering=0) as f:
+        size = f.seek(0, os.SEEK_END)
+        if size > 0:
             f.seek(-1, os.SEEK_END)
             if f.read(1) != b"\n":
                 line = "\n" + line
-        f.write(line.encode("utf-8"))
+        data = line.encode("utf-8")
+        try:  # a write that fails part-way (a full disk) leaves no cut record behind
+            done = 0
+            while done < len(data):
+                done += f.write(data[done:])
+        except OSError:
+            f.truncate(size)
+            raise
 
 
 def _type_ok(value, typ):

@@ -128,6 +128,34 @@ class AppendJsonl(unittest.TestCase):
             self.assertEqual(len(bad), 1)
             self.assertIn("runs.jsonl:2:", bad[0])
 
+    def test_a_record_that_does_not_fit_leaves_no_cut_line(self):
+        # A full disk during a sweep: the record being appended was cut (596 of 3,800 bytes on a
+        # 40 KB tmpfs) and stayed as a half-written line. A file-size limit (RLIMIT_FSIZE, in a
+        # child process) stands in for the full disk: the write fails, the file is as before.
+        import resource
+        import signal
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "runs.jsonl")
+            sr.append_jsonl(path, {"run_id": "a"})
+            before = os.path.getsize(path)
+            pid = os.fork()
+            if pid == 0:  # child: exit 0 when the append failed with the file left as it was
+                code = 1
+                try:
+                    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (before + 100, before + 100))
+                    try:
+                        sr.append_jsonl(path, {"run_id": "b", "pad": "x" * 100000})
+                    except OSError:
+                        code = 0 if os.path.getsize(path) == before else 3
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0, f"size {os.path.getsize(path)}")
+            records, bad = sr.read_jsonl(path)
+            self.assertEqual(([r["run_id"] for r in records], bad), (["a"], []))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
