@@ -423,14 +423,27 @@ def interrupted(counts, out, ctx):
     done = sum(counts.values())
     job = ctx.pop("job_files", None)
     what = stopped_job_words(job, out) if job else "no job was running"
-    print(f"\n[sweep] interrupted (Ctrl-C): {what}; {done} run(s) and bench pass(es) are "
+    sig = ctx.get("stop_signal", signal.SIGINT)
+    name = "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name
+    print(f"\n[sweep] interrupted ({name}): {what}; {done} run(s) and bench pass(es) are "
           f"recorded in {out} (`scripts/report.py {out}` draws them; `--out {out}` adds to them)",
           file=sys.stderr, flush=True)
-    # End by SIGINT itself, not exit 130: a calling shell script (scripts/quickstart.sh)
+    # End by the signal itself, not exit 130: a calling shell script (scripts/quickstart.sh)
     # stops only when its child died of the signal, else it goes on to its next command.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
-    return 130
+    signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+    return 128 + sig
+
+
+def stop_as_ctrl_c(ctx):
+    """SIGTERM or SIGHUP (a batch system, `timeout N scripts/sweep.sh`) stops the sweep as Ctrl-C
+    does: the job in progress stopped, what is recorded said. They ended the driver at once,
+    without a word, and the job it ran went on to its end, orphaned."""
+    def handler(signum, _frame):
+        ctx["stop_signal"] = signum
+        os.kill(os.getpid(), signal.SIGINT)  # to whichever SIGINT handler is in place now
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
 
 
 def main(argv=None):
@@ -464,6 +477,7 @@ def main(argv=None):
                  f" ({e.filename or out})")
     counts = {}
     t0 = time.monotonic()
+    stop_as_ctrl_c(ctx)
     try:
         run_all(runs, benches, ctx, counts)
     except KeyboardInterrupt:
@@ -473,6 +487,9 @@ def main(argv=None):
               f"{sum(counts.values())} run(s) and bench pass(es) are recorded in {out}",
               file=sys.stderr, flush=True)
         return 1
+    finally:  # the report is not a job: SIGTERM ends it as before
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
           flush=True)

@@ -63,6 +63,44 @@ class CtrlC(unittest.TestCase):
             self.assertIn("its folder runs/sweep-001-a-w2 is kept with ", err)
             self.assertIn("metrics.jsonl.partial", err)
 
+    def test_sigterm_stops_the_job_as_ctrl_c_does(self):
+        # A batch system's SIGTERM (or `timeout N scripts/sweep.sh`) to the driver alone: it
+        # died at once without a word, and the run in progress went on to its end, orphaned.
+        rest = "[grid]\nworkers = 2\n\n[variant a]\nbackend = ring\n"
+        with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
+            ini = os.path.join(tmp, "sweep.ini")
+            with open(ini, "w") as f:
+                f.write(small_sweep(120, "epochs = 100000\nmax-steps = 100000\nstraggler = 0:5",
+                                    rest))
+            out = os.path.join(tmp, "results")
+            proc = subprocess.Popen([SWEEP, ini, "--out", out, "--bin", BIN, "--no-bench"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
+            metrics = os.path.join(out, "runs", "sweep-001-a-w2", "metrics.jsonl.partial")
+            deadline = time.monotonic() + 60
+            while not os.path.exists(metrics) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)  # the driver alone, not its group
+            try:
+                _, err = proc.communicate(timeout=60)
+            finally:
+                time.sleep(3)
+                left = subprocess.run(["pgrep", "-f", out], capture_output=True,
+                                      text=True).stdout
+                for pid in left.split():  # an orphaned job's group (`timeout` leads it)
+                    try:
+                        os.killpg(os.getpgid(int(pid)), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            self.assertEqual(proc.returncode, -signal.SIGTERM, err)
+            self.assertNotIn("Traceback", err)
+            self.assertIn("[sweep] interrupted (SIGTERM)", err)
+            self.assertIn("its folder runs/sweep-001-a-w2 is kept with ", err)
+            self.assertEqual(left, "", "processes of the stopped job still run")
+            runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
+            self.assertEqual(runs, [])
+
     def test_ctrl_c_just_after_a_run_ended_records_that_run(self):
         # Ctrl-C while the driver wrote up a run that had ended (here: as it measured the other
         # load of the job's time, right after the job): that run's folder stayed, unrecorded, and
