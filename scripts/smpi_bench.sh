@@ -47,6 +47,18 @@ while [ $# -gt 0 ]; do
     *) echo "smpi_bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+# Values checked here, one line and exit 2: they were a Python traceback (--latency-us abc),
+# bash's "unbound variable" (--np abc) or SimGrid's platform parse error and abort (--np 0).
+bad_value() { echo "smpi_bench.sh: $1 $2: $3 (see --help)" >&2; exit 2; }
+positive() {
+  python3 -c "import math, sys; v=float(sys.argv[1]); sys.exit(not (v > 0 and math.isfinite(v)))" \
+    "$1" 2>/dev/null
+}
+[[ "$nps" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+  bad_value --np "$nps" "expected process counts >= 1, comma-separated (4,16,64)"
+positive "$bw" || bad_value --bandwidth-gbps "$bw" "expected a number > 0"
+positive "$lat" || bad_value --latency-us "$lat" "expected a number > 0"
+positive "$test_s" || bad_value --smpi-test-s "$test_s" "expected a number > 0"
 if ! command -v smpirun >/dev/null 2>&1; then
   echo "smpi_bench.sh: smpirun not found (SimGrid: apt-get install libsimgrid-dev); skipping" >&2
   exit 77

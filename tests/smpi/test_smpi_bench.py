@@ -30,6 +30,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     a = ap.parse_args()
+    # A wrong value of the script's own options is one line naming it and exit 2 (checked before
+    # SimGrid is looked for): it was a Python traceback (--latency-us abc), bash's "unbound
+    # variable" (--np abc) or SimGrid's platform parse error and abort, exit 134 (--np 0).
+    script = os.path.join(ROOT, "scripts", "smpi_bench.sh")
+    for opt, val in (("--np", "0"), ("--np", "abc"), ("--np", "2,,4"), ("--latency-us", "abc"),
+                     ("--bandwidth-gbps", "-3"), ("--smpi-test-s", "x")):
+        p = subprocess.run([script, "--bin", a.bin, opt, val], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 2 and f"{opt} {val}" in p.stderr and "Traceback" not in p.stderr \
+            and len(p.stderr.splitlines()) == 1, f"{opt} {val}: exit {p.returncode}\n{p.stderr}"
     with tempfile.TemporaryDirectory() as tmp:
         rows_path = os.path.join(tmp, "rows.jsonl")
         common = [os.path.join(ROOT, "scripts", "smpi_bench.sh"), "--bin", a.bin,
