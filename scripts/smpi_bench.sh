@@ -50,9 +50,9 @@ done
 # Values checked here, one line and exit 2: they were a Python traceback (--latency-us abc),
 # bash's "unbound variable" (--np abc) or SimGrid's platform parse error and abort (--np 0).
 bad_value() { echo "smpi_bench.sh: $1 $2: $3 (see --help)" >&2; exit 2; }
-positive() {
-  python3 -c "import math, sys; v=float(sys.argv[1]); sys.exit(not (v > 0 and math.isfinite(v)))" \
-    "$1" 2>/dev/null
+positive() {  # a decimal number > 0 (no inf, nan or sign)
+  awk -v v="$1" 'BEGIN { ok = v ~ /^([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/
+                         exit !(ok && v + 0 > 0) }'
 }
 [[ "$nps" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
   bad_value --np "$nps" "expected process counts >= 1, comma-separated (4,16,64)"
