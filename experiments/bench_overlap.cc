@@ -390,6 +390,12 @@ std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Com
                         "--compute kind");
   std::vector<std::string> names = bc.backends;
   if (names.empty()) names.push_back(cfg.sync.backend == "local" ? "ring" : cfg.sync.backend);
+  for (const auto& name : names) {  // all checked before the table's header is printed
+    const auto [base_name, n] = split_ranks_suffix(name);
+    BackendRegistry::instance().check(base_name);
+    STARRING_CONFIG_CHECK(n <= world->size(), "bench backend '", name, "' on ", n,
+                          " ranks, but only ", world->size(), " were started");
+  }
   const bool leader = world->rank() == 0;
   if (leader) print_header(cfg, world->size());
   std::vector<OverlapRow> rows;
@@ -398,8 +404,6 @@ std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Com
     const std::size_t count = bytes / sizeof(float);
     for (const auto& name : names) {
       const auto [base_name, n] = split_ranks_suffix(name);
-      STARRING_CONFIG_CHECK(n <= world->size(), "bench backend '", name, "' on ", n,
-                            " ranks, but only ", world->size(), " were started");
       Measured m;
       if (n == 0 || n == world->size()) {
         m = run_backend(base_name, cfg, world, count, ++tag);

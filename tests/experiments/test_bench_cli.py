@@ -141,6 +141,19 @@ class Bench(unittest.TestCase):
         table = [line for line in p.stdout.splitlines() if line.startswith("   ")]
         self.assertEqual(len({line.index(" 65536 ") for line in table}), 1, table)
 
+    def test_a_bad_overlap_backend_is_refused_before_the_table(self):
+        # every --backends name is checked first: a table was printed (ring's rows measured)
+        # before 'frob' was found unknown
+        for names, said in (("ring,frob", "unknown backend 'frob'"),
+                            ("ring,ring@3", "'ring@3' on 3 ranks")):
+            p = subprocess.run([MPIRUN, "-np", "2", BIN, "bench", "--mode", "overlap",
+                                "--backends", names, "--compute", "serial", "-b", "64K", "-e",
+                                "64K", "-n", "1", "-w", "0"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn(said, p.stderr)
+            self.assertEqual(p.stdout, "")
+
     def test_sizes_it_rounds_are_accepted_with_one_note_each_from_rank_0(self):
         # -b 1001: rows of whole floats (1000, 2000, 4004 bytes, as the size column says);
         # segments of whole 16-float blocks, chunks of whole floats (common/config_use.cc)
