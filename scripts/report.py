@@ -398,7 +398,10 @@ def main(argv=None):
         os.makedirs(out, exist_ok=True)
     except OSError as e:  # a file of that name, no right to write there: one line
         sys.exit(f"report.py: cannot create the report folder {out}: {e.strerror}")
-    runs, bench, metrics, problems = load(a.results)
+    try:
+        runs, bench, metrics, problems = load(a.results)
+    except OSError as e:  # runs.jsonl a folder, or not readable: one line, not a traceback
+        sys.exit(f"report.py: cannot read {e.filename or a.results}: {e.strerror or e}")
     figures = make_figures(runs, bench, metrics, out)
     rows = write_summary(out, runs, bench, figures)
     write_html(out, a.results, runs, bench, figures, rows, problems)

@@ -82,7 +82,7 @@ def read_jsonl(path):
     records, bad = [], []
     if not os.path.exists(path):
         return records, bad
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:  # bytes not UTF-8: a bad line
         for n, line in enumerate(f, 1):
             line = line.strip()
             if not line:

@@ -292,6 +292,19 @@ class ReportWithPartialData(unittest.TestCase):
             self.assertEqual(proc.stderr.strip().splitlines(),
                              [f"report.py: cannot create the report folder {taken}: File exists"])
 
+    def test_an_unreadable_results_file_is_one_line(self):
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            os.mkdir(os.path.join(tmp, "runs.jsonl"))  # was an IsADirectoryError traceback
+            proc = run_report(tmp, os.path.join(tmp, "report"))
+            self.assertNotEqual(proc.returncode, 0)
+            self.assertEqual(proc.stderr.strip().splitlines(),
+                             [f"report.py: cannot read {tmp}/runs.jsonl: Is a directory"])
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            with open(os.path.join(tmp, "bench.jsonl"), "wb") as f:  # bytes that are not UTF-8
+                f.write(b"\xff\xfe garbage\n")
+            records, bad = sr.read_jsonl(os.path.join(tmp, "bench.jsonl"))
+            self.assertEqual((records, len(bad)), ([], 1))  # was a UnicodeDecodeError
+
     def test_a_folder_without_results_is_an_error(self):
         tmp = tempfile.mkdtemp(prefix="starring_report_test_")
         try:
