@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -296,6 +297,16 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
   std::string sweep_file;              // a hint once the file shows a sweep file's sections
   std::string line;
   for (int no = 1; std::getline(in, line); ++no) {
+    // Control bytes (a UTF-16 file's NULs, a binary file) are not text: echoed in the message
+    // below they cut it at the first NUL or printed raw bytes. UTF-8 (bytes >= 0x80) is text.
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const auto c = static_cast<unsigned char>(line[i]);
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c);
+      STARRING_CONFIG_CHECK((c >= 0x20 && c != 0x7f) || c == '\t' || c == '\r', path, ":", no,
+                            ": byte ", hex, " at column ", i + 1,
+                            " is not text (an INI file is plain text: UTF-8 or ASCII)");
+    }
     std::string t = trim(line);
     // ';' starts a comment after a value too, as '#' does ("lr = 0.1 ; note")
     if (auto semi = t.find(';');

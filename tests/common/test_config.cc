@@ -159,6 +159,12 @@ TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
   msg = error_of("train", {"--config", write("d.ini", "[train]\nbatch = 8\n[sync]\nbatch = 16\n")});
   EXPECT_NE(msg.find("d.ini:4: 'batch' given twice (first on line 2)"), std::string::npos) << msg;
 
+  // a file that is not text: the byte named, not echoed (a NUL cut the message there)
+  msg = error_of("train", {"--config", write("b.ini", std::string("\xff\xfe\0x\n", 5))});
+  EXPECT_NE(msg.find("b.ini:1: byte 0x00 at column 3 is not text"), std::string::npos) << msg;
+  msg = error_of("train", {"--config", write("u.ini", "# caf\xc3\xa9\nlr = 0.1\n\x01 = 2\n")});
+  EXPECT_NE(msg.find("u.ini:3: byte 0x01 at column 1"), std::string::npos) << msg;  // UTF-8 ok
+
   std::string no_eq = write("e.ini", "batch 8\n");
   EXPECT_NE(error_of("train", {"--config", no_eq}).find("e.ini:1"), std::string::npos);
 
