@@ -180,6 +180,33 @@ TEST(ShardServer, SspWithholdsRepliesBeyondTheBound) {
   EXPECT_FLOAT_EQ(out[0].data[0], -0.15f);
 }
 
+// --staleness 0 under ssp is lock step with apply-on-arrival: a worker's reply waits until every
+// worker has pushed as often as it has, so no one starts a step ahead (the record is all zeros),
+// while each push is still applied as it arrives. (A bound of 0 read as "no bound", as asp, passed
+// every other test: they all run ssp with s = 1.)
+TEST(ShardServer, SspWithStalenessZeroRunsInLockStep) {
+  ShardServer s(spec(3, "ssp", 0));
+  const float z[3] = {0, 0, 0}, g[3] = {3, 3, 3};
+  s.set_params(0, z, 3);
+  s.set_params(1, z, 3);
+  std::vector<PsReply> out;
+  for (int step = 1; step <= 2; ++step) {
+    s.push(2, 0, step, 0.1f, g, 3, out);
+    s.push(0, 0, step, 0.1f, g, 3, out);
+    EXPECT_TRUE(out.empty()) << "step " << step << ": a reply before every worker pushed";
+    EXPECT_EQ(s.awaiting(0), 1);
+    EXPECT_EQ(s.awaiting(2), 1);
+    // Applied on arrival all the same: two pushes of 3 x 0.1 / 3 this step.
+    EXPECT_FLOAT_EQ(s.params()[0], -0.1f * static_cast<float>(3 * step - 1));
+    s.push(1, 0, step, 0.1f, g, 3, out);  // the last one in: all three released
+    ASSERT_EQ(workers_of(out), (std::vector<int>{0, 1, 2})) << "step " << step;
+    EXPECT_EQ(s.awaiting(0) + s.awaiting(1) + s.awaiting(2), 0);
+    out.clear();
+  }
+  const std::map<std::int64_t, std::uint64_t> expect{{0, 6}};
+  EXPECT_EQ(s.staleness_hist(), expect);
+}
+
 TEST(ShardServer, AspRepliesAtOnceAndRecordsUnboundedStaleness) {
   ShardServer s(spec(2, "asp"));
   const float z[3] = {0, 0, 0}, g[3] = {1, 1, 1};
