@@ -1,13 +1,16 @@
 // The slicer and the plan: ranges cover the buffer exactly once, range mode is balanced within
 // one chunk, tensor mode keeps tensors whole (and is measurably unbalanced), chunks respect the
-// chunk size and the buckets; roles from --servers.
+// chunk size and the buckets; roles from --servers; the ps options a worker gets from the command
+// line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "ps/partition.h"
 #include "ps/ps_group.h"
+#include "ps/ps_worker.h"
 #include "ps_test_util.h"
 
 namespace starring::ps {
@@ -164,6 +167,39 @@ TEST(PsGroup, RolesFromServersOption) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("at least 3 ranks"), std::string::npos) << e.what();
   }
+}
+
+// What `starring train` and `bench` pass to a parameter-server worker (worker_options): every
+// ps option of the command line, set away from its default, arrives as given. --overlap off,
+// --bucket-mb and --ps-shared-memory off each read as its default passed every other test: the
+// tests of ps/ set PsWorkerOptions directly, and shared memory left on moves the same bytes.
+TEST(PsOptions, CommandLineOptionsReachTheWorker) {
+  const std::vector<const char*> argv = {
+      "train", "--backend",          "ps",  "--servers",      "colocated", "--consistency",
+      "ssp",   "--staleness",        "5",   "--ps-partition", "tensor",    "--ps-chunk-bytes",
+      "64",    "--ps-shared-memory", "off", "--bucket-mb",    "1",         "--overlap",
+      "off",   "--timeout",          "7"};
+  Config cfg;
+  ASSERT_TRUE(parse_config("train", static_cast<int>(argv.size()), argv.data(), cfg, nullptr));
+  const PsWorkerOptions o = worker_options(cfg.sync, nullptr);
+  EXPECT_EQ(o.consistency, "ssp");
+  EXPECT_EQ(o.staleness, 5);
+  EXPECT_EQ(o.partition, "tensor");
+  EXPECT_EQ(o.chunk_bytes, 64u);
+  EXPECT_FALSE(o.shared_memory);
+  EXPECT_EQ(o.bucket_mb, 1.0);
+  EXPECT_FALSE(o.overlap);
+  EXPECT_EQ(o.timeout.count(), 7.0);
+  // And the defaults are other values, so each of these checks an option's way through.
+  const PsWorkerOptions d = worker_options(Config().sync, nullptr);
+  EXPECT_EQ(d.consistency, "bsp");
+  EXPECT_NE(d.staleness, 5);
+  EXPECT_EQ(d.partition, "range");
+  EXPECT_NE(d.chunk_bytes, 64u);
+  EXPECT_TRUE(d.shared_memory);
+  EXPECT_NE(d.bucket_mb, 1.0);
+  EXPECT_TRUE(d.overlap);
+  EXPECT_NE(d.timeout.count(), 7.0);
 }
 
 }  // namespace
