@@ -11,6 +11,7 @@
 //    other worker is told why with the abort's timeout flag set;
 //  - a worker owed replies is waiting for the server, not silent, though heard from longest ago;
 //    of two workers silent alike, the one heard from longest ago is named;
+//  - a worker that said done is never named, however long the others take;
 //  - a server kept busy by another worker's messages still names the silent one: only a message
 //    from the silent worker itself, waiting in the receive slots, puts the verdict off (97ce62e;
 //    before, any waiting message did, and the verdict came only once worker 0's stream ran dry).
@@ -229,6 +230,23 @@ TEST(PsServerLiveness, OfTwoSilentWorkersTheOneSilentLongestIsNamed) {
   send_to_server(*world.comm(0), Op::kHeartbeat, 0, {});
   const std::string error = serve(world.comm(2));
   EXPECT_EQ(named_worker(error), 1) << error;
+}
+
+// A worker that has said done is waited for by nobody: the server never names it as silent,
+// however long the others still take (asp / ssp: a fast worker ends ahead of a slow one). Here
+// worker 0 says done at once; worker 1 (ssp, bound 0) pushes, is owed its reply (worker 0 will
+// never catch up), and says done only after three timeouts. A kDone not marked passed every
+// other test; the server then named worker 0 after one timeout.
+TEST(PsServerLiveness, AWorkerThatSaidDoneIsNeverNamed) {
+  InProcWorld world(3);
+  start_workers(world, "ssp");
+  send_to_server(*world.comm(0), Op::kDone, 0, {});
+  send_to_server(*world.comm(1), Op::kPush, 1, std::vector<float>(kFloats, 0.75f));
+  const std::string error = serve(world.comm(2), [&] {
+    std::this_thread::sleep_for(options().timeout * 3);
+    send_to_server(*world.comm(1), Op::kDone, 0, {});
+  });
+  EXPECT_EQ(error, "");
 }
 
 TEST(PsServerLiveness, AServerBusyWithOneWorkersMessagesStillNamesTheSilentOne) {
