@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -161,6 +163,48 @@ TEST(WireCodec, ReductionAccumulatesInFloat32) {
     EXPECT_EQ(inplace, exact) << wire_type_name(w) << " in place";
     reduce_wire(w, &in, &wire, &out, 1, 0.5f);
     EXPECT_EQ(out, exact * 0.5f) << wire_type_name(w) << " scaled";
+  }
+}
+
+// bf16 narrowing is hand-written (fp16's is the compiler's): round to nearest, ties to even, in
+// both directions; +-Inf stays infinite and NaN stays NaN (whatever its payload: rounding the bits
+// of 0x7f800001 like a number gives +Inf, of 0x7fffffff gives -0). fp16 beside it, through the
+// same encode(). The round trip and tolerance cases above passed truncation, ties rounded away from
+// zero, Inf turned into NaN and NaN rounded like a number: their values are never halfway cases.
+TEST(WireCodec, HalfWireRoundsToNearestEvenAndKeepsInfAndNaN) {
+  auto bits = [](std::uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (WireType w : {WireType::kFloat16, WireType::kBFloat16}) {
+    SCOPED_TRACE(wire_type_name(w));
+    const int m = w == WireType::kFloat16 ? 10 : 7;  // mantissa bits: the ulp of 1 is 2^-m
+    const float ulp = std::ldexp(1.0f, -m), half = ulp / 2;
+    // (value, expected after the round trip); every value is exact in float32.
+    const std::vector<std::pair<float, float>> cases{
+        {1.0f + half, 1.0f},                // tie, rounds down to the even neighbour
+        {1.0f + 3 * half, 1.0f + 2 * ulp},  // tie, rounds up to the even neighbour
+        {-(1.0f + half), -1.0f},            // ties are symmetric
+        {-(1.0f + 3 * half), -(1.0f + 2 * ulp)},
+        {1.0f + half + half / 4, 1.0f + ulp},  // just above a tie: up (truncation reads 1)
+        {1.0f + half - half / 4, 1.0f},        // just below a tie: down
+        {inf, inf},
+        {-inf, -inf},
+        {0.0f, 0.0f}};
+    std::vector<float> x, back;
+    for (const auto& c : cases) x.push_back(c.first);
+    for (std::uint32_t nan : {0x7fc00000u, 0x7f800001u, 0x7fffffffu, 0xffc00001u})
+      x.push_back(bits(nan));
+    std::vector<std::uint16_t> h(x.size());
+    back.resize(x.size());
+    encode(w, x.data(), h.data(), x.size());
+    decode(w, h.data(), back.data(), x.size());
+    for (std::size_t i = 0; i < cases.size(); ++i)
+      EXPECT_EQ(back[i], cases[i].second) << "encoding " << x[i];
+    for (std::size_t i = cases.size(); i < x.size(); ++i)
+      EXPECT_TRUE(std::isnan(back[i])) << "NaN came back as " << back[i];
   }
 }
 
