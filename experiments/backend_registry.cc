@@ -15,15 +15,8 @@ void BackendRegistry::add(const std::string& name, BackendFactory f) {
 }
 
 Backend BackendRegistry::create(const std::string& name, const BackendContext& ctx) const {
-  check(name);
   for (auto& [n, f] : factories_)
     if (n == name) return f(ctx);
-  return {};  // not reached: check() threw
-}
-
-void BackendRegistry::check(const std::string& name) const {
-  for (auto& [n, _] : factories_)
-    if (n == name) return;
   std::string known;
   for (auto& [n, _] : factories_) known += (known.empty() ? "" : ", ") + n;
   throw ConfigError("unknown backend '" + name + "' (known: " + known + ")");

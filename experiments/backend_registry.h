@@ -52,7 +52,6 @@ class BackendRegistry {
   Backend create(const std::string& name,
                  const BackendContext& ctx) const;  // ConfigError if unknown
   std::vector<std::string> names() const;
-  void check(const std::string& name) const;  // ConfigError if unknown, naming the known ones
 
  private:
   std::vector<std::pair<std::string, BackendFactory>> factories_;

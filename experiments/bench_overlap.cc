@@ -196,6 +196,18 @@ std::pair<std::string, Config> registry_entry(const std::string& name, const Con
   return {name, c};
 }
 
+// A --backends name this mode runs: a registry entry, "ps-colocated" or "mpi-nothread".
+void check_overlap_backend(const std::string& name) {
+  const auto known = BackendRegistry::instance().names();
+  if (name == "ps-colocated" || name == "mpi-nothread" ||
+      std::find(known.begin(), known.end(), name) != known.end())
+    return;
+  std::string list;
+  for (const auto& n : known) list += n + ", ";
+  throw ConfigError("bench --mode overlap: unknown backend '" + name + "' (known: " + list +
+                    "ps-colocated, mpi-nothread)");
+}
+
 struct Measured {
   std::optional<OverlapSample> sample;  // workers only
   int workers = 0;
@@ -392,7 +404,7 @@ std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Com
   if (names.empty()) names.push_back(cfg.sync.backend == "local" ? "ring" : cfg.sync.backend);
   for (const auto& name : names) {  // all checked before the table's header is printed
     const auto [base_name, n] = split_ranks_suffix(name);
-    BackendRegistry::instance().check(base_name);
+    check_overlap_backend(base_name);
     STARRING_CONFIG_CHECK(n <= world->size(), "bench backend '", name, "' on ", n,
                           " ranks, but only ", world->size(), " were started");
   }
