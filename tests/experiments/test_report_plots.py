@@ -305,27 +305,26 @@ class StalenessAndBytesPoints(unittest.TestCase):
             self.assertEqual([round(y, 6) for y in line.get_ydata()], [round(y, 6) for y in want])
             self.assertAlmostEqual(line.get_ydata()[-1], 100.0)
 
-    def test_the_workers_received_bytes_are_the_crosses(self):
+    @staticmethod
+    def bytes_marks(run_id, axis, **per_model):
+        """(marker, bytes per model) of the dots and crosses that the bytes-per-rank figure's
+        `axis` draws for fixture run `run_id`, its bytes_per_step set to `per_model` x D."""
         import report_traffic as rt
         runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
-        ring = copy.deepcopy(next(r for r in runs if r["run_id"] == "main-ring-w2"))
-        d = ring["model"]["bytes"]
-        ring["bytes_per_step"].update(worker_sent=1.0 * d, worker_recv=0.75 * d)
-        ax = figures_of(rt, rt.bytes_per_rank, [ring])[0].axes[0]
-        marks = sorted((l.get_marker(), round(float(l.get_ydata()[0]), 6))
-                       for l in ax.get_lines() if l.get_marker() in ("o", "x"))
-        self.assertEqual(marks, [("o", 1.0), ("x", 0.75)])
+        run = copy.deepcopy(next(r for r in runs if r["run_id"] == run_id))
+        d = run["model"]["bytes"]
+        run["bytes_per_step"].update({k: v * d for k, v in per_model.items()})
+        ax = figures_of(rt, rt.bytes_per_rank, [run])[0].axes[axis]
+        return sorted((l.get_marker(), round(float(l.get_ydata()[0]), 6))
+                      for l in ax.get_lines() if l.get_marker() in ("o", "x"))
+
+    def test_the_workers_received_bytes_are_the_crosses(self):
+        self.assertEqual(self.bytes_marks("main-ring-w2", 0, worker_sent=1.0, worker_recv=0.75),
+                         [("o", 1.0), ("x", 0.75)])
 
     def test_the_servers_sent_bytes_are_the_crosses(self):
-        import report_traffic as rt
-        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
-        ps = copy.deepcopy(next(r for r in runs if r["run_id"] == "main-ps-1-w2"))
-        d = ps["model"]["bytes"]
-        ps["bytes_per_step"].update(server_recv=2.0 * d, server_sent=1.5 * d)
-        ax = figures_of(rt, rt.bytes_per_rank, [ps])[0].axes[1]
-        marks = sorted((l.get_marker(), round(float(l.get_ydata()[0]), 6))
-                       for l in ax.get_lines() if l.get_marker() in ("o", "x"))
-        self.assertEqual(marks, [("o", 2.0), ("x", 1.5)])
+        self.assertEqual(self.bytes_marks("main-ps-1-w2", 1, server_recv=2.0, server_sent=1.5),
+                         [("o", 2.0), ("x", 1.5)])
 
     def test_the_bucket_plot_draws_overlap_on_solid(self):
         # the caption: "with overlap on (solid) ... with overlap off (dashed)"
