@@ -396,7 +396,6 @@ class DriverHelpers(unittest.TestCase):
             self.assertEqual(len(rec["recovery"]["legs"]), 1)
             self.assertEqual(rec["recovery"]["fault"]["outcome"], "not injected")
 
-
     def test_the_baseline_is_the_newest_successful_one_of_the_same_repeat_and_flags(self):
         # the same sweep run again into the folder (--out): the newer baseline, not a failed
         # one, of the same repeat however the records are ordered; --keep-checkpoints (which
