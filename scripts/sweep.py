@@ -438,12 +438,24 @@ def interrupted(counts, out, ctx):
 def stop_as_ctrl_c(ctx):
     """SIGTERM or SIGHUP (a batch system, `timeout N scripts/sweep.sh`) stops the sweep as Ctrl-C
     does: the job in progress stopped, what is recorded said. They ended the driver at once,
-    without a word, and the job it ran went on to its end, orphaned."""
+    without a word, and the job it ran went on to its end, orphaned. A signal the driver was
+    started to ignore stays ignored (`nohup scripts/sweep.sh ...` ignores SIGHUP: a logout must
+    not stop that sweep). Returns the dispositions before, for restore_signals."""
     def handler(signum, _frame):
         ctx["stop_signal"] = signum
         os.kill(os.getpid(), signal.SIGINT)  # to whichever SIGINT handler is in place now
+    before = {}
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
+        before[sig] = signal.getsignal(sig)
+        if before[sig] != signal.SIG_IGN:
+            signal.signal(sig, handler)
+    return before
+
+
+def restore_signals(before):
+    """Puts back what stop_as_ctrl_c replaced (an ignored SIGHUP stays ignored for the report)."""
+    for sig, disposition in before.items():
+        signal.signal(sig, signal.SIG_DFL if disposition is None else disposition)
 
 
 def main(argv=None):
@@ -477,7 +489,7 @@ def main(argv=None):
                  f" ({e.filename or out})")
     counts = {}
     t0 = time.monotonic()
-    stop_as_ctrl_c(ctx)
+    signals_before = stop_as_ctrl_c(ctx)
     try:
         run_all(runs, benches, ctx, counts)
     except KeyboardInterrupt:
@@ -488,8 +500,7 @@ def main(argv=None):
               file=sys.stderr, flush=True)
         return 1
     finally:  # the report is not a job: SIGTERM ends it as before
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
+        restore_signals(signals_before)
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
           flush=True)

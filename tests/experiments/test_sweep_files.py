@@ -434,5 +434,28 @@ class TheRecordsOfJobs(unittest.TestCase):
         self.assertEqual(sr.check_bench_row(rows[0]), [])
 
 
+class StopSignals(unittest.TestCase):
+    """SIGTERM and SIGHUP stop a sweep as Ctrl-C does (test_sweep_interrupt.py), except where the
+    driver was started to ignore one: `nohup scripts/sweep.sh scaling &` ignores SIGHUP, and a
+    logout then stopped that sweep (the handler replaced the ignore, and the report's SIG_DFL
+    after it killed the driver)."""
+
+    def test_an_ignored_signal_stays_ignored_and_the_rest_are_put_back(self):
+        import signal
+        saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+        try:
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup leaves it
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            before = driver.stop_as_ctrl_c({})
+            self.assertEqual(signal.getsignal(signal.SIGHUP), signal.SIG_IGN)
+            self.assertTrue(callable(signal.getsignal(signal.SIGTERM)))
+            driver.restore_signals(before)
+            self.assertEqual(signal.getsignal(signal.SIGHUP), signal.SIG_IGN)
+            self.assertEqual(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)
+        finally:
+            for s, h in saved.items():
+                signal.signal(s, h)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
