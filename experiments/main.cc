@@ -207,6 +207,20 @@ std::string check_resume(const Config& cfg, int workers, long long train_samples
     params += std::size_t(widths[i]) * widths[i + 1] + widths[i + 1];
   starring::check_checkpoint_fits(c, widths, params, t.opt.type, path, "rank 0");
   starring::check_resume_fits_run(c, cfg, workers, train_samples, path, "rank 0");
+  // A kill or hang the checkpoint has already passed never fires on a worker (it fires at its
+  // step exactly, and the resumed run starts after the checkpoint's): the run ended with exit 0
+  // as if the fault had been survived. A PS server's fires at the first push from that step on.
+  const std::string& f = t.fault;
+  if (!f.empty() && f.rfind("stop:", 0) != 0) {
+    const auto a = f.find(':'), b = f.rfind(':');
+    const long long rank = std::stoll(f.substr(a + 1, b - a - 1)),
+                    step = std::stoll(f.substr(b + 1));
+    const bool serves =
+        cfg.sync.backend == "ps" && (cfg.sync.servers == "colocated" || rank >= workers);
+    if (!serves && step <= c.step)
+      throw ConfigError(concat("--fault ", f, ": the run resumes after step ", c.step, " (", path,
+                               "), so step ", step, " is never reached"));
+  }
   return path;
 }
 

@@ -374,6 +374,19 @@ class CheckpointCli(unittest.TestCase):
                       "checkpoint, --seed 43 in this run", bad.stderr)
         self.assertNotIn("also rank", bad.stderr)
 
+    def test_a_fault_the_checkpoint_has_passed_is_refused(self):
+        # A worker's kill or hang fires at its step exactly; a resumed run starts after the
+        # checkpoint's step, so --fault kill:1:3 on a resume from step 4 never fired and the run
+        # ended with exit 0, as if the fault had been survived.
+        first = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        bad = train("--backend", "ring", "--max-steps", "8", "--checkpoint-dir", self.dir,
+                    "--resume", "latest", "--fault", "kill:1:3")
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+        self.assertIn("--fault kill:1:3: the run resumes after step 4", bad.stderr)
+        self.assertIn("step 3 is never reached", bad.stderr)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
