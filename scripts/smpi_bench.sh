@@ -50,14 +50,17 @@ done
 # Values checked here, one line and exit 2: they were a Python traceback (--latency-us abc),
 # bash's "unbound variable" (--np abc) or SimGrid's platform parse error and abort (--np 0).
 bad_value() { echo "smpi_bench.sh: $1 $2: $3 (see --help)" >&2; exit 2; }
-positive() {  # a decimal number > 0 (no inf, nan or sign)
-  awk -v v="$1" 'BEGIN { ok = v ~ /^([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/
-                         exit !(ok && v + 0 > 0) }'
+number() {  # a decimal number (no inf, nan or sign) > 0, or >= 0 with $2 = 0ok
+  awk -v v="$1" -v zero="${2:-}" 'BEGIN {
+    ok = v ~ /^([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/
+    exit !(ok && (v + 0 > 0 || zero == "0ok")) }'
 }
+positive() { number "$1"; }
 [[ "$nps" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
   bad_value --np "$nps" "expected process counts >= 1, comma-separated (4,16,64)"
 positive "$bw" || bad_value --bandwidth-gbps "$bw" "expected a number > 0"
-positive "$lat" || bad_value --latency-us "$lat" "expected a number > 0"
+# 0 is a network without latency (SimGrid takes lat="0us"): the model's bandwidth term alone
+number "$lat" 0ok || bad_value --latency-us "$lat" "expected a number >= 0"
 positive "$test_s" || bad_value --smpi-test-s "$test_s" "expected a number > 0"
 if ! command -v smpirun >/dev/null 2>&1; then
   echo "smpi_bench.sh: smpirun not found (SimGrid: apt-get install libsimgrid-dev); skipping" >&2

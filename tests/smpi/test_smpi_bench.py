@@ -40,6 +40,13 @@ def main():
                            timeout=60)
         assert p.returncode == 2 and f"{opt} {val}" in p.stderr and "Traceback" not in p.stderr \
             and len(p.stderr.splitlines()) == 1, f"{opt} {val}: exit {p.returncode}\n{p.stderr}"
+    # ... and a right one passes: --latency-us 0 is a network without latency (SimGrid runs it),
+    # which the check refused (here it goes on to find no such --bin)
+    missing = os.path.join(ROOT, "no-such-dir", "smpi_bench.so")
+    p = subprocess.run([script, "--bin", missing, "--latency-us", "0"], capture_output=True,
+                       text=True, timeout=60)
+    assert "--latency-us" not in p.stderr and p.returncode in (2, 77), \
+        f"--latency-us 0: exit {p.returncode}\n{p.stderr}"
     with tempfile.TemporaryDirectory() as tmp:
         rows_path = os.path.join(tmp, "rows.jsonl")
         common = [os.path.join(ROOT, "scripts", "smpi_bench.sh"), "--bin", a.bin,
