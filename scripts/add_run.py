@@ -204,8 +204,8 @@ def main(argv=None):
             add_summary(out, a)
         if rows:
             add_bench(out, a, rows)
-    except OSError as e:
-        fail(f"cannot write {e.filename or out}: {e.strerror}")
+    except OSError as e:  # an input it copies that cannot be read is named the same way
+        fail(f"cannot add the run: {e.filename or out}: {e.strerror}")
     print(f"add_run.py: now `scripts/report.py {a.out}`")
     return 0
 

@@ -494,8 +494,8 @@ def main(argv=None):
         run_all(runs, benches, ctx, counts)
     except KeyboardInterrupt:
         return interrupted(counts, out, ctx)
-    except OSError as e:  # the folder stopped taking writes (a full disk): one line, not a trace
-        print(f"\nsweep: stopped: cannot write {e.filename or out}: {e.strerror}; "
+    except OSError as e:  # a full disk, a failed launch: one line naming the file, not a trace
+        print(f"\nsweep: stopped: {e.filename or out}: {e.strerror}; "
               f"{sum(counts.values())} run(s) and bench pass(es) are recorded in {out}",
               file=sys.stderr, flush=True)
         return 1

@@ -181,7 +181,7 @@ class AddRun(unittest.TestCase):
         open(os.path.join(self.out, "runs"), "w").close()
         p = add(self.out, summary)
         self.assertEqual(p.returncode, 2, (p.stdout, p.stderr))
-        self.assertIn("cannot write", p.stderr)
+        self.assertIn("cannot add the run: ", p.stderr)
         self.assertIn("runs", p.stderr)
         self.assertNotIn("Traceback", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.out, "runs.jsonl")))
