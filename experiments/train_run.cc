@@ -66,6 +66,7 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
     failed =
         first_error(*world, failed, tags::kTrainerBase + 50, world->timeout() + kLoadAllowance);
   } catch (const TimeoutError& e) {
+    if (mine) std::rethrow_exception(mine);  // its own bad file says more than a peer's silence
     throw TimeoutError(detail::concat(e.what(),
                                       " while every rank loaded its data (allowed: --timeout + ",
                                       kLoadAllowance.count(), " s)"));
