@@ -224,14 +224,24 @@ std::string check_resume(const Config& cfg, int workers, long long train_samples
   return path;
 }
 
+// Optimizer steps of one epoch and of the whole run, as the trainer counts them
+// (trainer/trainer.cc): `n` training samples over `workers`, the remainder dropped.
+struct RunSteps {
+  long long per_epoch, total;
+};
+RunSteps run_steps(const starring::TrainConfig& t, long long n, int workers) {
+  const long long per_epoch = n / (static_cast<long long>(workers) * t.batch) / t.accum;
+  long long total = per_epoch * t.epochs;
+  if (t.max_steps >= 0) total = std::min<long long>(total, t.max_steps);
+  return {per_epoch, total};
+}
+
 // A warm-up as long as the run: the rate never reaches the scaled one, and a cosine never
 // starts (a shortened test run of experiments/fmnist_mlp.ini's 100 warm-up steps). A note, on
-// rank 0; `n` training samples, steps as the trainer counts them (trainer/trainer.cc).
+// rank 0.
 void note_warmup_past_the_run(const starring::TrainConfig& t, long long n, int workers) {
   if (workers < 2 || t.lr_scale == "none" || t.warmup_steps <= 0) return;
-  const long long per_epoch = n / (static_cast<long long>(workers) * t.batch) / t.accum;
-  long long steps = per_epoch * t.epochs;
-  if (t.max_steps >= 0) steps = std::min<long long>(steps, t.max_steps);
+  const long long steps = run_steps(t, n, workers).total;
   if (steps > t.warmup_steps) return;
   std::fprintf(stderr,
                "[starring] note: --warmup-steps %d is not shorter than the run (%lld steps): the "
@@ -241,16 +251,13 @@ void note_warmup_past_the_run(const starring::TrainConfig& t, long long n, int w
 }
 
 // A --fault STEP past the run's last step (its epochs, not only --max-steps: check_meaningful)
-// never fires, and the run ended with exit 0 as if the fault had been survived. `n` training
-// samples; steps as the trainer counts them (trainer/trainer.cc).
+// never fires, and the run ended with exit 0 as if the fault had been survived.
 void check_fault_reached(const starring::TrainConfig& t, long long n, int workers) {
   const long long step = std::stoll(t.fault.substr(t.fault.rfind(':') + 1));
-  const long long per_epoch = n / (static_cast<long long>(workers) * t.batch) / t.accum;
-  long long steps = per_epoch * t.epochs;
-  if (t.max_steps >= 0) steps = std::min<long long>(steps, t.max_steps);
-  if (step > steps)
-    throw ConfigError(concat("--fault ", t.fault, ": the run has only ", steps, " steps (",
-                             t.epochs, " epoch(s) of ", per_epoch, "), so step ", step,
+  const RunSteps steps = run_steps(t, n, workers);
+  if (step > steps.total)
+    throw ConfigError(concat("--fault ", t.fault, ": the run has only ", steps.total, " steps (",
+                             t.epochs, " epoch(s) of ", steps.per_epoch, "), so step ", step,
                              " is never reached"));
 }
 
