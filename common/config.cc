@@ -301,11 +301,11 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
     // below they cut it at the first NUL or printed raw bytes. UTF-8 (bytes >= 0x80) is text.
     for (std::size_t i = 0; i < line.size(); ++i) {
       const auto c = static_cast<unsigned char>(line[i]);
+      if ((c >= 0x20 && c != 0x7f) || c == '\t' || c == '\r') continue;
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02x", c);
-      STARRING_CONFIG_CHECK((c >= 0x20 && c != 0x7f) || c == '\t' || c == '\r', path, ":", no,
-                            ": byte ", hex, " at column ", i + 1,
-                            " is not text (an INI file is plain text: UTF-8 or ASCII)");
+      throw ConfigError(detail::concat(path, ":", no, ": byte ", hex, " at column ", i + 1,
+                                       " is not text (an INI file is plain text: UTF-8 or ASCII)"));
     }
     std::string t = trim(line);
     // ';' starts a comment after a value too, as '#' does ("lr = 0.1 ; note")
