@@ -12,7 +12,7 @@ namespace starring {
 
 struct Bucket {
   std::size_t first_tensor = 0, end_tensor = 0;  // [first, end) in backward order
-  std::size_t lo = 0, hi = 0;                    // smallest / largest element covered
+  std::size_t lo = 0, hi = 0;                    // [lo, hi): the span of elements covered
   std::size_t floats = 0;                        // sum of the tensors' sizes
   bool contiguous() const { return hi - lo == floats; }
 };

@@ -42,8 +42,8 @@ struct TrainConfig {
   std::string device = "cpu";  // "cpu" | "cuda" | "auto"
   int threads = 1;             // OpenBLAS threads per rank
   bool eval_each_epoch = true;
-  std::string straggler;  // "RANK:MS" sleep MS milliseconds per step on worker RANK
-  std::string fault;      // "kill:RANK:STEP" | "hang:RANK:STEP" for fault tests
+  std::string straggler;  // "RANK:MS" | "any:MS": one worker sleeps MS ms a step (straggler.h)
+  std::string fault;      // "kill|hang|stop:RANK:STEP" for fault tests (trainer/straggler.h)
 };
 
 struct OutputConfig {

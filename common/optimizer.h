@@ -19,7 +19,7 @@
 namespace starring {
 
 struct OptimizerConfig {
-  std::string type = "sgd";  // "sgd" (momentum, optional nesterov=false) or "adamw"
+  std::string type = "sgd";  // "sgd" (with momentum; no Nesterov variant) or "adamw"
   float momentum = 0.9f;
   float weight_decay = 0.0f;  // sgd: L2 added to the gradient; adamw: decoupled
   float beta1 = 0.9f;

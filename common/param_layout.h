@@ -10,18 +10,19 @@
 namespace starring {
 
 struct TensorSpec {
-  std::string name;         // e.g. "fc3.weight"
-  std::size_t offset = 0;   // in floats
-  std::size_t size = 0;     // in floats
-  std::vector<int> shape;   // informative
+  std::string name;        // e.g. "fc3.weight"
+  std::size_t offset = 0;  // in floats
+  std::size_t size = 0;    // in floats
+  std::vector<int> shape;  // informative
 };
 
 class ParamLayout {
  public:
   // Appends a tensor at the current end of the buffer (call in backward order).
   void add(std::string name, std::vector<int> shape);
-  // Appends a tensor at an explicit offset (model allocates in forward order but lists tensors in
-  // backward order): offsets must tile [0, total) without overlap; validate() checks.
+  // Appends a tensor at an explicit offset, for a layout whose offsets do not follow the listing
+  // order (e.g. forward-order offsets listed in backward order; Mlp itself uses add()): offsets
+  // must tile [0, total) without overlap; validate() checks.
   void add_at(std::string name, std::size_t offset, std::vector<int> shape);
   void validate() const;  // throws if tensors overlap or leave gaps
 
