@@ -1,6 +1,7 @@
 // Errors: one convention for the whole project. Everything that fails throws a starring::Error
 // (or a subclass) whose message says what failed and where; the executable catches it at the
-// top, prints one line prefixed with the rank, and exits non-zero.
+// top, prints one line (naming the rank, unless every rank failed alike) and exits non-zero
+// (experiments/main.cc: 2 for a ConfigError, 1 otherwise).
 #pragma once
 #include <sstream>
 #include <stdexcept>
@@ -19,7 +20,8 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
-// Bad user input (flags, config values, data files): reported without a stack of context.
+// Bad user input (flags, config values, data files, output paths): a message without a source
+// location (STARRING_CONFIG_CHECK), exit status 2.
 class ConfigError : public Error {
  public:
   using Error::Error;
@@ -37,14 +39,14 @@ std::string concat(Args&&... args) {
 }  // namespace starring
 
 // STARRING_CHECK(cond, "message parts", value, ...): throws starring::Error with file:line.
-#define STARRING_CHECK(cond, ...)                                                          \
-  do {                                                                                     \
-    if (!(cond))                                                                           \
-      throw ::starring::Error(::starring::detail::concat(__VA_ARGS__, " [", __FILE__, ":", \
-                                                         __LINE__, "]"));                  \
+#define STARRING_CHECK(cond, ...)                                                       \
+  do {                                                                                  \
+    if (!(cond))                                                                        \
+      throw ::starring::Error(                                                          \
+          ::starring::detail::concat(__VA_ARGS__, " [", __FILE__, ":", __LINE__, "]")); \
   } while (0)
 
-#define STARRING_CONFIG_CHECK(cond, ...)                                       \
-  do {                                                                         \
+#define STARRING_CONFIG_CHECK(cond, ...)                                                 \
+  do {                                                                                   \
     if (!(cond)) throw ::starring::ConfigError(::starring::detail::concat(__VA_ARGS__)); \
   } while (0)
