@@ -35,8 +35,8 @@ class Allreducer {
   virtual std::uint64_t wire_bytes(std::size_t count) const = 0;
 };
 
-// The ring over `comm` (which must outlive the allreducer); opt.shared_memory = false keeps it
-// on the Comm even where ShmRing could be used. Collective (ShmRing sets up a window).
+// The ring over `comm` (the allreducer holds it); opt.shared_memory = false keeps it on the Comm
+// even where ShmRing could be used. Collective (ShmRing sets up a window).
 std::unique_ptr<Allreducer> make_ring_allreducer(std::shared_ptr<Comm> comm, RingOptions opt);
 
 // How the mpi engine calls Open MPI.

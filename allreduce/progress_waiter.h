@@ -1,5 +1,6 @@
-// ProgressWaiter: the idle policy of a polling loop that drives non-blocking requests (the ring's
-// event loop, the bucket communication thread). While requests are making progress the loop
+// ProgressWaiter: the idle policy of a polling loop that drives non-blocking requests (the event
+// loops of RingAllreduce and ShmRing, the mpi engine's MPI_Iallreduce and the nccl engine's
+// stream polls, which run on BucketSync's communication thread). While requests progress the loop
 // spins (Open MPI only moves data inside MPI calls, so testing is what makes progress); after a
 // short while without progress it yields the core (ranks may outnumber cores), then sleeps with
 // a growing back-off (max_sleep_us, 0: yield only, for requests whose progress is invisible

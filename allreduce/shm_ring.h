@@ -6,8 +6,10 @@
 // reduction. Here each rank owns a small ring of `slots` in an MPI shared-memory window that its
 // successor reads directly: the reduction reads the predecessor's slot and the input and writes
 // the result straight into this rank's own slot (and the output, for a finished chunk), so a
-// byte crosses between processes with one write and one read. The chunking, the 2(N-1) steps
-// and the segment order are exactly those of RingAllreduce, so results are bit-identical.
+// byte crosses between processes with one write and one read. The chunking and the 2(N-1) steps
+// are exactly those of RingAllreduce; segments are segment_bytes clamped to 4 KiB..256 KiB (so
+// they may be shorter or longer than RingAllreduce's), which changes no element's order of
+// additions, so results are bit-identical.
 //
 // Flow control is a single-producer/single-consumer queue per neighbour pair: the producer
 // publishes message m by a release-store of head = m+1 in its own window; the consumer frees it
@@ -17,11 +19,11 @@
 // consumer handles them in arrival order (the schedule still fixes what is added to what, so
 // results do not depend on the order). A rank never blocks on its successor while data is
 // waiting for it: when no slot is free it reduces into the output and queues a copy for later,
-// so the ring cannot deadlock. Every wait
-// polls with a deadline and throws TimeoutError naming the peer. The destructor frees the window
-// (collective) only when every rank votes that its ring did not fail; a rank whose ring failed
-// votes and leaks the window at once, and a vote that does not complete within a deadline is
-// left too, so a rank whose peer is gone never hangs here and can still abort.
+// so the ring cannot deadlock. Every wait polls with a deadline and throws TimeoutError naming
+// the peer. The destructor frees the window (collective) only when every rank votes that its
+// ring did not fail; a rank whose ring failed votes and leaks the window at once, and a vote that
+// does not complete within a deadline is left too, so a rank whose peer is gone never hangs here
+// and can still abort.
 #pragma once
 #include <mpi.h>
 
