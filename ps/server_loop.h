@@ -85,7 +85,8 @@ class ServerLoop {
                   bool kept = false);
   void on_init(int worker, const std::string& text);
   void on_push(const PsHeader& h, const float* data, int worker, bool kept);
-  // server_state.cc: checkpoints (kGetState / kSetState from worker 0)
+  // server_state.cc: kGetState (worker 0 for a checkpoint; any worker, parameters only, before
+  // an evaluation under asp/ssp) and kSetState (worker 0, on resume)
   void on_get_state(const PsHeader& h, int worker);
   void on_set_state(const PsHeader& h, const float* data, int worker);
   void maybe_ack();

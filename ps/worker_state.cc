@@ -57,9 +57,6 @@ void PsWorker::refresh_params() {
   last_counters_.bytes_recv += fetched.bytes_recv;
 }
 
-// Asks every chunk's server for its parameters and `parts` optimizer-state vectors (kGetState)
-// and writes vector p of each chunk at its offset in dsts[p]. Returns the bytes of the messages
-// it exchanged over the Comm.
 // A barrier of the trainer's timed out: under asp a worker that waits there for a worker that
 // waits for a stopped server timed out first (the barrier's wait began earlier and is shorter than
 // a reply's deadline), and named that worker. A server that does not answer now is named instead.
@@ -74,6 +71,9 @@ void PsWorker::check_peers() {
   fetch_from_servers(0, dsts, grace());
 }
 
+// Asks every chunk's server for its parameters and `parts` optimizer-state vectors (kGetState)
+// and writes vector p of each chunk at its offset in dsts[p]. Returns the bytes of the messages
+// it exchanged over the Comm.
 CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Seconds limit) {
   CommCounters moved;
   struct Pending {

@@ -1,6 +1,7 @@
 // Injected slowness and faults: the straggler study (--straggler) and the fault tests (--fault).
 //
-//   RANK:MS   worker RANK sleeps MS milliseconds after its compute on every step: a persistent
+//   RANK:MS   worker RANK sleeps MS milliseconds on every step, between the last micro-batch's
+//             forward and its backward (before it hands over any gradient): a persistent
 //             straggler. Every consistency model ends up at the straggler's pace (SSP lets the
 //             others run at most --staleness clocks ahead, then they wait too).
 //   any:MS    on every step ONE worker, drawn at random from (seed, step) - the same draw on
