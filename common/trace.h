@@ -1,8 +1,9 @@
 // Trace: Chrome trace-event timeline for one rank (open in Perfetto or chrome://tracing).
 // Thread-safe; a disabled Trace costs one branch per event. Events are "complete" events
-// (ph:"X") with microsecond timestamps from one steady clock shared by all threads of the rank
-// (now_us() counts from the Trace's creation; the file holds the host's monotonic time, so the
-// ranks of one host line up); pid = rank, tid = a small id per named thread ("compute", "comm").
+// (ph:"X"; counter() writes counter events, ph:"C") with microsecond timestamps from one steady
+// clock shared by all threads of the rank (now_us() counts from the Trace's creation; the file
+// holds the host's monotonic time, so the ranks of one host line up); pid = rank, tid = a small
+// id per thread, named with set_thread_name ("compute", "comm").
 // Events stream to "<file>.partial" while the run goes (a writer thread appends them every
 // kFlushEvents events or kFlushPeriod), so a run killed mid-way still leaves a viewable
 // timeline; close() turns it into the file itself.

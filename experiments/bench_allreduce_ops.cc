@@ -1,7 +1,6 @@
 // Bench adapters of the all-reduce engines: ring (the project's; ring-p2p forces its MPI
-// point-to-point data path), mpi (a plain
-// MPI_Allreduce call, the vendor baseline), nccl (device buffers). Each is a sum over all ranks
-// of the world; busbw = algbw * 2(N-1)/N as in nccl-tests.
+// point-to-point data path), mpi (a plain MPI_Allreduce call, the vendor baseline), nccl (device
+// buffers). Each is a sum over all ranks of the world; busbw = algbw * 2(N-1)/N as in nccl-tests.
 #include <vector>
 
 #include "allreduce/private_comm.h"

@@ -4,15 +4,15 @@
 // but driven through the GradientSync seam exactly as the trainer drives it, so it measures the
 // backends' real communication threads:
 //
-//   scripts/mpirun.sh -np 2 build/bin/starring bench --mode overlap --backends
-//   ring,mpi,ps-colocated
-//       -b 1M -e 64M [--compute sleep,busy,serial] [--overlap off] [--json]
+//   scripts/mpirun.sh -np 2 build/bin/starring bench --mode overlap \
+//       --backends ring,mpi,ps-colocated -b 1M -e 64M [--compute sleep,busy,serial] \
+//       [--overlap off] [--json]
 //
 // For each size and backend, every rank asks the backend registry for the backend (as `starring
 // train` does: `ps` uses --servers, dedicated server ranks serve; `ps-colocated` is `ps` with
 // --servers colocated; `mpi-nothread` is the thread-less reference below; NAME@N runs it on
-// ranks 0..N-1 only), and each worker starts it on a
-// ParamLayout of a few tensors summing to the size. One iteration is: barrier, begin_step, then
+// ranks 0..N-1 only), and each worker starts it on a ParamLayout of a few tensors summing to
+// the size. One iteration is: barrier, begin_step, then
 //   t_comm     tensor_ready(every tensor), wait_params(last..first), flush   (no compute)
 //   t_compute  the compute alone
 //   t_total    tensor_ready(every tensor), compute, wait_params(last..first), flush
