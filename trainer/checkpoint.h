@@ -95,7 +95,8 @@ std::string save_checkpoint(const CheckpointConfig& k, const CheckpointData& c,
 // --resume: k.resume is a file, or "latest" (the file "latest" in k.dir names, or failing that
 // the newest checkpoint there that verifies). Returns the checkpoint and sets `path`. ConfigError
 // when there is none or it does not verify. "auto" is "latest", except that a folder holding no
-// checkpoint file at all (nor "latest") gives an empty `path` and data: a fresh run.
+// checkpoint file at all gives an empty `path` and data: a fresh run (a "latest" left there,
+// naming a file that is gone, is reported on stderr and ignored).
 CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, std::string& path);
 
 // Throws ConfigError unless the checkpoint fits this run: same widths, parameter count and
