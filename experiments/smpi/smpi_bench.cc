@@ -4,8 +4,9 @@
 // all-reduce over MPI point-to-point (RingAllreduce over MpiComm, the `ring-p2p` data path of
 // `starring bench`; no ShmRing, since simulated hosts share no memory) and the vendor baseline
 // (make_mpi_allreducer, a blocking MPI_Allreduce, here SMPI's implementation with the collective
-// algorithm its selector picks). The parameter server is not here: its worker and server each run
-// a communication thread, and SMPI ranks cannot start threads that call MPI.
+// algorithm its selector picks). The parameter server's own code is not here: its worker and
+// server each run a communication thread, and SMPI ranks cannot start threads that call MPI; a
+// single-threaded stand-in of its message pattern is (`--backends ps`, below).
 //
 // It takes `starring bench`'s options (parse_config("bench"): -b -e -f -n -w -c --backends
 // --segment-bytes --compress --timeout --json); --backends is ring-p2p (or ring, the same here)
