@@ -85,7 +85,7 @@ class CpuDevice final : public Device {
   int count_correct(const float* logits, const int* labels, int rows, int cols) override;
 
   double sum_squares(const float* x, std::size_t n) override {
-    // Eight float lanes per block of 1024 elements (vectorised), blocks summed in double.
+    // Sixteen float lanes per block of 1024 elements (vectorised), blocks summed in double.
     constexpr std::size_t kBlock = 1024;
     double total = 0.0;
     std::size_t i = 0;
