@@ -16,7 +16,7 @@
 //   optimizer(ms)     the optimizer step alone on the flat buffer (part of the step time)
 // Timing: cfg.bench.warmup untimed calls, then rounds of cfg.bench.iters calls (a tenth of that
 // for models over 5M parameters) of the step, the bare GEMMs and the optimizer in turn, until at
-// least 5 rounds and 2 s have passed; the median round of each is reported.
+// least 5 rounds and 2 s have passed (at most 200 rounds); the median round of each is reported.
 #include <cblas.h>
 
 #include <algorithm>
