@@ -47,7 +47,10 @@ struct SyncStepStats {
   double wait_s = 0;  // time the trainer was blocked in wait_params()/flush()
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_recv = 0;
-  std::map<std::string, double> extra;  // backend-specific: "push_s", "pull_s", "staleness", ...
+  // Backend-specific seconds or counts, summed over steps by the trainer: "push_s", "pull_s"
+  // (ps), "optimizer_s" (ring/mpi/nccl), ... (the ps staleness histogram is not here: the
+  // servers report it, Backend::stats in experiments/backend_registry.h).
+  std::map<std::string, double> extra;
 };
 
 class GradientSync {
