@@ -44,7 +44,9 @@ struct SyncBuffers {
 // wait timing and writes them to the metrics file.
 struct SyncStepStats {
   double comm_s = 0;  // time the backend spent moving/reducing data (may overlap compute)
-  double wait_s = 0;  // time the trainer was blocked in wait_params()/flush()
+  // The backend's own count of the time its caller was blocked in wait_params()/flush(). The
+  // trainer times its waits itself and does not read this (tests do).
+  double wait_s = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_recv = 0;
   // Backend-specific seconds or counts, summed over steps by the trainer: "push_s", "pull_s"
