@@ -82,10 +82,15 @@ static_assert(sizeof(PsHeader) == 32, "PsHeader must stay 32 bytes (payload alig
 std::size_t max_request_bytes(std::size_t chunk_bytes);
 inline constexpr std::size_t kMaxCtlBytes = 1 << 20;  // server -> worker control messages
 
-// A message buffer: header + payload.
+// A message buffer: header + payload (h.count is the caller's to set).
 std::vector<char> make_message(const PsHeader& h, const void* payload, std::size_t payload_bytes);
+// Header + text, with h.count set; the text is cut to fit kMaxCtlBytes (a control message's
+// receive buffer), so a message bound for a larger buffer (kInit) is built with make_message.
 std::vector<char> make_text_message(PsHeader h, const std::string& text);
+// The header at the start of a received message (a reference into `buf`); throws Error naming
+// `where` when the message is shorter than a header or its magic is wrong.
 const PsHeader& header_of(const char* buf, std::size_t bytes, const std::string& where);
+// The payload after the header as text ("" when there is none).
 std::string text_of(const char* buf, std::size_t bytes);
 
 struct PsChunkRef {

@@ -160,7 +160,9 @@ void PsWorker::send_init(const ParamLayout& layout) {
     if (local) {
       link_->post({h, nullptr, text});
     } else {
-      msgs.push_back(make_text_message(h, text));
+      // Whole, as checked above: make_text_message would cut it to a control message's size.
+      h.count = static_cast<std::uint32_t>(text.size());
+      msgs.push_back(make_message(h, text.data(), text.size()));
       reqs.push_back(comm_->isend(msgs.back().data(), msgs.back().size(), dst, kReqTag));
     }
     if (index_ != 0) continue;

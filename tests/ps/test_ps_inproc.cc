@@ -142,6 +142,52 @@ TEST(PsInproc, MessagePathWithoutSharedMemoryEqualsReference) {
   }
 }
 
+// A start message (kInit: the JSON PsInitSpec, which lists every chunk) may fill a worker ->
+// server message up to the server's receive buffer (max_request_bytes: header + 1 MiB at small
+// chunks), as the worker checks. It was built with make_text_message, which cuts text to a
+// control message's kMaxCtlBytes less the header: a spec of 1 MiB - 31 .. 1 MiB bytes passed the
+// check and reached the server cut short, as invalid JSON (a json parse_error on every rank).
+// Here one tensor of one-float chunks whose spec lands in that window.
+TEST(PsInproc, StartMessageUpToTheReceiveBufferArrivesWhole) {
+  PsWorkerOptions opt = test_options("bsp");
+  opt.chunk_bytes = 4;        // a chunk a float: the spec grows with the model
+  opt.bucket_mb = 1024;       // one bucket
+  opt.shared_memory = false;  // no segment in the start message
+  const OptimizerConfig oc = test_opt("sgd");
+  auto spec_text = [&](std::size_t total) {  // as PsWorker::send_init writes it: one server
+    PsInitSpec spec;
+    spec.num_workers = 1;
+    spec.total = total;
+    spec.chunk_bytes = opt.chunk_bytes;
+    spec.consistency = opt.consistency;
+    spec.staleness = opt.staleness;
+    spec.update = opt.update;
+    spec.opt = oc;
+    for (std::size_t c = 0; c < total; ++c) spec.chunks.push_back({static_cast<int>(c), c, 1});
+    return spec.to_json().dump().size();
+  };
+  const std::size_t cut = kMaxCtlBytes - sizeof(PsHeader);  // what make_text_message keeps
+  const std::size_t fits = max_request_bytes(opt.chunk_bytes) - sizeof(PsHeader);
+  std::size_t total = cut / 16;
+  while (spec_text(total) <= cut) total += 1 + (cut - spec_text(total)) / 32;
+  ASSERT_LE(spec_text(total), fits) << total << " floats";
+  ParamLayout layout;
+  layout.add("w", {static_cast<int>(total)});
+  const PsGroup group = make_ps_group("1", 2);
+  const auto errors = run_world(2, [&](std::shared_ptr<Comm> comm) {
+    if (group.is_dedicated_server(comm->rank())) {
+      ServerLoop(comm, group, server_options(opt)).run();
+      return;
+    }
+    std::vector<float> p(total, 0.5f), g(total, 0.0f);
+    PsWorker ps(comm, group, opt);
+    ps.start(layout, {p.data(), g.data(), false, nullptr}, oc);
+    ps.shutdown();
+  });
+  EXPECT_EQ(errors[0], "") << "worker, a start message of " << spec_text(total) << " bytes";
+  EXPECT_EQ(errors[1], "") << "server";
+}
+
 // Largest staleness recorded by any server.
 std::int64_t max_staleness(const RunResult& r) {
   std::int64_t m = -1;
