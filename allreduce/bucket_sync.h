@@ -34,7 +34,8 @@ namespace starring {
 
 class BucketSync : public GradientSync {
  public:
-  // `workers`: the Comm whose counters give bytes moved (also the engine's Comm).
+  // `workers`: the engine's Comm (its size W gives the 1/W average, its rank the errors); the
+  // bytes reported come from engine->counters(), or its wire_bytes() where it has none.
   BucketSync(std::string name, std::shared_ptr<Comm> workers, std::unique_ptr<Allreducer> engine,
              const SyncConfig& cfg, Trace* trace);
   ~BucketSync() override;

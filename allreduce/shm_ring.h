@@ -40,7 +40,8 @@ namespace starring {
 
 class ShmRing {
  public:
-  // Null when `comm` is not an MPI communicator whose ranks share one node (collective).
+  // Null when `comm` is not an MpiComm whose ranks all share one node, has one rank, or the wire
+  // is not float32 (collective over `comm` when it is an MpiComm).
   static std::unique_ptr<ShmRing> create(Comm& comm, const RingOptions& opt);
   ~ShmRing();
   ShmRing(const ShmRing&) = delete;

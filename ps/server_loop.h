@@ -49,6 +49,8 @@ struct ServerOptions {
 
 class ServerLoop {
  public:
+  // `comm`: every rank of the job (workers and servers, as numbered in `group`). `local`: in
+  // co-located mode, the link to this process's own worker (not owned; it outlives the loop).
   ServerLoop(std::shared_ptr<Comm> comm, PsGroup group, ServerOptions opt,
              LocalLink* local = nullptr);
   ~ServerLoop();
