@@ -97,7 +97,7 @@ namespace tags {
 inline constexpr int kBarrier = 1;
 inline constexpr int kCensus = 99;             // common/census.h
 inline constexpr int kTrainerBase = 100;       // evaluation reductions, checks
-inline constexpr int kRingBase = 1 << 16;      // allreduce/ (bucket id added)
+inline constexpr int kRingBase = 1 << 16;      // allreduce/ (RingOptions::tag)
 inline constexpr int kPsBase = 1 << 20;        // ps/
 inline constexpr int kBenchBase = 1 << 24;     // bench harness control messages
 inline constexpr int kMaxTag = (1 << 28) - 1;  // stays below MPI_TAG_UB guarantees we check at init
