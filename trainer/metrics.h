@@ -1,7 +1,7 @@
 // Output of a training run on worker 0:
-//  - MetricsWriter: JSON lines (one per step, plus eval events), written to "<file>.partial" and
-//    renamed to "<file>" when the run finishes, so a crashed run never leaves a file that looks
-//    complete.
+//  - MetricsWriter: JSON lines (one per step, plus eval and checkpoint events), written to
+//    "<file>.partial" and renamed to "<file>" when the run finishes, so a crashed run never
+//    leaves a file that looks complete.
 //  - Progress: a progress bar on a terminal (step, epoch, loss, samples/s, ETA), or one plain line
 //    every N steps when stderr is not a terminal (logs, CI).
 //  - write_json_atomically: temp file + rename, for summaries.
