@@ -1,7 +1,9 @@
 // The `starring bench` harness: one driver for every backend, modelled on nccl-tests.
 //
-// A backend joins the bench by adding a small BenchOp adapter and registering it by name in its
-// experiments/register_<name>.cc (the same way backends join the trainer's registry):
+// A backend joins the bench by adding a small BenchOp adapter and registering it by name with a
+// static BenchOpRegistrar in the adapter's file (experiments/bench_allreduce_ops.cc,
+// experiments/bench_ps.cc), the same way backends join the trainer's registry in
+// experiments/register_<name>.cc:
 //
 //   static starring::BenchOpRegistrar bench_reg("ring", [](const BenchOpContext& ctx) {
 //     return std::make_unique<RingBenchOp>(ctx);
