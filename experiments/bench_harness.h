@@ -6,7 +6,7 @@
 // experiments/register_<name>.cc:
 //
 //   static starring::BenchOpRegistrar bench_reg("ring", [](const BenchOpContext& ctx) {
-//     return std::make_unique<RingBenchOp>(ctx);
+//     return std::make_unique<AllreduceBenchOp>("ring", ctx);
 //   });
 //
 // For each size (-b .. -e, times -f) and each backend named in --backends, the harness, on every
