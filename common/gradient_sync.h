@@ -64,6 +64,9 @@ class GradientSync {
   virtual void start(const ParamLayout& layout, SyncBuffers buffers,
                      const OptimizerConfig& opt) = 0;
 
+  // The per-step calls (numbered above). Each may throw the backend's failure: a TimeoutError
+  // naming a silent peer, or an Error a peer reported; the caller then calls shutdown() before
+  // the buffers go (Trainer::run does), since a communication thread may still write into them.
   virtual void begin_step(std::int64_t step, float lr) = 0;
   virtual void tensor_ready(std::size_t backward_index) = 0;
   virtual void wait_params(std::size_t backward_index) = 0;

@@ -55,6 +55,7 @@ class Trace {
   // A finished interval on the calling thread (thread name set with set_thread_name).
   void complete(const std::string& name, const std::string& cat, double start_us, double dur_us,
                 const std::map<std::string, double>& args = {});
+  // A counter event (ph:"C", one series `name`) at now_us(), on the calling thread.
   void counter(const std::string& name, double value);
   void set_thread_name(const std::string& name);  // for the calling thread
 

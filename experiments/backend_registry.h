@@ -48,7 +48,7 @@ using BackendFactory = std::function<Backend(const BackendContext&)>;
 class BackendRegistry {
  public:
   static BackendRegistry& instance();  // the one table of factories (static registration only)
-  void add(const std::string& name, BackendFactory f);
+  void add(const std::string& name, BackendFactory f);  // Error if `name` is taken
   Backend create(const std::string& name,
                  const BackendContext& ctx) const;  // ConfigError if unknown
   std::vector<std::string> names() const;

@@ -59,6 +59,8 @@ struct PsPlan {
   std::size_t server_floats(int server) const;  // floats owned by `server`
 };
 
+// ConfigError when chunk_bytes < 4 (a chunk holds whole floats); Error when the layout or the
+// slicer's ranges do not tile the buffer.
 PsPlan make_plan(const ParamLayout& layout, int num_servers, const Slicer& slicer,
                  std::size_t chunk_bytes, std::size_t bucket_bytes);
 

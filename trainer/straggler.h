@@ -40,6 +40,8 @@ class FaultInjector {
  public:
   // Parses the spec (empty: no fault); throws ConfigError naming --fault on bad input.
   explicit FaultInjector(const std::string& spec);
+  // kill/hang on worker `rank` at `step`: announces it (common/fault.h), then raises SIGKILL or
+  // sleeps 24 hours; returns at once otherwise (and always for stop).
   void at_step(int rank, std::int64_t step) const;
   // stop:RANK:STEP: true on worker `rank` from `step` on.
   bool stop_requested(int rank, std::int64_t step) const {
