@@ -96,7 +96,7 @@ struct BenchConfig {
 };
 
 struct Config {
-  std::string command;             // "train" | "bench" | "env"
+  std::string command;             // "train" | "bench" | "bench-model" | "env"
   std::string config_file;         // the INI file read, if any
   std::set<std::string> from_ini;  // options whose value came from it (not the command line)
   DataConfig data;
