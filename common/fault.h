@@ -21,6 +21,7 @@ void announce_fault(const std::string& who, const std::string& kind, std::int64_
 //   their .partial file[; NOTE]
 // The handler only writes the signal number to a pipe; a helper thread started here does the
 // rest, outside the signal context. A second signal while the hook runs ends the process at once.
+// A signal the process inherited as ignored (nohup) stays ignored.
 // `kept`: what a stopped run leaves behind, said after the signal ("" for a command that writes
 // no checkpoints or metrics: bench, env).
 void announce_interrupts(bool announce, int rank,
@@ -32,7 +33,8 @@ void announce_interrupts(bool announce, int rank,
 // it must not wait for the training thread, and has about a second under mpirun, which kills
 // ranks that outstay that, or less where another rank ends first: see InterruptBarrier): the
 // trainer completes its --trace file, which a stopped run otherwise leaves as a .partial
-// without its last buffer of events. One hook at a time (a newer one replaces it).
+// without its last buffer of events. One hook at a time: a newer one replaces it, and ending
+// either one leaves no hook (so nest none).
 // SIGUSR1, a batch system's preemption notice (Slurm: `#SBATCH --signal=B:USR1@120` signals the
 // batch script, which passes it on to mpirun, see README; mpirun passes it on to every rank), asks
 // a training run to stop at a step the workers agree on, write a checkpoint there and exit with
@@ -64,8 +66,8 @@ class InterruptHook {
 // Open MPI 4.1's mpirun SIGKILLs a host's remaining ranks as soon as one of them has ended, so
 // the rank that wrote its trace first cut the others short (their events stream to the
 // trace's .partial, but the last buffer and the completed file need the hook to finish). An
-// exception from `wait` is ignored: the rank ends as before. One at a time (a newer one
-// replaces it).
+// exception from `wait` is ignored: the rank ends as before. One at a time, as InterruptHook (a
+// newer one replaces it; ending either leaves none).
 class InterruptBarrier {
  public:
   explicit InterruptBarrier(std::function<void()> wait);
