@@ -11,10 +11,11 @@
 // Comm's, unchanged.
 //
 // The owner creates the segment with memfd_create (so it vanishes with the last process that maps
-// it: a killed rank leaves nothing behind in /dev/shm) and describes it as {host, pid, fd, nonce,
-// bytes}; a peer on the same host opens /proc/<pid>/fd/<fd> read-only and checks the nonce written
-// at the segment's start. open() returns null whenever that is not possible (another host or pid
-// namespace, no /proc, no permission): the caller then keeps the message path.
+// it: a killed rank leaves nothing behind in /dev/shm) and describes it as {host, pid, fd, ino,
+// dev, nonce, bytes}; a peer on the same host (same name and boot id) opens /proc/<pid>/fd/<fd>
+// read-only once its inode and device match, and checks the nonce written at the segment's
+// start. open() returns null whenever that is not possible (another host or pid namespace, no
+// /proc, no permission): the caller then keeps the message path.
 #pragma once
 #include <cstddef>
 #include <cstdint>
