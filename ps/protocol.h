@@ -10,7 +10,8 @@
 //                timeout/4 while it has replies outstanding, so that a worker stalled by ANOTHER
 //                server is not mistaken for a silent one)
 //   kDone        clean shutdown: this worker has nothing more to push
-//   kAbort       text: this worker failed; the server stops and tells every worker why
+//   kAbort       text: this worker failed (`step` 1: by a timeout, so the server stops with a
+//                TimeoutError; 0: any other failure); the server stops and tells every worker why
 //   kGetState    after every worker flushed: send me `chunk`'s parameters and its first `step`
 //                optimizer-state vectors; the server answers with one kState message per
 //                vector: step 0 the parameters, 1 momentum / Adam m, 2 Adam v. Checkpoints
@@ -22,7 +23,7 @@
 //   a reply to a push is the chunk's updated parameters, raw floats with no header, on tag
 //   kReplyTagBase + chunk id, received straight into the worker's parameter buffer;
 //   kAck (start accepted), kBye (text: the server's JSON statistics) and kAbort (text: why the
-//   server stopped) travel on kCtlTag with a header;
+//   server stopped; `step` 1 when it was a timeout) travel on kCtlTag with a header;
 //   kState (header + floats: vector `step` of `chunk`) travels on kStateTag, in the order
 //   the kGetState requests arrived.
 // Shared memory (ps/shared_segment.h), between a worker and a server on the same host: the
