@@ -72,8 +72,9 @@ struct PsHeader {
   Op op = Op::kPush;
   std::int32_t worker = 0;  // worker index (0..W-1) of the sender, or the server index
   std::int32_t chunk = -1;  // kPush, kInitParams, kGetState, kSetState, kState
-  // kPush: the step; kGetState: the state vectors wanted besides the parameters; kSetState and
-  // kState: which vector (0 parameters, 1 momentum / Adam m, 2 Adam v); kAbort: 1 for a timeout.
+  // kPush: the step; kGetState: the state vectors wanted besides the parameters; kState: which
+  // vector (0 parameters, 1 momentum / Adam m, 2 Adam v); kSetState: 1 or 2 as there; kAbort: 1
+  // for a timeout.
   std::int64_t step = 0;
   float lr = 0;             // kPush: that step's learning rate
   std::uint32_t count = 0;  // floats (chunks) or bytes (text) in the payload
