@@ -14,7 +14,7 @@
 namespace starring {
 
 struct DataConfig {
-  std::string dataset = "fashion-mnist";  // "fashion-mnist" | "synthetic"
+  std::string dataset = "fashion-mnist";  // "fashion-mnist" | "mnist" (give data_dir) | "synthetic"
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int synthetic_train = 8192;  // synthetic: samples
   int synthetic_test = 2048;
