@@ -119,7 +119,6 @@ double max_over(Comm& comm, double v, int tag) {
   return v;
 }
 
-// Every rank's `values` (same length), on rank 0; empty elsewhere.
 // One iteration through the seam, as the trainer drives it (see bench_overlap.h).
 class Driver {
  public:
