@@ -1,7 +1,7 @@
 // Trainer: the data-parallel training loop. It owns a model and this worker's data shard (a
 // sampler over the caller's Dataset) and drives a GradientSync that the caller owns (the
-// registry's Backend, experiments/train_run.cc), never knowing which backend that is (DESIGN.md,
-// "The seam"). The TrainerEnv's references must outlive run().
+// registry's Backend, experiments/train_run.cc), never knowing which backend that is (the seam:
+// common/gradient_sync.h). The TrainerEnv's references must outlive run().
 //
 // One optimizer step on a worker:
 //   begin_step(step, lr)
