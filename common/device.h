@@ -43,7 +43,8 @@ class Device {
   // db[c] (+)= sum_r dy[r, c]   (accumulate: add to db instead of overwrite)
   virtual void bias_grad(float* db, const float* dy, int rows, int cols, bool accumulate) = 0;
   // Softmax cross-entropy over logits (rows x cols) with labels; writes
-  // dlogits = (softmax - onehot) * grad_scale and returns the SUM of per-row losses.
+  // dlogits = (softmax - onehot) * grad_scale and returns the SUM of per-row losses. Throws Error
+  // when a label is outside [0, cols).
   virtual double softmax_xent(const float* logits, const int* labels, int rows, int cols,
                               float* dlogits, float grad_scale) = 0;
   // Number of rows whose argmax equals the label.
