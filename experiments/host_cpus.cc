@@ -1,8 +1,7 @@
-// host_cpus.h: the host, the CPUs a rank may use, and time-sharing judged host by host.
+// host_cpus.h: the CPUs a rank may use, and time-sharing judged host by host.
 #include "experiments/host_cpus.h"
 
 #include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -11,12 +10,6 @@
 #include <thread>
 
 namespace starring {
-
-std::string hostname() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 std::vector<int> usable_cpu_ids() {
   cpu_set_t set;

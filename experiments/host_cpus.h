@@ -1,6 +1,6 @@
-// The host a rank runs on and the CPUs it may use, and whether the ranks of a job time-share
-// CPUs, for `starring train`'s summary (experiments/train_command.cc); the host's load, for the
-// benchmarks' headers.
+// The CPUs a rank may use and whether the ranks of a job time-share CPUs, for `starring train`'s
+// summary (experiments/train_command.cc; the host name is common/gpu_assignment.h's
+// this_host_name()); the host's load, for the benchmarks' headers.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -8,7 +8,6 @@
 
 namespace starring {
 
-std::string hostname();
 // The CPUs this rank may run on (its affinity, as `starring env` lists them); empty if unknown.
 std::vector<int> usable_cpu_ids();
 // How many: usable_cpu_ids()'s, or the hardware's where the affinity is unknown.

@@ -15,6 +15,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "common/fault.h"
+#include "common/gpu_assignment.h"
 #include "experiments/backend_registry.h"
 #include "experiments/commands.h"
 #include "experiments/host_cpus.h"
@@ -194,7 +195,7 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["schema"] = "starring.run.v1";
   j["run_name"] = cfg.out.run_name;
   j["date"] = now_iso();
-  j["host"] = hostname();
+  j["host"] = this_host_name();
   j["git"] = STARRING_GIT_COMMIT;
   j["backend"] = cfg.sync.backend;
   j["servers"] = cfg.sync.backend == "ps" ? nlohmann::json(cfg.sync.servers) : nlohmann::json();
@@ -406,7 +407,7 @@ nlohmann::json rank_totals(const Config& cfg, Comm& world, const RankOutcome& ou
   mine["steps"] = res.steps - res.resumed_step;  // trained by this run
   mine["untimed_steps"] = res.untimed_steps;
   mine["wall_s"] = res.timed_wall_s;
-  mine["host"] = hostname();
+  mine["host"] = this_host_name();
   mine["cpus"] = usable_cpus();
   mine["cpu_ids"] = usable_cpu_ids();
   mine["all_steps_wall_s"] = res.wall_s;
