@@ -8,6 +8,10 @@
 // worker 0 reports is the mean over every worker's batches: the one worker's, within 1e-5.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
 #include "train_fixture.h"
 
 namespace starring {
@@ -170,6 +174,86 @@ TEST(Equivalence, AdamWSameParametersAsOneWorkerOnTheGlobalBatch) {
                   *servers ? servers : "ring", worst);
       EXPECT_LT(worst, kTol) << "W=" << workers << " servers '" << servers << "'";
     }
+  }
+}
+
+// The options the cases above leave at their defaults, together: 3 workers, 3 accumulated
+// micro-batches of 5, a training set that leaves a remainder (200 samples: 195 kept by the
+// sampler, 13 micro-batches per worker and epoch of which 12 make 4 steps), widths 7 and 3, AdamW
+// with decoupled weight decay and a cosine schedule over 3 epochs (12 steps, crossing two epoch
+// ends), --lr-scale sqrt, an evaluation after every epoch, tiny buckets without overlap (ring) and
+// ps chunks of 16 floats. The reference is one worker on micro-batches of 15 with 3 accumulated
+// at the rate --lr-scale gives 3 workers (sqrt(3) --lr, computed as learning_rate does).
+// Measured: 6e-8 on parameters (ring with and without overlap, every ps layout), held to kTol;
+// each epoch's evaluation: the same accuracy, test loss within 1e-6, training loss within 1e-5.
+TEST(Equivalence, AccumulationScaledLrOddWidthsAndARemainderOnEveryBackend) {
+  constexpr int kWorkers = 3;
+  Config cfg = testing::small_config();
+  cfg.data.synthetic_train = 200;
+  cfg.model.hidden = {7, 3};
+  cfg.train.batch = 5;
+  cfg.train.accum = 3;
+  cfg.train.epochs = 3;
+  cfg.train.eval_each_epoch = true;
+  cfg.train.opt.type = "adamw";
+  cfg.train.opt.weight_decay = 0.01f;
+  cfg.train.lr = 0.01f;
+  cfg.train.lr_schedule = "cosine";
+  Config one = cfg;
+  one.train.batch *= kWorkers;
+  one.train.lr = static_cast<float>(static_cast<double>(cfg.train.lr) * std::sqrt(3.0));
+  cfg.train.lr_scale = "sqrt";
+  const TrainResult ref = testing::train_inproc(one, 1)[0].result;
+  ASSERT_EQ(ref.steps, 12);
+  ASSERT_EQ(ref.history.size(), 3u);
+
+  struct Variant {
+    const char* backend;
+    const char* servers;
+    const char* partition;
+    bool overlap;
+    bool shared_memory;
+  };
+  for (const Variant v :
+       {Variant{"ring", "", "", false, true}, Variant{"ring", "", "", true, true},
+        Variant{"ps", "1", "range", true, true}, Variant{"ps", "3", "tensor", false, true},
+        Variant{"ps", "colocated", "range", true, false}}) {
+    Config c = cfg;
+    c.sync.backend = v.backend;
+    c.sync.overlap = v.overlap;
+    c.sync.bucket_mb = 0.0001;
+    int world = kWorkers;
+    if (*v.servers) {
+      c.sync.servers = v.servers;
+      c.sync.ps_partition = v.partition;
+      c.sync.ps_shared_memory = v.shared_memory;
+      c.sync.ps_chunk_bytes = 64;
+      if (c.sync.servers != "colocated") world += std::stoi(v.servers);
+    }
+    std::string what = v.backend;
+    if (*v.servers)
+      what += std::string(" --servers ") + v.servers + " --ps-partition " + v.partition +
+              (v.shared_memory ? "" : " --ps-shared-memory off");
+    what += v.overlap ? " --overlap on" : " --overlap off";
+    int workers_seen = 0;
+    double worst = 0;
+    for (auto& o : testing::train_inproc(c, world)) {
+      if (o.role != "worker") continue;
+      const TrainResult& r = o.result;
+      EXPECT_EQ(r.steps, ref.steps) << what;
+      worst = std::max(worst, testing::max_abs_diff(r.params, ref.params));
+      if (workers_seen++ != 0) continue;  // evaluations are worker 0's
+      ASSERT_EQ(r.history.size(), ref.history.size()) << what;
+      for (std::size_t e = 0; e < ref.history.size(); ++e) {
+        EXPECT_EQ(r.history[e].step, ref.history[e].step) << what << " epoch " << e + 1;
+        EXPECT_EQ(r.history[e].test_accuracy, ref.history[e].test_accuracy) << what;
+        EXPECT_NEAR(r.history[e].test_loss, ref.history[e].test_loss, 1e-6) << what;
+        EXPECT_NEAR(r.history[e].train_loss, ref.history[e].train_loss, 1e-5) << what;
+      }
+    }
+    EXPECT_EQ(workers_seen, kWorkers) << what;
+    std::printf("%s: max |param - reference| = %.3g\n", what.c_str(), worst);
+    EXPECT_LT(worst, kTol) << what;
   }
 }
 
