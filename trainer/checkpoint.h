@@ -113,6 +113,13 @@ void check_resume_fits_run(const CheckpointData& c, const Config& cfg, int worke
                            std::int64_t train_samples, const std::string& file,
                            const std::string& where);
 
+// The learning-rate and optimizer settings (--lr, --lr-scale, --warmup-steps, --lr-schedule,
+// --momentum, --weight-decay, --beta1, --beta2, --eps) this run changes from the checkpoint's, as
+// "--lr 0.01 (0.02 in the checkpoint), ..."; empty when none (or the file did not record them).
+// A resume may change them on purpose (a lower rate to fine-tune), so they are reported, not
+// refused.
+std::string resume_setting_changes(const CheckpointData& c, const Config& cfg);
+
 // Worker 0 tells every other worker of `workers` whether its part of a collective step succeeded
 // (`error_on_0` empty: yes). On the others a failure throws Error naming `what` and worker 0's
 // message, so no worker waits out a timeout for a peer that already failed.

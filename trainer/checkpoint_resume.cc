@@ -5,6 +5,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <type_traits>
 
 #include "common/error.h"
 #include "trainer/checkpoint.h"
@@ -107,6 +108,38 @@ void check_resume_fits_run(const CheckpointData& c, const Config& cfg, int worke
     fail(detail::concat(m["train_samples"].get<std::int64_t>(),
                         " training samples in the checkpoint, ", train_samples,
                         " in this run (the epoch's order and the position in it depend on them)"));
+}
+
+std::string resume_setting_changes(const CheckpointData& c, const Config& cfg) {
+  const TrainConfig& t = cfg.train;
+  std::string out;
+  const auto note = [&](const std::string& option, const nlohmann::json& saved, const auto& now) {
+    using T = std::decay_t<decltype(now)>;
+    // Not recorded (null) by the build that wrote the file, or not of the option's type: no word.
+    if (std::is_arithmetic_v<T> ? !saved.is_number() : !saved.is_string()) return;
+    const T was = saved.get<T>();  // a float option's value round-trips exactly through double
+    if (was == now) return;
+    out += detail::concat(out.empty() ? "" : ", ", "--", option, " ", now, " (", was,
+                          " in the checkpoint)");
+  };
+  const auto at = [](const nlohmann::json& m, const char* group, const char* key) {
+    return m.contains(group) && m[group].is_object() && m[group].contains(key) ? m[group][key]
+                                                                               : nlohmann::json();
+  };
+  const nlohmann::json& m = c.meta;
+  note("lr", at(m, "lr", "lr"), t.lr);
+  note("lr-scale", at(m, "lr", "lr_scale"), t.lr_scale);
+  note("warmup-steps", at(m, "lr", "warmup_steps"), t.warmup_steps);
+  note("lr-schedule", at(m, "lr", "lr_schedule"), t.lr_schedule);
+  if (t.opt.type == "sgd") {
+    note("momentum", at(m, "optimizer", "momentum"), t.opt.momentum);
+  } else {
+    note("beta1", at(m, "optimizer", "beta1"), t.opt.beta1);
+    note("beta2", at(m, "optimizer", "beta2"), t.opt.beta2);
+    note("eps", at(m, "optimizer", "eps"), t.opt.eps);
+  }
+  note("weight-decay", at(m, "optimizer", "weight_decay"), t.opt.weight_decay);
+  return out;
 }
 
 void agree_with_worker0(Comm& workers, const std::string& error_on_0, const std::string& what) {

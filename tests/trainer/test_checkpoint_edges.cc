@@ -5,13 +5,16 @@
 //     (kept by --keep-checkpoints), and the pointer names the run that went on;
 //   - check_checkpoint_fits refuses optimizer state of the wrong size (sgd state in an adamw run's
 //     checkpoint, a short first moment) with a ConfigError naming the sizes, before any backend
-//     is handed it.
+//     is handed it;
+//   - resume_setting_changes names the learning-rate and optimizer settings a resumed run changes
+//     (a note, not a refusal: a lower rate to fine-tune is a reason to resume).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "tests/scratch_dir.h"
 #include "trainer/checkpoint.h"
@@ -81,6 +84,41 @@ TEST(CheckpointFits, OptimizerStateOfTheWrongSizeIsRefused) {
           << msg;
     }
   }
+}
+
+TEST(ResumeSettings, ChangedRateAndOptimizerSettingsAreNamedWithTheCheckpointsValues) {
+  Config cfg;
+  cfg.train.lr = 0.02f;
+  cfg.train.opt.momentum = 0.9f;
+  CheckpointData c;
+  c.meta = checkpoint_meta(cfg, {4, 3, 2}, 29, "ring", 2, 100);
+  EXPECT_EQ(resume_setting_changes(c, cfg), "");
+  Config now = cfg;
+  now.train.lr = 0.01f;
+  now.train.lr_schedule = "cosine";
+  now.train.opt.momentum = 0.5f;
+  now.train.opt.beta1 = 0.5f;  // an AdamW setting: not used by sgd, not named
+  EXPECT_EQ(resume_setting_changes(c, now),
+            "--lr 0.01 (0.02 in the checkpoint), --lr-schedule cosine (constant in the "
+            "checkpoint), --momentum 0.5 (0.9 in the checkpoint)");
+  now = cfg;
+  now.train.opt.type = "adamw";
+  now.train.opt.eps = 1e-6f;
+  now.train.opt.weight_decay = 0.1f;
+  now.train.warmup_steps = 7;
+  now.train.lr_scale = "sqrt";
+  const std::string adamw = resume_setting_changes(c, now);
+  for (const char* part :
+       {"--lr-scale sqrt (none in the checkpoint)", "--warmup-steps 7 (0 in the checkpoint)",
+        "--eps 1e-06 (", "--weight-decay 0.1 ("})
+    EXPECT_NE(adamw.find(part), std::string::npos) << adamw;
+  // A file of a build that did not record a setting (or recorded another type) says nothing of it.
+  c.meta.erase("lr");
+  c.meta["optimizer"]["momentum"] = "fast";
+  now = cfg;
+  now.train.lr = 0.5f;
+  now.train.opt.momentum = 0.1f;
+  EXPECT_EQ(resume_setting_changes(c, now), "");
 }
 
 }  // namespace
