@@ -288,6 +288,36 @@ class StudyCaptionsAndBounds(unittest.TestCase):
                          [("bound --staleness 2", [2.5, 2.5])])
 
 
+class LegendsOffTheData(unittest.TestCase):
+    def test_the_ssp_legend_covers_no_bar(self):
+        # the quickstart's straggler runs (2026-12-01): ps-ssp with --straggler 1:50 had 48 % of
+        # its pushes at staleness 2, and the legend, placed 'best' inside the axes, hid that
+        # bar's top
+        import matplotlib.patches
+        import report_plots as rp
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        ssp = [copy.deepcopy(r) for r in runs if r["status"] == "ok"
+               and r.get("consistency") == "ssp" and r.get("staleness_hist")]
+        hists = [{"0": 66, "1": 37, "2": 17}, {"0": 61, "1": 1, "2": 58},
+                 {"0": 74, "1": 30, "2": 16}]
+        runs = []
+        for hist, straggler in zip(hists, ("", "1:50", "any:50")):
+            r = copy.deepcopy(ssp[0])
+            r.update(staleness_hist=hist, straggler=straggler, workers=2)
+            runs.append(r)
+        fig = figures_of(rs, rs.staleness, runs)[0]
+        fig.set_dpi(rp.DPI)  # as _save writes it: 'best' moves with the text's size in pixels
+        fig.tight_layout()
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        legend = ax.get_legend().get_window_extent()
+        bars = [p.get_window_extent() for p in ax.patches  # the bars, not the gray region
+                if isinstance(p, matplotlib.patches.Rectangle) and p.get_width() < 1]
+        self.assertEqual(len(bars), 9)
+        self.assertEqual([b for b in bars if b.overlaps(legend)], [])
+
+
 class StalenessAndBytesPoints(unittest.TestCase):
     def test_the_asp_curve_is_cumulative(self):
         import report_studies as rs
