@@ -9,7 +9,8 @@ import matplotlib.ticker
 import cost_model as cm
 import cost_model_runs as cmr
 import cost_model_cli as cli
-from report_plots import Figure, Skipped, _log2_workers, _save, color_of, label_axes
+from report_plots import (Figure, Skipped, _log2_workers, _save, color_of, label_axes,
+                          log_tick_labels)
 
 WORKERS = [2, 4, 8, 16, 32, 64, 128, 256]
 # A reference network for the second row of the extrapolation: 25 Gb/s Ethernet, 5 us per message.
@@ -209,9 +210,7 @@ def extrapolation(runs, bench, out_dir):
             ax.axhline(1e3 * tc[0], color="k", linewidth=0.8, linestyle=":",
                        label="T_compute (1 worker)")
             ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(  # < 1 decade: 2, 5
-                lambda v, _p: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
+            log_tick_labels(ax.yaxis)
             _log2_workers(ax, WORKERS)
             label_axes(ax, "workers (log2 scale)", "step time (ms, log scale)",
                        f"{name} MLP ({params / 1e6:.2f}M params), {net}")

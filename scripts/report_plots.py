@@ -4,6 +4,7 @@ results and returns a Figure (file name, title, caption) after saving the PNG, o
 Here: the shared helpers (colors, caption notes, grouping) and the scaling, breakdown and
 convergence figures; bytes per rank and bus bandwidth are in report_traffic.py.
 """
+import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass
@@ -181,6 +182,23 @@ def _log2_workers(ax, workers):
     ax.set_xticks(workers)
     ax.set_xticklabels([str(w) for w in workers])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())  # the y axis may be log too
+
+
+def log_tick_labels(axis):
+    """Plain-number labels ("30", not "3 x 10^1") on a log axis, with as many of the minor ticks
+    labelled as the axis' span, read when it is drawn, leaves room for: every one under half a
+    decade, 2-5 under 1.2 decades, 2 and 5 under 3.5, none beyond. A fixed '2 and 5' left a
+    0.8-decade axis (the fixture's extrapolation: 22-140 ms) with its lower half unlabelled, the
+    ring's and T_compute's lines read against nothing."""
+    def minor(v, _pos):
+        lo, hi = sorted(axis.get_view_interval())
+        span = math.log10(hi / lo) if lo > 0 else float("inf")
+        digits = ("23456789" if span < 0.5 else "2345" if span < 1.2
+                  else "25" if span < 3.5 else "")
+        text = f"{v:g}"
+        return text if text.lstrip("0.")[:1] in digits else ""
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(matplotlib.ticker.FuncFormatter(minor))
 
 
 def _facets(runs):

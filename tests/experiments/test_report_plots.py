@@ -318,6 +318,34 @@ class LegendsOffTheData(unittest.TestCase):
         self.assertEqual([b for b in bars if b.overlaps(legend)], [])
 
 
+class LogAxesLabelled(unittest.TestCase):
+    def test_every_extrapolation_panel_has_labels_down_to_its_lowest_lines(self):
+        # the fixture's panels span under a decade (22-140 ms): with only 2 and 5 of the minor
+        # ticks labelled the top-left one read '50' and '100', nothing under 50, and the ring's
+        # and T_compute's lines at 23-27 ms lay in the unlabelled lower half of the axis
+        import math
+        import report
+        import report_model as rm
+        import report_plots as rp
+        runs, bench, _, _ = report.load(FIXTURE)
+        fig = figures_of(rm, lambda r, out: rm.extrapolation(r, bench, out), runs)[0]
+        fig.set_dpi(rp.DPI)
+        fig.tight_layout()
+        fig.canvas.draw()
+        self.assertEqual(len(fig.axes), 4)
+        for ax in fig.axes:
+            lo, hi = sorted(ax.get_ylim())
+            labelled = sorted({t.get_loc() for t in ax.yaxis.get_major_ticks()
+                               + ax.yaxis.get_minor_ticks()
+                               if t.label1.get_text() and lo <= t.get_loc() <= hi})
+            self.assertGreaterEqual(len(labelled), 4, (ax.get_title(), labelled))
+            for v in labelled:  # plain numbers, not '3 x 10^1'
+                self.assertRegex(ax.yaxis.get_minor_formatter()(v) or
+                                 ax.yaxis.get_major_formatter()(v), r"^[0-9.]+$")
+            bottom = math.log10(labelled[0] / lo) / math.log10(hi / lo)
+            self.assertLess(bottom, 0.25, (ax.get_title(), labelled, lo, hi))
+
+
 class StalenessAndBytesPoints(unittest.TestCase):
     def test_the_asp_curve_is_cumulative(self):
         import report_studies as rs
