@@ -243,6 +243,29 @@ class StragglerKept(unittest.TestCase):
         self.assertEqual([t.get_text() for t in ax.texts][0], "25%\n3,840\nof 15,360")
 
 
+class StragglerRatesAgainstTheTable(unittest.TestCase):
+    def test_the_caption_says_when_the_bars_rate_is_not_the_tables(self):
+        # the quickstart (2026-12-01): ps-asp --straggler 1:50 kept '103%, 90,453 of 87,498'
+        # on the plot, 2,504 samples/s in the summary table, and no word of why
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        pair = [copy.deepcopy(r) for r in runs if r["run_id"] in ("straggler-ps-asp-none",
+                                                                   "straggler-ps-asp-1:50")]
+        base, slow = sorted(pair, key=lambda r: bool(r["straggler"]))
+        with mock.patch.object(rs, "_save", lambda fig, out_dir, name: name):
+            self.assertNotIn("not the summary table's", rs.straggler(pair, None).caption)
+            workers = [r for r in slow["ranks"] if r["role"] == "worker"]
+            for i, rank in enumerate(workers):  # worker 0 50x slower, the others at full pace
+                rank.update(steps=60, compute_s=50.0 if i == 0 else 1.0, wait_s=0.0)
+            slow["samples_per_s"] = 64 * 60 * len(workers) / 50.0
+            caption = rs.straggler(pair, None).caption
+        fast = 64 * 60 * (len(workers) - 1) + 64 * 60 / 50.0
+        self.assertIn("These rates are not the summary table's samples/s, which is the job's",
+                      caption)
+        self.assertIn(f"(most for ps-asp 1:50: {fast:,.0f} samples/s here, "
+                      f"{slow['samples_per_s']:,.0f} in the table)", caption)
+
+
 class CrossoverShare(unittest.TestCase):
     def test_the_share_is_communication_over_communication_plus_compute(self):
         # the step's total is compute + wait; communication overlaps it (the trainer's
