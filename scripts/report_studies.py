@@ -281,7 +281,7 @@ def bucket(runs, out_dir):
         return Skipped("Bucket size", "no sweep over --bucket-mb (scripts/sweep.sh bucket "
                        "[--quick] --out this results folder adds one)")
     workers = sorted({r["workers"] for r in runs})
-    fig, axes = plt.subplots(1, len(workers), figsize=(6 * len(workers), 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(workers), figsize=(6 * len(workers), 5.3), squeeze=False)
     for ax, w in zip(axes[0], workers):
         series = defaultdict(list)
         for r in runs:
@@ -289,9 +289,17 @@ def bucket(runs, out_dir):
                 series[(sr.backend_label(r), bool(r.get("overlap")))].append(r)
         for (label, overlap), pts in sorted(series.items()):
             pts.sort(key=lambda r: r["bucket_mb"])
+            # Hollow where the ranks time-share the cores, as in the other wall-clock plots:
+            # the sweep's 4-worker panel (4 ranks on 2 cores) was drawn like the 2-worker one.
+            over = pts[0].get("oversubscribed", False)
             ax.plot([r["bucket_mb"] for r in pts], [1e3 * r["step_time"]["total_s"] for r in pts],
                     "o-" if overlap else "s--", color=color_of(label),
-                    label=f"{label}, overlap {'on' if overlap else 'off'}")
+                    markerfacecolor="white" if over else color_of(label),
+                    label=f"{label}, overlap {'on' if overlap else 'off'}"
+                    + (f" ({pts[0]['np']} ranks)" if over else ""))
+        if any(r.get("oversubscribed") for r in runs if r["workers"] == w):
+            ax.plot([], [], "o", color="gray", markerfacecolor="white",
+                    label=f"hollow: more ranks than {max(r.get('cores', 0) for r in runs)} cores")
         ax.set_xscale("log", base=2)
         sizes = sorted({r["bucket_mb"] for pts in series.values() for r in pts})
         # at the sizes run: matplotlib's log2 ticks (2, 8, 32, ...) missed 1, 16 and 512
@@ -299,7 +307,8 @@ def bucket(runs, out_dir):
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
         label_axes(ax, "bucket size (MiB, log scale)", "time per step (ms)", f"{w} workers")
-        ax.legend(fontsize=8)
+        # below the axes: step times that zigzag with the bucket size leave 'best' no free spot
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     name = _save(fig, out_dir, "bucket.png")
     model_mb = max(r["model"]["bytes"] for r in runs) / 2**20
     return Figure(name, "Step time vs bucket size",
@@ -307,4 +316,5 @@ def bucket(runs, out_dir):
                   f"{model_mb:.0f} MiB; a bucket at least that large means one sync after the "
                   "whole backward pass). Small buckets pay per-message latency; with overlap on "
                   "(solid) a bucket's sync runs while backward continues, with overlap off "
-                  "(dashed) all syncs start after backward." + oversub_note(runs))
+                  "(dashed) all syncs start after backward." + oversub_note(runs)
+                  + (" Hollow markers are those runs." if oversub_note(runs) else ""))

@@ -419,6 +419,33 @@ class StalenessAndBytesPoints(unittest.TestCase):
         self.assertEqual(styles, {"overlap on": "-", "overlap off": "--"})
 
 
+class BucketTimeShared(unittest.TestCase):
+    def test_time_shared_runs_are_hollow_and_the_legend_is_off_the_axes(self):
+        # scripts/sweep.sh bucket (2026-12-01): the 4-worker panel (4 ranks on 2 cores) drew
+        # filled markers like the 2-worker one, only the caption saying they time-shared; with
+        # a legend entry for that, 'best' put the legend over the ring's 213 ms point
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [r for r in runs if r["status"] == "ok" and "bucket-mb" in r.get("grid_point", {})]
+        four = [dict(copy.deepcopy(r), workers=4, np=4, oversubscribed=True) for r in runs]
+        with mock.patch.object(rs, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
+            figs = []
+            caption = rs.bucket(runs + four, None).caption
+        self.assertIn("Runs with 4 ranks time-share this machine's 2 cores", caption)
+        self.assertIn("Hollow markers are those runs.", caption)
+        two_ax, four_ax = figs[0].axes
+        for ax, hollow in ((two_ax, False), (four_ax, True)):
+            drawn = [l for l in ax.get_lines() if len(l.get_xdata())]
+            self.assertTrue(drawn)
+            self.assertEqual({l.get_markerfacecolor() == "white" for l in drawn}, {hollow})
+            labels = [l.get_label() for l in ax.get_lines()]
+            self.assertEqual("hollow: more ranks than 2 cores" in labels, hollow)
+            self.assertEqual(all(l.endswith("(4 ranks)") for l in labels
+                                 if "overlap" in l), hollow)
+            self.assertLess(ax.get_legend().get_bbox_to_anchor().y1,  # below the axes
+                            ax.get_window_extent().y0)
+
+
 class BusbwLegend(unittest.TestCase):
     ROW = {"bench": "allreduce", "backend": "ring", "np": 2, "workers": 2, "size": 1024,
            "count": 256, "type": "float", "time_us": 10.0, "algbw_GBps": 0.1,
