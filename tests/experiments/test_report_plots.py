@@ -568,5 +568,51 @@ class AxesStateTheirUnits(unittest.TestCase):
             plt.close(fig)
 
 
+    def test_no_legend_covers_a_point_or_a_bar(self):
+        # a legend placed 'best' still lands on data when no spot is free (staleness.png over a
+        # 48 % bar, bucket.png over a 213 ms point, both on 2026-12-01's runs): every legend of
+        # every fixture plot is checked against the points and bars under it (reference lines
+        # such as the theory, ideal scaling or a bound may pass under a legend)
+        import matplotlib.patches
+        import matplotlib.pyplot as plt
+        import matplotlib.transforms
+        import report
+        runs, bench, metrics, _ = report.load(FIXTURE)
+        figs = {}
+
+        def keep(fig, out_dir, name):
+            figs[name] = fig
+            return name
+
+        with contextlib.ExitStack() as stack:
+            for module in (report.rp, report.rt, report.rs, report.rf, report.rrec, report.ro,
+                           report.rm):
+                stack.enter_context(mock.patch.object(module, "_save", keep))
+            report.make_figures(runs, bench, metrics, None)
+        reference = ("ideal", "theory", "y = x", "bound", "crossover", "memcpy", "T_compute",
+                     "timeout")
+        self.assertEqual(len(figs), len(self.UNITS))
+        for name, fig in figs.items():
+            fig.set_dpi(report.rp.DPI)  # as _save writes it
+            fig.tight_layout()
+            fig.canvas.draw()
+            for ax in fig.axes:
+                legend = ax.get_legend()
+                if legend is None:
+                    continue
+                box, area = legend.get_window_extent(), ax.get_window_extent()
+                covered = [l.get_label() for l in ax.get_lines() if len(l.get_xydata())
+                           and not any(k in l.get_label() for k in reference)
+                           and any(box.contains(x, y) and area.contains(x, y)
+                                   for x, y in ax.transData.transform(l.get_xydata()))]
+                for p in ax.patches:
+                    if isinstance(p, matplotlib.patches.Rectangle):
+                        bar = matplotlib.transforms.Bbox.intersection(p.get_window_extent(), area)
+                        if (bar is not None and bar.width > 0 and bar.height > 0
+                                and bar.width < area.width / 2 and bar.overlaps(box)):
+                            covered.append(f"a bar at {p.get_x():g}")
+                self.assertEqual(covered, [], (name, ax.get_title()))
+            plt.close(fig)
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
