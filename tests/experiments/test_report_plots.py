@@ -520,6 +520,26 @@ class OverlapLabels(unittest.TestCase):
         self.assertEqual(ro._label({"backend": "ps", "np": 3, "workers": 2, "servers": 1,
                                     "sync_overlap": False}), "ps W=2 S=1 --overlap off")
 
+    def test_a_serial_control_off_zero_is_said_with_its_size(self):
+        # the bucket sweep of 2026-12-01 (other processes on 1.0-1.5 of 2 CPUs): ring's serial
+        # control read 23 % at 16M under a caption that said serial must stay near 0 %
+        import report_overlap as ro
+        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        rows = [copy.deepcopy(b) for b in ro.overlap_rows(bench)]
+        self.assertTrue(any(b["compute"] == "serial" for b in rows))
+        with mock.patch.object(ro, "_save", lambda fig, out_dir, name: name):
+            self.assertNotIn("serial control reached", ro.overlap(rows, None).caption)
+            worst = next(b for b in rows if b["compute"] == "serial"
+                         and b["backend"] == "ring" and b["size"] == 16 * 2**20)
+            worst["overlap_pct"] = 23.0
+            for b in rows:
+                b["host_other_cpus"] = 1.33
+            caption = ro.overlap(rows, None).caption
+        self.assertIn("Here the serial control reached 23 % (ring W=2, 16M): the measure "
+                      "misread by that much in this pass, so differences of that size between "
+                      "backends or sizes are noise (other processes kept up to 1.3 of the host's "
+                      "2 CPUs busy during it).", caption)
+
 
 class AxesStateTheirUnits(unittest.TestCase):
     # every axis of every plot the fixture draws: what its label must name (its unit, or what a
