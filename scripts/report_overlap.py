@@ -78,7 +78,8 @@ def _serial_note(rows):
     worst = max(serial, key=lambda b: b["overlap_pct"], default=None)
     if worst is None or worst["overlap_pct"] <= SERIAL_NOISE_PCT:
         return ""
-    load = [b["host_other_cpus"] for b in rows if isinstance(b.get("host_other_cpus"), (int, float))]
+    load = [b["host_other_cpus"] for b in rows
+            if isinstance(b.get("host_other_cpus"), (int, float))]
     return (f" Here the serial control reached {worst['overlap_pct']:.0f} % ({_label(worst)}, "
             f"{_size_label(worst['size'])}): the measure misread by that much in this pass, so "
             "differences of that size between backends or sizes are noise"

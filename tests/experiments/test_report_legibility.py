@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""What a reader of the report's plots sees, checked on figures drawn at the report's DPI from
+the committed fixture (tests/experiments/fixtures/results) or records made from it: no legend
+over the data, log axes labelled down to their lowest lines, time-shared runs marked as in every
+wall-clock plot, captions that agree with the data and the summary table. Each case names the
+run (2026-12-01's quickstart or bucket sweep) whose plot showed the fault. No `starring` binary
+needed; the plots' series and lines: test_report_plots.py.
+"""
+import contextlib
+import copy
+import os
+import sys
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_report_plots as trp  # noqa: E402 (AxesStateTheirUnits.UNITS: the fixture's plots)
+from test_report_plots import FIXTURE, figures_of, sr  # noqa: E402
+
+
+class NoLegendOverTheData(unittest.TestCase):
+    def test_no_legend_covers_a_point_or_a_bar(self):
+        # a legend placed 'best' still lands on data when no spot is free (staleness.png over a
+        # 48 % bar, bucket.png over a 213 ms point, both on 2026-12-01's runs): every legend of
+        # every fixture plot is checked against the points and bars under it (reference lines
+        # such as the theory, ideal scaling or a bound may pass under a legend)
+        import matplotlib.patches
+        import matplotlib.pyplot as plt
+        import matplotlib.transforms
+        import report
+        runs, bench, metrics, _ = report.load(FIXTURE)
+        figs = {}
+
+        def keep(fig, out_dir, name):
+            figs[name] = fig
+            return name
+
+        with contextlib.ExitStack() as stack:
+            for module in (report.rp, report.rt, report.rs, report.rf, report.rrec, report.ro,
+                           report.rm):
+                stack.enter_context(mock.patch.object(module, "_save", keep))
+            report.make_figures(runs, bench, metrics, None)
+        reference = ("ideal", "theory", "y = x", "bound", "crossover", "memcpy", "T_compute",
+                     "timeout")
+        self.assertEqual(len(figs), len(trp.AxesStateTheirUnits.UNITS))
+        for name, fig in figs.items():
+            fig.set_dpi(report.rp.DPI)  # as _save writes it
+            fig.tight_layout()
+            fig.canvas.draw()
+            for ax in fig.axes:
+                legend = ax.get_legend()
+                if legend is None:
+                    continue
+                box, area = legend.get_window_extent(), ax.get_window_extent()
+                covered = [l.get_label() for l in ax.get_lines() if len(l.get_xydata())
+                           and not any(k in l.get_label() for k in reference)
+                           and any(box.contains(x, y) and area.contains(x, y)
+                                   for x, y in ax.transData.transform(l.get_xydata()))]
+                for p in ax.patches:
+                    if isinstance(p, matplotlib.patches.Rectangle):
+                        bar = matplotlib.transforms.Bbox.intersection(p.get_window_extent(), area)
+                        if (bar is not None and bar.width > 0 and bar.height > 0
+                                and bar.width < area.width / 2 and bar.overlaps(box)):
+                            covered.append(f"a bar at {p.get_x():g}")
+                self.assertEqual(covered, [], (name, ax.get_title()))
+            plt.close(fig)
+
+
+class LegendsOffTheData(unittest.TestCase):
+    def test_the_ssp_legend_covers_no_bar(self):
+        # the quickstart's straggler runs (2026-12-01): ps-ssp with --straggler 1:50 had 48 % of
+        # its pushes at staleness 2, and the legend, placed 'best' inside the axes, hid that
+        # bar's top
+        import matplotlib.patches
+        import report_plots as rp
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        ssp = [copy.deepcopy(r) for r in runs if r["status"] == "ok"
+               and r.get("consistency") == "ssp" and r.get("staleness_hist")]
+        hists = [{"0": 66, "1": 37, "2": 17}, {"0": 61, "1": 1, "2": 58},
+                 {"0": 74, "1": 30, "2": 16}]
+        runs = []
+        for hist, straggler in zip(hists, ("", "1:50", "any:50")):
+            r = copy.deepcopy(ssp[0])
+            r.update(staleness_hist=hist, straggler=straggler, workers=2)
+            runs.append(r)
+        fig = figures_of(rs, rs.staleness, runs)[0]
+        fig.set_dpi(rp.DPI)  # as _save writes it: 'best' moves with the text's size in pixels
+        fig.tight_layout()
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        legend = ax.get_legend().get_window_extent()
+        bars = [p.get_window_extent() for p in ax.patches  # the bars, not the gray region
+                if isinstance(p, matplotlib.patches.Rectangle) and p.get_width() < 1]
+        self.assertEqual(len(bars), 9)
+        self.assertEqual([b for b in bars if b.overlaps(legend)], [])
+
+
+class BucketTimeShared(unittest.TestCase):
+    def test_time_shared_runs_are_hollow_and_the_legend_is_off_the_axes(self):
+        # scripts/sweep.sh bucket (2026-12-01): the 4-worker panel (4 ranks on 2 cores) drew
+        # filled markers like the 2-worker one, only the caption saying they time-shared; with
+        # a legend entry for that, 'best' put the legend over the ring's 213 ms point
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [r for r in runs if r["status"] == "ok" and "bucket-mb" in r.get("grid_point", {})]
+        four = [dict(copy.deepcopy(r), workers=4, np=4, oversubscribed=True) for r in runs]
+        with mock.patch.object(rs, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
+            figs = []
+            caption = rs.bucket(runs + four, None).caption
+        self.assertIn("Runs with 4 ranks time-share this machine's 2 cores", caption)
+        self.assertIn("Hollow markers are those runs.", caption)
+        two_ax, four_ax = figs[0].axes
+        for ax, hollow in ((two_ax, False), (four_ax, True)):
+            drawn = [l for l in ax.get_lines() if len(l.get_xdata())]
+            self.assertTrue(drawn)
+            self.assertEqual({l.get_markerfacecolor() == "white" for l in drawn}, {hollow})
+            labels = [l.get_label() for l in ax.get_lines()]
+            self.assertEqual("hollow: more ranks than 2 cores" in labels, hollow)
+            self.assertEqual(all(l.endswith("(4 ranks)") for l in labels
+                                 if "overlap" in l), hollow)
+            self.assertLess(ax.get_legend().get_bbox_to_anchor().y1,  # below the axes
+                            ax.get_window_extent().y0)
+
+
+class LogAxesLabelled(unittest.TestCase):
+    def test_every_extrapolation_panel_has_labels_down_to_its_lowest_lines(self):
+        # the fixture's panels span under a decade (22-140 ms): with only 2 and 5 of the minor
+        # ticks labelled the top-left one read '50' and '100', nothing under 50, and the ring's
+        # and T_compute's lines at 23-27 ms lay in the unlabelled lower half of the axis
+        import math
+        import report
+        import report_model as rm
+        import report_plots as rp
+        runs, bench, _, _ = report.load(FIXTURE)
+        fig = figures_of(rm, lambda r, out: rm.extrapolation(r, bench, out), runs)[0]
+        fig.set_dpi(rp.DPI)
+        fig.tight_layout()
+        fig.canvas.draw()
+        self.assertEqual(len(fig.axes), 4)
+        for ax in fig.axes:
+            lo, hi = sorted(ax.get_ylim())
+            labelled = sorted({t.get_loc() for t in ax.yaxis.get_major_ticks()
+                               + ax.yaxis.get_minor_ticks()
+                               if t.label1.get_text() and lo <= t.get_loc() <= hi})
+            self.assertGreaterEqual(len(labelled), 4, (ax.get_title(), labelled))
+            for v in labelled:  # plain numbers, not '3 x 10^1'
+                self.assertRegex(ax.yaxis.get_minor_formatter()(v) or
+                                 ax.yaxis.get_major_formatter()(v), r"^[0-9.]+$")
+            bottom = math.log10(labelled[0] / lo) / math.log10(hi / lo)
+            self.assertLess(bottom, 0.25, (ax.get_title(), labelled, lo, hi))
+
+
+class StragglerRatesAgainstTheTable(unittest.TestCase):
+    def test_the_caption_says_when_the_bars_rate_is_not_the_tables(self):
+        # the quickstart (2026-12-01): ps-asp --straggler 1:50 kept '103%, 90,453 of 87,498'
+        # on the plot, 2,504 samples/s in the summary table, and no word of why
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        pair = [copy.deepcopy(r) for r in runs if r["run_id"] in ("straggler-ps-asp-none",
+                                                                   "straggler-ps-asp-1:50")]
+        base, slow = sorted(pair, key=lambda r: bool(r["straggler"]))
+        with mock.patch.object(rs, "_save", lambda fig, out_dir, name: name):
+            self.assertNotIn("not the summary table's", rs.straggler(pair, None).caption)
+            workers = [r for r in slow["ranks"] if r["role"] == "worker"]
+            for i, rank in enumerate(workers):  # worker 0 50x slower, the others at full pace
+                rank.update(steps=60, compute_s=50.0 if i == 0 else 1.0, wait_s=0.0)
+            slow["samples_per_s"] = 64 * 60 * len(workers) / 50.0
+            caption = rs.straggler(pair, None).caption
+        fast = 64 * 60 * (len(workers) - 1) + 64 * 60 / 50.0
+        self.assertIn("These rates are not the summary table's samples/s, which is the job's",
+                      caption)
+        self.assertIn(f"(most for ps-asp 1:50: {fast:,.0f} samples/s here, "
+                      f"{slow['samples_per_s']:,.0f} in the table)", caption)
+
+
+class OverlapSerialControl(unittest.TestCase):
+    def test_a_serial_control_off_zero_is_said_with_its_size(self):
+        # the bucket sweep of 2026-12-01 (other processes on 1.0-1.5 of 2 CPUs): ring's serial
+        # control read 23 % at 16M under a caption that said serial must stay near 0 %
+        import report_overlap as ro
+        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        rows = [copy.deepcopy(b) for b in ro.overlap_rows(bench)]
+        self.assertTrue(any(b["compute"] == "serial" for b in rows))
+        with mock.patch.object(ro, "_save", lambda fig, out_dir, name: name):
+            self.assertNotIn("serial control reached", ro.overlap(rows, None).caption)
+            worst = next(b for b in rows if b["compute"] == "serial"
+                         and b["backend"] == "ring" and b["size"] == 16 * 2**20)
+            worst["overlap_pct"] = 23.0
+            for b in rows:
+                b["host_other_cpus"] = 1.33
+            caption = ro.overlap(rows, None).caption
+        self.assertIn("Here the serial control reached 23 % (ring W=2, 16M): the measure "
+                      "misread by that much in this pass, so differences of that size between "
+                      "backends or sizes are noise (other processes kept up to 1.3 of the host's "
+                      "2 CPUs busy during it).", caption)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
