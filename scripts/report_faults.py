@@ -68,7 +68,7 @@ def faults(runs, out_dir):
     groups = sorted({(sr.backend_label(r), r["workers"]) for r in fr})
     kinds = sorted({r["fault"]["kind"] for r in fr})
     width = 0.8 / len(kinds)
-    fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(groups) + 3), 4.6))
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(groups) + 3) + 2.6, 4.6))  # + legend
     top = 0.0
     labelled = set()
     for k, kind in enumerate(kinds):
@@ -96,13 +96,20 @@ def faults(runs, out_dir):
         # In the legend: a label on the line ran into the bars' own labels.
         ax.axhline(timeout, color="#555", ls="--", lw=1, label=f"--timeout {timeout:g} s")
         top = max(top, timeout)
+    # '*' under a time-shared run's bars, as in the breakdown and straggler plots (the sweep's
+    # 4-worker runs, 4 and 5 ranks on 2 cores, were marked in the caption only)
+    shared = {(sr.backend_label(r), r["workers"]) for r in fr if r.get("oversubscribed")}
     ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([f"{b}\nW={w}" for b, w in groups], fontsize=8)
+    ax.set_xticklabels([f"{b}\nW={w}" + ("*" if (b, w) in shared else "") for b, w in groups],
+                       fontsize=8)
+    if shared:
+        ax.plot([], [], " ", label="W=N*: more ranks than cores (time-shared)")
     # Log: a job that hung to the sweep's bound (minutes) beside kills noticed in a second.
     ax.set_yscale("log")
     ax.set_ylim(FLOOR_S, 3 * top + 1)
     ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.legend(title="fault", fontsize=8)
+    # Beside the axes: inside, the legend covered the last group's hang bar and its label.
+    ax.legend(title="fault", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     label_axes(ax, "backend, workers (which rank and step: the faults table)",
                "seconds from the fault to the job's end (log)", "Time to notice a dead or silent rank")
     name = _save(fig, out_dir, "faults.png")
@@ -116,4 +123,6 @@ def faults(runs, out_dir):
                   f"sweep's time bound. Faults hit {' and '.join(targets)} ranks (see the table). "
                   "The time axis is logarithmic; a job that ended within 0.1 s is drawn at 0.1 s. "
                   "The dashed line is the wait bound every rank was given (--timeout): a silent "
-                  "rank cannot be told from a slow one sooner." + oversub_note(fr))
+                  "rank cannot be told from a slow one sooner." + oversub_note(fr)
+                  + (" Those runs are marked * (a dedicated-PS run has W + S ranks)."
+                     if oversub_note(fr) else ""))

@@ -124,6 +124,40 @@ class BucketTimeShared(unittest.TestCase):
                             ax.get_window_extent().y0)
 
 
+class FaultsTimeShared(unittest.TestCase):
+    def test_time_shared_runs_are_starred_and_the_legend_covers_no_bar_or_label(self):
+        # scripts/sweep.sh faults (2026-12-01, 4 workers: 4 and 5 ranks on 2 cores): the legend,
+        # inside the axes, covered ring's 9.7 s hang bar and its 'named / exit 1' label, and
+        # only the caption said the runs time-shared
+        import report_faults as rf
+        import report_plots as rp
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [copy.deepcopy(r) for r in runs if r.get("fault")
+                and r["fault"].get("injected")]
+        for r in runs:
+            r.update(workers=4, np=4 + r.get("num_servers", 0), oversubscribed=True)
+            r["fault"].update(outcome="detected",
+                              detect_s=9.7 if r["fault"]["kind"] == "hang" else 1.2)
+        with mock.patch.object(rf, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
+            figs = []
+            caption = rf.faults(runs, None).caption
+        self.assertIn("Those runs are marked * (a dedicated-PS run has W + S ranks).", caption)
+        fig = figs[0]
+        fig.set_dpi(rp.DPI)
+        fig.tight_layout()
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        ticks = [t.get_text() for t in ax.get_xticklabels()]
+        self.assertTrue(ticks)
+        self.assertTrue(all(t.endswith("W=4*") for t in ticks), ticks)
+        self.assertIn("W=N*: more ranks than cores (time-shared)",
+                      [t.get_text() for t in ax.get_legend().get_texts()])
+        legend = ax.get_legend().get_window_extent()
+        under = [p.get_x() for p in ax.patches if p.get_window_extent().overlaps(legend)]
+        under += [t.get_text() for t in ax.texts if t.get_window_extent().overlaps(legend)]
+        self.assertEqual(under, [])
+
+
 class LogAxesLabelled(unittest.TestCase):
     def test_every_extrapolation_panel_has_labels_down_to_its_lowest_lines(self):
         # the fixture's panels span under a decade (22-140 ms): with only 2 and 5 of the minor
