@@ -20,7 +20,7 @@ from test_report_plots import FIXTURE, figures_of, sr  # noqa: E402
 
 
 class NoLegendOverTheData(unittest.TestCase):
-    def test_no_legend_covers_a_point_or_a_bar(self):
+    def test_no_legend_covers_a_point_a_bar_or_a_label(self):
         # a legend placed 'best' still lands on data when no spot is free (staleness.png over a
         # 48 % bar, bucket.png over a 213 ms point, both on 2026-12-01's runs): every legend of
         # every fixture plot is checked against the points and bars under it (reference lines
@@ -63,6 +63,8 @@ class NoLegendOverTheData(unittest.TestCase):
                         if (bar is not None and bar.width > 0 and bar.height > 0
                                 and bar.width < area.width / 2 and bar.overlaps(box)):
                             covered.append(f"a bar at {p.get_x():g}")
+                covered += [repr(t.get_text()) for t in ax.texts  # the labels over bars
+                            if t.get_text() and t.get_window_extent().overlaps(box)]
                 self.assertEqual(covered, [], (name, ax.get_title()))
             plt.close(fig)
 
