@@ -160,6 +160,33 @@ class FaultsTimeShared(unittest.TestCase):
         self.assertEqual(under, [])
 
 
+class ConvergenceOneEvaluation(unittest.TestCase):
+    def test_a_fraction_axis_stops_at_one_and_a_lone_point_is_explained(self):
+        # scripts/sweep.sh scaling (2026-12-01: synthetic data, one epoch): every run's one
+        # evaluation read 1.0; the accuracy axis ran from 0.96 to 1.04, one dot per backend and
+        # no word of why there was no curve
+        import report_plots as rp
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [copy.deepcopy(r) for r in runs if r["status"] == "ok" and r.get("history")
+                and r.get("sweep") == "main"]
+        self.assertTrue(runs)
+        with mock.patch.object(rp, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
+            figs = []
+            caption = rp.convergence(runs, {}, None).caption  # two epochs each
+            self.assertNotIn("evaluated once", caption)
+            for r in runs:
+                r["history"] = [dict(r["history"][-1], test_accuracy=1.0)]
+            caption = rp.convergence(runs, {}, None).caption
+        self.assertIn("Every run here was evaluated once, at its end (one epoch or fewer), so "
+                      "the accuracy row has one point per run", caption)
+        accuracy_row = [ax for ax in figs[-1].axes if "accuracy" in ax.get_ylabel()]
+        self.assertTrue(accuracy_row)
+        for ax in accuracy_row:
+            lo, hi = ax.get_ylim()
+            self.assertGreaterEqual(hi, 1.0)  # the points at 1.0 stay in view
+            self.assertLessEqual(hi, 1.01, ax.get_title())
+
+
 class LogAxesLabelled(unittest.TestCase):
     def test_every_extrapolation_panel_has_labels_down_to_its_lowest_lines(self):
         # the fixture's panels span under a decade (22-140 ms): with only 2 and 5 of the minor
