@@ -45,8 +45,8 @@ void BucketSync::start(const ParamLayout& layout, SyncBuffers buffers, const Opt
   bucket_of_ = bucket_of_tensor(buckets_, layout.num_tensors());
   for (const Bucket& b : buckets_) {
     STARRING_CHECK(b.contiguous(), "bucket of tensors ", b.first_tensor, "..", b.end_tensor - 1,
-                   " is not contiguous in the flat buffer (tensors must be laid out in backward "
-                   "order)");
+                   " is not contiguous in the flat buffer (tensors next to each other in backward "
+                   "order must be next to each other in the buffer, in either direction)");
     if (!buf_.on_device) opts_.emplace_back(opt, b.lo, b.hi);
   }
   if (buf_.on_device) {

@@ -282,6 +282,48 @@ TEST(Buckets, BucketMbIsMebibytes) {
   sync.shutdown();
 }
 
+// One all-reduce per bucket needs the bucket's tensors side by side in the flat buffer: laid out
+// in backward order or in forward order (reversed) they are; interleaved with another bucket's
+// they are not, and start() refuses the layout naming the bucket.
+TEST(Buckets, ABucketWhoseTensorsAreNotSideBySideIsRefused) {
+  INPROC_ONLY();
+  const auto start = [](const ParamLayout& l, double cap_mb) {
+    InProcWorld world(1);
+    std::vector<float> params(l.total()), grads(l.total());
+    RecordingEngine::Calls calls;
+    Config cfg = sync_config(1, true);
+    cfg.sync.bucket_mb = cap_mb;
+    BucketSync sync("recording", world.comm(0),
+                    std::make_unique<RecordingEngine>(grads.data(), &calls), cfg.sync, nullptr);
+    try {
+      sync.start(l, SyncBuffers{params.data(), grads.data(), false, nullptr}, OptimizerConfig{});
+    } catch (...) {
+      sync.shutdown();
+      throw;
+    }
+    sync.shutdown();
+  };
+  ParamLayout reversed;  // backward index 0 sits last in the buffer
+  reversed.add_at("c", 10, {4});
+  reversed.add_at("b", 4, {6});
+  reversed.add_at("a", 0, {4});
+  reversed.validate();
+  EXPECT_NO_THROW(start(reversed, 1.0));
+  ParamLayout interleaved;  // backward 0 and 1 (one bucket of 8 floats) around backward 2
+  interleaved.add_at("c", 0, {4});
+  interleaved.add_at("b", 10, {4});
+  interleaved.add_at("a", 4, {6});
+  interleaved.validate();
+  try {
+    start(interleaved, 32.0 / (1024 * 1024));  // 32 bytes: tensors 0 and 1 fill one bucket
+    ADD_FAILURE() << "an interleaved layout was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bucket of tensors 0..1 is not contiguous"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(BucketSyncInProc, MpiAndCompressionCombinationsAreRejected) {
   INPROC_ONLY();
   inproc(2, [](std::shared_ptr<Comm> c) {
