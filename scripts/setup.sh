@@ -2,7 +2,18 @@
 # Installs what a fresh Debian 12 / Ubuntu machine lacks to build and run StarRing.
 # Idempotent: packages already present are skipped; apt is only touched when something is missing.
 # Works as root or as a normal user with sudo.
+#   scripts/setup.sh        (no arguments; -h/--help prints this)
 set -euo pipefail
+case "${1:-}" in  # before any package is checked or installed
+  "") ;;
+  -h|--help)  # the lines above, with bash alone (no sed: it may be what is missing)
+    n=0
+    while IFS= read -r line && [ $((n += 1)) -le 5 ]; do
+      [ "$n" -ge 2 ] && printf '%s\n' "${line#\# }"
+    done < "$0"
+    exit 0 ;;
+  *) echo "setup.sh: unknown argument '$1' (it takes none)" >&2; exit 2 ;;
+esac
 
 PKGS=(
   build-essential cmake pkg-config git

@@ -63,6 +63,16 @@ class BuildScript(unittest.TestCase):
         self.assertIn("--target needs a target name", p.stderr)
         self.assertEqual(calls, [])
 
+    def test_help_prints_the_usage_and_builds_nothing(self):
+        # `build.sh --help` went to cmake's configure step as an extra argument (cmake printed
+        # its own help into /dev/null) and then built everything: minutes, as quickstart.sh and
+        # test.sh --help did before they were fixed
+        for flag in ("--help", "-h"):
+            p, calls = run_build(flag)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("scripts/build.sh [--target T ...] [extra cmake args...]", p.stdout)
+            self.assertEqual(calls, [], flag)
+
 
 class QuickstartArguments(unittest.TestCase):
     # `quickstart.sh --help` (or --quick, a sweep's flag) took every argument but --out
@@ -91,7 +101,7 @@ class QuickstartArguments(unittest.TestCase):
         self.assertNotIn("[setup]", p.stdout + p.stderr)
 
 
-def run_setup(tmp, extra_stubs):
+def run_setup(tmp, extra_stubs, *args):
     """scripts/setup.sh as a normal user (`id -u` says 1000) lacking dataset-fashion-mnist, with
     only the stubs in `tmp` (and grep) on PATH."""
     stubs = {"dpkg-query": 'for p; do :; done  # the package: the last argument\n'
@@ -104,7 +114,7 @@ def run_setup(tmp, extra_stubs):
             f.write("#!/bin/sh\n" + body)
         os.chmod(path, 0o755)
     os.symlink(shutil.which("grep"), os.path.join(tmp, "grep"))
-    return subprocess.run(["/bin/bash", SETUP], env={"PATH": tmp}, capture_output=True,
+    return subprocess.run(["/bin/bash", SETUP, *args], env={"PATH": tmp}, capture_output=True,
                           text=True, timeout=30)
 
 
@@ -118,6 +128,27 @@ class SetupWithoutRoot(unittest.TestCase):
         self.assertIn("missing packages: dataset-fashion-mnist", p.stderr)
         self.assertIn("needs root", p.stderr)
         self.assertIn("'apt-get install dataset-fashion-mnist'", p.stderr)
+
+
+class SetupArguments(unittest.TestCase):
+    # setup.sh read no arguments: `setup.sh --help` went straight to checking the packages and,
+    # as root or with sudo, to apt-get install
+    def test_help_prints_what_it_does_and_installs_nothing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sudo = 'printf "%s\\n" "$*" >> "${0%/*}/sudo_calls"\n'
+            p = run_setup(tmp, {"sudo": sudo}, "--help")
+            self.assertFalse(os.path.exists(os.path.join(tmp, "sudo_calls")))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("Installs what a fresh Debian 12", p.stdout)
+        self.assertNotIn("[setup]", p.stdout + p.stderr)
+
+    def test_unknown_argument_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sudo = 'printf "%s\\n" "$*" >> "${0%/*}/sudo_calls"\n'
+            p = run_setup(tmp, {"sudo": sudo}, "--yes")
+            self.assertFalse(os.path.exists(os.path.join(tmp, "sudo_calls")))
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("unknown argument '--yes'", p.stderr)
 
 
 class SetupWithSudo(unittest.TestCase):
