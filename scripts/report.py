@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""StarRing's report: `scripts/report.py RESULTS_DIR [--out DIR] [--quiet]`.
+"""StarRing's report: `scripts/report.py RESULTS_DIR [--out DIR] [--quiet] [--table-sweep NAME]`.
 
 Reads RESULTS_DIR/runs.jsonl (one record per `starring train` run, written by
-scripts/sweep.sh), RESULTS_DIR/bench.jsonl (`starring bench --json` rows) and the per-run
-metrics files they name, and writes to DIR (default RESULTS_DIR/report):
+scripts/sweep.sh or scripts/add_run.py), RESULTS_DIR/bench.jsonl (`starring bench --json`
+rows) and the per-run metrics files they name, and writes to DIR (default RESULTS_DIR/report):
   report.html  one self-contained page (PNGs embedded as base64) with every plot and caption,
   *.png        the plots,
-  summary.md   a table per run: backend, workers, servers, samples/s, step-time breakdown,
-               bytes per rank per step against theory, accuracy (also printed here).
+  summary.md   a table, one row per configuration (a repeated one: its median run): backend,
+               workers, servers, samples/s, step-time breakdown, bytes per rank per step
+               against theory, accuracy (also printed here, or only one sweep's rows with
+               --table-sweep), then the runs that did not succeed and the other studies' tables.
 Plots whose data is absent are skipped, and the page says so.
 """
 import argparse

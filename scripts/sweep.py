@@ -18,7 +18,8 @@ A sweep file (experiments/sweeps/<name>.ini) lists what to run:
   [bench NAME]       one `starring bench --json` pass per value of `np`, with `args`.
   [quick]            --quick overrides for keys of [sweep], [train] and [grid] (new keys become
                      train flags); `variants = a b` / `benches = a b|none` keep only those.
-  [quick SECTION]    --quick overrides for keys of [SECTION] (e.g. [quick bench ring]).
+  [quick variant NAME], [quick bench NAME]
+                     --quick overrides for keys of that [variant NAME] or [bench NAME].
 
 Any other section, or another key in [sweep] and [bench NAME], stops the sweep (exit 2).
 A value `-` leaves the flag out (e.g. `straggler = - 1:200` runs without and with a straggler).

@@ -96,8 +96,8 @@ class OtherLoad:
 
 
 def other_load_words(rec):
-    """' [other work: 1.4 of 2 CPUs]' when other processes kept over a quarter of the host's
-    CPUs busy during the job, else ''."""
+    """'  [other work on the host: 1.4 of 2 CPUs]' when other processes kept over a quarter of
+    the host's CPUs busy during the job, else ''."""
     other, ncpu = rec.get("host_other_cpus"), rec.get("cores") or 1
     if other is None or other <= 0.25 * ncpu:
         return ""
