@@ -185,7 +185,8 @@ def parse_args(argv):
     ap.add_argument("--models", type=model_list, default="default,wide",
                     help="comma list of presets or hidden widths as a-b, e.g. 512-256 "
                     "(default: %(default)s)")
-    ap.add_argument("--batch", type=positive(int), default=64, help="samples per worker per step")
+    ap.add_argument("--batch", type=positive(int), default=64,
+                    help="samples per worker per step (default: %(default)s)")
     ap.add_argument("--compute-ms", type=compute_ms, action="append", default=[],
                     help="MODEL=MS: 1-worker compute per step (default: measured)")
     ap.add_argument("--bucket-mb", type=positive(float), default=cm.BUCKET_MB,
@@ -261,7 +262,8 @@ def main(argv=None):
         tc = (float(user[name]) * 1e-3, "given") if name in user else \
             cmr.compute_for(params, a.batch, computes)
         if tc is None:
-            print(f"\n# {name}: no compute time (no 1-worker run; give --compute-ms {name}=MS)")
+            print(f"\n# {name}: no compute time (no 1-worker run or bench-model row at batch "
+                  f"{a.batch}; give --compute-ms {name}=MS)")
             continue
         ext = cm.extrapolate(widths, tc[0], consts_of, workers, a.batch, a.bucket_mb, chunk)
         print(f"\n# Extrapolation: {name} MLP {'-'.join(map(str, widths))} ({params:,} params, "
