@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --no-data) data=0; shift ;;
     --no-compile) compile=0; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "device_bundle: unknown argument $1" >&2; exit 2 ;;
   esac
 done

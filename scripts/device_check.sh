@@ -44,7 +44,7 @@
 # The whole run keeps to DEVICE_CHECK_BUDGET_S (default 480 s): a step gets at most what is left
 # (steps that no longer fit are reported SKIP), so the device call (timeout_s 600) always returns
 # the log and the summary.
-#   scripts/device_check.sh [--dry-run] [--quick]
+#   scripts/device_check.sh [--dry-run] [--quick | --scale | --gpu-sweep | --torch]
 #     --dry-run  print the steps and their commands, run nothing
 #     --quick    skip the bench and the training steps (tests and env only)
 #     --scale    instead of the checks: the Fashion-MNIST recipe (experiments/fmnist_mlp.ini) on
@@ -73,7 +73,7 @@ for a in "$@"; do
     --scale) scale=1 ;;
     --torch) torch=1 ;;
     --gpu-sweep) gpu_sweep=1 ;;
-    -h | --help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "device_check: unknown argument $a" >&2; exit 2 ;;
   esac
 done
