@@ -8,12 +8,13 @@ beside (or instead of) a sweep's:
 
 SUMMARY is a `starring train --summary-file` (schema starring.run.v1). Its files are copied into
 DIR/runs/<id>/ (summary.json, metrics.jsonl, trace.<rank>.json and the merged trace.json), and
-one record is appended to DIR/runs.jsonl in the sweep driver's format (status ok, the summary's
-fields, sweep "adhoc" unless --sweep says otherwise), so every plot that a sweep's run gets, this
-run gets too. --label names the run's line in the plots (default: the backend, e.g. "ring" or
-"ps S=2"); two runs with the same label, workers and configuration count as repeats of one
-configuration (the report shows their median and range). --bench takes the output of
-`starring bench --json` (the table lines are skipped) and appends its rows to DIR/bench.jsonl,
+one record is appended to DIR/runs.jsonl in the sweep driver's format (status ok, or failed for
+a run whose loss stopped being finite; the summary's fields; sweep "adhoc" unless --sweep says
+otherwise), so every plot that a sweep's run gets, this run gets too. --label names the run's
+line in the plots (default: the backend, e.g. "ring" or "ps S=2"); two runs with the same sweep,
+label, workers and configuration count as repeats of one configuration (the report shows their
+median and range). --bench takes the output of `starring bench --json` (the table lines, and
+JSON rows that fail the bench-row checks, are skipped) and appends its rows to DIR/bench.jsonl,
 which the bus-bandwidth plot and the cost model use; `starring bench-model --json` rows give the
 cost model a compute time where the folder has no 1-worker run. DIR is created if needed.
 """
@@ -178,7 +179,8 @@ def host_cores():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="scripts/add_run.py", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="scripts/add_run.py",  # the text above, to its usage lines
+                                 description="\n\n".join(__doc__.split("\n\n")[:2]),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", metavar="DIR", help="results folder (created if needed)")
     ap.add_argument("summary", nargs="?", help="a `starring train --summary-file` file")
