@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs smpi_bench.so (experiments/smpi/smpi_bench.cc: the ring all-reduce and MPI_Allreduce built with
-# SimGrid's smpicxx) under `smpirun` on a simulated cluster, once per process count:
+# Runs smpi_bench.so (experiments/smpi/smpi_bench.cc: the ring all-reduce, MPI_Allreduce and a
+# stand-in of the parameter server's message pattern, `--backends ps`, built with SimGrid's
+# smpicxx) under `smpirun` on a simulated cluster, once per process count:
 #
 #   scripts/smpi_bench.sh [--bin build/smpi/smpi_bench.so] [--np 4,8,16] [--bandwidth-gbps 25]
 #       [--latency-us 5] [--coll-selector ompi] [--smpi-test-s 1e-7] [--compute]
@@ -32,7 +33,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build/smpi/smpi_bench.so"
 nps=4 bw=25 lat=5 selector=ompi test_s=1e-7 compute=0 json_out="" extra_cfg=()
 while [ $# -gt 0 ]; do
-  case "$1" in
+  case "$1" in  # an option that takes a value must have one: not bash's "$2: unbound variable"
+    --bin | --np | --bandwidth-gbps | --latency-us | --coll-selector | --smpi-test-s | \
+      --smpi-cfg | --json-out)
+      [ $# -ge 2 ] || { echo "smpi_bench.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;&
     --bin) bin=$2; shift 2 ;;
     --np) nps=$2; shift 2 ;;
     --bandwidth-gbps) bw=$2; shift 2 ;;

@@ -40,6 +40,13 @@ def main():
                            timeout=60)
         assert p.returncode == 2 and f"{opt} {val}" in p.stderr and "Traceback" not in p.stderr \
             and len(p.stderr.splitlines()) == 1, f"{opt} {val}: exit {p.returncode}\n{p.stderr}"
+    # An option given last without its value: one line naming it, exit 2 (it was bash's
+    # "$2: unbound variable", exit 1)
+    for opt in ("--bin", "--np", "--bandwidth-gbps", "--latency-us", "--coll-selector",
+                "--smpi-test-s", "--smpi-cfg", "--json-out"):
+        p = subprocess.run([script, opt], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and f"{opt} needs a value" in p.stderr \
+            and len(p.stderr.splitlines()) == 1, f"{opt}: exit {p.returncode}\n{p.stderr}"
     # ... and a right one passes: --latency-us 0 is a network without latency (SimGrid runs it),
     # which the check refused (here it goes on to find no such --bin)
     missing = os.path.join(ROOT, "no-such-dir", "smpi_bench.so")
