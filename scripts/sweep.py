@@ -2,11 +2,13 @@
 
 A sweep file (experiments/sweeps/<name>.ini) lists what to run:
 
-  [sweep]            description, timeout_s (per run), trace (yes/no), report (yes/no),
-                     repeats (how many times every run and bench pass is made; default 1),
-                     recovery (yes/no: checkpoint folders per run, and a faulted run resumed
-                     with --resume auto in a second leg; see scripts/sweep_recovery.py)
+  [sweep]            description, timeout_s (per run; default 600), trace (yes/no; default
+                     no), report (yes/no; default yes), repeats (how many times every run and
+                     bench pass is made; default 1), recovery (yes/no, default no: checkpoint
+                     folders per run, and a faulted run resumed with --resume auto in a second
+                     leg; see scripts/sweep_recovery.py)
   [train]            flags given to every `starring train` run: `key = value` -> `--key value`
+                     (`key =` with no value: `--key` alone)
   [grid]             lists (space separated); every combination is one run of every variant.
                      `workers` is the number of worker ranks; other keys are train flags.
   [variant NAME]     one backend configuration = one line in the plots. Its keys are train flags;
@@ -15,7 +17,7 @@ A sweep file (experiments/sweeps/<name>.ini) lists what to run:
                      the variant where the host has fewer GPUs than the run has ranks (NCCL),
                      `requires = shared-gpu` where it has none (ranks share a GPU for compute
                      and sync through host backends); skips are recorded, with the reason.
-  [bench NAME]       one `starring bench --json` pass per value of `np`, with `args`.
+  [bench NAME]       one `starring bench --json` pass per value of `np` (default 2), with `args`.
   [quick]            --quick overrides for keys of [sweep], [train] and [grid] (new keys become
                      train flags); `variants = a b` / `benches = a b|none` keep only those.
   [quick variant NAME], [quick bench NAME]
