@@ -7,7 +7,8 @@ chrome://tracing:
 kill; a .partial beside a file of the same name is the newer run's and is read instead.)
 Ranks of one host share its monotonic clock, so their events line up; ranks on different hosts
 are only as aligned as the hosts' clocks. The sweep driver does this for every traced run
-(runs/<id>/trace.json)."""
+(runs/<id>/trace.json). Exit 0 when every file given was merged, 1 when one was left out (named
+on stderr, with why) or the arguments are missing."""
 import os
 import sys
 
@@ -15,6 +16,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):  # not an output file named --help
+        print(__doc__)
+        sys.exit(0)
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     skipped = {}
