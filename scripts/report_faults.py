@@ -7,9 +7,9 @@ import matplotlib.ticker as mticker
 import starring_results as sr
 from report_plots import Figure, Skipped, _save, label_axes, markdown_section, oversub_note
 
+FLOOR_S = 0.1  # the y axis starts here (log); a job that ended sooner is drawn at it
 # Grays, not blue and red: those are ring's and ps-bsp's colors in every other figure, and the
 # x axis already names the backend.
-FLOOR_S = 0.1  # the y axis starts here (log); a job that ended sooner is drawn at it
 KIND_COLOR = {"kill": "#404040", "hang": "#A0A0A0"}
 
 
