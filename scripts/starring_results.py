@@ -467,8 +467,10 @@ def merge_traces(paths, out, skipped=None):
 
 # ---- injected faults (--fault KIND:RANK:STEP) ---------------------------------------------------
 
-# What the rank that injects a fault prints just before it dies or goes silent (trainer.cc,
-# server_loop.cc), with the host's wall clock, so the time to the job's end can be measured.
+# What the rank that injects a fault prints just before it dies or goes silent (common/fault.cc's
+# announce_fault, from trainer/straggler.cc and ps/server_loop.cc), with the host's wall clock, so
+# the time to the job's end can be measured. --fault stop:RANK:STEP (a preemption notice to one
+# worker) announces nothing: fault_outcome calls such a run "not injected".
 FAULT_LINE = re.compile(r"\[starring\] (?:[a-z ]*?)rank (\d+): --fault (kill|hang)\b.*? at step "
                         r"(\d+) \(unix time ([0-9.]+)\)")
 
