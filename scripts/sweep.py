@@ -34,9 +34,10 @@ record carries `repeat` (1..N) and `repeats`, and the report shows the median ru
 configuration with the spread of the others.
 Every run appends one record to OUT/runs.jsonl (status ok / failed / timeout / skipped, with the
 train summary merged in when there is one); bench rows go to OUT/bench.jsonl. A run with
-`fault = KIND:RANK:STEP` is expected to fail: its record gets a `fault` object (time from the
-fault to the job's end, the error lines, whether they name the rank; see
-starring_results.fault_outcome), and it counts as a success when the job failed naming the rank.
+`fault = KIND:RANK:STEP` (kill or hang; a stop request is refused) is expected to fail: its record
+gets a `fault` object (time from the fault to the job's end, the error lines, whether they name the
+rank; see starring_results.fault_outcome), and it counts as a success when the job failed naming
+the rank.
 """
 import argparse
 import configparser
@@ -174,6 +175,12 @@ def expand_runs(train, grid, variants):
             if flags.get("servers") == "half":
                 flags["servers"] = str(max(1, workers // 2))
             flags = {k: v for k, v in flags.items() if v != OMIT}
+            if flags.get("fault", "").startswith("stop"):
+                # announces nothing and exits 75 ("resume me"): fault_outcome would record a
+                # failed run whose fault was "not injected", and a recovery sweep resumes kills
+                usage_error(f"sweep: variant {vname}: fault = {flags['fault']}: a stop request is "
+                            "not a fault a sweep measures (kill or hang are; a stop is "
+                            "`starring train --fault stop:RANK:STEP`, see README *Preemption*)")
             requires = vkeys.get("requires", "")
             if requires not in ("", "gpu", "shared-gpu"):
                 usage_error(f"sweep: variant {vname}: requires = {requires}: expected gpu "

@@ -214,6 +214,9 @@ class BadSweepFiles(unittest.TestCase):
         ("[sweep]\ntimeout = 30\n", "[sweep] timeout: not a key of that section"),
         ("[bench x]\nargs = -b 1K\nnps = 2\n", "[bench x] nps: not a key"),
         ("[variant a]\n[quick variant b]\nmax-steps = 2\n", "[quick variant b] names no"),
+        # a stop request announces nothing and exits 75: recorded as a failed run whose fault
+        # was "not injected"
+        ("[variant s]\nbackend = ring\nfault = stop:0:3\n", "variant s: fault = stop:0:3: a stop"),
     ]
 
     def test_one_line_and_exit_2(self):
