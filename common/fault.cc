@@ -17,6 +17,17 @@
 
 namespace starring {
 
+void test_stop_point(const char* where, int rank) {
+  const char* spec = std::getenv("STARRING_TEST_STOP");
+  if (!spec || std::string(spec) != std::string(where) + ":" + std::to_string(rank)) return;
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::fprintf(stderr, "[starring] rank %d: STARRING_TEST_STOP at %s (unix time %.6f)\n", rank,
+               where, now);
+  std::fflush(stderr);
+  std::raise(SIGSTOP);
+}
+
 void announce_fault(const std::string& who, const std::string& kind, std::int64_t step) {
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -13,6 +13,16 @@ namespace starring {
 // `who`: "rank 1" / "server rank 4"; `kind`: "kill" or "hang".
 void announce_fault(const std::string& who, const std::string& kind, std::int64_t step);
 
+// A test hook, no option: with STARRING_TEST_STOP=<where>:<rank> in the environment, world rank
+// <rank> stops itself (SIGSTOP: alive and silent, as a debugger or a stopped job leaves it) when
+// it reaches `where`, a point no --fault step reaches, after a line on stderr as announce_fault's
+// ("[starring] rank 1: STARRING_TEST_STOP at exit (unix time ...)"): "init" (before MPI_Init),
+// "checkpoint-write" (worker 0 before it writes a checkpoint's file), "sync-end" (a
+// worker after its last step and evaluation, before its backend's shutdown), "server-end" (a
+// parameter server before its goodbye to the workers), "exit" (after the ranks agreed on the
+// outcome, before MPI_Finalize). tests/experiments/test_cli_errors.py times the others' exit.
+void test_stop_point(const char* where, int rank);
+
 // SIGINT, SIGTERM and SIGHUP (Ctrl-C, mpirun passing one on, a batch system's time limit) print
 // one line on stderr where `announce` is true (rank 0: mpirun signals every rank at once), run
 // the InterruptHook in force (if any), wait at the InterruptBarrier in force (if any), then end

@@ -22,6 +22,8 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -69,6 +71,8 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kGrace{3};          // failing ranks wait this long for the others
 constexpr std::chrono::seconds kFinalize{10};      // MPI_Finalize after a failure: exit if stuck
 constexpr std::chrono::seconds kInterruptWait{2};  // Ctrl-C: for the host's other ranks' hooks
+constexpr double kInitAllowance = 10;  // MPI_Init: --timeout plus this (a loaded host's start)
+constexpr int kExitTag = 1;            // the exit notes (leave_together), on the `agree` comm
 
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table{
@@ -128,6 +132,67 @@ void print_line(const std::string& line) {
   }).detach();
   MPI_Finalize();
   std::exit(code);
+}
+
+// --timeout as given on the command line (before MPI_Init, when the options are not parsed yet;
+// an INI file's value is not seen here), else its default.
+double timeout_from_argv(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const char* v = nullptr;
+    if (!std::strcmp(argv[i], "--timeout") && i + 1 < argc) v = argv[i + 1];
+    if (!std::strncmp(argv[i], "--timeout=", 10)) v = argv[i] + 10;
+    if (!v) continue;
+    char* end = nullptr;
+    const double t = std::strtod(v, &end);
+    if (end != v && *end == '\0' && t > 0 && t <= 1e6) return t;
+  }
+  return Config{}.sync.timeout_s;
+}
+
+// MPI_Init_thread waits for every rank of the job (Open MPI 4.1: a fence through mpirun, without
+// a time limit): a rank stopped before it (SIGSTOP) or stuck left every other rank there for
+// good, and mpirun with them. Bounded by --timeout + kInitAllowance: this rank then says so
+// and exits 1, and mpirun stops the job (the stopped rank too).
+void init_within(int& argc, char**& argv, int& provided) {
+  const double limit = timeout_from_argv(argc, argv) + kInitAllowance;
+  const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const int rank = env_rank ? std::atoi(env_rank) : -1;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread([done, limit, rank] {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(limit);
+    while (!done->load() && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (done->load()) return;
+    print_line(error_line(concat("MPI_Init did not complete within ", limit,
+                                 " s (--timeout + ", kInitAllowance,
+                                 " s): another rank of the job did not start, or is stopped or "
+                                 "stuck before it"),
+                          rank));
+    std::_Exit(1);
+  }).detach();
+  starring::test_stop_point("init", rank);
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  done->store(true);
+}
+
+// MPI_Finalize and return `code`; a finalize still waiting after --timeout + kGrace (a rank
+// stopped or stuck after the exit notes below, which Open MPI's finalize waits for without a
+// limit) ends this rank with exit 1 and a line that says so.
+int finalize_within(double timeout_s, int rank, int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const double limit = timeout_s + static_cast<double>(kGrace.count());
+  std::thread([limit, rank] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(limit));
+    print_line(error_line(concat("MPI_Finalize did not complete within ", limit,
+                                 " s (--timeout + ", kGrace.count(),
+                                 " s): another rank is stopped or stuck at its exit (this "
+                                 "rank's outputs are complete)"),
+                          rank));
+    std::_Exit(1);
+  }).detach();
+  MPI_Finalize();
+  return code;
 }
 
 // --- phase 1: checks each rank can make alone, before any communication --------------------
@@ -396,6 +461,57 @@ int run_command(Command command, Config& cfg, int provided, std::string& what) {
   }
 }
 
+// The ranks agreed on the outcome, and every rank goes on to MPI_Finalize, which waits for all
+// of them without a time limit: a rank stopped or stuck in between (SIGSTOP, a debugger) left the
+// others in it for good. So each rank first tells every other one it is at its exit and waits up
+// to --timeout for their notes; a rank whose note does not come is named and the job stopped:
+// the lowest rank that is here prints the line and calls MPI_Abort (the others do too, later,
+// should it be stuck as well).
+void leave_together(MPI_Comm comm, int rank, int size, double timeout_s) {
+  if (size < 2) return;
+  static const int note = 1;
+  std::vector<int> got(size, 0);
+  std::vector<MPI_Request> recvs(size, MPI_REQUEST_NULL), sends(size, MPI_REQUEST_NULL);
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    MPI_Irecv(&got[r], 1, MPI_INT, r, kExitTag, comm, &recvs[r]);
+    MPI_Isend(&note, 1, MPI_INT, r, kExitTag, comm, &sends[r]);
+  }
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  for (int done = 0;;) {
+    MPI_Testall(size, recvs.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) break;
+    if (Clock::now() > deadline) {
+      std::vector<int> missing;
+      for (int r = 0; r < size; ++r) {
+        int in = 1;
+        if (recvs[r] != MPI_REQUEST_NULL) MPI_Test(&recvs[r], &in, MPI_STATUS_IGNORE);
+        if (!in) missing.push_back(r);
+      }
+      std::string who;
+      for (std::size_t i = 0; i < missing.size(); ++i)
+        who += concat(i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ", missing[i]);
+      int lowest_here = 0;  // this rank at the latest: it is not missing
+      while (std::find(missing.begin(), missing.end(), lowest_here) != missing.end()) ++lowest_here;
+      if (lowest_here != rank) std::this_thread::sleep_for(kGrace);  // its abort comes first
+      print_line(error_line(
+          concat("the job finished, but rank", missing.size() > 1 ? "s " : " ", who,
+                 " did not reach its exit within --timeout (", timeout_s,
+                 " s): stopped, stuck or slow; stopping the job (this rank's outputs are "
+                 "complete)"),
+          rank));
+      std::thread([] {
+        std::this_thread::sleep_for(kFinalize);
+        std::_Exit(1);
+      }).detach();
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      std::_Exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  MPI_Waitall(size, sends.data(), MPI_STATUSES_IGNORE);
+}
+
 // Runs the command, then every rank agrees on the outcome (MPI_Iallreduce on a communicator of
 // its own): a rank that succeeded waits for the others as MPI_Finalize would; a failing rank
 // waits kGrace. When every rank arrives, any failure is printed by rank 0 and all ranks finalize
@@ -433,6 +549,8 @@ int run(Command command, Config& cfg, int provided, int rank, int size) {
     print_all(agree, what, rank, size);
     finalize_and_exit(job[1]);  // 2 when bad input anywhere caused the other failures
   }
+  starring::test_stop_point("exit", rank);
+  leave_together(agree, rank, size, cfg.sync.timeout_s);
   MPI_Comm_free(&agree);
   return job[2];  // the job's code on every rank (a stopped train: kStoppedExit on servers too)
 }
@@ -453,7 +571,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && !std::strcmp(argv[1], "train")) starring::accept_stop_requests();
   sigprocmask(SIG_UNBLOCK, &usr1, nullptr);
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  init_within(argc, argv, provided);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -484,6 +602,5 @@ int main(int argc, char** argv) {
     return rc;
   }
   int rc = run(it->second, cfg, provided, rank, size);
-  MPI_Finalize();
-  return rc;
+  return finalize_within(cfg.sync.timeout_s, rank, rc);
 }

@@ -73,6 +73,10 @@ def condense(frame):
 # Ctrl-C, noise when another rank's failure made mpirun stop the job. Held to the end and
 # dropped when mpirun names a rank that failed.
 STOPPED = re.compile(rb"^starring: rank \d+: stopped by SIG[A-Z]+(;|$)")  # bench's ends there
+# A rank stopped (SIGSTOP) before MPI_Init and resumed by mpirun as it stops the job, after a
+# rank said why on its own line (MPI_Init did not complete ...), finds the job's shared memory
+# gone; its frame is dropped only then (before any error line it is passed on: a real problem).
+SHM_INIT = re.compile(rb"A system call failed during shared memory initialization")
 # The program's own error line (experiments/main.cc), which the launcher's line follows.
 ERROR = re.compile(rb"^starring: error: ")
 
@@ -124,6 +128,8 @@ class Filter:
             self.frame = [frame[-1]]
             return
         short = condense(body)
+        if short is None and self.errors and SHM_INIT.search(b" ".join(body.split())):
+            short = b""  # a stopped rank resumed into MPI_Init while the job ends: noise
         if short is None:
             self.write(b"".join(frame))
         elif short and not self.said:

@@ -79,6 +79,23 @@ def write_idx_dir(path, n_train=64, n_labels=None, magic=0x803, cut=None, test_s
             f.write(gzip.compress(labels))
 
 
+def ranks_in(folder, wait=3.0):
+    """starring processes still running in `folder` (their cwd) after `wait` s at most."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if (os.readlink(f"/proc/{pid}/cwd") == folder and
+                        os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "starring"):
+                    left.append(int(pid))
+            except OSError:
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
 class CliErrors(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -89,7 +106,8 @@ class CliErrors(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def run_case(self, np, args, code=None, says=(), rank=None, bound=60, outputs=True,
-                 killed=False, prepare=None, trained=False, preexec=None, after_fault=None):
+                 killed=False, prepare=None, trained=False, preexec=None, after_fault=None,
+                 stop_at=None, finished=False):
         """Runs starring (np 0: without mpirun) and checks what every failure must satisfy.
         `says`: substrings of the first error line, which is the launcher's when a rank was
         `killed` (it cannot speak for itself); a run that `trained` to the end leaves whole
@@ -100,6 +118,8 @@ class CliErrors(unittest.TestCase):
         there: starting the job and its first steps is the control, measured in the same run,
         for how much the machine's load stretches a job (0.3-1.5 s idle, 6-12 s beside 12 busy
         loops on 2 cores, which stretched the part after the fault only from 6.6 to 8.3 s).
+        `stop_at="WHERE:RANK"`: that rank stops itself (SIGSTOP) there (STARRING_TEST_STOP, see
+        common/fault.h); a run `finished` that far left its whole summary and metrics.
         """
         out = tempfile.mkdtemp(dir=self.tmp)
         argv = ([BIN] if np == 0 else [MPIRUN, "-np", str(np), BIN]) + list(args)
@@ -111,7 +131,8 @@ class CliErrors(unittest.TestCase):
             planted = prepare(out)
         # the fault's announcement is in the host's wall clock (common/fault.h)
         t0, wall0 = time.monotonic(), time.time()
-        p = subprocess.run(argv, capture_output=True, text=True, cwd=out, preexec_fn=preexec,
+        env = dict(os.environ, STARRING_TEST_STOP=stop_at) if stop_at else None
+        p = subprocess.run(argv, capture_output=True, text=True, cwd=out, preexec_fn=preexec, env=env,
                            timeout=bound + 30 if after_fault is None else 120)
         took, wall1 = time.monotonic() - t0, time.time()
         text = p.stdout + p.stderr
@@ -119,7 +140,8 @@ class CliErrors(unittest.TestCase):
         if after_fault is None:
             self.assertLess(took, bound, where)
         else:
-            at = re.search(r"--fault .* at step \d+ \(unix time ([0-9.]+)\)", p.stderr)
+            at = re.search(r"(?:--fault .* at step \d+|STARRING_TEST_STOP at \S+) "
+                           r"\(unix time ([0-9.]+)\)", p.stderr)
             self.assertTrue(at, where)
             startup, after = float(at[1]) - wall0, wall1 - float(at[1])
             where += f"\nstart-up (launch to fault) {startup:.1f} s, after the fault {after:.1f} s"
@@ -130,6 +152,7 @@ class CliErrors(unittest.TestCase):
             self.assertEqual(p.returncode, code, where)
         for bad in CRASH:
             self.assertNotIn(bad, text, where)
+        self.assertEqual(ranks_in(out), [], where)  # none outlives mpirun (a stopped one too)
         head = "mpirun: job stopped: " if killed else "starring: error: "
         errors = [l for l in p.stderr.splitlines() if l.startswith(head)]
         self.assertTrue(errors, where)
@@ -154,8 +177,12 @@ class CliErrors(unittest.TestCase):
             if f.endswith(".json.partial"):  # a killed rank's streamed trace: Chrome's JSON
                 with open(os.path.join(out, f)) as fh:  # Array Format, its ']' left out
                     self.assertTrue(json.loads(fh.read() + "]"), where + f)
-        self.assertNotIn("s.json", files, where)
-        if trained:
+        if finished:
+            self.assertIn("s.json", files, where)
+            self.assertIn("m.jsonl", files, where)
+        else:
+            self.assertNotIn("s.json", files, where)
+        if trained or finished:
             with open(os.path.join(out, "m.jsonl")) as fh:
                 self.assertTrue([json.loads(l) for l in fh], where)
         else:
@@ -585,6 +612,24 @@ class CliErrors(unittest.TestCase):
         self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--timeout", "1.5",
                           "--fault", "hang:1:5"] + LONG, 1, ["worker rank 1", "sent nothing"],
                       rank=2, after_fault=(1.5, 30))
+
+    # --- a rank stopped (SIGSTOP: alive, silent) where no --fault step reaches ---------------
+    # Each ended the job only by mpirun's own wait (forever), or after 120 s: every other rank
+    # now leaves within --timeout plus the census and agreement, naming the stopped rank where
+    # it can, and mpirun ends the stopped one too (ranks_in in run_case).
+
+    def test_rank_stopped_before_mpi_init(self):
+        # MPI_Init waits for every rank without a limit: bounded by --timeout + 10 s
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", "1"] + TINY, 1,
+                      ["MPI_Init did not complete within 11 s"], rank=0, bound=40,
+                      stop_at="init:1")
+
+    def test_rank_stopped_at_its_exit(self):
+        # After the outcome was agreed, MPI_Finalize waited for it without a limit; the run's
+        # outputs are whole (the summary was written before)
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", "2"] + TINY, 1,
+                      ["rank 1 did not reach its exit within --timeout (2 s)"], rank=0,
+                      bound=30, stop_at="exit:1", finished=True)
 
 
 if __name__ == "__main__":

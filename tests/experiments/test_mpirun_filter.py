@@ -40,6 +40,10 @@ NOSYNC = (DASH + "mpirun has exited due to process rank 2 with PID 0 on\nnode vm
 ORDERED = (DASH + "mpirun has exited due to process rank 0 with PID 0 on\nnode vm calling "
            "\"abort\". This may have caused other processes\nin the application to be terminated "
            "by signals sent by mpirun\n(as reported here).\n" + DASH)
+SHMINIT = (DASH + "A system call failed during shared memory initialization that should\nnot have."
+           "  It is likely that your MPI job will now either abort or\nexperience performance "
+           "degradation.\n\n  Local host:  vm\n  System call: open(2) \n  Error:       No such "
+           "file or directory (errno 2)\n" + DASH)
 UNKNOWN = (DASH + "mpirun was unable to launch the specified application as it could not "
            "access\nor execute an executable:\n\nExecutable: ./nonexist\nNode: vm\n" + DASH)
 
@@ -132,6 +136,18 @@ class Filter(unittest.TestCase):
         self.assertEqual(filtered(bench + "b\n"), "b\n" + bench)
         self.assertEqual(filtered(bench + KILLED), "mpirun: job stopped: rank 1 on node vm was "
                          "killed by signal 9 (Killed)\n")
+
+    def test_a_stopped_ranks_late_shared_memory_frame_after_an_error(self):
+        # A rank stopped before MPI_Init, resumed as mpirun stops the job another rank failed
+        # (test_cli_errors' test_rank_stopped_before_mpi_init): its frame is noise then
+        err = "starring: error: rank 0: MPI_Init did not complete within 11 s (...)\n"
+        exited = (DASH + "mpirun detected that one or more processes exited with non-zero status, "
+                  "thus causing\nthe job to be terminated. The first process to do so was:\n\n"
+                  "  Process name: [[19852,1],0]\n  Exit code:    1\n" + DASH)
+        self.assertEqual(filtered(err + SHMINIT + exited),
+                         err + "mpirun: job stopped: rank 0 exited with code 1\n")
+        # before any program's error line it may be the problem itself: passed on
+        self.assertEqual(filtered(SHMINIT), SHMINIT)
 
     def test_everything_else_passes_unchanged(self):
         text = ("\r[####....] step 3/8 loss 2.1\r[########] step 8/8 loss 1.9\n"
