@@ -34,6 +34,9 @@ class RingAllreducer : public Allreducer {
   std::uint64_t wire_bytes(std::size_t count) const override {
     return ring_.wire_bytes_per_run(count);
   }
+  void close(bool failed) override {
+    if (shm_) shm_->close(failed);
+  }
 
  private:
   std::shared_ptr<Comm> comm_;

@@ -33,6 +33,12 @@ class Allreducer {
   // Bytes this rank sends per run on `count` floats: measured-equivalent for the ring,
   // the ring's 2(N-1)/N * count * 4 as a reference for opaque engines.
   virtual std::uint64_t wire_bytes(std::size_t count) const = 0;
+  // The run is over on this rank: release what it shares with its peers, waiting at most the
+  // timeout for them (throws TimeoutError naming the one that is not there). `failed`: this rank
+  // is failing (an exception is being handled): give up what is shared at once, without waiting
+  // for the peers, and do not throw. Optional: the destructor releases it too, with a longer
+  // fixed grace.
+  virtual void close(bool /*failed*/) {}
 };
 
 // The ring over `comm` (the allreducer holds it); opt.shared_memory = false keeps it on the Comm

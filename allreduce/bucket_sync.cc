@@ -1,5 +1,7 @@
 #include "allreduce/bucket_sync.h"
 
+#include <exception>
+
 #include <algorithm>
 #include <chrono>
 
@@ -28,7 +30,7 @@ BucketSync::BucketSync(std::string name, std::shared_ptr<Comm> workers,
 }
 
 BucketSync::~BucketSync() {
-  shutdown();
+  stop_thread();  // not shutdown(): the engine's close may throw; its destructor releases it
   if (buf_.device) {
     if (dev_s1_) buf_.device->free(dev_s1_);
     if (dev_s2_) buf_.device->free(dev_s2_);
@@ -264,7 +266,19 @@ SyncStepStats BucketSync::take_stats() {
   return st;
 }
 
+// The run is over on this rank: the sync thread ends, then the engine releases what it shares
+// with its peers, bounded by the timeout (a peer stopped after its last step is named).
 void BucketSync::shutdown() {
+  stop_thread();
+  if (closed_) return;
+  closed_ = true;
+  // Called while an exception is handled (Trainer::run's failure path): the engine gives up at
+  // once. Its destructor would wait for peers that may be the silent ones (120 s: a rank that
+  // timed out in the evaluation waited that long here before reporting it).
+  engine_->close(std::current_exception() != nullptr);
+}
+
+void BucketSync::stop_thread() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;

@@ -98,6 +98,8 @@ class BucketSync : public GradientSync {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool stop_ = false;
+  bool closed_ = false;  // shutdown() closed the engine (Allreducer::close)
+  void stop_thread();
   std::exception_ptr error_;
   std::thread thread_;
 

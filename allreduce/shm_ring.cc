@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "allreduce/progress_waiter.h"
+#include "common/census.h"
+#include "common/comm_util.h"
 #include "common/error.h"
 #include "common/mpi_comm.h"
 
@@ -162,6 +164,7 @@ ShmRing::ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node)
 }
 
 ShmRing::~ShmRing() {
+  if (closed_) return;
   // Freeing the window is collective (MPI_Win_free returns only when every rank of the node has
   // called it), so the ranks first vote, without blocking, on whether any ring failed. A rank
   // whose ring failed (a peer silent for --timeout, or corrupt data) knows the answer already:
@@ -185,6 +188,41 @@ ShmRing::~ShmRing() {
     if (!done) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   if (!done) return;
+  const bool any_failed = vote[1] != 0;
+  delete[] vote;
+  if (any_failed) return;
+  MPI_Win_unlock_all(win_);
+  MPI_Win_free(&win_);
+  MPI_Comm_free(&node_);
+}
+
+// The destructor's vote and free (see there), at the end of a run that went well on this rank:
+// the ranks got here after the same last all-reduce, so a rank that is not here within --timeout
+// is stopped or stuck (SIGSTOP after its last step, a debugger). Without this bound the others
+// waited the destructor's fixed 120 s here, then the outcome's agreement without limit.
+void ShmRing::close(bool failed) {
+  if (closed_) return;
+  closed_ = true;
+  failed_ = failed_ || failed;
+  auto* vote = new int[2]{failed_ ? 1 : 0, 0};  // outlives a vote in flight, as in the destructor
+  MPI_Request req;
+  if (MPI_Iallreduce(vote, vote + 1, 1, MPI_INT, MPI_MAX, node_, &req) != MPI_SUCCESS || failed_)
+    return;
+  const Seconds timeout = comm_.timeout();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int done = 0;
+  while (!done) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      failed_ = true;  // leak the window: a rank that did vote may be freeing it (see above)
+      throw TimeoutError(timeout_message(comm_, timeout,
+                                         "shared-memory ring, waiting for the node's ranks to "
+                                         "finish with it at the end of the run") +
+                         census(comm_, std::min(timeout, Seconds(1.5))));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   const bool any_failed = vote[1] != 0;
   delete[] vote;
   if (any_failed) return;

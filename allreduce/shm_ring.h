@@ -51,6 +51,13 @@ class ShmRing {
   void run(const float* in, float* out, std::size_t count, float scale);
   // Bytes and messages moved through the shared window so far.
   CommCounters counters() const;
+  // The run is over on this rank (collective on the node's ranks): the vote and window free of
+  // the destructor, its wait bounded by the Comm's timeout instead of a fixed grace. A rank that
+  // is not there by then (stopped, stuck) gets a TimeoutError naming it (census); the window is
+  // leaked, and the caller fails the job, whose MPI_Abort also ends any rank that went on to
+  // free it. After a failed run(), or with `failed` (this rank fails elsewhere: a timeout in the
+  // evaluation), it votes "failed" and leaks at once, without waiting. Idempotent.
+  void close(bool failed = false);
 
  private:
   ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node);
@@ -85,6 +92,7 @@ class ShmRing {
   std::size_t count_ = 0, seg_total_ = 0, seg_done_ = 0;  // this run: segments to receive
   std::deque<Pending> pending_;
   bool failed_ = false;
+  bool closed_ = false;  // close() ran: the destructor has nothing left to do
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_recv_{0}, msgs_sent_{0}, msgs_recv_{0};
 };
 

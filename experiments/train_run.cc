@@ -5,6 +5,7 @@
 
 #include "common/comm_util.h"
 #include "common/error.h"
+#include "common/fault.h"
 #include "experiments/backend_registry.h"
 #include "ps/ps_group.h"
 
@@ -92,6 +93,7 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
   } else {
     Trainer trainer(cfg, TrainerEnv{*be.workers, *be.sync, device, trace});
     out.result = trainer.run(*train, *test);
+    test_stop_point("sync-end", world->rank());
     be.sync->shutdown();
   }
   if (be.stats) out.backend_stats = be.stats();

@@ -624,6 +624,13 @@ class CliErrors(unittest.TestCase):
                       ["MPI_Init did not complete within 11 s"], rank=0, bound=40,
                       stop_at="init:1")
 
+    def test_ring_rank_stopped_after_its_last_step(self):
+        # The shared-memory ring's end-of-run vote waited a fixed 120 s for it
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", "2"] + TINY, 1,
+                      ["timeout after 2", "finish with it at the end of the run",
+                       "rank 1 did not time out"], rank=0, bound=40, stop_at="sync-end:1",
+                      trained=True)  # its metrics were whole before: training had ended
+
     def test_rank_stopped_at_its_exit(self):
         # After the outcome was agreed, MPI_Finalize waited for it without a limit; the run's
         # outputs are whole (the summary was written before)
