@@ -79,6 +79,7 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
   all_chunks_.resize(n);
   for (std::size_t c = 0; c < n; ++c) all_chunks_[c] = static_cast<int>(c);
   bye_text_.assign(static_cast<std::size_t>(group_.num_servers()), "");
+  bye_seen_.assign(static_cast<std::size_t>(group_.num_servers()), 0);
   last_counters_ = counters();
   server_seg_.resize(static_cast<std::size_t>(group_.num_servers()));
   if (opt_.shared_memory && group_.num_servers() > (group_.colocated ? 1 : 0))
@@ -310,6 +311,22 @@ void PsWorker::shutdown() {
     return;
   }
   shut_ = true;
+  if (const std::exception_ptr failing = std::current_exception()) {
+    // This worker is failing (Trainer::run's failure path: a peer silent in a checkpoint's
+    // barrier or the evaluation): no goodbye, which waited up to 2 x --timeout + grace for
+    // servers that may wait for that peer themselves (a co-located shard for a stopped worker 0:
+    // the job ended 24 s after the stop with --timeout 5). The comm thread ends with this error
+    // and tells the servers why (as on its own failures), so they stop at once.
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!error_) error_ = failing;
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (comm_thread_.joinable()) comm_thread_.join();
+    if (server_thread_.joinable()) server_thread_.join();
+    return;  // the caller rethrows its own error
+  }
   std::exception_ptr err;
   try {
     flush();
@@ -324,7 +341,20 @@ void PsWorker::shutdown() {
         comm_->send(&h, sizeof(h), dst, kReqTag, opt_.timeout);
     }
     const int servers = group_.num_servers();
-    wait_for([&] { return byes_ == servers; }, "the servers' goodbye", false);
+    try {
+      wait_for([&] { return byes_ == servers; }, "the servers' goodbye", false);
+    } catch (const TimeoutError& e) {  // name the servers that are silent (stopped, stuck)
+      std::string who;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (int s = 0; s < servers; ++s)
+          if (!bye_seen_[static_cast<std::size_t>(s)])
+            who += detail::concat(who.empty() ? "" : ", ", "server rank ",
+                                  group_.server_ranks[static_cast<std::size_t>(s)]);
+      }
+      throw TimeoutError(detail::concat(e.what(), "; no goodbye from ", who,
+                                        " (stopped, stuck or slow)"));
+    }
   } catch (...) {
     err = std::current_exception();
     std::lock_guard<std::mutex> lk(mu_);

@@ -182,6 +182,7 @@ class PsWorker : public GradientSync {
   float* state_dst_[3] = {nullptr, nullptr, nullptr};  // save_optimizer_state: params, s1, s2
   std::size_t state_got_ = 0;                          // state vectors received locally
   std::vector<std::string> bye_text_;
+  std::vector<char> bye_seen_;  // by server index: its goodbye came (to name those that did not)
   double wait_s_ = 0, push_s_ = 0, pull_s_ = 0, comm_s_ = 0, stage_s_ = 0;
   std::uint64_t steps_done_ = 0;
   CommCounters last_counters_;

@@ -397,6 +397,7 @@ void ServerLoop::abort_all(const std::string& why, bool timeout) {
 }
 
 void ServerLoop::finish() {
+  test_stop_point("server-end", rank_);
   // Every worker has sent its last message (kDone), so nothing of this session can still arrive:
   // cancel the posted receives BEFORE the goodbye, since a worker that has its goodbye may start
   // a new session on the same Comm whose first messages must not land in these slots.

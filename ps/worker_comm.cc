@@ -235,6 +235,7 @@ void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) 
     } else if (op == Op::kBye) {
       ++byes_;
       bye_text_.at(static_cast<std::size_t>(server)) = text;
+      bye_seen_.at(static_cast<std::size_t>(server)) = 1;
     } else if (op == Op::kAbort) {
       if (!error_) {
         const std::string msg =

@@ -169,6 +169,7 @@ void TrainLoop::checkpoint() {
       }
       c.worker0_train_s = res_.earlier_worker0_train_s + mine_s;
       c.history = res_.history;
+      test_stop_point("checkpoint-write", rank_);
       path = save_checkpoint(cfg_.ckpt, c, env_.workers.where());
       res_.last_checkpoint = path;
     } catch (const std::exception& e) {

@@ -631,6 +631,21 @@ class CliErrors(unittest.TestCase):
                        "rank 1 did not time out"], rank=0, bound=40, stop_at="sync-end:1",
                       trained=True)  # its metrics were whole before: training had ended
 
+    def test_ps_server_stopped_before_its_goodbye(self):
+        # The workers' wait for the goodbye named no server
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--timeout", "1"] + TINY,
+                      1, ["the servers' goodbye", "no goodbye from server rank 2"], bound=40,
+                      stop_at="server-end:2", trained=True)
+
+    def test_colocated_worker_0_stopped_writing_a_checkpoint(self):
+        # Worker 1 times out in the checkpoint's agreement; its failure path then waited for the
+        # servers' goodbye (2 x --timeout + grace) that its own shard, waiting for worker 0, could
+        # not give: 3 + 9 + 3 s after the stop, now 3 + 3.
+        timeout = 3
+        self.run_case(2, ["train", "--backend", "ps", "--servers", "colocated", "--timeout",
+                          str(timeout), "--checkpoint-dir", "ck"] + TINY, 1, ["rank 0"],
+                      rank=1, stop_at="checkpoint-write:0", after_fault=(timeout, timeout + 6))
+
     def test_rank_stopped_at_its_exit(self):
         # After the outcome was agreed, MPI_Finalize waited for it without a limit; the run's
         # outputs are whole (the summary was written before)
