@@ -488,6 +488,7 @@ void leave_together(MPI_Comm comm, int rank, int size, double timeout_s) {
         if (recvs[r] != MPI_REQUEST_NULL) MPI_Test(&recvs[r], &in, MPI_STATUS_IGNORE);
         if (!in) missing.push_back(r);
       }
+      if (missing.empty()) break;  // every note came after all (this rank was the late one)
       std::string who;
       for (std::size_t i = 0; i < missing.size(); ++i)
         who += concat(i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ", missing[i]);
