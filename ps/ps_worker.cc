@@ -190,12 +190,13 @@ void PsWorker::rethrow_if_failed() {
 // Waits (under mu_) until ready() holds or the comm thread reports an error. The comm thread
 // enforces the real deadlines; this one is a safety net in case it is itself stuck. It wakes at
 // least every 20 ms, so that, as there, this thread's own pauses (ps/watch_clock.h) do not count.
-void PsWorker::wait_for(const std::function<bool()>& ready, const char* what, bool count_wait) {
+void PsWorker::wait_for(const std::function<bool()>& ready, const char* what, bool count_wait,
+                        Seconds limit_given) {
   const auto t0 = Clock::now();
   std::unique_lock<std::mutex> lk(mu_);
   rethrow_if_failed();
   if (ready()) return;
-  const auto limit = opt_.timeout * 2 + grace() * 2;
+  const auto limit = limit_given > Seconds(0) ? limit_given : opt_.timeout * 2 + grace() * 2;
   auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(limit);
   WatchClock watch(opt_.timeout, t0);
   while (!ready()) {
@@ -342,7 +343,12 @@ void PsWorker::shutdown() {
     }
     const int servers = group_.num_servers();
     try {
-      wait_for([&] { return byes_ == servers; }, "the servers' goodbye", false);
+      // --timeout + grace, as for a push's reply (a silent server): the workers got here
+      // together (the last evaluation and checkpoint wait for each other within --timeout),
+      // and each server says goodbye once every worker's kDone is in; the general 2 x (--timeout
+      // + grace) made a server stopped after the last step cost 19 s at --timeout 5.
+      wait_for([&] { return byes_ == servers; }, "the servers' goodbye", false,
+               opt_.timeout + grace());
     } catch (const TimeoutError& e) {  // name the servers that are silent (stopped, stuck)
       std::string who;
       {

@@ -147,7 +147,9 @@ class PsWorker : public GradientSync {
   // ps_worker.cc helpers
   void make_start_plan(const ParamLayout& layout);  // plan_, or ConfigError
   void send_init(const ParamLayout& layout);
-  void wait_for(const std::function<bool()>& ready, const char* what, bool count_wait);
+  // `limit`: the safety net's wait (zero: 2 x --timeout + 2 x grace)
+  void wait_for(const std::function<bool()>& ready, const char* what, bool count_wait,
+                Seconds limit = Seconds(0));
   void wait_chunks(const std::vector<int>& chunks, const char* what);
   void rethrow_if_failed();
   int server_rank(int chunk) const;

@@ -632,10 +632,13 @@ class CliErrors(unittest.TestCase):
                       trained=True)  # its metrics were whole before: training had ended
 
     def test_ps_server_stopped_before_its_goodbye(self):
-        # The workers' wait for the goodbye named no server
-        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--timeout", "1"] + TINY,
-                      1, ["the servers' goodbye", "no goodbye from server rank 2"], bound=40,
-                      stop_at="server-end:2", trained=True)
+        # The workers' wait for the goodbye named no server and took 2 x (--timeout + grace):
+        # 4 + 2 + 3 s after the stop at --timeout 2 (agreement's 3 s included), now 2 + 1 + 3
+        timeout = 2
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--timeout",
+                          str(timeout)] + TINY, 1,
+                      ["the servers' goodbye", "no goodbye from server rank 2"],
+                      stop_at="server-end:2", trained=True, after_fault=(timeout, timeout + 5))
 
     def test_colocated_worker_0_stopped_writing_a_checkpoint(self):
         # Worker 1 times out in the checkpoint's agreement; its failure path then waited for the
