@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -73,6 +74,10 @@ constexpr std::chrono::seconds kFinalize{10};      // MPI_Finalize after a failu
 constexpr std::chrono::seconds kInterruptWait{2};  // Ctrl-C: for the host's other ranks' hooks
 constexpr double kInitAllowance = 10;  // MPI_Init: --timeout plus this (a loaded host's start)
 constexpr int kExitTag = 1;            // the exit notes (leave_together), on the `agree` comm
+// The start-up notes (setup), on MPI_COMM_WORLD before any other message: a tag no other
+// message on it uses (common/comm.h: tags), all received before setup returns.
+constexpr int kSetupTag = starring::tags::kStartup;
+constexpr double kResumeAllowance = 60;  // setup with --resume: rank 0 reads the checkpoint
 
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table{
@@ -365,6 +370,66 @@ void preflight(Config& cfg, int rank, int size) {
   if (rank == 0) cfg.ckpt.resume = check_resume(cfg, workers, ds == "synthetic" || idx ? n : -1);
 }
 
+// Every rank tells every other one it is here (a one-int note on `tag` of `comm`) and waits up to
+// `limit_s` for their notes, where the next step is a collective that waits without a time limit
+// (MPI_Allreduce, MPI_Finalize): a rank stopped or stuck before it (SIGSTOP, a debugger) would hold
+// every other rank there for good. A rank whose note does not come is named: the lowest rank that
+// is here prints `says(who)` ("rank 1", "ranks 1 and 3") and calls MPI_Abort (the others do too,
+// kGrace later, should it be stuck as well).
+void meet_within(MPI_Comm comm, int tag, int rank, int size, double limit_s,
+                 const std::function<std::string(const std::string&)>& says) {
+  if (size < 2) return;
+  static const int note = 1;
+  std::vector<int> got(size, 0);
+  std::vector<MPI_Request> recvs(size, MPI_REQUEST_NULL), sends(size, MPI_REQUEST_NULL);
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    MPI_Irecv(&got[r], 1, MPI_INT, r, tag, comm, &recvs[r]);
+    MPI_Isend(&note, 1, MPI_INT, r, tag, comm, &sends[r]);
+  }
+  const auto deadline = Clock::now() + std::chrono::duration<double>(limit_s);
+  for (int done = 0;;) {
+    MPI_Testall(size, recvs.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) break;
+    if (Clock::now() > deadline) {
+      std::vector<int> missing;
+      for (int r = 0; r < size; ++r) {
+        int in = 1;
+        if (recvs[r] != MPI_REQUEST_NULL) MPI_Test(&recvs[r], &in, MPI_STATUS_IGNORE);
+        if (!in) missing.push_back(r);
+      }
+      if (missing.empty()) break;  // every note came after all (this rank was the late one)
+      std::string who = missing.size() > 1 ? "ranks " : "rank ";
+      for (std::size_t i = 0; i < missing.size(); ++i)
+        who += concat(i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ", missing[i]);
+      int lowest_here = 0;  // this rank at the latest: it is not missing
+      while (std::find(missing.begin(), missing.end(), lowest_here) != missing.end()) ++lowest_here;
+      if (lowest_here != rank) std::this_thread::sleep_for(kGrace);  // its abort comes first
+      print_line(error_line(says(who), rank));
+      std::thread([] {
+        std::this_thread::sleep_for(kFinalize);
+        std::_Exit(1);
+      }).detach();
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      std::_Exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  MPI_Waitall(size, sends.data(), MPI_STATUSES_IGNORE);
+}
+
+// The ranks agreed on the outcome, and every rank goes on to MPI_Finalize, which waits for all
+// of them without a time limit: a rank stopped or stuck in between left the others in it for
+// good. So the ranks first meet, within --timeout (kExitTag on the outcome's own communicator).
+void leave_together(MPI_Comm comm, int rank, int size, double timeout_s) {
+  meet_within(comm, kExitTag, rank, size, timeout_s, [timeout_s](const std::string& who) {
+    return concat("the job finished, but ", who, " did not reach its exit within --timeout (",
+                  timeout_s,
+                  " s): stopped, stuck or slow; stopping the job (this rank's outputs are "
+                  "complete)");
+  });
+}
+
 // Parses and checks on every rank, then agrees. Returns -1 to go on, else the exit code
 // (0 after --help).
 int setup(int argc, char** argv, int rank, int size, Config& cfg) {
@@ -378,6 +443,19 @@ int setup(int argc, char** argv, int rank, int size, Config& cfg) {
     what = e.what();
     code = exit_code_of(e);
   }
+  // The agreement below waits without a time limit: the ranks meet first, within --timeout plus
+  // kInitAllowance (plus kResumeAllowance with --resume, whose checkpoint rank 0 reads and checks
+  // in its preflight: 240 MB, the wide model's, take about a second here). A rank stopped there
+  // (rank 0 reading a --resume checkpoint) held the others in MPI_Allreduce for good.
+  starring::test_stop_point("setup", rank);
+  const double allowance = kInitAllowance + (cfg.ckpt.resume.empty() ? 0.0 : kResumeAllowance);
+  const double limit = cfg.sync.timeout_s + allowance;
+  meet_within(MPI_COMM_WORLD, kSetupTag, rank, size, limit, [&](const std::string& who) {
+    return concat("timeout after ", limit, " s (--timeout + ", allowance, " s) while every rank "
+                  "checked its options and files before starting: ", who,
+                  " did not get there (stopped, stuck or slow", cfg.ckpt.resume.empty() ? "" :
+                  "; rank 0 reads and checks the --resume checkpoint there", ")");
+  });
   int first = code ? rank : size, failed = code ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -459,58 +537,6 @@ int run_command(Command command, Config& cfg, int provided, std::string& what) {
     what = "unknown exception";
     return 1;
   }
-}
-
-// The ranks agreed on the outcome, and every rank goes on to MPI_Finalize, which waits for all
-// of them without a time limit: a rank stopped or stuck in between (SIGSTOP, a debugger) left the
-// others in it for good. So each rank first tells every other one it is at its exit and waits up
-// to --timeout for their notes; a rank whose note does not come is named and the job stopped:
-// the lowest rank that is here prints the line and calls MPI_Abort (the others do too, later,
-// should it be stuck as well).
-void leave_together(MPI_Comm comm, int rank, int size, double timeout_s) {
-  if (size < 2) return;
-  static const int note = 1;
-  std::vector<int> got(size, 0);
-  std::vector<MPI_Request> recvs(size, MPI_REQUEST_NULL), sends(size, MPI_REQUEST_NULL);
-  for (int r = 0; r < size; ++r) {
-    if (r == rank) continue;
-    MPI_Irecv(&got[r], 1, MPI_INT, r, kExitTag, comm, &recvs[r]);
-    MPI_Isend(&note, 1, MPI_INT, r, kExitTag, comm, &sends[r]);
-  }
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-  for (int done = 0;;) {
-    MPI_Testall(size, recvs.data(), &done, MPI_STATUSES_IGNORE);
-    if (done) break;
-    if (Clock::now() > deadline) {
-      std::vector<int> missing;
-      for (int r = 0; r < size; ++r) {
-        int in = 1;
-        if (recvs[r] != MPI_REQUEST_NULL) MPI_Test(&recvs[r], &in, MPI_STATUS_IGNORE);
-        if (!in) missing.push_back(r);
-      }
-      if (missing.empty()) break;  // every note came after all (this rank was the late one)
-      std::string who;
-      for (std::size_t i = 0; i < missing.size(); ++i)
-        who += concat(i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ", missing[i]);
-      int lowest_here = 0;  // this rank at the latest: it is not missing
-      while (std::find(missing.begin(), missing.end(), lowest_here) != missing.end()) ++lowest_here;
-      if (lowest_here != rank) std::this_thread::sleep_for(kGrace);  // its abort comes first
-      print_line(error_line(
-          concat("the job finished, but rank", missing.size() > 1 ? "s " : " ", who,
-                 " did not reach its exit within --timeout (", timeout_s,
-                 " s): stopped, stuck or slow; stopping the job (this rank's outputs are "
-                 "complete)"),
-          rank));
-      std::thread([] {
-        std::this_thread::sleep_for(kFinalize);
-        std::_Exit(1);
-      }).detach();
-      MPI_Abort(MPI_COMM_WORLD, 1);
-      std::_Exit(1);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  MPI_Waitall(size, sends.data(), MPI_STATUSES_IGNORE);
 }
 
 // Runs the command, then every rank agrees on the outcome (MPI_Iallreduce on a communicator of

@@ -624,6 +624,13 @@ class CliErrors(unittest.TestCase):
                       ["MPI_Init did not complete within 11 s"], rank=0, bound=40,
                       stop_at="init:1")
 
+    def test_rank_stopped_before_the_options_are_agreed(self):
+        # The agreement on every rank's checks (MPI_Allreduce) waited for it without a limit
+        # (as for rank 0 stopped reading a --resume checkpoint): --timeout + 10 s, rank named
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", "1"] + TINY, 1,
+                      ["timeout after 11 s", "rank 1 did not get there"], rank=0, bound=40,
+                      stop_at="setup:1")
+
     def test_ring_rank_stopped_after_its_last_step(self):
         # The shared-memory ring's end-of-run vote waited a fixed 120 s for it
         self.run_case(2, ["train", "--backend", "ring", "--timeout", "2"] + TINY, 1,
