@@ -1,9 +1,8 @@
 #include "allreduce/bucket_sync.h"
 
-#include <exception>
-
 #include <algorithm>
 #include <chrono>
+#include <exception>
 
 #include "common/comm_util.h"
 #include "common/device.h"

@@ -168,11 +168,11 @@ void init_within(int& argc, char**& argv, int& provided) {
     while (!done->load() && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (done->load()) return;
-    print_line(error_line(concat("MPI_Init did not complete within ", limit,
-                                 " s (--timeout + ", kInitAllowance,
-                                 " s): another rank of the job did not start, or is stopped or "
-                                 "stuck before it"),
-                          rank));
+    print_line(error_line(
+        concat("MPI_Init did not complete within ", limit, " s (--timeout + ", kInitAllowance,
+               " s): another rank of the job did not start, or is stopped or "
+               "stuck before it"),
+        rank));
     std::_Exit(1);
   }).detach();
   starring::test_stop_point("init", rank);
@@ -189,11 +189,11 @@ int finalize_within(double timeout_s, int rank, int code) {
   const double limit = timeout_s + static_cast<double>(kGrace.count());
   std::thread([limit, rank] {
     std::this_thread::sleep_for(std::chrono::duration<double>(limit));
-    print_line(error_line(concat("MPI_Finalize did not complete within ", limit,
-                                 " s (--timeout + ", kGrace.count(),
-                                 " s): another rank is stopped or stuck at its exit (this "
-                                 "rank's outputs are complete)"),
-                          rank));
+    print_line(error_line(
+        concat("MPI_Finalize did not complete within ", limit, " s (--timeout + ", kGrace.count(),
+               " s): another rank is stopped or stuck at its exit (this "
+               "rank's outputs are complete)"),
+        rank));
     std::_Exit(1);
   }).detach();
   MPI_Finalize();
@@ -451,10 +451,13 @@ int setup(int argc, char** argv, int rank, int size, Config& cfg) {
   const double allowance = kInitAllowance + (cfg.ckpt.resume.empty() ? 0.0 : kResumeAllowance);
   const double limit = cfg.sync.timeout_s + allowance;
   meet_within(MPI_COMM_WORLD, kSetupTag, rank, size, limit, [&](const std::string& who) {
-    return concat("timeout after ", limit, " s (--timeout + ", allowance, " s) while every rank "
-                  "checked its options and files before starting: ", who,
-                  " did not get there (stopped, stuck or slow", cfg.ckpt.resume.empty() ? "" :
-                  "; rank 0 reads and checks the --resume checkpoint there", ")");
+    return concat(
+        "timeout after ", limit, " s (--timeout + ", allowance,
+        " s) while every rank "
+        "checked its options and files before starting: ",
+        who, " did not get there (stopped, stuck or slow",
+        cfg.ckpt.resume.empty() ? "" : "; rank 0 reads and checks the --resume checkpoint there",
+        ")");
   });
   int first = code ? rank : size, failed = code ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);

@@ -358,8 +358,8 @@ void PsWorker::shutdown() {
             who += detail::concat(who.empty() ? "" : ", ", "server rank ",
                                   group_.server_ranks[static_cast<std::size_t>(s)]);
       }
-      throw TimeoutError(detail::concat(e.what(), "; no goodbye from ", who,
-                                        " (stopped, stuck or slow)"));
+      throw TimeoutError(
+          detail::concat(e.what(), "; no goodbye from ", who, " (stopped, stuck or slow)"));
     }
   } catch (...) {
     err = std::current_exception();
