@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds StarRing into build/ (Release; STARRING_BUILD_DIR=DIR for another folder).
-# toolkit is found (STARRING_CUDA=AUTO); pass -DSTARRING_CUDA=OFF (or ON) as extra arguments.
+# CUDA/cuBLAS/NCCL are built when the toolkit is found (STARRING_CUDA=AUTO); pass
+# -DSTARRING_CUDA=OFF (or ON) as extra arguments.
 # `--target T` (repeatable) builds only T (e.g. `--target starring`: the executable, without the
 # test binaries and the SimGrid bench, about half the build); without it, everything.
 #   scripts/build.sh [--target T ...] [extra cmake args...]
@@ -15,7 +16,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { echo "[build] error: --target needs a target name" >&2; exit 2; }
       targets+=(--target "$2"); shift 2 ;;
     --target=*) targets+=(--target "${1#--target=}"); shift ;;
-    -h|--help) sed -n '2,6p' "$0" | cut -c3-; exit 0 ;;  # the usage above, before any build
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | cut -c3-; exit 0 ;;  # the usage above
     *) cmake_args+=("$1"); shift ;;
   esac
 done

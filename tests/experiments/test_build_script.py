@@ -72,6 +72,12 @@ class BuildScript(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn("scripts/build.sh [--target T ...] [extra cmake args...]", p.stdout)
             self.assertEqual(calls, [], flag)
+            # the whole header, each sentence whole: the line naming STARRING_BUILD_DIR once
+            # replaced the start of the CUDA sentence ('toolkit is found' opened a line)
+            self.assertIn("CUDA/cuBLAS/NCCL are built when the toolkit is found", " ".join(
+                p.stdout.split()))
+            self.assertTrue(p.stdout.splitlines()[0].startswith("Configures and builds"))
+            self.assertNotIn("set -e", p.stdout)
 
 
 class QuickstartArguments(unittest.TestCase):
