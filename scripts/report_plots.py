@@ -487,8 +487,11 @@ def convergence(runs, metrics, out_dir):
                   "moved back by them), "
                   "one column per worker count. Under synchronous training the backends compute "
                   "the same steps, so the curves differ in speed, not in shape."
-                  + (" Every run here was evaluated once, at its end (one epoch or fewer), so "
-                     "the accuracy row has one point per run: its final accuracy against its "
-                     "training time."
+                  + (" Every run here was evaluated once, at its end"
+                     # a longer run evaluated once had --eval-each-epoch off
+                     + (" (one epoch or fewer)" if all(0 < r.get("epochs", 0) <= 1 for r in runs)
+                        else "")
+                     + ", so the accuracy row has one point per run: its final accuracy against "
+                     "its training time."
                      if evaluations and max(evaluations) == 1 else "")
                   + oversub_note(runs))

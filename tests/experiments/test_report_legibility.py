@@ -176,6 +176,12 @@ class ConvergenceOneEvaluation(unittest.TestCase):
             self.assertNotIn("evaluated once", caption)
             for r in runs:
                 r["history"] = [dict(r["history"][-1], test_accuracy=1.0)]
+            # two epochs each, evaluated once (--eval-each-epoch off): not 'one epoch or fewer'
+            caption = rp.convergence(runs, {}, None).caption
+            self.assertIn("Every run here was evaluated once, at its end, so the accuracy row "
+                          "has one point per run", caption)
+            for r in runs:
+                r["epochs"] = 1
             caption = rp.convergence(runs, {}, None).caption
         self.assertIn("Every run here was evaluated once, at its end (one epoch or fewer), so "
                       "the accuracy row has one point per run", caption)
