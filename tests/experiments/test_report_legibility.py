@@ -6,7 +6,6 @@ wall-clock plot, captions that agree with the data and the summary table. Each c
 run (2026-12-01's quickstart or bucket sweep) whose plot showed the fault. No `starring` binary
 needed; the plots' series and lines: test_report_plots.py.
 """
-import contextlib
 import copy
 import os
 import sys
@@ -29,18 +28,7 @@ class NoLegendOverTheData(unittest.TestCase):
         import matplotlib.pyplot as plt
         import matplotlib.transforms
         import report
-        runs, bench, metrics, _ = report.load(FIXTURE)
-        figs = {}
-
-        def keep(fig, out_dir, name):
-            figs[name] = fig
-            return name
-
-        with contextlib.ExitStack() as stack:
-            for module in (report.rp, report.rt, report.rs, report.rf, report.rrec, report.ro,
-                           report.rm):
-                stack.enter_context(mock.patch.object(module, "_save", keep))
-            report.make_figures(runs, bench, metrics, None)
+        _, figs = trp.all_figures(*report.load(FIXTURE)[:3])
         reference = ("ideal", "theory", "y = x", "bound", "crossover", "memcpy", "T_compute",
                      "timeout")
         self.assertEqual(len(figs), len(trp.AxesStateTheirUnits.UNITS))

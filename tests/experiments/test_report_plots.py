@@ -27,6 +27,24 @@ def figures_of(module, draw, runs):
     return figs
 
 
+def all_figures(runs, bench, metrics):
+    """report.make_figures' result and its figures by file name, caught at every plot module's
+    _save instead of written (no PNG)."""
+    import report
+    figs = {}
+
+    def keep(fig, out_dir, name):
+        figs[name] = fig
+        return name
+
+    with contextlib.ExitStack() as stack:
+        for module in (report.rp, report.rt, report.rs, report.rf, report.rrec, report.ro,
+                       report.rm):
+            stack.enter_context(mock.patch.object(module, "_save", keep))
+        made = report.make_figures(runs, bench, metrics, None)
+    return made, figs
+
+
 class CrossoverVerdict(unittest.TestCase):
     def test_each_backend_named_once_with_the_batch_when_batches_differ(self):
         # experiments/sweeps/crossover.ini runs batch 16 and 128 at every width: the caption
@@ -436,18 +454,7 @@ class AxesStateTheirUnits(unittest.TestCase):
     def test_every_axis_of_every_plot_names_its_unit(self):
         import matplotlib.pyplot as plt
         import report
-        runs, bench, metrics, _ = report.load(FIXTURE)
-        figs = {}
-
-        def keep(fig, out_dir, name):
-            figs[name] = fig
-            return name
-
-        with contextlib.ExitStack() as stack:  # every module's _save: the figures, no PNG
-            for module in (report.rp, report.rt, report.rs, report.rf, report.rrec, report.ro,
-                           report.rm):
-                stack.enter_context(mock.patch.object(module, "_save", keep))
-            made = report.make_figures(runs, bench, metrics, None)
+        made, figs = all_figures(*report.load(FIXTURE)[:3])
         drawn = [f.file for f in made if isinstance(f, report.rp.Figure)]
         self.assertEqual(sorted(drawn), sorted(self.UNITS))
         self.assertEqual(sorted(figs), sorted(drawn))
