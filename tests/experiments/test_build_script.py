@@ -139,20 +139,22 @@ class SetupWithoutRoot(unittest.TestCase):
 class SetupArguments(unittest.TestCase):
     # setup.sh read no arguments: `setup.sh --help` went straight to checking the packages and,
     # as root or with sudo, to apt-get install
-    def test_help_prints_what_it_does_and_installs_nothing(self):
+    def run_setup_with_sudo(self, *args):
+        """setup.sh ARGS with a stand-in sudo that records its calls; fails if one was made."""
         with tempfile.TemporaryDirectory() as tmp:
             sudo = 'printf "%s\\n" "$*" >> "${0%/*}/sudo_calls"\n'
-            p = run_setup(tmp, {"sudo": sudo}, "--help")
+            p = run_setup(tmp, {"sudo": sudo}, *args)
             self.assertFalse(os.path.exists(os.path.join(tmp, "sudo_calls")))
+        return p
+
+    def test_help_prints_what_it_does_and_installs_nothing(self):
+        p = self.run_setup_with_sudo("--help")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("Installs what a fresh Debian 12", p.stdout)
         self.assertNotIn("[setup]", p.stdout + p.stderr)
 
     def test_unknown_argument_is_refused(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            sudo = 'printf "%s\\n" "$*" >> "${0%/*}/sudo_calls"\n'
-            p = run_setup(tmp, {"sudo": sudo}, "--yes")
-            self.assertFalse(os.path.exists(os.path.join(tmp, "sudo_calls")))
+        p = self.run_setup_with_sudo("--yes")
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("unknown argument '--yes'", p.stderr)
 
