@@ -15,6 +15,8 @@
 #include <random>
 #include <string>
 
+#include "common/gpu_assignment.h"
+
 namespace starring::ps {
 
 namespace {
@@ -28,11 +30,9 @@ struct Header {
 
 // This host: its name and boot id (two machines may share a name, never a boot id).
 std::string host_id() {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(name) + "/" + boot;
+  return this_host_name() + "/" + boot;
 }
 
 }  // namespace
