@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Tests of how the sweep driver reads sweep files (no `starring` binary needed): the shipped
 sweeps expand to the runs they promise, and the file format's rules hold (grid products, variant
-overrides, `-` to leave a flag out, `servers = half`, [quick] and [quick variant|bench NAME] overrides);
-every job's time bound; and what the driver records of a job, on a stand-in `starring`."""
+overrides, `-` to leave a flag out, `servers = half`, [quick] and [quick variant|bench NAME]
+overrides); every job's time bound; and what the driver records of a job, on a stand-in
+`starring`."""
 import os
 import subprocess
 import sys
