@@ -46,8 +46,8 @@ void BucketSync::start(const ParamLayout& layout, SyncBuffers buffers, const Opt
   bucket_of_ = bucket_of_tensor(buckets_, layout.num_tensors());
   for (const Bucket& b : buckets_) {
     STARRING_CHECK(b.contiguous(), "bucket of tensors ", b.first_tensor, "..", b.end_tensor - 1,
-                   " is not contiguous in the flat buffer (tensors next to each other in backward "
-                   "order must be next to each other in the buffer, in either direction)");
+                   " is not contiguous in the flat buffer (a bucket's tensors, consecutive in "
+                   "backward order, must together fill one span of it: one all-reduce each)");
     if (!buf_.on_device) opts_.emplace_back(opt, b.lo, b.hi);
   }
   if (buf_.on_device) {

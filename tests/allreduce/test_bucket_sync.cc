@@ -282,9 +282,9 @@ TEST(Buckets, BucketMbIsMebibytes) {
   sync.shutdown();
 }
 
-// One all-reduce per bucket needs the bucket's tensors side by side in the flat buffer: laid out
-// in backward order or in forward order (reversed) they are; interleaved with another bucket's
-// they are not, and start() refuses the layout naming the bucket.
+// One all-reduce per bucket needs the bucket's tensors to fill one span of the flat buffer: laid
+// out in backward order or in forward order (reversed) they do; interleaved with another bucket's
+// they do not, and start() refuses the layout naming the bucket.
 TEST(Buckets, ABucketWhoseTensorsAreNotSideBySideIsRefused) {
   INPROC_ONLY();
   const auto start = [](const ParamLayout& l, double cap_mb) {
