@@ -174,26 +174,35 @@ ShmRing::~ShmRing() {
   // with MPI_Abort (experiments/main.cc). The other ranks wait for the vote and free only when
   // no rank failed, so no rank enters MPI_Win_free without all the others. (np 2, --fault
   // hang:1:5 --timeout 5: a failed rank that waited here for its peers delayed the end by 10 s.)
+  // The grace does not depend on --timeout here: ranks may reach this point far apart (one of
+  // them failed early elsewhere, another was slow), and one that gave up while the others free
+  // would hang them. A peer that never votes is gone: leak, as above.
+  vote_and_free(Seconds(120));
+}
+
+// Posts this rank's vote; unless this rank failed, waits up to `limit` for the node's votes and
+// frees the window when no rank failed (see ~ShmRing).
+bool ShmRing::vote_and_free(Seconds limit) {
+  closed_ = true;
   auto* vote = new int[2]{failed_ ? 1 : 0, 0};  // mine, the maximum: outlives a vote in flight
   MPI_Request req;
   if (MPI_Iallreduce(vote, vote + 1, 1, MPI_INT, MPI_MAX, node_, &req) != MPI_SUCCESS || failed_)
-    return;
-  // The grace does not depend on --timeout: ranks may reach this point far apart (one of them
-  // failed early elsewhere, another was slow), and one that gave up while the others free would
-  // hang them. A peer that never votes is gone: leak, as above.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  int done = 0;
-  while (!done && std::chrono::steady_clock::now() < deadline) {
+    return true;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(limit);
+  for (int done = 0; !done;) {
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (!done) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (done) break;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  if (!done) return;
   const bool any_failed = vote[1] != 0;
   delete[] vote;
-  if (any_failed) return;
+  if (any_failed) return true;
   MPI_Win_unlock_all(win_);
   MPI_Win_free(&win_);
   MPI_Comm_free(&node_);
+  return true;
 }
 
 // The destructor's vote and free (see there), at the end of a run that went well on this rank:
@@ -202,33 +211,14 @@ ShmRing::~ShmRing() {
 // waited the destructor's fixed 120 s here, then the outcome's agreement without limit.
 void ShmRing::close(bool failed) {
   if (closed_) return;
-  closed_ = true;
   failed_ = failed_ || failed;
-  auto* vote = new int[2]{failed_ ? 1 : 0, 0};  // outlives a vote in flight, as in the destructor
-  MPI_Request req;
-  if (MPI_Iallreduce(vote, vote + 1, 1, MPI_INT, MPI_MAX, node_, &req) != MPI_SUCCESS || failed_)
-    return;
   const Seconds timeout = comm_.timeout();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int done = 0;
-  while (!done) {
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      failed_ = true;  // leak the window: a rank that did vote may be freeing it (see above)
-      throw TimeoutError(timeout_message(comm_, timeout,
-                                         "shared-memory ring, waiting for the node's ranks to "
-                                         "finish with it at the end of the run") +
-                         census(comm_, std::min(timeout, Seconds(1.5))));
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  const bool any_failed = vote[1] != 0;
-  delete[] vote;
-  if (any_failed) return;
-  MPI_Win_unlock_all(win_);
-  MPI_Win_free(&win_);
-  MPI_Comm_free(&node_);
+  if (vote_and_free(timeout)) return;
+  failed_ = true;  // the window is leaked: a rank that did vote may be freeing it (see above)
+  throw TimeoutError(timeout_message(comm_, timeout,
+                                     "shared-memory ring, waiting for the node's ranks to finish "
+                                     "with it at the end of the run") +
+                     census(comm_, std::min(timeout, Seconds(1.5))));
 }
 
 CommCounters ShmRing::counters() const {

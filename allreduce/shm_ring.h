@@ -75,6 +75,9 @@ class ShmRing {
   bool drain();
   void process(const float* in, float* out, float scale);
   void run_loop(const float* in, float* out, float scale);
+  // The end-of-run vote and free (see ~ShmRing): false when the others' votes did not come
+  // within `limit` (the window is then leaked).
+  bool vote_and_free(Seconds limit);
 
   Comm& comm_;
   RingOptions opt_;
