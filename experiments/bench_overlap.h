@@ -4,9 +4,9 @@
 // but driven through the GradientSync seam exactly as the trainer drives it, so it measures the
 // backends' real communication threads:
 //
-//   scripts/mpirun.sh -np 2 build/bin/starring bench --mode overlap \
-//       --backends ring,mpi,ps-colocated -b 1M -e 64M [--compute sleep,busy,serial] \
-//       [--overlap off] [--json]
+//   scripts/mpirun.sh -np 2 build/bin/starring bench --mode overlap
+//       --backends ring,mpi,ps-colocated -b 1M -e 64M [--compute sleep,busy,serial]
+//       [--overlap off] [--json]                                      (one command line)
 //
 // For each size and backend, every rank asks the backend registry for the backend (as `starring
 // train` does: `ps` uses --servers, dedicated server ranks serve; `ps-colocated` is `ps` with
