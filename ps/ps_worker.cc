@@ -312,67 +312,61 @@ void PsWorker::shutdown() {
     return;
   }
   shut_ = true;
-  if (const std::exception_ptr failing = std::current_exception()) {
-    // This worker is failing (Trainer::run's failure path: a peer silent in a checkpoint's
-    // barrier or the evaluation): no goodbye, which waited up to 2 x --timeout + grace for
-    // servers that may wait for that peer themselves (a co-located shard for a stopped worker 0:
-    // the job ended 24 s after the stop with --timeout 5). The comm thread ends with this error
-    // and tells the servers why (as on its own failures), so they stop at once.
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (!error_) error_ = failing;
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (comm_thread_.joinable()) comm_thread_.join();
-    if (server_thread_.joinable()) server_thread_.join();
-    return;  // the caller rethrows its own error
-  }
+  // Failing (Trainer::run's failure path: a peer silent in a checkpoint's barrier or the
+  // evaluation): no goodbye, which waited up to 2 x --timeout + grace for servers that may wait
+  // for that peer themselves (a co-located shard for a stopped worker 0: the job ended 24 s after
+  // the stop with --timeout 5). The comm thread ends with this error and tells the servers why
+  // (as on its own failures), so they stop at once; the caller rethrows its own error.
+  const std::exception_ptr failing = std::current_exception();
   std::exception_ptr err;
-  try {
-    flush();
-    PsHeader h;
-    h.op = Op::kDone;
-    h.worker = index_;
-    for (int s = 0; s < group_.num_servers(); ++s) {
-      const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
-      if (link_ && dst == rank_)
-        link_->post({h, nullptr, {}});
-      else
-        comm_->send(&h, sizeof(h), dst, kReqTag, opt_.timeout);
-    }
-    const int servers = group_.num_servers();
+  if (!failing) {
     try {
-      // --timeout + grace, as for a push's reply (a silent server): the workers got here
-      // together (the last evaluation and checkpoint wait for each other within --timeout),
-      // and each server says goodbye once every worker's kDone is in; the general 2 x (--timeout
-      // + grace) made a server stopped after the last step cost 19 s at --timeout 5.
-      wait_for([&] { return byes_ == servers; }, "the servers' goodbye", false,
-               opt_.timeout + grace());
-    } catch (const TimeoutError& e) {  // name the servers that are silent (stopped, stuck)
-      std::string who;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        for (int s = 0; s < servers; ++s)
-          if (!bye_seen_[static_cast<std::size_t>(s)])
-            who += detail::concat(who.empty() ? "" : ", ", "server rank ",
-                                  group_.server_ranks[static_cast<std::size_t>(s)]);
+      flush();
+      PsHeader h;
+      h.op = Op::kDone;
+      h.worker = index_;
+      for (int s = 0; s < group_.num_servers(); ++s) {
+        const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
+        if (link_ && dst == rank_)
+          link_->post({h, nullptr, {}});
+        else
+          comm_->send(&h, sizeof(h), dst, kReqTag, opt_.timeout);
       }
-      throw TimeoutError(
-          detail::concat(e.what(), "; no goodbye from ", who, " (stopped, stuck or slow)"));
+      const int servers = group_.num_servers();
+      try {
+        // --timeout + grace, as for a push's reply (a silent server): the workers got here
+        // together (the last evaluation and checkpoint wait for each other within --timeout),
+        // and each server says goodbye once every worker's kDone is in; the general 2 x (--timeout
+        // + grace) made a server stopped after the last step cost 19 s at --timeout 5.
+        wait_for([&] { return byes_ == servers; }, "the servers' goodbye", false,
+                 opt_.timeout + grace());
+      } catch (const TimeoutError& e) {  // name the servers that are silent (stopped, stuck)
+        std::string who;
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          for (int s = 0; s < servers; ++s)
+            if (!bye_seen_[static_cast<std::size_t>(s)])
+              who += detail::concat(who.empty() ? "" : ", ", "server rank ",
+                                    group_.server_ranks[static_cast<std::size_t>(s)]);
+        }
+        throw TimeoutError(
+            detail::concat(e.what(), "; no goodbye from ", who, " (stopped, stuck or slow)"));
+      }
+    } catch (...) {
+      err = std::current_exception();
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!error_) error_ = err;
     }
-  } catch (...) {
-    err = std::current_exception();
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!error_) error_ = err;
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (failing && !error_) error_ = failing;
     stop_ = true;
   }
   cv_.notify_all();
   if (comm_thread_.joinable()) comm_thread_.join();
   if (server_thread_.joinable()) server_thread_.join();
+  if (failing) return;
   if (err) std::rethrow_exception(err);
   if (server_error_) std::rethrow_exception(server_error_);
 }
