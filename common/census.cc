@@ -8,9 +8,7 @@
 
 namespace starring {
 
-namespace {
-
-std::string list(const std::vector<int>& ranks) {
+std::string rank_list(const std::vector<int>& ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (i) s += i + 1 == ranks.size() ? " and " : ", ";
@@ -18,8 +16,6 @@ std::string list(const std::vector<int>& ranks) {
   }
   return s;
 }
-
-}  // namespace
 
 std::string census(Comm& comm, Seconds grace) {
   const int n = comm.size(), me = comm.rank();
@@ -54,8 +50,8 @@ std::string census(Comm& comm, Seconds grace) {
       if (p != me) (heard[static_cast<std::size_t>(p)] ? stuck : quiet).push_back(p);
     if (quiet.empty()) return "";
     if (stuck.empty())
-      return "; " + list(quiet) + " did not time out here (silent, slow or elsewhere)";
-    return "; " + list(stuck) + " timed out here too, " + list(quiet) +
+      return "; " + rank_list(quiet) + " did not time out here (silent, slow or elsewhere)";
+    return "; " + rank_list(stuck) + " timed out here too, " + rank_list(quiet) +
            " did not (silent, slow or elsewhere)";
   } catch (...) {
     return "";

@@ -9,6 +9,7 @@
 // name. Notes are fire-and-forget (their buffer is static), so a dead peer costs nothing.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "common/comm.h"
 
@@ -17,5 +18,8 @@ namespace starring {
 // Returns "; ranks 0, 2 and 3 timed out here too, rank 1 did not (silent, slow or elsewhere)"
 // or "" (one rank, or every rank reported). Never throws: it only decorates an error.
 std::string census(Comm& comm, Seconds grace);
+
+// "rank 3", "ranks 1 and 3", "ranks 0, 2 and 3": how errors name a list of ranks.
+std::string rank_list(const std::vector<int>& ranks);
 
 }  // namespace starring

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/blas_kernels.h"
+#include "common/census.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/fault.h"
@@ -125,6 +126,18 @@ void print_line(const std::string& line) {
   }).detach();
   MPI_Finalize();
   std::exit(code);
+}
+
+// Prints `line` and stops the whole job (mpirun ends every rank): for a rank whose peers are not
+// there to agree with. MPI_Abort should not return; if it hangs, this rank leaves anyway.
+[[noreturn]] void abort_job(const std::string& line, int code) {
+  print_line(line);
+  std::thread([code] {
+    std::this_thread::sleep_for(kFinalize);
+    std::_Exit(code);
+  }).detach();
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
 }
 
 // --timeout as given on the command line (before MPI_Init, when the options are not parsed yet;
@@ -219,19 +232,11 @@ void meet_within(MPI_Comm comm, int tag, int rank, int size, double limit_s,
         if (!in) missing.push_back(r);
       }
       if (missing.empty()) break;  // every note came after all (this rank was the late one)
-      std::string who = missing.size() > 1 ? "ranks " : "rank ";
-      for (std::size_t i = 0; i < missing.size(); ++i)
-        who += concat(i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ", missing[i]);
+      const std::string who = starring::rank_list(missing);
       int lowest_here = 0;  // this rank at the latest: it is not missing
       while (std::find(missing.begin(), missing.end(), lowest_here) != missing.end()) ++lowest_here;
       if (lowest_here != rank) std::this_thread::sleep_for(kGrace);  // its abort comes first
-      print_line(error_line(says(who), rank));
-      std::thread([] {
-        std::this_thread::sleep_for(kFinalize);
-        std::_Exit(1);
-      }).detach();
-      MPI_Abort(MPI_COMM_WORLD, 1);
-      std::_Exit(1);
+      abort_job(error_line(says(who), rank), 1);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -386,14 +391,7 @@ int run(Command command, Config& cfg, int provided, int rank, int size) {
   MPI_Request req;
   MPI_Iallreduce(mine, job, 3, MPI_INT, MPI_MAX, agree, &req);
   if (!wait_for(req, failed ? &kGrace : nullptr)) {
-    print_line(error_line(what, rank));
-    std::thread([code] {  // MPI_Abort should not return; if it hangs, leave anyway
-      std::this_thread::sleep_for(kFinalize);
-      std::_Exit(code);
-    })
-        .detach();
-    MPI_Abort(MPI_COMM_WORLD, code);
-    std::_Exit(code);
+    abort_job(error_line(what, rank), code);
   }
   if (job[0]) {
     print_all(agree, what, rank, size);
