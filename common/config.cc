@@ -78,8 +78,10 @@ struct Groups {
     add_data(c.data);
     add_model(c.model, s);
     add_train(c.train);
-    runtime.add_options()("seed", text(&s.seed, std::to_string(c.train.seed)),
-                          "base seed; per-worker randomness uses seed + rank")(
+    runtime.add_options()(
+        "seed", text(&s.seed, std::to_string(c.train.seed)),
+        "seed of the initial parameters, the data order (with the epoch), synthetic "
+        "data and --straggler any: the same on every rank")(
         "device", val(&c.train.device), "cpu | cuda | auto (no usable GPU: falls back to cpu)")(
         "threads", val(&c.train.threads),
         "OpenBLAS threads per rank (at most the library's MAX_THREADS)")(

@@ -38,7 +38,7 @@ struct TrainConfig {
   int warmup_steps = 0;           // linear warm-up from lr (step 1) to the scaled lr (step w+1)
   std::string lr_schedule = "constant";  // "constant" | "cosine"
   OptimizerConfig opt;
-  std::uint64_t seed = 42;     // base seed; per-worker randomness uses seed + rank
+  std::uint64_t seed = 42;     // init, data order, synthetic data: the same on every rank
   std::string device = "cpu";  // "cpu" | "cuda" | "auto"
   int threads = 1;             // OpenBLAS threads per rank
   bool eval_each_epoch = true;
