@@ -170,10 +170,19 @@ def bench_kind(row):
     return name
 
 
+def median(xs):
+    """The median of xs: the mean of the two middle values for an even count (the upper one
+    alone read 2 bench rows' memcpy figures, or 2 runs' compute times, as the larger one);
+    None when xs is empty."""
+    xs = sorted(xs)
+    n = len(xs)
+    return (xs[(n - 1) // 2] + xs[n // 2]) / 2 if xs else None
+
+
 def gamma_from_bench(rows):
     """s per byte reduced: 1.5 / memcpy bandwidth (median over rows); 0 without a memcpy figure."""
-    bw = sorted(r["memcpy_GBps"] for r in rows if r.get("memcpy_GBps"))
-    return 1.5 / (bw[len(bw) // 2] * 1e9) if bw else 0.0
+    bw = [r["memcpy_GBps"] for r in rows if r.get("memcpy_GBps")]
+    return 1.5 / (median(bw) * 1e9) if bw else 0.0
 
 
 def robust_fit(m, b, y, alpha=None):
@@ -222,8 +231,7 @@ def fit_group(rows, kind, workers, servers, gamma, chunk=PS_CHUNK_BYTES, alpha=N
 
 
 def median_abs(xs):
-    xs = sorted(abs(x) for x in xs)
-    return xs[len(xs) // 2] if xs else 0.0
+    return median([abs(x) for x in xs]) if xs else 0.0
 
 
 def window_for(bucket_bytes, spread=8.0):
@@ -280,9 +288,7 @@ def fit_spread(f):
     whose times scattered 19-fold read as a perfect fit. k counts the constants fitted here and
     above 0 (a term clamped at 0 frees a row; a windowed refit's alpha is given)."""
     k = int(f.consts.beta > 0) + int(f.consts.alpha > 0 and f.base is None)
-    rest = sorted(abs(r) for r in f.residuals)[k:]
-    n = len(rest)
-    return (rest[(n - 1) // 2] + rest[n // 2]) / 2 if rest else None
+    return median(sorted(abs(r) for r in f.residuals)[k:])
 
 
 def doubts(f, alpha_given=False, beta_given=False):

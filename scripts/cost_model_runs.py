@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
-from cost_model import (BUCKET_MB, PS_CHUNK_BYTES, buckets, calibrate,  # noqa: E402
+from cost_model import (BUCKET_MB, PS_CHUNK_BYTES, buckets, calibrate, median,  # noqa: E402
                         network_consts, reference, step_comm, step_time, window_for)
 
 
@@ -36,7 +36,7 @@ def compute_times(runs, bench=()):
                 and r.get("consistency", "bsp") == "bsp" and r.get("step_time"):
             key = (r["model"]["params"], r.get("batch", 64), device_kind(r))
             found.setdefault(key, []).append(r["step_time"]["compute_s"])
-    out = {k: (sorted(v)[len(v) // 2], f"median of {len(v)} 1-worker run(s)")
+    out = {k: (median(v), f"median of {len(v)} 1-worker run(s)")
            for k, v in found.items()}
     for b in bench:
         if b.get("bench") == "model" and b.get("step_ms"):

@@ -346,6 +346,16 @@ class ModelInputs(unittest.TestCase):
         rows = [{"memcpy_GBps": x} for x in (60.0, 2.0, 6.0)]
         self.assertAlmostEqual(cm.gamma_from_bench(rows), 1.5 / 6e9, delta=1e-6 * 1.5 / 6e9)
         self.assertEqual(cm.gamma_from_bench([{"memcpy_GBps": 0}]), 0.0)
+        # an even count: the mean of the two middle figures (the upper one alone was 6 here)
+        rows = [{"memcpy_GBps": x} for x in (60.0, 2.0, 6.0, 4.0)]
+        self.assertAlmostEqual(cm.gamma_from_bench(rows), 1.5 / 5e9, delta=1e-6 * 1.5 / 5e9)
+
+    def test_the_median_of_an_even_count_is_the_mean_of_the_middle_two(self):
+        self.assertEqual(cm.median([3.0, 1.0, 4.0, 2.0]), 2.5)
+        self.assertEqual(cm.median([2.0, 1.0, 3.0]), 2.0)
+        self.assertIsNone(cm.median([]))
+        self.assertEqual(cm.median_abs([-0.4, 0.1, 0.2, -0.3]), 0.25)
+        self.assertEqual(cm.median_abs([]), 0.0)
 
     def test_among_time_shared_jobs_the_fewest_ranks_are_the_reference(self):
         truth = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0)
@@ -373,6 +383,10 @@ class ModelInputs(unittest.TestCase):
                 run(0.04, status="failed"), run(0.5, workers=2, np=2)]
         t, how = cmr.compute_times(runs)[(12730, 64, "cpu")]
         self.assertEqual((t, how), (0.002, "median of 3 1-worker run(s)"))
+        # an even count: the mean of the middle two (it was the upper one, 0.009)
+        t, how = cmr.compute_times(runs + [run(0.011)])[(12730, 64, "cpu")]
+        self.assertAlmostEqual(t, 0.0055)
+        self.assertEqual(how, "median of 4 1-worker run(s)")
 
     def test_one_worker_with_a_dedicated_server_communicates(self):
         c = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0, source="x")
