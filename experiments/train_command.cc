@@ -228,6 +228,8 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["resumed_from"] =
       res.resumed_from.empty() ? nlohmann::json() : nlohmann::json(res.resumed_from);
   j["resumed_at_step"] = res.resumed_step;
+  // "--lr 0.01 (0.02 in the checkpoint), ...": only when a resumed run changed such a setting
+  if (!res.resumed_with_changes.empty()) j["resumed_with_changes"] = res.resumed_with_changes;
   add_rank_figures(j, res, cfg.train.batch * cfg.train.accum * workers, ranks);
   j["ranks"] = ranks;
   j["test_accuracy"] = res.test_accuracy;
@@ -280,13 +282,21 @@ std::string bytes_line(const nlohmann::json& j, const std::string& role) {
 // A resumed run: which run of the job this is, and the job's figures beside this run's.
 std::string job_line(const nlohmann::json& j) {
   if (!j["resumed_from"].is_string()) return "";
-  const std::string from = "resumed from " + j["resumed_from"].get<std::string>() + " at step " +
-                           std::to_string(j["resumed_at_step"].get<long long>());
+  const long long at = j["resumed_at_step"].get<long long>();
+  const std::string from =
+      "resumed from " + j["resumed_from"].get<std::string>() + " at step " + std::to_string(at);
+  // The settings it changed, which the progress notes alone told (not under --progress off).
+  const std::string changes = j.contains("resumed_with_changes")
+                                  ? "with other settings than the checkpoint's run (from step " +
+                                        std::to_string(at + 1) +
+                                        "): " + j["resumed_with_changes"].get<std::string>() + "\n"
+                                  : "";
   const auto& job = j["job"];
   if (!job["legs"].is_number())
     return from +
            " (a checkpoint of an older build: the job's earlier epochs and time are unknown, "
-           "the history is this run's)\n";
+           "the history is this run's)\n" +
+           changes;
   const auto earlier = job["epochs_by_earlier_legs"].get<std::size_t>();
   const auto& h = j["history"];
   std::string epochs;
@@ -302,7 +312,7 @@ std::string job_line(const nlohmann::json& j) {
                 "(restarts, evaluation, checkpoints and steps redone not counted)",
                 job["legs"].get<int>(), job["steps"].get<long long>(), job["train_s"].get<double>(),
                 job["samples_per_s"].is_number() ? job["samples_per_s"].get<double>() : 0.0);
-  return from + line + epochs + "\n";
+  return from + line + epochs + "\n" + changes;
 }
 
 // " (2 workers x 64 x accum 2)": what the global batch is made of, as a DDP user reads it.

@@ -36,14 +36,17 @@ void TrainLoop::resume() {
   metrics_.write_earlier(resume_.metrics_lines, c.worker0_train_s);
   metrics_.flush();  // a crashed earlier run had them only in the .partial file just replaced
   progress_.resume_at(step_);
+  // Also in the summary (printed and in its JSON): under --progress off this note was the only
+  // word of a changed rate, and it was not shown.
+  res_.resumed_with_changes = resume_setting_changes(c, cfg_);
   if (rank_ == 0) {
     progress_.message("resuming from " + resume_.path + " at step " + std::to_string(step_) +
                       " (epoch " + std::to_string(pos_epoch_ + 1) + ", " +
                       std::to_string(start_batch_) + " of its steps done)");
-    const std::string changed = resume_setting_changes(c, cfg_);
-    if (!changed.empty())
-      progress_.message("resuming with other settings than the checkpoint's run: " + changed +
-                        "; they apply from step " + std::to_string(step_ + 1));
+    if (!res_.resumed_with_changes.empty())
+      progress_.message(
+          "resuming with other settings than the checkpoint's run: " + res_.resumed_with_changes +
+          "; they apply from step " + std::to_string(step_ + 1));
   }
 }
 

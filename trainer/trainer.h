@@ -66,6 +66,9 @@ struct TrainResult {
   std::vector<float> params;      // final parameters (host copy), for equivalence checks
   std::string resumed_from;       // the checkpoint this run resumed from (empty: a fresh run)
   std::int64_t resumed_step = 0;  // its step: this run trained steps - resumed_step steps
+  // The learning-rate and optimizer settings this run changed from the checkpoint's, as
+  // resume_setting_changes (trainer/checkpoint.h) names them; empty: none (or a fresh run).
+  std::string resumed_with_changes;
   // The whole job, from the checkpoint a resumed run started from (a fresh run: 1, 0, 0): the
   // runs that trained its steps, this one included (0: unknown, a checkpoint of an older build);
   // the training seconds of the earlier ones over the steps up to resumed_step (each one's

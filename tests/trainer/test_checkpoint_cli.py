@@ -64,6 +64,7 @@ class CheckpointCli(unittest.TestCase):
                        "--summary-file", self.summary)
         self.assertEqual(second.returncode, 0, second.stderr)
         self.assertIn("resumed from", second.stdout)
+        self.assertNotIn("other settings", second.stdout + second.stderr)  # none changed
         # the printed wall time and throughput cover the 20 steps this run trained: say so
         self.assertIn("steps 40 (21-40 in this run)  wall ", second.stdout)
         with open(self.summary) as f:
@@ -71,6 +72,7 @@ class CheckpointCli(unittest.TestCase):
         self.assertEqual(s["steps"], 40)
         self.assertEqual(s["resumed_at_step"], 20)
         self.assertTrue(s["resumed_from"].endswith("ckpt-0000000020.ckpt"), s["resumed_from"])
+        self.assertNotIn("resumed_with_changes", s)
         self.assertGreater(s["test_accuracy"], 0.0)
         # Steady-state timing: samples/s and step times leave out the first 5 of the 20 steps
         # this run trained (--untimed-steps 5, at most a quarter); wall_s counts every step.
@@ -358,6 +360,20 @@ class CheckpointCli(unittest.TestCase):
         self.assertIn("--resume latest", again.stderr)
         self.assertEqual(sorted(os.listdir(self.dir)), before)  # nothing written or deleted
 
+
+    def test_a_resume_with_another_rate_says_so_in_the_summary_under_progress_off(self):
+        # The note naming a changed setting was a progress message only: --progress off (as
+        # here, and in every sweep) hid it, and the run's record did not keep it.
+        first = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        second = train("--backend", "ring", "--max-steps", "8", "--checkpoint-dir", self.dir,
+                       "--resume", "latest", "--lr", "0.02", "--summary-file", self.summary)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assertIn("with other settings than the checkpoint's run (from step 5): --lr 0.02 "
+                      "(0.05 in the checkpoint)\n", second.stdout)
+        with open(self.summary) as f:
+            s = json.load(f)
+        self.assertEqual(s["resumed_with_changes"], "--lr 0.02 (0.05 in the checkpoint)")
 
     def test_a_resume_with_another_seed_is_refused_by_rank_0_before_the_job_starts(self):
         # Rank 0 checks the checkpoint against the run before any communication, so a dedicated
