@@ -19,7 +19,8 @@ void announce_fault(const std::string& who, const std::string& kind, std::int64_
 // ("[starring] rank 1: STARRING_TEST_STOP at exit (unix time ...)"): "init" (before MPI_Init),
 // "setup" (after its own option and file checks, before the ranks agree on them),
 // "checkpoint-write" (worker 0 before it writes a checkpoint's file), "sync-end" (a
-// worker after its last step and evaluation, before its backend's shutdown), "server-end" (a
+// worker after its last step and evaluation, before its backend's shutdown), "server-start" (a
+// parameter server before its start acknowledgement), "server-end" (a
 // parameter server before its goodbye to the workers), "exit" (after the ranks agreed on the
 // outcome, before MPI_Finalize). tests/experiments/test_cli_errors.py times the others' exit.
 void test_stop_point(const char* where, int rank);

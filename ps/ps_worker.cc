@@ -80,6 +80,7 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
   for (std::size_t c = 0; c < n; ++c) all_chunks_[c] = static_cast<int>(c);
   bye_text_.assign(static_cast<std::size_t>(group_.num_servers()), "");
   bye_seen_.assign(static_cast<std::size_t>(group_.num_servers()), 0);
+  ack_seen_.assign(static_cast<std::size_t>(group_.num_servers()), 0);
   last_counters_ = counters();
   server_seg_.resize(static_cast<std::size_t>(group_.num_servers()));
   if (opt_.shared_memory && group_.num_servers() > (group_.colocated ? 1 : 0))
@@ -87,8 +88,26 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
   if (group_.colocated) start_local_server();
   comm_thread_ = std::thread([this] { comm_main(); });
   send_init(layout);
+  // --timeout + grace, as for a push's reply or the goodbye (it was 2 x (--timeout + grace)):
+  // every server acknowledges once every worker's start message is in, and a worker it does not
+  // hear from within --timeout of its own start is named by the server, which stops and tells
+  // the others why (kAbort) before this wait ends; so this one runs out only on a server that is
+  // stopped, stuck or much slower to start, and names it.
   const int servers = group_.num_servers();
-  wait_for([&] { return acks_ == servers; }, "the servers' start acknowledgements", false);
+  wait_for([&] { return acks_ == servers; }, "the servers' start acknowledgements", false,
+           opt_.timeout + grace(),
+           [&] {
+             return "; no start acknowledgement from " + servers_without(ack_seen_) +
+                    " (stopped, stuck or slow)";
+           });
+}
+
+std::string PsWorker::servers_without(const std::vector<char>& seen) const {
+  std::string who;
+  for (std::size_t s = 0; s < seen.size(); ++s)
+    if (!seen[s])
+      who += detail::concat(who.empty() ? "" : ", ", "server rank ", group_.server_ranks[s]);
+  return who;
 }
 
 void PsWorker::make_start_plan(const ParamLayout& layout) {
@@ -191,7 +210,7 @@ void PsWorker::rethrow_if_failed() {
 // enforces the real deadlines; this one is a safety net in case it is itself stuck. It wakes at
 // least every 20 ms, so that, as there, this thread's own pauses (ps/watch_clock.h) do not count.
 void PsWorker::wait_for(const std::function<bool()>& ready, const char* what, bool count_wait,
-                        Seconds limit_given) {
+                        Seconds limit_given, const std::function<std::string()>& silent) {
   const auto t0 = Clock::now();
   std::unique_lock<std::mutex> lk(mu_);
   rethrow_if_failed();
@@ -206,7 +225,7 @@ void PsWorker::wait_for(const std::function<bool()>& ready, const char* what, bo
     if (now >= deadline)
       throw TimeoutError(detail::concat(where_, ": timeout after ", limit.count(),
                                         " s waiting for ", what, " (this thread ", watch.summary(),
-                                        ")"));
+                                        ")", silent ? silent() : std::string()));
     cv_.wait_until(lk, std::min(deadline, now + std::chrono::milliseconds(20)));
   }
   if (count_wait) wait_s_ += Seconds(Clock::now() - t0).count();
@@ -333,25 +352,16 @@ void PsWorker::shutdown() {
           comm_->send(&h, sizeof(h), dst, kReqTag, opt_.timeout);
       }
       const int servers = group_.num_servers();
-      try {
-        // --timeout + grace, as for a push's reply (a silent server): the workers got here
-        // together (the last evaluation and checkpoint wait for each other within --timeout),
-        // and each server says goodbye once every worker's kDone is in; the general 2 x (--timeout
-        // + grace) made a server stopped after the last step cost 19 s at --timeout 5.
-        wait_for([&] { return byes_ == servers; }, "the servers' goodbye", false,
-                 opt_.timeout + grace());
-      } catch (const TimeoutError& e) {  // name the servers that are silent (stopped, stuck)
-        std::string who;
-        {
-          std::lock_guard<std::mutex> lk(mu_);
-          for (int s = 0; s < servers; ++s)
-            if (!bye_seen_[static_cast<std::size_t>(s)])
-              who += detail::concat(who.empty() ? "" : ", ", "server rank ",
-                                    group_.server_ranks[static_cast<std::size_t>(s)]);
-        }
-        throw TimeoutError(
-            detail::concat(e.what(), "; no goodbye from ", who, " (stopped, stuck or slow)"));
-      }
+      // --timeout + grace, as for a push's reply (a silent server): the workers got here
+      // together (the last evaluation and checkpoint wait for each other within --timeout),
+      // and each server says goodbye once every worker's kDone is in; the general 2 x (--timeout
+      // + grace) made a server stopped after the last step cost 19 s at --timeout 5. A timeout
+      // names the servers that are silent (stopped, stuck).
+      wait_for(
+          [&] { return byes_ == servers; }, "the servers' goodbye", false, opt_.timeout + grace(),
+          [&] {
+            return "; no goodbye from " + servers_without(bye_seen_) + " (stopped, stuck or slow)";
+          });
     } catch (...) {
       err = std::current_exception();
       std::lock_guard<std::mutex> lk(mu_);

@@ -147,9 +147,12 @@ class PsWorker : public GradientSync {
   // ps_worker.cc helpers
   void make_start_plan(const ParamLayout& layout);  // plan_, or ConfigError
   void send_init(const ParamLayout& layout);
-  // `limit`: the safety net's wait (zero: 2 x --timeout + 2 x grace)
+  // `limit`: the safety net's wait (zero: 2 x --timeout + 2 x grace). `silent` (called under
+  // mu_): what a timeout of this wait adds, e.g. "; no goodbye from server rank 2 (...)".
   void wait_for(const std::function<bool()>& ready, const char* what, bool count_wait,
-                Seconds limit = Seconds(0));
+                Seconds limit = Seconds(0), const std::function<std::string()>& silent = {});
+  // "server rank 2, server rank 3": the servers whose `seen` flag is 0 (under mu_)
+  std::string servers_without(const std::vector<char>& seen) const;
   void wait_chunks(const std::vector<int>& chunks, const char* what);
   void rethrow_if_failed();
   int server_rank(int chunk) const;
@@ -185,6 +188,7 @@ class PsWorker : public GradientSync {
   std::size_t state_got_ = 0;                          // state vectors received locally
   std::vector<std::string> bye_text_;
   std::vector<char> bye_seen_;  // by server index: its goodbye came (to name those that did not)
+  std::vector<char> ack_seen_;  // by server index: its start acknowledgement came (the same)
   double wait_s_ = 0, push_s_ = 0, pull_s_ = 0, comm_s_ = 0, stage_s_ = 0;
   std::uint64_t steps_done_ = 0;
   CommCounters last_counters_;

@@ -251,6 +251,7 @@ void ServerLoop::on_init(int w, const std::string& init) {
 
 void ServerLoop::maybe_ack() {
   if (acked_ || inits_ < workers_ || !core_ || !core_->all_params_set()) return;
+  test_stop_point("server-start", rank_);
   acked_ = true;
   for (int w = 0; w < workers_; ++w) {
     // Tells each worker whether we map its segment, and where our parameters are.

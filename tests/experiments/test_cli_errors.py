@@ -647,6 +647,17 @@ class CliErrors(unittest.TestCase):
                       ["the servers' goodbye", "no goodbye from server rank 2"],
                       stop_at="server-end:2", trained=True, after_fault=(timeout, timeout + 5))
 
+    def test_ps_server_stopped_before_its_start_acknowledgement(self):
+        # The workers' wait for the servers' start acknowledgements named no server and took
+        # 2 x (--timeout + grace), where every other wait takes --timeout (+ grace): 4 + 2 + 3 s
+        # after the stop at --timeout 2 (agreement's 3 s included), now 2 + 1 + 3
+        timeout = 2
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--timeout",
+                          str(timeout)] + TINY, 1,
+                      ["the servers' start acknowledgements",
+                       "no start acknowledgement from server rank 2"],
+                      stop_at="server-start:2", after_fault=(timeout, timeout + 5))
+
     def test_colocated_worker_0_stopped_writing_a_checkpoint(self):
         # Worker 1 times out in the checkpoint's agreement; its failure path then waited for the
         # servers' goodbye (2 x --timeout + grace) that its own shard, waiting for worker 0, could
