@@ -17,7 +17,22 @@ namespace starring {
 
 // Returns "; ranks 0, 2 and 3 timed out here too, rank 1 did not (silent, slow or elsewhere)"
 // or "" (one rank, or every rank reported). Never throws: it only decorates an error.
+//
+// The grace only fits ranks that stalled together (at one step of a collective). Ranks that
+// reach a point far apart (loading their data: seconds apart on a loaded machine) time out as
+// far apart, so a peer whose note came after the grace was named with the silent one. There the
+// notes go out on arrival instead (census_announce on entry, census_heard after a timeout, as
+// first_error does, common/comm_util.h): a rank that got there before this one timed out is
+// heard however late its own timeout fires.
 std::string census(Comm& comm, Seconds grace);
+
+// The two halves of census: a one-int note to every other rank on `tag` (fire-and-forget), and
+// the clause naming the ranks whose note did not arrive within `grace` ("; ranks 0 and 2 <did>
+// too, rank 1 did not (silent, slow or elsewhere)", or "; rank 1 did not <not_do> (silent, ...)"
+// when no note came; `did`/`not_do`: "timed out here"/"time out here", "got here"/"get here"),
+// "" when every rank's did. census_heard never throws.
+void census_announce(Comm& comm, int tag);
+std::string census_heard(Comm& comm, int tag, Seconds grace, const char* did, const char* not_do);
 
 // "rank 3", "ranks 1 and 3", "ranks 0, 2 and 3": how errors name a list of ranks.
 std::string rank_list(const std::vector<int>& ranks);

@@ -117,13 +117,27 @@ std::string first_error_exchange(Comm& comm, const std::string& mine, int tag, S
 }  // namespace
 
 // A rank that never takes part (stopped while it loaded its data) left the other ranks' errors
-// naming rank 0, which they wait for: a census (common/census.h) names the silent one.
+// naming rank 0, which they wait for: a census (common/census.h) names the silent one. Its notes
+// go out on arrival, not at the timeout: ranks get here as far apart as their loading took
+// (seconds on a loaded machine), and a census taken at the timeout, over a fixed 1.5 s, named a
+// rank that arrived 2 s after this one as 'did not' beside the silent one. Every rank's note is
+// in once the exchange is done (rank 0 heard from every rank, the others from rank 0 after
+// that), so on success each rank takes the notes of the others, one per rank (per peer, in
+// order: a fast rank's note for a later call cannot stand in for a slow one's).
 std::string first_error(Comm& comm, const std::string& mine, int tag, Seconds timeout) {
+  census_announce(comm, tags::kArrival);
+  std::string first;
   try {
-    return first_error_exchange(comm, mine, tag, timeout);
+    first = first_error_exchange(comm, mine, tag, timeout);
   } catch (const TimeoutError& e) {
-    throw TimeoutError(e.what() + census(comm, std::min(timeout, Seconds(1.5))));
+    throw TimeoutError(e.what() + census_heard(comm, tags::kArrival,
+                                               std::min(timeout, Seconds(1.5)), "got here",
+                                               "get here"));
   }
+  int note = 0;
+  for (int p = 0; p < comm.size(); ++p)
+    if (p != comm.rank()) comm.recv(&note, sizeof note, p, tags::kArrival, timeout);
+  return first;
 }
 
 void barrier_over_p2p(Comm& comm, Seconds timeout) {

@@ -96,6 +96,7 @@ class Comm {
 namespace tags {
 inline constexpr int kBarrier = 1;
 inline constexpr int kStartup = 97;            // experiments/main.cc: the start-up notes
+inline constexpr int kArrival = 98;            // first_error's arrival notes (comm_util.h)
 inline constexpr int kCensus = 99;             // common/census.h
 inline constexpr int kTrainerBase = 100;       // evaluation reductions, checks
 inline constexpr int kRingBase = 1 << 16;      // allreduce/ (RingOptions::tag)

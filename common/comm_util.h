@@ -15,7 +15,9 @@ std::string timeout_message(const Comm& comm, Seconds timeout, const std::string
 
 // Every rank passes its error message (empty: none); every rank gets the lowest failing rank's
 // message (empty when no rank failed). Gather to rank 0 and back, each wait bounded by `timeout`;
-// for agreeing, before work that needs every rank, that some rank cannot start.
+// for agreeing, before work that needs every rank, that some rank cannot start. A timeout names
+// the ranks that did not get there (each rank sends a note on arrival, tags::kArrival, so a rank
+// that arrived seconds later than this one but before its timeout is not named).
 std::string first_error(Comm& comm, const std::string& mine, int tag, Seconds timeout);
 
 // What first_error carries when the kind of a failure matters on the other ranks (exit 2 for bad

@@ -281,6 +281,30 @@ TEST(CommUtil, FirstErrorTimeoutNamesTheSilentRank) {
   }
 }
 
+// A rank that gets there late but within the timeout (it loaded its data 1.8 s after the
+// others) is not named with the silent one: the census, taken at the timeout over 1.5 s, did not
+// hear its note, which it sent only at its own timeout 1.8 s later ("ranks 1 and 2 did not").
+TEST(CommUtil, FirstErrorTimeoutDoesNotNameALateRank) {
+  INPROC_ONLY();
+  std::vector<std::string> got(3);
+  run_ranks(3, [&](Comm& c) {
+    if (c.rank() == 1) return;  // silent
+    if (c.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+    try {
+      first_error(c, "", 37, Seconds(2.0));
+      got[c.rank()] = "returned";
+    } catch (const TimeoutError& e) {
+      got[c.rank()] = e.what();
+    }
+  });
+  EXPECT_NE(got[0].find("; rank 2 got here too, rank 1 did not (silent, slow or elsewhere)"),
+            std::string::npos)
+      << got[0];
+  EXPECT_NE(got[2].find("; rank 0 got here too, rank 1 did not (silent, slow or elsewhere)"),
+            std::string::npos)
+      << got[2];
+}
+
 TEST(SubComm, InProc) {
   INPROC_ONLY();
   for (int n : {2, 4, 5, 8}) {
