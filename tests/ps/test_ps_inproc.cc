@@ -399,6 +399,46 @@ TEST(PsInproc, SilentColocatedWorkerIsNamedByTheOthers) {
   }
 }
 
+// A worker silent before its start message: the server names it (it has waited --timeout from
+// its own start) and stops the others with that message before their wait for the start
+// acknowledgement (--timeout + grace since their start message) runs out and names the server.
+TEST(PsInproc, WorkerSilentAtTheStartIsNamedByTheServerBeforeTheOthersWaitForTheAckEnds) {
+  auto opt = test_options("bsp");
+  opt.timeout = Seconds(1.0);
+  Silence silence(2);
+  const PsGroup group = make_ps_group("1", 3);  // workers 0, 1; server 2
+  const auto t0 = Clock::now();
+  std::vector<Clock::time_point> ended;
+  starring::testing::SchedulingLag lag;
+  const auto errors = run_world(
+      3,
+      [&](std::shared_ptr<Comm> comm) {
+        const int r = comm->rank();
+        if (group.is_dedicated_server(r)) {
+          ServerLoop(comm, group, server_options(opt)).run();
+        } else if (r == 1) {
+          silence.keep();  // never starts
+        } else {
+          PsWorker ps(comm, group, opt);
+          train_worker(ps, 0, 2, test_opt("sgd"));
+        }
+      },
+      &ended,
+      [&](int r) {
+        if (r != 1) silence.rank_ended();
+      });
+  const double late = lag.stop();
+  for (int k : {0, 2}) {
+    EXPECT_TRUE(names(errors[k],
+                      "worker rank 1 (worker 1) sent nothing while this server waited "
+                      "for it to start"))
+        << "rank " << k << ": " << errors[k];
+    EXPECT_FALSE(names(errors[k], "start acknowledgement")) << "rank " << k << ": " << errors[k];
+    EXPECT_LT(Seconds(ended[k] - t0).count(), kWithin + late)
+        << "rank " << k << "; this process ran " << late << " s late";
+  }
+}
+
 TEST(PsInproc, SilentServerIsNamedByEveryRankWithinTheTimeout) {
   // Ranks: workers 0, 1; servers 2, 3. Either server hangs at step 3: the one named is the one
   // that owns the late chunk, whichever that is (chunk 0, the last tensor's, is server rank 3's).
