@@ -50,6 +50,7 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
   std::string failed;  // "<kind><rank> <message>", kind: failure_kind ('C' bad input, 'E' else)
   std::exception_ptr mine;
   if (!server && (!train || !test)) {
+    test_stop_point("load", world->rank());
     try {
       own = load_data(cfg);
     } catch (const std::exception& e) {  // bad input, or e.g. out of memory: still agreed
