@@ -103,9 +103,7 @@ void copy_to(const float* __restrict a, float* __restrict o1, float* __restrict 
 std::unique_ptr<ShmRing> ShmRing::create(Comm& comm, const RingOptions& opt) {
   auto* m = dynamic_cast<MpiComm*>(&comm);
   if (!m || comm.size() < 2 || opt.wire != WireType::kFloat32) return nullptr;
-  MPI_Comm node = MPI_COMM_NULL;
-  CHECK_MPI(
-      MPI_Comm_split_type(m->mpi_comm(), MPI_COMM_TYPE_SHARED, comm.rank(), MPI_INFO_NULL, &node));
+  MPI_Comm node = host_comm(m->mpi_comm(), comm.rank());
   int node_size = 0;
   CHECK_MPI(MPI_Comm_size(node, &node_size));
   int all_local = node_size == comm.size(), everywhere = 0;

@@ -1,5 +1,5 @@
 // ShmRing: the ring all-reduce of ring_allreduce.h with a shared-memory data path, used when
-// every rank of an MPI communicator sits on one node (MPI_Comm_split_type SHARED).
+// every rank of an MPI communicator sits on one node (host_comm, common/mpi_comm.h).
 //
 // Over MPI point-to-point on shared memory every message is copied twice (the sender into a
 // shared FIFO, the receiver out of it) and a received segment is then read a third time by the

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "common/test_hosts.h"
 
 namespace starring {
 
@@ -30,8 +31,9 @@ std::string gpu_uuid_text(const unsigned char* u) {
 
 std::string this_host_name() {
   char name[256] = {0};
-  if (gethostname(name, sizeof name - 1) != 0) return "?";
-  return name;
+  const std::string real = gethostname(name, sizeof name - 1) == 0 ? name : "?";
+  const int test_host = test_host_index();
+  return test_host < 0 ? real : real + "~test-host-" + std::to_string(test_host);
 }
 
 namespace {

@@ -1,6 +1,6 @@
 // Which GPU each rank uses, and whether a job that needs one GPU per rank (the nccl backend) has
 // it. A rank computes on GPU `local_rank % count`: local_rank is its index among the ranks of
-// its host (MpiComm::node_rank, from MPI_Comm_split_type SHARED), count the GPUs CUDA lets the
+// its host (MpiComm::node_rank, from host_comm in common/mpi_comm.h), count the GPUs CUDA lets the
 // process see (CUDA_VISIBLE_DEVICES applies: a launcher that gives every rank its own GPU makes
 // count 1 and every rank's cuda:0 a different GPU). So ranks share GPUs round-robin when a host
 // has more ranks than GPUs, which the host backends allow and NCCL does not (two ranks of one
@@ -40,7 +40,8 @@ std::vector<std::string> gpu_plan_lines(const std::vector<GpuSlot>& slots);
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints a UUID's 16 bytes.
 std::string gpu_uuid_text(const unsigned char* bytes16);
-// gethostname(), "?" when it fails.
+// gethostname(), "?" when it fails; under the test hook STARRING_TEST_HOSTS, the test host's name
+// (common/test_hosts.h).
 std::string this_host_name();
 
 // Implemented in common/cuda/ (stand-ins in common/nocuda/ give ordinal -1, "built without

@@ -5,6 +5,7 @@
 
 #include "common/comm_util.h"
 #include "common/error.h"
+#include "common/test_hosts.h"
 
 namespace starring {
 
@@ -124,6 +125,18 @@ class MpiRequest : public Request {
   RecvStatus status_;
 };
 
+MPI_Comm host_comm(MPI_Comm comm, int key) {
+  const int test_host = test_host_index();  // before any collective: it may throw
+  MPI_Comm node = MPI_COMM_NULL;
+  CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, &node));
+  if (test_host < 0) return node;
+  MPI_Comm part = MPI_COMM_NULL;
+  const int rc = MPI_Comm_split(node, test_host, key, &part);
+  MPI_Comm_free(&node);
+  CHECK_MPI(rc);
+  return part;
+}
+
 MpiComm::MpiComm(MPI_Comm parent, int thread_level) {
   int init = 0;
   MPI_Initialized(&init);
@@ -133,8 +146,7 @@ MpiComm::MpiComm(MPI_Comm parent, int thread_level) {
   CHECK_MPI(MPI_Comm_dup(parent, &comm_));
   CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
   CHECK_MPI(MPI_Comm_size(comm_, &size_));
-  MPI_Comm node = MPI_COMM_NULL;  // the ranks sharing this host, ordered by rank
-  CHECK_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  MPI_Comm node = host_comm(comm_, rank_);  // the ranks sharing this host, ordered by rank
   CHECK_MPI(MPI_Comm_rank(node, &node_rank_));
   CHECK_MPI(MPI_Comm_free(&node));
   STARRING_CHECK(provided >= thread_level, where(), ": the MPI library provides thread level ",

@@ -43,6 +43,11 @@ class MpiComm : public Comm {
   int rank_ = 0, size_ = 1, node_rank_ = 0;
 };
 
+// The ranks of `comm` on this rank's host, ordered by `key` (collective over `comm`; the caller
+// frees it): MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), divided by test host under the test hook
+// STARRING_TEST_HOSTS (common/test_hosts.h). Decisions made by host use this one.
+MPI_Comm host_comm(MPI_Comm comm, int key);
+
 // The MPI communicator under `comm` when it is an MpiComm; otherwise throws an Error naming
 // `what` (e.g. "backend 'mpi'") and saying it needs an MPI communicator.
 MPI_Comm mpi_comm_of(const Comm& comm, const char* what);

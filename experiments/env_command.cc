@@ -75,16 +75,12 @@ std::set<int> parse_cpus(const std::string& list) {
 // "hostname\ncpus\nallowed cpus\nordinal\nvisible\npci\nuuid\nnote" for this rank: its host
 // and the GPU it would compute on (probe_gpu_slot).
 std::string this_host(int local_rank) {
-  char name[MPI_MAX_PROCESSOR_NAME] = {0};
-  int len = 0;
-  MPI_Get_processor_name(name, &len);
   const GpuSlot g = probe_gpu_slot(local_rank);
   std::string note = g.note;
   std::replace(note.begin(), note.end(), '\n', ' ');
-  return std::string(name, static_cast<std::size_t>(len)) + "\n" +
-         std::to_string(std::thread::hardware_concurrency()) + "\n" + allowed_cpus() + "\n" +
-         std::to_string(g.ordinal) + "\n" + std::to_string(g.visible) + "\n" + g.pci + "\n" +
-         g.uuid + "\n" + note;
+  return this_host_name() + "\n" + std::to_string(std::thread::hardware_concurrency()) + "\n" +
+         allowed_cpus() + "\n" + std::to_string(g.ordinal) + "\n" + std::to_string(g.visible) +
+         "\n" + g.pci + "\n" + g.uuid + "\n" + note;
 }
 
 // The lines of a this_host() text.
