@@ -14,7 +14,9 @@
 // Not the ranks a Ctrl-C waits for (experiments/interrupt_wait.h): those are the ranks one mpirun
 // daemon stops together, which are a real host's whatever the test hosts say.
 // The test hosts divide real hosts, never join them: ranks on two real hosts stay apart whatever
-// H says. Every rank of the job must see the same value (mpirun passes its environment to the
+// H says. What they cannot divide is hardware: ranks of two test hosts on one machine may pick
+// the same GPU, which the nccl backend's one-GPU-per-rank check (keyed by host) then takes for
+// two GPUs. Every rank of the job must see the same value (mpirun passes its environment to the
 // ranks it starts on its own host; on others, -x STARRING_TEST_HOSTS), or the ranks disagree on
 // collective splits. The variable is read at each call (tests may set it between cases).
 #pragma once

@@ -52,9 +52,16 @@ std::vector<nlohmann::json> gather_to_root(Comm& world, const nlohmann::json& mi
   all.push_back(mine);
   for (int r = 1; r < world.size(); ++r) {
     std::uint64_t n = 0;
-    world.recv(&n, sizeof n, r, tag, world.timeout());
-    std::string s(n, '\0');
-    world.recv(s.data(), n, r, tag, world.timeout());
+    std::string s;
+    try {
+      world.recv(&n, sizeof n, r, tag, world.timeout());
+      s.assign(n, '\0');
+      world.recv(s.data(), n, r, tag, world.timeout());
+    } catch (const TimeoutError& e) {  // the wait names the rank by a tag number alone
+      throw TimeoutError(detail::concat(e.what(), ": rank ", r,
+                                        " did not send its totals for the run summary (stopped, "
+                                        "stuck or slow at the end of its run)"));
+    }
     all.push_back(nlohmann::json::parse(s));
   }
   return all;

@@ -107,7 +107,7 @@ class CliErrors(unittest.TestCase):
 
     def run_case(self, np, args, code=None, says=(), rank=None, bound=60, outputs=True,
                  killed=False, prepare=None, trained=False, preexec=None, after_fault=None,
-                 stop_at=None, finished=False):
+                 stop_at=None, finished=False, hosts=None):
         """Runs starring (np 0: without mpirun) and checks what every failure must satisfy.
         `says`: substrings of the first error line, which is the launcher's when a rank was
         `killed` (it cannot speak for itself); a run that `trained` to the end leaves whole
@@ -120,6 +120,8 @@ class CliErrors(unittest.TestCase):
         loops on 2 cores, which stretched the part after the fault only from 6.6 to 8.3 s).
         `stop_at="WHERE:RANK"`: that rank stops itself (SIGSTOP) there (STARRING_TEST_STOP, see
         common/fault.h); a run `finished` that far left its whole summary and metrics.
+        `hosts="0,1"`: the ranks take themselves for ranks of those test hosts (STARRING_TEST_HOSTS,
+        common/test_hosts.h), as on a cluster.
         """
         out = tempfile.mkdtemp(dir=self.tmp)
         argv = ([BIN] if np == 0 else [MPIRUN, "-np", str(np), BIN]) + list(args)
@@ -131,7 +133,11 @@ class CliErrors(unittest.TestCase):
             planted = prepare(out)
         # the fault's announcement is in the host's wall clock (common/fault.h)
         t0, wall0 = time.monotonic(), time.time()
-        env = dict(os.environ, STARRING_TEST_STOP=stop_at) if stop_at else None
+        env = dict(os.environ)
+        if stop_at:
+            env["STARRING_TEST_STOP"] = stop_at
+        if hosts:
+            env["STARRING_TEST_HOSTS"] = hosts
         p = subprocess.run(argv, capture_output=True, text=True, cwd=out, preexec_fn=preexec, env=env,
                            timeout=bound + 30 if after_fault is None else 120)
         took, wall1 = time.monotonic() - t0, time.time()
@@ -637,6 +643,14 @@ class CliErrors(unittest.TestCase):
                       ["timeout after 2", "finish with it at the end of the run",
                        "rank 1 did not time out"], rank=0, bound=40, stop_at="sync-end:1",
                       trained=True)  # its metrics were whole before: training had ended
+
+    def test_ring_rank_stopped_after_its_last_step_on_two_hosts(self):
+        # Across hosts (as on a cluster) the ring runs over MPI messages, with no end-of-run
+        # vote: rank 0 waited for the stopped rank's totals and said only "timeout after 2 s in
+        # recv from rank 1 (tag 102)"
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", "2"] + TINY, 1,
+                      ["timeout after 2", "rank 1 did not send its totals for the run summary"],
+                      rank=0, bound=40, stop_at="sync-end:1", trained=True, hosts="0,1")
 
     def test_ps_server_stopped_before_its_goodbye(self):
         # The workers' wait for the goodbye named no server and took 2 x (--timeout + grace):
