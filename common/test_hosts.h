@@ -16,9 +16,11 @@
 // The test hosts divide real hosts, never join them: ranks on two real hosts stay apart whatever
 // H says. What they cannot divide is hardware: ranks of two test hosts on one machine may pick
 // the same GPU, which the nccl backend's one-GPU-per-rank check (keyed by host) then takes for
-// two GPUs. Every rank of the job must see the same value (mpirun passes its environment to the
-// ranks it starts on its own host; on others, -x STARRING_TEST_HOSTS), or the ranks disagree on
-// collective splits. The variable is read at each call (tests may set it between cases).
+// two GPUs, and the summary's time-sharing note counts each test host's ranks against CPUs the
+// others use too (4 ranks on 2 CPUs as 0,0,1,1: "oversubscribed": false).
+// Every rank of the job must see the same value (mpirun passes its environment to the ranks it
+// starts on its own host; on others, -x STARRING_TEST_HOSTS), or the ranks disagree on collective
+// splits. The variable is read at each call (tests may set it between cases).
 #pragma once
 
 namespace starring {

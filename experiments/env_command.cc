@@ -116,7 +116,8 @@ void print_environment() {
   static const char* const kPrefixes[] = {
       "NCCL_",         "UCX_",         "OMPI_MCA_btl",         "OMPI_MCA_pml",
       "OMPI_MCA_coll", "OMPI_MCA_osc", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
-      "OPENBLAS_"};  // threads, kernels, cache sizes
+      "OPENBLAS_",        // threads, kernels, cache sizes
+      "STARRING_TEST_"};  // test hooks (common/fault.h, common/test_hosts.h)
   std::printf("Environment (rank 0)\n");
   int shown = 0;
   for (char** e = environ; *e; ++e) {
@@ -132,7 +133,7 @@ void print_environment() {
   if (!shown)
     row("(none set)",
         "NCCL_*, UCX_*, OMPI_MCA_{btl,pml,coll,osc}*, CUDA_VISIBLE_DEVICES, "
-        "OMP_NUM_THREADS, OPENBLAS_*");
+        "OMP_NUM_THREADS, OPENBLAS_*, STARRING_TEST_*");
 }
 
 // Every rank's host line, on rank 0 (empty elsewhere).

@@ -40,6 +40,21 @@ class EnvCommand(unittest.TestCase):
                          list(range(np_)), out)
         self.assertIn(f"oversubscribed       {np_} ranks on", out)
 
+    def test_test_hosts_hook(self):
+        # STARRING_TEST_HOSTS (common/test_hosts.h): ranks 0 and 2 on one test host, 1 on
+        # another, each host listed with its ranks and GPU plan; the variable is shown, so that a
+        # reader of the output knows the hosts are test hosts
+        rc, out = env(3, {"STARRING_TEST_HOSTS": "0,1,0"})
+        self.assertEqual(rc, 0, out)
+        self.assertRegex(out, r"host \S+~test-host-0 \(\d+ cpus\) +ranks 0,2\n")
+        self.assertRegex(out, r"host \S+~test-host-1 \(\d+ cpus\) +ranks 1\n")
+        self.assertRegex(out, r"~test-host-0: ranks 0->\S+ 2->")
+        self.assertRegex(out.split("Environment (rank 0)")[1], r"STARRING_TEST_HOSTS\s+0,1,0")
+        rc, out = env(2, {"STARRING_TEST_HOSTS": "0,1,0"})
+        self.assertEqual(rc, 2, out)
+        self.assertIn("STARRING_TEST_HOSTS=0,1,0 (a test hook, common/test_hosts.h) names a host "
+                      "for 3 ranks; the job has 2", out)
+
     @unittest.skipUnless(shutil.which("taskset"), "needs taskset")
     def test_ranks_limited_to_fewer_cpus_than_the_host_has(self):
         # Two ranks that may both use only one CPU share it, however many the host has.
