@@ -145,7 +145,9 @@ void PsWorker::start_local_server() {
       ServerLoop loop(comm_, group_, so, link_.get());
       local_server_stats_ = loop.run();
     } catch (...) {
+      std::lock_guard<std::mutex> lk(mu_);
       server_error_ = std::current_exception();
+      cv_.notify_all();  // a goodbye wait ends: this shard will not say goodbye
     }
   });
 }
@@ -356,12 +358,20 @@ void PsWorker::shutdown() {
       // together (the last evaluation and checkpoint wait for each other within --timeout),
       // and each server says goodbye once every worker's kDone is in; the general 2 x (--timeout
       // + grace) made a server stopped after the last step cost 19 s at --timeout 5. A timeout
-      // names the servers that are silent (stopped, stuck).
-      wait_for(
-          [&] { return byes_ == servers; }, "the servers' goodbye", false, opt_.timeout + grace(),
-          [&] {
-            return "; no goodbye from " + servers_without(bye_seen_) + " (stopped, stuck or slow)";
-          });
+      // names the servers that are silent (stopped, stuck). Co-located, this rank's own shard
+      // names a silent worker within --timeout of its last message (which may come after ours)
+      // and ends the wait with that error, a better one than the goodbyes missing because of
+      // it: the wait is then only a safety net.
+      wait_for([&] { return byes_ == servers || server_error_; }, "the servers' goodbye", false,
+               (opt_.timeout + grace()) * (group_.colocated ? 2 : 1),
+               [&] {
+                 return "; no goodbye from " + servers_without(bye_seen_) +
+                        " (stopped, stuck or slow)";
+               });
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (server_error_) std::rethrow_exception(server_error_);
+      }
     } catch (...) {
       err = std::current_exception();
       std::lock_guard<std::mutex> lk(mu_);

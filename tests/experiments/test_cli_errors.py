@@ -681,6 +681,17 @@ class CliErrors(unittest.TestCase):
                           str(timeout), "--checkpoint-dir", "ck"] + TINY, 1, ["rank 0"],
                       rank=1, stop_at="checkpoint-write:0", after_fault=(timeout, timeout + 6))
 
+    def test_colocated_worker_stopped_after_its_last_step(self):
+        # Every other rank's shard waits for its goodbye and names it after --timeout ("worker
+        # rank 2 ... sent nothing"), but the workers waited for the shards' goodbyes until
+        # --timeout + grace and then named every server rank instead, the stopped one among them.
+        # Mixed test hosts (ranks 0 and 1 share one): shared memory and messages between shards.
+        timeout = 2
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "colocated", "--timeout",
+                          str(timeout)] + TINY, 1, ["worker rank 2", "sent nothing"],
+                      stop_at="sync-end:2", trained=True, after_fault=(timeout, timeout + 5),
+                      hosts="0,0,1")
+
     def test_rank_stopped_at_its_exit(self):
         # After the outcome was agreed, MPI_Finalize waited for it without a limit; the run's
         # outputs are whole (the summary was written before)
