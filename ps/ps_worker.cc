@@ -308,7 +308,10 @@ CommCounters PsWorker::counters() const {
   // exactly (a heartbeat counted and not yet booked made a step read 32 bytes high).
   const auto counting = LocalLink::counting(link_.get());
   const std::uint64_t setup = link_ ? link_->setup_recv.load(std::memory_order_acquire) : 0;
+  std::unique_lock<std::mutex> hb(hb_mu_);
   CommCounters c = comm_->counters();
+  c.bytes_sent -= hb_sent_;  // heartbeats are control too (a worker that waited long sent some)
+  hb.unlock();
   const std::uint64_t ctl = link_ ? link_->ctl_sent.load(std::memory_order_acquire) : 0;
   c.bytes_sent += shm_sent_.load(std::memory_order_relaxed);
   c.bytes_recv += shm_recv_.load(std::memory_order_relaxed);

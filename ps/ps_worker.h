@@ -206,7 +206,12 @@ class PsWorker : public GradientSync {
   // data travels in the messages)
   std::unique_ptr<SharedSegment> push_seg_;
   std::vector<std::unique_ptr<SharedSegment>> server_seg_;
-  std::atomic<std::uint64_t> shm_sent_{0}, shm_recv_{0};        // bytes through the segments
+  std::atomic<std::uint64_t> shm_sent_{0}, shm_recv_{0};  // bytes through the segments
+  // Heartbeats this worker sent through the Comm: control, not step traffic (counters() takes
+  // them out). hb_mu_ holds a heartbeat's send and its booking here together, and counters()'
+  // read of both, so a step's figures never hold one without the other.
+  mutable std::mutex hb_mu_;
+  std::uint64_t hb_sent_ = 0;
   std::chrono::steady_clock::time_point win_start_, win_sent_;  // the current step's window
   std::size_t win_sends_ = 0, win_replies_ = 0;
   std::int64_t win_step_ = -1;

@@ -298,8 +298,11 @@ void PsWorker::heartbeat() {
     const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
     if (link_ && dst == rank_)
       link_->post({heartbeat_msg_, nullptr, {}});
-    else
+    else {
+      std::lock_guard<std::mutex> lk(hb_mu_);
       heartbeats_.push_back(comm_->isend(&heartbeat_msg_, sizeof(PsHeader), dst, kReqTag));
+      hb_sent_ += sizeof(PsHeader);
+    }
   }
 }
 

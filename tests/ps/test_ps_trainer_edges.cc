@@ -5,7 +5,8 @@
 //    evaluation counts reduced to worker 0, the parameters fetched for an evaluation under
 //    asp), so they do not change when evaluations are added; nor when checkpoints are (a
 //    co-located worker booked the others' next pushes that reached its shard before it took its
-//    checkpoint's figures as checkpoint traffic: up to 10 KB of a run's step bytes here);
+//    checkpoint's figures as checkpoint traffic: up to 10 KB of a run's step bytes here); nor
+//    when a worker waited long enough to send heartbeats;
 //  - more servers than the model has floats: every worker fails at start with the ConfigError
 //    that says so, and the dedicated servers stop at once with it (they used to take the
 //    workers' clean-up for a finished run, and the workers then waited for goodbyes that no
@@ -104,6 +105,39 @@ TEST(PsTrainerBytes, CheckpointsLeaveTheStepBytesAlone) {
           << servers << ", worker " << w << " (checkpoint bytes " << rb.checkpoint_bytes_recv
           << ")";
       if (w == 0) EXPECT_GT(rb.checkpoint_bytes_recv, 0u) << servers;
+    }
+  }
+}
+
+// A worker that waits for its replies longer than --timeout / 4 sends every server a heartbeat
+// (32 bytes); those went into its step bytes (the servers' figures left them out), so a
+// worker's bytes per step depended on how long it had waited: 2712 -> 2716.3 under random
+// pauses (ssp, 3 workers, 2 servers), against the pushes' and pulls' exact sum.
+TEST(PsTrainerBytes, HeartbeatsLeaveTheStepBytesAlone) {
+  constexpr int kWorkers = 2;
+  for (const char* servers : {"1", "colocated"}) {
+    Config plain = ps_config(servers);
+    plain.train.max_steps = 4;
+    plain.sync.timeout_s = 1;  // a heartbeat after 0.25 s of waiting
+    Config slow = plain;
+    slow.train.straggler = "1:600";  // worker 0 waits 0.6 s a step for worker 1's push
+    const auto a = testing::train_inproc(plain, world_of(plain, kWorkers));
+    const auto b = testing::train_inproc(slow, world_of(slow, kWorkers));
+    // a server's control bytes: set-up, done and every heartbeat it received (co-located: the
+    // shard of worker 1, to which worker 0's heartbeats go)
+    const bool dedicated = std::string(servers) == "1";
+    auto control = [&](const std::vector<RankOutcome>& outs) {
+      const nlohmann::json& s = outs[dedicated ? kWorkers : 1].backend_stats;
+      return (dedicated ? s : s.value("shard", nlohmann::json::object()))
+          .value("setup_bytes_recv", 0.0);
+    };
+    EXPECT_GT(control(b), control(a)) << servers << ": no heartbeat was sent";
+    for (int w = 0; w < kWorkers; ++w) {
+      const TrainResult& ra = a[static_cast<std::size_t>(w)].result;
+      const TrainResult& rb = b[static_cast<std::size_t>(w)].result;
+      ASSERT_EQ(rb.steps, 4);
+      EXPECT_EQ(ra.bytes_sent, rb.bytes_sent) << servers << ", worker " << w;
+      EXPECT_EQ(ra.bytes_recv, rb.bytes_recv) << servers << ", worker " << w;
     }
   }
 }
