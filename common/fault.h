@@ -14,16 +14,17 @@ namespace starring {
 void announce_fault(const std::string& who, const std::string& kind, std::int64_t step);
 
 // A test hook, no option: with STARRING_TEST_STOP=<where>:<rank> in the environment, world rank
-// <rank> stops itself (SIGSTOP: alive and silent, as a debugger or a stopped job leaves it) when
-// it reaches `where`, a point no --fault step reaches, after a line on stderr as announce_fault's
+// <rank> stops itself (SIGSTOP: alive and silent, as a debugger or a stopped job leaves it) when it
+// reaches `where`, a point no --fault step reaches, after a line on stderr as announce_fault's
 // ("[starring] rank 1: STARRING_TEST_STOP at exit (unix time ...)"): "init" (before MPI_Init),
-// "setup" (after its own option and file checks, before the ranks agree on them), "load" (a
-// rank that trains, before it loads its data),
-// "checkpoint-write" (worker 0 before it writes a checkpoint's file), "sync-end" (a
-// worker after its last step and evaluation, before its backend's shutdown), "server-start" (a
-// parameter server before its start acknowledgement), "server-end" (a
-// parameter server before its goodbye to the workers), "exit" (after the ranks agreed on the
-// outcome, before MPI_Finalize). tests/experiments/test_cli_errors.py times the others' exit.
+// "setup" (after its own option and file checks, before the ranks agree on them), "load" (a rank
+// that trains, before it loads its data), "checkpoint-write" (worker 0 before it writes a
+// checkpoint's file), "sync-end" (a worker after its last step and evaluation, before its
+// backend's shutdown), "server-start" (a parameter server before its start acknowledgement),
+// "server-end" (a parameter server before its goodbye to the workers), "summary" (train, after the
+// figures of every rank went to rank 0 and it wrote the summary: the ranks have nothing left to
+// exchange), "exit" (after the ranks agreed on the outcome, before MPI_Finalize).
+// tests/experiments/test_cli_errors.py times the others' exit.
 void test_stop_point(const char* where, int rank);
 
 // SIGINT, SIGTERM and SIGHUP (Ctrl-C, mpirun passing one on, a batch system's time limit) print

@@ -17,7 +17,8 @@
 //     part in a non-blocking all-reduce of the outcome on a communicator of its own; a failing
 //     rank waits up to kGrace for it: when every rank arrives, rank 0 prints the distinct
 //     messages and all finalize; otherwise the failing rank prints its line and calls MPI_Abort,
-//     which makes mpirun stop every rank.
+//     which makes mpirun stop every rank. A train rank that succeeded waits there at most
+//     2 x --timeout + 10 s, then names the ranks that did not come.
 // scripts/mpirun.sh condenses what mpirun prints after that to one line.
 #include <mpi.h>
 #include <unistd.h>
@@ -63,6 +64,10 @@ constexpr std::chrono::seconds kFinalize{10};      // MPI_Finalize after a failu
 constexpr std::chrono::seconds kInterruptWait{2};  // Ctrl-C: for the host's other ranks' hooks
 constexpr double kInitAllowance = 10;  // MPI_Init: --timeout plus this (a loaded host's start)
 constexpr int kExitTag = 1;            // the exit notes (leave_together), on the `agree` comm
+constexpr int kArriveTag = 2;          // the notes of the outcome's agreement, on `agree` too
+// train: a rank that finished waits at most 2 x --timeout plus this for the others at the
+// outcome's agreement (see run).
+constexpr double kTrainEndAllowance = 10;
 // The start-up notes (setup), on MPI_COMM_WORLD before any other message: a tag no other
 // message on it uses (common/comm.h: tags), all received before setup returns.
 constexpr int kSetupTag = starring::tags::kStartup;
@@ -203,44 +208,73 @@ int finalize_within(double timeout_s, int rank, int code) {
 
 // --- phase 1: checks each rank can make alone (experiments/preflight.h), then agreement -------
 
-// Every rank tells every other one it is here (a one-int note on `tag` of `comm`) and waits up to
-// `limit_s` for their notes, where the next step is a collective that waits without a time limit
-// (MPI_Allreduce, MPI_Finalize): a rank stopped or stuck before it (SIGSTOP, a debugger) would hold
-// every other rank there for good. A rank whose note does not come is named: the lowest rank that
-// is here prints `says(who)` ("rank 1", "ranks 1 and 3") and calls MPI_Abort (the others do too,
-// kGrace later, should it be stuck as well).
+// Every rank tells every other one it is here: a one-int note on `tag` of `comm`, sent to each
+// and received from each; missing() names the ranks whose notes have not come.
+class Notes {
+ public:
+  Notes(MPI_Comm comm, int tag, int rank, int size)
+      : got_(size, 0), recvs_(size, MPI_REQUEST_NULL), sends_(size, MPI_REQUEST_NULL) {
+    static const int note = 1;
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      MPI_Irecv(&got_[r], 1, MPI_INT, r, tag, comm, &recvs_[r]);
+      MPI_Isend(&note, 1, MPI_INT, r, tag, comm, &sends_[r]);
+    }
+  }
+  bool all_in() {
+    int done = 0;
+    MPI_Testall(static_cast<int>(recvs_.size()), recvs_.data(), &done, MPI_STATUSES_IGNORE);
+    return done;
+  }
+  std::vector<int> missing() {
+    std::vector<int> out;
+    for (std::size_t r = 0; r < recvs_.size(); ++r) {
+      int in = 1;
+      if (recvs_[r] != MPI_REQUEST_NULL) MPI_Test(&recvs_[r], &in, MPI_STATUS_IGNORE);
+      if (!in) out.push_back(static_cast<int>(r));
+    }
+    return out;
+  }
+  // Every rank is here (its note came, or it took part in a collective after sending it).
+  void finish() {
+    MPI_Waitall(static_cast<int>(recvs_.size()), recvs_.data(), MPI_STATUSES_IGNORE);
+    MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE);
+  }
+
+ private:
+  std::vector<int> got_;
+  std::vector<MPI_Request> recvs_, sends_;
+};
+
+// Ranks `missing` did not come: the lowest rank that is here prints `says(who)` ("rank 1",
+// "ranks 1 and 3") and calls MPI_Abort (the others do too, kGrace later, should it be stuck as
+// well).
+[[noreturn]] void abort_naming(const std::vector<int>& missing, int rank,
+                               const std::function<std::string(const std::string&)>& says) {
+  int lowest_here = 0;  // this rank at the latest: it is not missing
+  while (std::find(missing.begin(), missing.end(), lowest_here) != missing.end()) ++lowest_here;
+  if (lowest_here != rank) std::this_thread::sleep_for(kGrace);  // its abort comes first
+  abort_job(error_line(says(starring::rank_list(missing)), rank), 1);
+}
+
+// The ranks meet (Notes) within `limit_s`, where the next step is a collective that waits without
+// a time limit (MPI_Allreduce, MPI_Finalize): a rank stopped or stuck before it (SIGSTOP, a
+// debugger) would hold every other rank there for good. A rank whose note does not come is named
+// (abort_naming).
 void meet_within(MPI_Comm comm, int tag, int rank, int size, double limit_s,
                  const std::function<std::string(const std::string&)>& says) {
   if (size < 2) return;
-  static const int note = 1;
-  std::vector<int> got(size, 0);
-  std::vector<MPI_Request> recvs(size, MPI_REQUEST_NULL), sends(size, MPI_REQUEST_NULL);
-  for (int r = 0; r < size; ++r) {
-    if (r == rank) continue;
-    MPI_Irecv(&got[r], 1, MPI_INT, r, tag, comm, &recvs[r]);
-    MPI_Isend(&note, 1, MPI_INT, r, tag, comm, &sends[r]);
-  }
+  Notes notes(comm, tag, rank, size);
   const auto deadline = Clock::now() + std::chrono::duration<double>(limit_s);
-  for (int done = 0;;) {
-    MPI_Testall(size, recvs.data(), &done, MPI_STATUSES_IGNORE);
-    if (done) break;
+  while (!notes.all_in()) {
     if (Clock::now() > deadline) {
-      std::vector<int> missing;
-      for (int r = 0; r < size; ++r) {
-        int in = 1;
-        if (recvs[r] != MPI_REQUEST_NULL) MPI_Test(&recvs[r], &in, MPI_STATUS_IGNORE);
-        if (!in) missing.push_back(r);
-      }
+      const std::vector<int> missing = notes.missing();
       if (missing.empty()) break;  // every note came after all (this rank was the late one)
-      const std::string who = starring::rank_list(missing);
-      int lowest_here = 0;  // this rank at the latest: it is not missing
-      while (std::find(missing.begin(), missing.end(), lowest_here) != missing.end()) ++lowest_here;
-      if (lowest_here != rank) std::this_thread::sleep_for(kGrace);  // its abort comes first
-      abort_job(error_line(says(who), rank), 1);
+      abort_naming(missing, rank, says);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  MPI_Waitall(size, sends.data(), MPI_STATUSES_IGNORE);
+  notes.finish();
 }
 
 // The ranks agreed on the outcome, and every rank goes on to MPI_Finalize, which waits for all
@@ -297,7 +331,7 @@ int setup(int argc, char** argv, int rank, int size, Config& cfg) {
 
 // Completes `req`, waiting at most `limit` (none: as long as it takes). False on time-out; the
 // request then stays pending (MPI_Abort follows).
-bool wait_for(MPI_Request& req, const std::chrono::seconds* limit) {
+bool wait_for(MPI_Request& req, const Clock::duration* limit) {
   const auto deadline = limit ? Clock::now() + *limit : Clock::time_point::max();
   for (int done = 0;;) {
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
@@ -373,7 +407,13 @@ int run_command(Command command, Config& cfg, int provided, std::string& what) {
 // with the job's exit code. When a failing rank's grace runs out (the others wait for it
 // elsewhere), it prints its own line and calls MPI_Abort: never while the others sit in
 // MPI_Finalize, which can deadlock Open MPI 4.1's mpirun.
-int run(Command command, Config& cfg, int provided, int rank, int size) {
+// `ends_together` (train): the ranks' last exchanges (the backend's close, each rank's figures
+// sent to rank 0) end within 2 x --timeout of each other, so a rank that succeeded waits that
+// plus kTrainEndAllowance and then names the ranks that did not come (stopped, stuck or slow
+// after their last message: rank 0 stopped after the others' figures had left, at sync-end or
+// later, held them here for good). bench and env wait without a limit (rank 0 alone runs the
+// memcpy baseline, as long as it takes).
+int run(Command command, Config& cfg, int provided, int rank, int size, bool ends_together) {
   MPI_Comm agree = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &agree);
   // Ctrl-C while the command runs: no rank ends before the other ranks of its host have run
@@ -388,11 +428,24 @@ int run(Command command, Config& cfg, int provided, int rank, int size) {
   // Any failure, the failed ranks' highest code, every rank's highest code. A failure's code wins
   // over a stopped train's kStoppedExit ("resume me") on the ranks that did not fail.
   int mine[3] = {failed ? 1 : 0, failed ? code : 0, code}, job[3] = {0, 0, 0};
+  Notes arrived(agree, kArriveTag, rank, size);
   MPI_Request req;
   MPI_Iallreduce(mine, job, 3, MPI_INT, MPI_MAX, agree, &req);
-  if (!wait_for(req, failed ? &kGrace : nullptr)) {
-    abort_job(error_line(what, rank), code);
+  const double end_s = 2 * cfg.sync.timeout_s + kTrainEndAllowance;
+  const Clock::duration grace = kGrace, end = std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(end_s));
+  if (!wait_for(req, failed ? &grace : ends_together ? &end : nullptr)) {
+    if (failed) abort_job(error_line(what, rank), code);
+    const std::vector<int> missing = arrived.missing();
+    if (!missing.empty())
+      abort_naming(missing, rank, [&](const std::string& who) {
+        return concat("this rank finished, but ", who, " did not finish within ", end_s,
+                      " s (2 x --timeout + ", kTrainEndAllowance,
+                      " s) after it: stopped, stuck or slow; stopping the job");
+      });
+    wait_for(req, nullptr);  // every rank came after all: the all-reduce completes
   }
+  arrived.finish();
   if (job[0]) {
     print_all(agree, what, rank, size);
     finalize_and_exit(job[1]);  // 2 when bad input anywhere caused the other failures
@@ -449,6 +502,6 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return rc;
   }
-  int rc = run(it->second, cfg, provided, rank, size);
+  int rc = run(it->second, cfg, provided, rank, size, it->first == "train");
   return finalize_within(cfg.sync.timeout_s, rank, rc);
 }

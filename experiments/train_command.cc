@@ -489,6 +489,7 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
     write_json_atomically(cfg.out.summary_file, summary);
     if (!late.empty()) print_late_stop(late, res.steps);
   }
+  test_stop_point("summary", world->rank());
   // After the summary, so a failed metrics file or a diverged run does not cost its results too.
   if (!res.output_error.empty()) throw Error(res.output_error);
   if (world->rank() == 0 && res.diverged_step >= 0)

@@ -692,6 +692,15 @@ class CliErrors(unittest.TestCase):
                       stop_at="sync-end:2", trained=True, after_fault=(timeout, timeout + 5),
                       hosts="0,0,1")
 
+    def test_rank_0_stopped_after_the_others_figures_came(self):
+        # Ranks 1 and 2 had sent rank 0 their figures (or the sends had left eagerly: rank 0
+        # stopped at sync-end did it about 1 run in 10) and waited for the outcome's agreement
+        # without a limit: the job never ended. Now 2 x --timeout + 10 s, rank 0 named.
+        timeout = 1
+        self.run_case(3, ["train", "--backend", "ring-p2p", "--timeout", str(timeout)] + TINY,
+                      1, ["rank 0 did not finish within 12 s"], rank=1, stop_at="summary:0",
+                      finished=True, after_fault=(2 * timeout + 10, 2 * timeout + 10 + 8))
+
     def test_rank_stopped_at_its_exit(self):
         # After the outcome was agreed, MPI_Finalize waited for it without a limit; the run's
         # outputs are whole (the summary was written before)
