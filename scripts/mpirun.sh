@@ -39,4 +39,6 @@ fi
 # filter ignores SIGINT/SIGTERM/SIGUSR1 and ends when mpirun closes its stderr. It ignores them
 # from its start (trap ''): until Python had started (0.15 s and more), a SIGUSR1 to the job's
 # process group ended the filter and with it everything mpirun and the ranks wrote on stderr.
-exec mpirun "${args[@]}" "$@" 2> >(trap '' INT TERM USR1; exec python3 "$filter" >&2)
+# $$ is this script's pid, which exec hands to mpirun: the filter tells mpirun's own crash
+# backtrace from a rank's by it.
+exec mpirun "${args[@]}" "$@" 2> >(trap '' INT TERM USR1; exec python3 "$filter" --launcher-pid $$ >&2)

@@ -15,7 +15,13 @@ before it relays the `starring: error:` line the aborting rank wrote just before
 load in test_cli_errors' hung-peer case): until such a line has passed, that one line is held
 back and written right after the first one, or when mpirun closes its stderr. Frames this
 filter does not know are passed on unchanged, so nothing mpirun says is lost except the known
-boilerplate. Run
+boilerplate. With `--launcher-pid PID` (mpirun's pid, as scripts/mpirun.sh passes it), a crash of
+mpirun itself (Open MPI 4.1's mpirun sometimes segfaults in PMIx_server_finalize while it stops a
+job whose rank is stopped, after the program's own error line) is one line too, e.g.
+
+    mpirun: crashed itself (Segmentation fault, in PMIx_server_finalize) as it ended the job
+
+instead of its "*** Process received signal ***" backtrace; a rank's backtrace passes. Run
 `STARRING_MPI_VERBOSE=1 scripts/mpirun.sh ...` to see mpirun's messages unfiltered.
 """
 import os
@@ -79,11 +85,30 @@ STOPPED = re.compile(rb"^starring: rank \d+: stopped by SIG[A-Z]+(;|$)")  # benc
 SHM_INIT = re.compile(rb"A system call failed during shared memory initialization")
 # The program's own error line (experiments/main.cc), which the launcher's line follows.
 ERROR = re.compile(rb"^starring: error: ")
+# Open MPI's signal handler's backtrace, each line "[host:pid] ..." (pid zero-padded).
+BACKTRACE = re.compile(rb"^\[[^\]:]+:0*(\d+)\] (.*)$")
+
+
+def crash_line(lines):
+    """The one line for mpirun's own backtrace (its lines without the "[host:pid] " prefix)."""
+    sig = b"a signal"
+    where = b""
+    for ln in lines:
+        m = re.match(rb"Signal: (.+)$", ln)
+        if m:
+            sig = m.group(1).strip()
+        m = re.match(rb"\[ *\d+\] .*?\(([A-Za-z_]\w*)\+0x[0-9a-f]+\)", ln)
+        if m and not where and m.group(1) not in (b"__restore_rt", b"__libc_start_main"):
+            where = b", in " + m.group(1)
+    sig = re.sub(rb" \(\d+\)$", b"", sig)
+    return b"mpirun: crashed itself (%s%s) as it ended the job\n" % (sig, where)
 
 
 class Filter:
-    def __init__(self, out):
+    def __init__(self, out, launcher_pid=None):
         self.out = out
+        self.launcher_pid = launcher_pid  # mpirun's: its own backtrace becomes one line
+        self.crash = None  # the lines of mpirun's backtrace so far, while it is being printed
         self.pending = b""  # an incomplete line that may turn out to be mpirun's
         self.midline = False  # the current line was passed on in part already
         self.midline_error = False  # ... and it is a program's error line
@@ -101,6 +126,18 @@ class Filter:
 
     def line(self, ln):
         bare = ln.rstrip(b"\n")
+        m = BACKTRACE.match(bare) if self.launcher_pid is not None else None
+        if m and int(m.group(1)) == self.launcher_pid and self.frame is None:
+            if self.crash is None and m.group(2) == b"*** Process received signal ***":
+                self.crash = []
+                return
+            if self.crash is not None:
+                if m.group(2) == b"*** End of error message ***":
+                    self.write(crash_line(self.crash))
+                    self.crash = None
+                else:
+                    self.crash.append(m.group(2))
+                return
         if self.frame is not None:
             self.frame.append(ln)
             if DASHES.match(bare):
@@ -171,6 +208,8 @@ class Filter:
     def finish(self):
         if self.pending:
             self.line(self.pending)
+        if self.crash is not None:  # the backtrace was cut short (mpirun died printing it)
+            self.write(crash_line(self.crash))
         if self.frame is not None:
             self.write(b"".join(self.frame))
         rest = self.held + (b"" if self.said else b"".join(self.stopped))
@@ -188,7 +227,12 @@ def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-    f = Filter(sys.stderr.fileno())
+    pid = None
+    if len(sys.argv) == 3 and sys.argv[1] == "--launcher-pid" and sys.argv[2].isdigit():
+        pid = int(sys.argv[2])
+    elif len(sys.argv) != 1:
+        sys.exit("usage: mpirun_filter.py [--launcher-pid PID] (mpirun's stderr on stdin)")
+    f = Filter(sys.stderr.fileno(), pid)
     while True:
         try:
             chunk = os.read(sys.stdin.fileno(), 65536)

@@ -48,8 +48,25 @@ UNKNOWN = (DASH + "mpirun was unable to launch the specified application as it c
            "access\nor execute an executable:\n\nExecutable: ./nonexist\nNode: vm\n" + DASH)
 
 
-def filtered(data, chunk=7):
-    p = subprocess.Popen([sys.executable, FILTER], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+# Open MPI 4.1's mpirun crashing as it stopped a job whose rank 1 was stopped (SIGSTOP) after
+# rank 0's error (test_cli_errors' test_rank_stopped_at_its_exit, once in a loaded run); a rank's
+# own backtrace has the same shape with the rank's pid.
+CRASH = "".join("[vm:02956] " + l + "\n" for l in [
+    "*** Process received signal ***", "Signal: Segmentation fault (11)",
+    "Signal code: Address not mapped (1)", "Failing at address: (nil)",
+    "[ 0] /lib/x86_64-linux-gnu/libc.so.6(+0x3c050)[0x7fd3f7d46050]",
+    "[ 1] /lib/x86_64-linux-gnu/libpmix.so.2(PMIx_server_finalize+0xb08)[0x7fd3f4c7d118]",
+    "[ 2] /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_pmix_ext3x.so(ext3x_server_finalize"
+    "+0x386)[0x7fd3f763e6f6]",
+    "[ 6] mpirun(+0x13ea)[0x562a0cbe23ea]",
+    "[ 8] /lib/x86_64-linux-gnu/libc.so.6(__libc_start_main+0x85)[0x7fd3f7d31305]",
+    "*** End of error message ***"])
+
+
+def filtered(data, chunk=7, launcher_pid=None):
+    pid = [] if launcher_pid is None else ["--launcher-pid", str(launcher_pid)]
+    p = subprocess.Popen([sys.executable, FILTER] + pid, stdin=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
     for i in range(0, len(data), chunk):  # small writes: lines arrive in pieces
         p.stdin.write(data[i:i + chunk].encode())
         p.stdin.flush()
@@ -85,6 +102,18 @@ class Filter(unittest.TestCase):
         rank = "starring: error: rank 0: timeout after 2.0 s in shared-memory ring\n"
         self.assertEqual(filtered(ABORT + rank), rank + "mpirun: job stopped: rank 1 called "
                          "MPI_Abort (error code 1)\n")
+
+    def test_mpirun_crashing_itself_is_one_line(self):
+        rank = "starring: error: rank 0: the job finished, but rank 1 did not reach its exit\n"
+        line = ("mpirun: crashed itself (Segmentation fault, in PMIx_server_finalize) as it ended "
+                "the job\n")
+        self.assertEqual(filtered(rank + CRASH, launcher_pid=2956), rank + line)
+        # cut short (mpirun died printing it): the line all the same, at the end
+        cut = CRASH[:CRASH.index("[vm:02956] [ 2]")]
+        self.assertEqual(filtered(rank + cut, launcher_pid=2956), rank + line)
+        # a rank's backtrace (another pid), or no launcher pid given: passed on as it is
+        self.assertEqual(filtered(rank + CRASH, launcher_pid=2957), rank + CRASH)
+        self.assertEqual(filtered(rank + CRASH), rank + CRASH)
 
     def test_exit_and_signal_banners(self):
         self.assertEqual(filtered("x\n" + NONZERO), "x\nmpirun: job stopped: rank 3 exited with "
