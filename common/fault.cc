@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace starring {
@@ -60,6 +61,15 @@ std::string g_kept;
 std::function<void()> g_barrier;
 std::atomic<bool> g_line_open{false};
 std::atomic<bool> g_stopping{false};  // set by the watcher thread (not the handler: thread-safe)
+std::mutex g_tmp_mu;                  // the temporary files being written, and whether an
+std::set<std::string> g_tmp;          // interrupt has removed them
+bool g_tmp_removed = false;
+
+void remove_temporary_files() {
+  std::lock_guard<std::mutex> lk(g_tmp_mu);
+  g_tmp_removed = true;
+  for (const std::string& t : g_tmp) ::unlink(t.c_str());
+}
 
 [[noreturn]] void die_by(int sig) {
   std::signal(sig, SIG_DFL);
@@ -83,6 +93,7 @@ void watch() {
     if (n < 0 && errno == EINTR) continue;
     return;  // the pipe is gone: nothing to watch
   }
+  remove_temporary_files();  // no half-written file, whatever comes next
   // The line first: mpirun stops forwarding output, and kills ranks that outstay about a
   // second, once it has passed the signal on.
   g_stopping.store(true);  // no progress bar after it
@@ -113,6 +124,20 @@ void watch() {
 }
 
 }  // namespace
+
+void track_temporary_file(const std::string& tmp, bool writing) {
+  std::lock_guard<std::mutex> lk(g_tmp_mu);
+  if (writing)
+    g_tmp.insert(tmp);
+  else
+    g_tmp.erase(tmp);
+}
+
+int rename_temporary_file(const std::string& tmp, const std::string& path) {
+  std::lock_guard<std::mutex> lk(g_tmp_mu);
+  if (g_tmp_removed) return EINTR;
+  return ::rename(tmp.c_str(), path.c_str()) == 0 ? 0 : errno;
+}
 
 void announce_interrupts(bool announce, int rank, const std::string& kept) {
   g_announce = announce;

@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "common/error.h"
+#include "common/fault.h"
 
 namespace starring {
 namespace fs = std::filesystem;
@@ -219,6 +220,12 @@ void write_file_atomically(const std::string& path, const std::string& bytes,
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(where + ": cannot write " + tmp + ": " + std::strerror(errno));
+  // An interrupt removes it meanwhile (common/fault.h): no half-written file is left
+  track_temporary_file(tmp, true);
+  struct Untrack {
+    const std::string& tmp;
+    ~Untrack() { track_temporary_file(tmp, false); }
+  } untrack{tmp};
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -238,10 +245,11 @@ void write_file_atomically(const std::string& path, const std::string& bytes,
     ::unlink(tmp.c_str());
     throw Error(where + ": writing " + tmp + " failed: " + why);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
+  if (const int err = rename_temporary_file(tmp, path); err != 0) {
     ::unlink(tmp.c_str());
-    throw Error(where + ": cannot rename " + tmp + " to " + path + ": " + why);
+    if (err == EINTR)
+      throw Error(where + ": " + path + " not written: the run was stopped by a signal");
+    throw Error(where + ": cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
   }
   fsync_dir(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string(),
             where);

@@ -6,13 +6,17 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "common/config.h"
 #include "common/error.h"
+#include "common/fault.h"
 #include "tests/scratch_dir.h"
 #include "trainer/checkpoint.h"
 
@@ -276,6 +280,37 @@ TEST(CheckpointDir, KilledMidWriteLeavesThePreviousGoodCheckpoint) {
   // Naming the damaged file itself is an error.
   k.resume = newest;
   EXPECT_THROW(load_resume(k, "rank 0", path), ConfigError);
+}
+
+// A SIGTERM (mpirun stopping the job) while a file is being written under its temporary name
+// (helper-91 saw an empty s.json.tmp left by a rank killed in write_json_atomically): the
+// interrupt's watcher removes the temporary file before anything else, and the process still
+// ends by the signal.
+TEST(CheckpointDirDeathTest, AnInterruptRemovesTheFileBeingWritten) {
+  const std::string dir = fresh_dir("interrupted");
+  const std::string tmp = dir + "/s.json.tmp";
+  EXPECT_EXIT(
+      {
+        announce_interrupts(false, 0, "");
+        std::ofstream(tmp) << "{ half";
+        track_temporary_file(tmp, true);
+        std::raise(SIGTERM);
+        std::this_thread::sleep_for(std::chrono::seconds(20));  // the watcher ends the process
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
+  EXPECT_FALSE(fs::exists(tmp));
+  // without the tracking the same file stays (the test sees what it claims to)
+  EXPECT_EXIT(
+      {
+        announce_interrupts(false, 0, "");
+        std::ofstream(tmp) << "{ half";
+        std::raise(SIGTERM);
+        std::this_thread::sleep_for(std::chrono::seconds(20));
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
+  EXPECT_TRUE(fs::exists(tmp));
 }
 
 // A full disk while writing (the temp file is /dev/full): an Error naming the file and the cause;
