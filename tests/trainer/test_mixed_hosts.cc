@@ -88,8 +88,15 @@ TEST(MixedHosts, HostDecisionsFollowTheLayout) {
     EXPECT_EQ(rank, below) << spec(h);
     EXPECT_EQ(MpiComm(MPI_COMM_WORLD).node_rank(), below) << spec(h);  // the GPU it picks
   }
-  for (std::string bad : {std::string("0"), spec(Hosts(n + 1, 0)), "0,x" + std::string(n - 2, ','),
-                          "-1" + std::string(n - 1, ',')}) {
+  // Each bad spec is wrong in one way only: n items, all "0" but one (with empty items after a
+  // "-1", an empty item threw where a negative host was taken).
+  auto all_zero_but = [n](int r, const std::string& item) {
+    std::string s;
+    for (int k = 0; k < n; ++k) s += (k ? "," : "") + (k == r ? item : std::string("0"));
+    return s;
+  };
+  for (std::string bad : {std::string("0"), spec(Hosts(n + 1, 0)), all_zero_but(1, "x"),
+                          all_zero_but(0, "-1"), all_zero_but(1, ""), all_zero_but(0, "1x")}) {
     ScopedEnv env("STARRING_TEST_HOSTS", bad);
     EXPECT_THROW(test_host_index(), ConfigError) << bad;
   }
