@@ -305,6 +305,29 @@ TEST(CommUtil, FirstErrorTimeoutDoesNotNameALateRank) {
       << got[2];
 }
 
+// A successful first_error takes every peer's arrival note, so that none is left to stand in for
+// that peer in a later call on the same Comm: rank 1, silent in the second call, is named there.
+TEST(CommUtil, FirstErrorLeavesNoArrivalNoteForALaterCall) {
+  INPROC_ONLY();
+  std::vector<std::string> got(3);
+  run_ranks(3, [&](Comm& c) {
+    EXPECT_EQ(first_error(c, "", 37, kLong), "");
+    if (c.rank() == 1) return;  // silent in the second call
+    try {
+      first_error(c, "", 37, Seconds(1.0));
+      got[c.rank()] = "returned";
+    } catch (const TimeoutError& e) {
+      got[c.rank()] = e.what();
+    }
+  });
+  EXPECT_NE(got[0].find("; rank 2 got here too, rank 1 did not (silent, slow or elsewhere)"),
+            std::string::npos)
+      << got[0];
+  EXPECT_NE(got[2].find("; rank 0 got here too, rank 1 did not (silent, slow or elsewhere)"),
+            std::string::npos)
+      << got[2];
+}
+
 TEST(SubComm, InProc) {
   INPROC_ONLY();
   for (int n : {2, 4, 5, 8}) {
