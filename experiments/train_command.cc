@@ -57,7 +57,7 @@ std::vector<nlohmann::json> gather_to_root(Comm& world, const nlohmann::json& mi
       world.recv(&n, sizeof n, r, tag, world.timeout());
       s.assign(n, '\0');
       world.recv(s.data(), n, r, tag, world.timeout());
-    } catch (const TimeoutError& e) {  // the wait names the rank by a tag number alone
+    } catch (const TimeoutError& e) {  // it names the rank; what it waited for, by tag alone
       throw TimeoutError(detail::concat(e.what(), ": rank ", r,
                                         " did not send its totals for the run summary (stopped, "
                                         "stuck or slow at the end of its run)"));
