@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -28,7 +29,9 @@ int test_host_index() {
     const std::string item = s.substr(at, comma - at);
     char* end = nullptr;
     const long h = std::strtol(item.c_str(), &end, 10);
-    STARRING_CONFIG_CHECK(!item.empty() && *end == '\0' && item[0] != '-' && h <= 1 << 20,
+    // digits only: strtol takes " -1", a negative host that hung the split in host_comm
+    STARRING_CONFIG_CHECK(!item.empty() && std::isdigit(static_cast<unsigned char>(item[0])) &&
+                              *end == '\0' && h <= 1 << 20,
                           "STARRING_TEST_HOSTS=", s, " (a test hook, common/test_hosts.h): '", item,
                           "' is not a host number (0, 1, ...)");
     hosts.push_back(static_cast<int>(h));
