@@ -2,12 +2,11 @@
 
 #include <mpi.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "common/config_detail.h"
 #include "common/error.h"
 
 namespace starring {
@@ -22,22 +21,14 @@ int test_host_index() {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  std::vector<int> hosts;
   const std::string s = spec;
-  for (std::size_t at = 0;;) {
-    const std::size_t comma = std::min(s.find(',', at), s.size());
-    const std::string item = s.substr(at, comma - at);
-    char* end = nullptr;
-    const long h = std::strtol(item.c_str(), &end, 10);
-    // digits only: strtol takes " -1", a negative host that hung the split in host_comm
-    STARRING_CONFIG_CHECK(!item.empty() && std::isdigit(static_cast<unsigned char>(item[0])) &&
-                              *end == '\0' && h <= 1 << 20,
-                          "STARRING_TEST_HOSTS=", s, " (a test hook, common/test_hosts.h): '", item,
-                          "' is not a host number (0, 1, ...)");
-    hosts.push_back(static_cast<int>(h));
-    if (comma == s.size()) break;
-    at = comma + 1;
-  }
+  // config_detail.h's list parser (spaces trimmed, empty entries refused); a host is >= 0
+  const std::vector<int> hosts =
+      parse_int_list("STARRING_TEST_HOSTS (a test hook, common/test_hosts.h)", s);
+  for (int h : hosts)
+    STARRING_CONFIG_CHECK(h >= 0, "STARRING_TEST_HOSTS=", s,
+                          " (a test hook, common/test_hosts.h): ", h,
+                          " is not a host number (0, 1, ...)");
   STARRING_CONFIG_CHECK(static_cast<int>(hosts.size()) == size, "STARRING_TEST_HOSTS=", s,
                         " (a test hook, common/test_hosts.h) names a host for ", hosts.size(),
                         " ranks; the job has ", size);

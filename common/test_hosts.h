@@ -27,7 +27,7 @@ namespace starring {
 
 // H_r for this process's MPI_COMM_WORLD rank r, or -1 when STARRING_TEST_HOSTS is unset or
 // empty, or MPI is not running. Throws ConfigError naming the variable when it is not one
-// non-negative integer (digits, no sign or space) per world rank.
+// non-negative integer per world rank (parse_int_list, common/config_detail.h: as --hidden).
 int test_host_index();
 
 }  // namespace starring

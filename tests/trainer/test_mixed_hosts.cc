@@ -89,8 +89,8 @@ TEST(MixedHosts, HostDecisionsFollowTheLayout) {
     EXPECT_EQ(MpiComm(MPI_COMM_WORLD).node_rank(), below) << spec(h);  // the GPU it picks
   }
   // Each bad spec is wrong in one way only: n items, all "0" but one (with empty items after a
-  // "-1", an empty item threw where a negative host was taken). " -1" was taken as host -1: the
-  // job then hung in host_comm's split (`starring env`, -np 2, "0, -1": killed after 60 s).
+  // "-1", an empty item threw where a negative host was taken). " -1" was once taken as host -1:
+  // the job then hung in host_comm's split (`starring env`, -np 2, "0, -1": killed after 60 s).
   auto all_zero_but = [n](int r, const std::string& item) {
     std::string s;
     for (int k = 0; k < n; ++k) s += (k ? "," : "") + (k == r ? item : std::string("0"));
