@@ -24,7 +24,8 @@ void announce_fault(const std::string& who, const std::string& kind, std::int64_
 // "server-end" (a parameter server before its goodbye to the workers), "summary" (train, after the
 // figures of every rank went to rank 0 and it wrote the summary: the ranks have nothing left to
 // exchange), "exit" (after the ranks agreed on the outcome, before MPI_Finalize).
-// tests/experiments/test_cli_errors.py times the others' exit.
+// tests/experiments/test_cli_errors.py times the others' exit at each but "load", where they
+// wait --timeout + 60 s (experiments/train_run.cc): no ctest.
 void test_stop_point(const char* where, int rank);
 
 // SIGINT, SIGTERM and SIGHUP (Ctrl-C, mpirun passing one on, a batch system's time limit) print
