@@ -360,7 +360,6 @@ class CheckpointCli(unittest.TestCase):
         self.assertIn("--resume latest", again.stderr)
         self.assertEqual(sorted(os.listdir(self.dir)), before)  # nothing written or deleted
 
-
     def test_a_resume_with_another_rate_says_so_in_the_summary_under_progress_off(self):
         # The note naming a changed setting was a progress message only: --progress off (as
         # here, and in every sweep) hid it, and the run's record did not keep it.
