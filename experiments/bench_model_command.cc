@@ -76,7 +76,8 @@ std::vector<Timing> time_rounds(Device& dev, int warmup, int iters,
     Timing t;
     t.steps = static_cast<long long>(r.size()) * iters;
     std::sort(r.begin(), r.end());
-    t.median_s = r[r.size() / 2];
+    const std::size_t h = r.size() / 2;  // an even count: the mean of the two middle values
+    t.median_s = r.size() % 2 ? r[h] : (r[h - 1] + r[h]) / 2;
     t.best_s = r.front();
     out.push_back(t);
   }
