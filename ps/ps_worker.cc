@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/census.h"
 #include "common/error.h"
 
 namespace starring::ps {
@@ -103,11 +104,10 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
 }
 
 std::string PsWorker::servers_without(const std::vector<char>& seen) const {
-  std::string who;
+  std::vector<int> ranks;  // "server rank 2", "server ranks 2 and 3"
   for (std::size_t s = 0; s < seen.size(); ++s)
-    if (!seen[s])
-      who += detail::concat(who.empty() ? "" : ", ", "server rank ", group_.server_ranks[s]);
-  return who;
+    if (!seen[s]) ranks.push_back(group_.server_ranks[s]);
+  return "server " + rank_list(ranks);
 }
 
 void PsWorker::make_start_plan(const ParamLayout& layout) {
