@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -287,8 +288,13 @@ TEST(CheckpointDir, KilledMidWriteLeavesThePreviousGoodCheckpoint) {
 // interrupt's watcher removes the temporary file before anything else, and the process still
 // ends by the signal.
 TEST(CheckpointDirDeathTest, AnInterruptRemovesTheFileBeingWritten) {
-  const std::string dir = fresh_dir("interrupted");
-  const std::string tmp = dir + "/s.json.tmp";
+  // the child re-executes the test binary: a fork of this multi-threaded process may not start
+  // the interrupt's watcher thread (ThreadSanitizer refuses it); the child, another process,
+  // takes this process's file name from the environment (its own scratch folder is another)
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const char* given = std::getenv("STARRING_TEST_DEATH_TMP");
+  const std::string tmp = given ? given : fresh_dir("interrupted") + "/s.json.tmp";
+  ::setenv("STARRING_TEST_DEATH_TMP", tmp.c_str(), 0);
   EXPECT_EXIT(
       {
         announce_interrupts(false, 0, "");
@@ -311,6 +317,7 @@ TEST(CheckpointDirDeathTest, AnInterruptRemovesTheFileBeingWritten) {
       },
       ::testing::KilledBySignal(SIGTERM), "");
   EXPECT_TRUE(fs::exists(tmp));
+  ::unsetenv("STARRING_TEST_DEATH_TMP");
 }
 
 // A full disk while writing (the temp file is /dev/full): an Error naming the file and the cause;
