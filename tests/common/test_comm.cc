@@ -281,6 +281,25 @@ TEST(CommUtil, FirstErrorTimeoutNamesTheSilentRank) {
   }
 }
 
+// What first_error (tag 37) gives this rank: "returned", or its timeout's message.
+std::string first_error_outcome(Comm& c, Seconds timeout) {
+  try {
+    first_error(c, "", 37, timeout);
+    return "returned";
+  } catch (const TimeoutError& e) {
+    return e.what();
+  }
+}
+
+// Of 3 ranks, 0 and 2 came and name rank 1 alone as the one that did not.
+void expect_only_rank_1_named(const std::vector<std::string>& got) {
+  for (int r : {0, 2})
+    EXPECT_NE(got[r].find("; rank " + std::to_string(2 - r) +
+                          " got here too, rank 1 did not (silent, slow or elsewhere)"),
+              std::string::npos)
+        << got[r];
+}
+
 // A rank that gets there late but within the timeout (it loaded its data 1.8 s after the
 // others) is not named with the silent one: the census, taken at the timeout over 1.5 s, did not
 // hear its note, which it sent only at its own timeout 1.8 s later ("ranks 1 and 2 did not").
@@ -290,19 +309,9 @@ TEST(CommUtil, FirstErrorTimeoutDoesNotNameALateRank) {
   run_ranks(3, [&](Comm& c) {
     if (c.rank() == 1) return;  // silent
     if (c.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1800));
-    try {
-      first_error(c, "", 37, Seconds(2.0));
-      got[c.rank()] = "returned";
-    } catch (const TimeoutError& e) {
-      got[c.rank()] = e.what();
-    }
+    got[c.rank()] = first_error_outcome(c, Seconds(2.0));
   });
-  EXPECT_NE(got[0].find("; rank 2 got here too, rank 1 did not (silent, slow or elsewhere)"),
-            std::string::npos)
-      << got[0];
-  EXPECT_NE(got[2].find("; rank 0 got here too, rank 1 did not (silent, slow or elsewhere)"),
-            std::string::npos)
-      << got[2];
+  expect_only_rank_1_named(got);
 }
 
 // A successful first_error takes every peer's arrival note, so that none is left to stand in for
@@ -313,19 +322,9 @@ TEST(CommUtil, FirstErrorLeavesNoArrivalNoteForALaterCall) {
   run_ranks(3, [&](Comm& c) {
     EXPECT_EQ(first_error(c, "", 37, kLong), "");
     if (c.rank() == 1) return;  // silent in the second call
-    try {
-      first_error(c, "", 37, Seconds(1.0));
-      got[c.rank()] = "returned";
-    } catch (const TimeoutError& e) {
-      got[c.rank()] = e.what();
-    }
+    got[c.rank()] = first_error_outcome(c, Seconds(1.0));
   });
-  EXPECT_NE(got[0].find("; rank 2 got here too, rank 1 did not (silent, slow or elsewhere)"),
-            std::string::npos)
-      << got[0];
-  EXPECT_NE(got[2].find("; rank 0 got here too, rank 1 did not (silent, slow or elsewhere)"),
-            std::string::npos)
-      << got[2];
+  expect_only_rank_1_named(got);
 }
 
 TEST(SubComm, InProc) {
