@@ -49,12 +49,14 @@
 #include "experiments/commands.h"
 #include "experiments/interrupt_wait.h"
 #include "experiments/preflight.h"
+#include "experiments/rank_notes.h"
 
 namespace {
 
 using starring::Comm;
 using starring::Config;
 using starring::ConfigError;
+using starring::Notes;
 using starring::detail::concat;
 using Command = int (*)(Config&, std::shared_ptr<Comm>);
 using Clock = std::chrono::steady_clock;
@@ -207,44 +209,6 @@ int finalize_within(double timeout_s, int rank, int code) {
 }
 
 // --- phase 1: checks each rank can make alone (experiments/preflight.h), then agreement -------
-
-// Every rank tells every other one it is here: a one-int note on `tag` of `comm`, sent to each
-// and received from each; missing() names the ranks whose notes have not come.
-class Notes {
- public:
-  Notes(MPI_Comm comm, int tag, int rank, int size)
-      : got_(size, 0), recvs_(size, MPI_REQUEST_NULL), sends_(size, MPI_REQUEST_NULL) {
-    static const int note = 1;
-    for (int r = 0; r < size; ++r) {
-      if (r == rank) continue;
-      MPI_Irecv(&got_[r], 1, MPI_INT, r, tag, comm, &recvs_[r]);
-      MPI_Isend(&note, 1, MPI_INT, r, tag, comm, &sends_[r]);
-    }
-  }
-  bool all_in() {
-    int done = 0;
-    MPI_Testall(static_cast<int>(recvs_.size()), recvs_.data(), &done, MPI_STATUSES_IGNORE);
-    return done;
-  }
-  std::vector<int> missing() {
-    std::vector<int> out;
-    for (std::size_t r = 0; r < recvs_.size(); ++r) {
-      int in = 1;
-      if (recvs_[r] != MPI_REQUEST_NULL) MPI_Test(&recvs_[r], &in, MPI_STATUS_IGNORE);
-      if (!in) out.push_back(static_cast<int>(r));
-    }
-    return out;
-  }
-  // Every rank is here (its note came, or it took part in a collective after sending it).
-  void finish() {
-    MPI_Waitall(static_cast<int>(recvs_.size()), recvs_.data(), MPI_STATUSES_IGNORE);
-    MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE);
-  }
-
- private:
-  std::vector<int> got_;
-  std::vector<MPI_Request> recvs_, sends_;
-};
 
 // Ranks `missing` did not come: the lowest rank that is here prints `says(who)` ("rank 1",
 // "ranks 1 and 3") and calls MPI_Abort (the others do too, kGrace later, should it be stuck as
