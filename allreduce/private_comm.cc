@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/mpi_comm.h"
+#include "common/setup_watch.h"
 #include "common/sub_comm.h"
 
 namespace starring {
@@ -23,7 +24,10 @@ MPI_Comm mpi_group_comm(Comm& c) {
   const auto& ranks = sub->members();
   CHECK_MPI(MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &members));
   MPI_Comm out = MPI_COMM_NULL;
-  CHECK_MPI(MPI_Comm_create_group(parent->mpi_comm(), members, 0, &out));
+  {
+    SetupWatch watch("MPI_Comm_create_group (the backend's communicator)");
+    CHECK_MPI(MPI_Comm_create_group(parent->mpi_comm(), members, 0, &out));
+  }
   MPI_Group_free(&members);
   MPI_Group_free(&all);
   return out;

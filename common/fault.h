@@ -17,9 +17,11 @@ void announce_fault(const std::string& who, const std::string& kind, std::int64_
 // <rank> stops itself (SIGSTOP: alive and silent, as a debugger or a stopped job leaves it) when it
 // reaches `where`, a point no --fault step reaches, after a line on stderr as announce_fault's
 // ("[starring] rank 1: STARRING_TEST_STOP at exit (unix time ...)"): "init" (before MPI_Init),
-// "setup" (after its own option and file checks, before the ranks agree on them), "load" (a rank
-// that trains, before it loads its data), "checkpoint-write" (worker 0 before it writes a
-// checkpoint's file), "sync-end" (a worker after its last step and evaluation, before its
+// "setup" (after its own option and file checks, before the ranks agree on them), "comm-setup"
+// (after that agreement, before the job's communicators are set up), "load" (a rank that trains,
+// before it loads its data), "backend-setup" (after the ranks agreed that every rank loaded its
+// data, before the backend sets up its communicators), "checkpoint-write" (worker 0 before it
+// writes a checkpoint's file), "sync-end" (a worker after its last step and evaluation, before its
 // backend's shutdown), "server-start" (a parameter server before its start acknowledgement),
 // "server-end" (a parameter server before its goodbye to the workers), "summary" (train, after the
 // figures of every rank went to rank 0 and it wrote the summary: the ranks have nothing left to

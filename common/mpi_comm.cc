@@ -5,6 +5,7 @@
 
 #include "common/comm_util.h"
 #include "common/error.h"
+#include "common/setup_watch.h"
 #include "common/test_hosts.h"
 
 namespace starring {
@@ -143,12 +144,15 @@ MpiComm::MpiComm(MPI_Comm parent, int thread_level) {
   STARRING_CHECK(init, "MpiComm: MPI is not initialised (call MPI_Init_thread first)");
   int provided = 0;
   CHECK_MPI(MPI_Query_thread(&provided));
-  CHECK_MPI(MPI_Comm_dup(parent, &comm_));
-  CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
-  CHECK_MPI(MPI_Comm_size(comm_, &size_));
-  MPI_Comm node = host_comm(comm_, rank_);  // the ranks sharing this host, ordered by rank
-  CHECK_MPI(MPI_Comm_rank(node, &node_rank_));
-  CHECK_MPI(MPI_Comm_free(&node));
+  {
+    SetupWatch watch("MPI_Comm_dup and MPI_Comm_split_type (setting up a communicator)");
+    CHECK_MPI(MPI_Comm_dup(parent, &comm_));
+    CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
+    CHECK_MPI(MPI_Comm_size(comm_, &size_));
+    MPI_Comm node = host_comm(comm_, rank_);  // the ranks sharing this host, ordered by rank
+    CHECK_MPI(MPI_Comm_rank(node, &node_rank_));
+    CHECK_MPI(MPI_Comm_free(&node));
+  }
   STARRING_CHECK(provided >= thread_level, where(), ": the MPI library provides thread level ",
                  provided, ", StarRing needs ", thread_level,
                  thread_level == MPI_THREAD_MULTIPLE ? " (MPI_THREAD_MULTIPLE)" : "",

@@ -84,6 +84,7 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
                                             " could not load its data: ", what));
   }
   BackendContext ctx{cfg, world, trace, &device};
+  test_stop_point("backend-setup", world->rank());
   Backend be = BackendRegistry::instance().create(cfg.sync.backend, ctx);
   RankOutcome out;
   out.role = be.role;

@@ -646,6 +646,20 @@ class CliErrors(unittest.TestCase):
                       ["timeout after 11 s", "rank 1 did not get there"], rank=0, bound=40,
                       stop_at="setup:1")
 
+    def test_rank_stopped_before_the_jobs_communicators(self):
+        # MPI_Comm_dup and the other set-up collectives waited for it without a limit; now
+        # --timeout + 10 s (common/setup_watch.h), no rank named: the collective does not say
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", "1"] + TINY, 1,
+                      ["did not complete within 11 s", "MPI_Comm_dup",
+                       "another rank is stopped or stuck before it"], rank=0, bound=40,
+                      stop_at="comm-setup:1")
+
+    def test_ring_rank_stopped_before_the_backends_communicators(self):
+        # The ring's MPI_Comm_create_group / shared-memory window waited for it without a limit
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", "1"] + TINY, 1,
+                      ["did not complete within 11 s", "another rank is stopped or stuck"],
+                      rank=0, bound=40, stop_at="backend-setup:1")
+
     def test_ring_rank_stopped_after_its_last_step(self):
         # The shared-memory ring's end-of-run vote waited a fixed 120 s for it
         self.run_case(2, ["train", "--backend", "ring", "--timeout", "2"] + TINY, 1,
