@@ -23,7 +23,7 @@
 // one row per size: shape (W=workers[,S=servers|,co]) size count type time(us) algbw busbw #wrong
 // (N/A with -c 0) %memcpy vs base (only against a base row of the same shape, else "-"), with
 // algbw = bytes / time and busbw = algbw * op.bus_factor(), and a JSON line per row with --json
-// (fields listed in the README, "The bench table and the output files"), then a footer per
+// (fields listed in docs/REFERENCE.md, "The bench table and the output files"), then a footer per
 // backend.
 //
 // The semantics every op implements is the SUM over workers (no 1/N scaling), out of place.

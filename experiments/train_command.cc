@@ -1,7 +1,7 @@
 // `starring train`: builds the device, asks the registry for the backend named in the config,
 // and runs either the Trainer (worker ranks) or the server loop (dedicated server ranks). At the
 // end every rank sends its totals to world rank 0, which prints the summary and writes
-// --summary-file (schema "starring.run.v1", see README).
+// --summary-file (schema "starring.run.v1", see docs/REFERENCE.md).
 
 #include <algorithm>
 #include <chrono>

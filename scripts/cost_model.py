@@ -47,7 +47,7 @@ overrides) and (alpha, beta) >= 0 are fit per backend and per (W, S) by least ab
 deviations (a 64 KiB row counts as much as a 64 MiB one, and one row slowed by another process's
 time slice does not move the fit; the largest relative residual is reported as the fit error).
 It is judged on the rows it does not pass through (fit_spread); one with a term clamped at 0
-or judged poor is not named fastest at other scales (doubts; README, *Predicting other scales*).
+or judged poor is not named fastest at other scales (doubts; docs/COST_MODEL.md, *Predicting other scales*).
 One node's bench
 measures shared memory and this machine's MPI, not a network: use --alpha-us/--bandwidth-gbps
 to predict another one.

@@ -1,4 +1,4 @@
-"""Shared helpers for StarRing's result files (see the formats in the README / notes):
+"""Shared helpers for StarRing's result files (see the formats in docs/REFERENCE.md / notes):
 loading JSON lines, checking records against the agreed schema, naming a run's backend for
 plots, and the theoretical bytes each rank moves per step.
 

@@ -180,7 +180,8 @@ def expand_runs(train, grid, variants):
                 # failed run whose fault was "not injected", and a recovery sweep resumes kills
                 usage_error(f"sweep: variant {vname}: fault = {flags['fault']}: a stop request is "
                             "not a fault a sweep measures (kill or hang are; a stop is "
-                            "`starring train --fault stop:RANK:STEP`, see README *Preemption*)")
+                            "`starring train --fault stop:RANK:STEP`, see docs/FAULTS.md, "
+                            "*Preemption*)")
             requires = vkeys.get("requires", "")
             if requires not in ("", "gpu", "shared-gpu"):
                 usage_error(f"sweep: variant {vname}: requires = {requires}: expected gpu "
