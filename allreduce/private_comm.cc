@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "common/mpi_comm.h"
-#include "common/setup_watch.h"
+#include "common/stall_watch.h"
 #include "common/sub_comm.h"
 
 namespace starring {
@@ -25,7 +25,7 @@ MPI_Comm mpi_group_comm(Comm& c) {
   CHECK_MPI(MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &members));
   MPI_Comm out = MPI_COMM_NULL;
   {
-    SetupWatch watch("MPI_Comm_create_group (the backend's communicator)");
+    StallWatch watch("MPI_Comm_create_group (the backend's communicator)");
     CHECK_MPI(MPI_Comm_create_group(parent->mpi_comm(), members, 0, &out));
   }
   MPI_Group_free(&members);

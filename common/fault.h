@@ -20,14 +20,15 @@ void announce_fault(const std::string& who, const std::string& kind, std::int64_
 // "setup" (after its own option and file checks, before the ranks agree on them), "comm-setup"
 // (after that agreement, before the job's communicators are set up), "load" (a rank that trains,
 // before it loads its data), "backend-setup" (after the ranks agreed that every rank loaded its
-// data, before the backend sets up its communicators), "checkpoint-write" (worker 0 before it
-// writes a checkpoint's file), "sync-end" (a worker after its last step and evaluation, before its
-// backend's shutdown), "server-start" (a parameter server before its start acknowledgement),
-// "server-end" (a parameter server before its goodbye to the workers), "summary" (train, after the
-// figures of every rank went to rank 0 and it wrote the summary: the ranks have nothing left to
-// exchange), "exit" (after the ranks agreed on the outcome, before MPI_Finalize).
-// tests/experiments/test_cli_errors.py times the others' exit at each but "load", where they
-// wait --timeout + 60 s (experiments/train_run.cc): no ctest.
+// data, before the backend sets up its communicators), "bench-loop" (bench, before each timed loop,
+// after the barrier that starts it), "checkpoint-write" (worker 0 before it writes a checkpoint's
+// file), "sync-end" (a worker after its last step and evaluation, before its backend's shutdown),
+// "server-start" (a parameter server before its start acknowledgement), "server-end" (a parameter
+// server before its goodbye to the workers), "summary" (train, after the figures of every rank went
+// to rank 0 and it wrote the summary: the ranks have nothing left to exchange), "exit" (after the
+// ranks agreed on the outcome, before MPI_Finalize). tests/experiments/test_cli_errors.py times the
+// others' exit at each but "load", where they wait --timeout + 60 s (experiments/train_run.cc): no
+// ctest.
 void test_stop_point(const char* where, int rank);
 
 // SIGINT, SIGTERM and SIGHUP (Ctrl-C, mpirun passing one on, a batch system's time limit) print

@@ -5,7 +5,7 @@
 
 #include "common/comm_util.h"
 #include "common/error.h"
-#include "common/setup_watch.h"
+#include "common/stall_watch.h"
 #include "common/test_hosts.h"
 
 namespace starring {
@@ -145,7 +145,7 @@ MpiComm::MpiComm(MPI_Comm parent, int thread_level) {
   int provided = 0;
   CHECK_MPI(MPI_Query_thread(&provided));
   {
-    SetupWatch watch("MPI_Comm_dup and MPI_Comm_split_type (setting up a communicator)");
+    StallWatch watch("MPI_Comm_dup and MPI_Comm_split_type (setting up a communicator)");
     CHECK_MPI(MPI_Comm_dup(parent, &comm_));
     CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
     CHECK_MPI(MPI_Comm_size(comm_, &size_));

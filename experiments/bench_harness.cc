@@ -11,6 +11,8 @@
 
 #include "common/comm_util.h"
 #include "common/error.h"
+#include "common/fault.h"
+#include "common/stall_watch.h"
 #include "experiments/bench_on_ranks.h"
 #include "experiments/host_cpus.h"
 
@@ -35,12 +37,22 @@ struct Measured {
   bool bytes_measured = true;
 };
 
-// One size on one op: warm-up, timed loop, check; every rank takes part.
-Measured measure(BenchOp& op, Comm& world, const BenchConfig& bc, std::size_t count,
-                 const ClosedForm& cf, const std::vector<float>& input, std::vector<float>& out) {
+// One size on one op (`name`): warm-up, timed loop, check; every rank takes part. The `mpi` op
+// calls the blocking MPI_Allreduce, which waits for a silent peer for good: each iteration must
+// complete within --timeout + 10 s (the other ops fail sooner, at --timeout, naming the peer).
+Measured measure(BenchOp& op, const std::string& name, Comm& world, const BenchConfig& bc,
+                 std::size_t count, const ClosedForm& cf, const std::vector<float>& input,
+                 std::vector<float>& out) {
   const bool worker = op.is_worker();
+  StallWatch watch(
+      detail::concat("bench: an iteration of ", name, " at ", count * sizeof(float), " B"),
+      "a peer is stopped or stuck (the mpi rows call the blocking MPI_Allreduce, "
+      "as nccl-tests does)");
   op.prepare(worker ? input.data() : nullptr, count);
-  for (int i = 0; i < bc.warmup; ++i) op.run();
+  for (int i = 0; i < bc.warmup; ++i) {
+    op.run();
+    watch.progress();
+  }
   // Counters are read between two barriers: after the first, every rank's warm-up traffic is
   // over; before the second, no rank has started the timed loop. With one barrier, a fast rank's
   // first push reached a slow rank's co-located shard (its server thread counts it) before the
@@ -50,8 +62,12 @@ Measured measure(BenchOp& op, Comm& world, const BenchConfig& bc, std::size_t co
   world.barrier(world.timeout());
   auto c0 = op.counters();
   world.barrier(world.timeout());
+  test_stop_point("bench-loop", world.rank());
   const auto t0 = Clock::now();
-  for (int i = 0; i < bc.iters; ++i) op.run();
+  for (int i = 0; i < bc.iters; ++i) {
+    op.run();
+    watch.progress();
+  }
   Measured m;
   m.time_s = since(t0) / std::max(bc.iters, 1);
   auto c1 = op.counters();
@@ -350,7 +366,7 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
       const ClosedForm cf = closed_form_for(op.workers(), cfg.sync.compress);
       std::vector<float> input(op.is_worker() ? count : 0), out(input.size());
       for (std::size_t i = 0; i < input.size(); ++i) input[i] = cf.value(op.worker_index(), i);
-      Measured m = measure(op, *world, bc, count, cf, input, out);
+      Measured m = measure(op, names[b], *world, bc, count, cf, input, out);
       nlohmann::json extra = op.extra_fields(count, bc.iters);
       const double w = op.is_worker() ? 1 : 0;
       auto all = gather_to_root(

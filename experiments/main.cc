@@ -46,7 +46,7 @@
 #include "common/error.h"
 #include "common/fault.h"
 #include "common/mpi_comm.h"
-#include "common/setup_watch.h"
+#include "common/stall_watch.h"
 #include "experiments/commands.h"
 #include "experiments/interrupt_wait.h"
 #include "experiments/preflight.h"
@@ -169,7 +169,7 @@ double timeout_from_argv(int argc, char** argv) {
 // and exits 1, and mpirun stops the job (the stopped rank too).
 void init_within(int& argc, char**& argv, int& provided) {
   const double limit = timeout_from_argv(argc, argv) + kInitAllowance;
-  starring::set_setup_limit(timeout_from_argv(argc, argv));  // until the options are parsed
+  starring::set_stall_limit(timeout_from_argv(argc, argv));  // until the options are parsed
   const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
   const int rank = env_rank ? std::atoi(env_rank) : -1;
   auto done = std::make_shared<std::atomic<bool>>(false);
@@ -268,7 +268,7 @@ int setup(int argc, char** argv, int rank, int size, Config& cfg) {
     what = e.what();
     code = exit_code_of(e);
   }
-  starring::set_setup_limit(cfg.sync.timeout_s);
+  starring::set_stall_limit(cfg.sync.timeout_s);
   // The agreement below waits without a time limit: the ranks meet first, within --timeout plus
   // kInitAllowance (plus kResumeAllowance with --resume, whose checkpoint rank 0 reads and checks
   // in its preflight: 240 MB, the wide model's, take about a second here). A rank stopped there
@@ -285,7 +285,7 @@ int setup(int argc, char** argv, int rank, int size, Config& cfg) {
         cfg.ckpt.resume.empty() ? "" : "; rank 0 reads and checks the --resume checkpoint there",
         ")");
   });
-  starring::SetupWatch watch("MPI_Allreduce (the agreement on the options)");
+  starring::StallWatch watch("MPI_Allreduce (the agreement on the options)");
   int first = code ? rank : size, failed = code ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -388,7 +388,7 @@ int run(Command command, Config& cfg, int provided, int rank, int size, bool end
   std::unique_ptr<starring::HostInterruptWait> host_wait;
   {
     starring::test_stop_point("comm-setup", rank);
-    starring::SetupWatch watch(
+    starring::StallWatch watch(
         "MPI_Comm_dup, MPI_Comm_split_type and MPI_Allgather (the job's "
         "set-up)");
     MPI_Comm_dup(MPI_COMM_WORLD, &agree);

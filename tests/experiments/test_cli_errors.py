@@ -648,11 +648,19 @@ class CliErrors(unittest.TestCase):
 
     def test_rank_stopped_before_the_jobs_communicators(self):
         # MPI_Comm_dup and the other set-up collectives waited for it without a limit; now
-        # --timeout + 10 s (common/setup_watch.h), no rank named: the collective does not say
+        # --timeout + 10 s (common/stall_watch.h), no rank named: the collective does not say
         self.run_case(2, ["train", "--backend", "ring", "--timeout", "1"] + TINY, 1,
                       ["did not complete within 11 s", "MPI_Comm_dup",
                        "another rank is stopped or stuck before it"], rank=0, bound=40,
                       stop_at="comm-setup:1")
+
+    def test_rank_stopped_in_the_mpi_bench_row(self):
+        # bench's mpi rows call the blocking MPI_Allreduce (as nccl-tests does): it waited for the
+        # stopped rank for good; now each iteration must complete within --timeout + 10 s
+        self.run_case(2, ["bench", "--backends", "mpi", "-b", "1K", "-e", "1K", "-n", "5",
+                          "--timeout", "1"], 1,
+                      ["did not complete within 11 s", "bench: an iteration of mpi at 1024 B",
+                       "blocking MPI_Allreduce"], rank=0, bound=40, stop_at="bench-loop:1")
 
     def test_ring_rank_stopped_before_the_backends_communicators(self):
         # The ring's MPI_Comm_create_group / shared-memory window waited for it without a limit

@@ -1,0 +1,88 @@
+#include "common/stall_watch.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "common/config.h"
+
+namespace starring {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kAllowance = 10;  // as MPI_Init's (experiments/main.cc): a loaded host's start
+std::atomic<double> g_timeout_s{SyncConfig{}.timeout_s};
+
+int world_rank() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  int rank = -1;
+  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+}  // namespace
+
+struct StallWatch::State {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::atomic<std::uint64_t> ticks{0};
+};
+
+void set_stall_limit(double timeout_s) { g_timeout_s.store(timeout_s); }
+double stall_limit_s() { return g_timeout_s.load() + kAllowance; }
+
+StallWatch::StallWatch(std::string what, std::string why) : state_(std::make_shared<State>()) {
+  const double timeout = g_timeout_s.load();
+  const int rank = world_rank();
+  std::thread([s = state_, what = std::move(what), why = std::move(why), timeout, rank] {
+    const double limit = timeout + kAllowance;
+    const auto span =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit));
+    // progress() is seen at the next look: every tenth of the limit, at most a second apart
+    const auto look = std::clamp<Clock::duration>(span / 10, std::chrono::milliseconds(50),
+                                                  std::chrono::seconds(1));
+    auto deadline = Clock::now() + span;
+    std::uint64_t seen = 0;
+    std::unique_lock lock(s->m);
+    for (;;) {
+      if (s->cv.wait_until(lock, std::min(deadline, Clock::now() + look), [&] { return s->done; }))
+        return;
+      if (const std::uint64_t t = s->ticks.load(std::memory_order_relaxed); t != seen) {
+        seen = t;
+        deadline = Clock::now() + span;
+      } else if (Clock::now() >= deadline) {
+        break;
+      }
+    }
+    std::fflush(stdout);
+    const std::string who = rank < 0 ? "" : "rank " + std::to_string(rank) + ": ";
+    std::fprintf(stderr,
+                 "starring: error: %s%s did not complete within %g s (--timeout + %g s): %s\n",
+                 who.c_str(), what.c_str(), limit, kAllowance, why.c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }).detach();
+}
+
+StallWatch::~StallWatch() {
+  {
+    std::lock_guard lock(state_->m);
+    state_->done = true;
+  }
+  state_->cv.notify_all();
+}
+
+void StallWatch::progress() { state_->ticks.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace starring
