@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -39,7 +40,11 @@ struct StallWatch::State {
   std::atomic<std::uint64_t> ticks{0};
 };
 
-void set_stall_limit(double timeout_s) { g_timeout_s.store(timeout_s); }
+// A value the option check refuses (inf, nan, <= 0: reported with exit 2 after the agreement this
+// watch bounds) leaves the limit as it was: inf seconds overflowed the clock and fired at once.
+void set_stall_limit(double timeout_s) {
+  if (std::isfinite(timeout_s) && timeout_s > 0 && timeout_s <= 1e6) g_timeout_s.store(timeout_s);
+}
 double stall_limit_s() { return g_timeout_s.load() + kAllowance; }
 
 StallWatch::StallWatch(std::string what, std::string why) : state_(std::make_shared<State>()) {

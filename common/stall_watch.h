@@ -15,8 +15,8 @@
 
 namespace starring {
 
-// The limit every later StallWatch uses: `timeout_s` + 10 s. Before any call: the default
-// --timeout's.
+// The limit every later StallWatch uses: `timeout_s` + 10 s. Before any call, or where
+// `timeout_s` is not a valid --timeout (not finite, <= 0, > 1e6 s): the default --timeout's.
 void set_stall_limit(double timeout_s);
 double stall_limit_s();
 
