@@ -81,7 +81,7 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
   for (std::size_t c = 0; c < n; ++c) all_chunks_[c] = static_cast<int>(c);
   bye_text_.assign(static_cast<std::size_t>(group_.num_servers()), "");
   bye_seen_.assign(static_cast<std::size_t>(group_.num_servers()), 0);
-  ack_seen_.assign(static_cast<std::size_t>(group_.num_servers()), 0);
+  acks_.assign(static_cast<std::size_t>(group_.num_servers()), 0);
   last_counters_ = counters();
   server_seg_.resize(static_cast<std::size_t>(group_.num_servers()));
   if (opt_.shared_memory && group_.num_servers() > (group_.colocated ? 1 : 0))
@@ -93,14 +93,33 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
   // every server acknowledges once every worker's start message is in, and a worker it does not
   // hear from within --timeout of its own start is named by the server, which stops and tells
   // the others why (kAbort) before this wait ends; so this one runs out only on a server that is
-  // stopped, stuck or much slower to start, and names it.
-  const int servers = group_.num_servers();
-  wait_for([&] { return acks_ == servers; }, "the servers' start acknowledgements", false,
-           opt_.timeout + grace(),
-           [&] {
-             return "; no start acknowledgement from " + servers_without(ack_seen_) +
-                    " (stopped, stuck or slow)";
-           });
+  // stopped, stuck or much slower to start, and names it. Co-located, this rank's own shard may
+  // fail without a word to its worker (before its loop runs, e.g. posting its receives): its
+  // error ends the wait at once, as it ends the goodbye's, instead of a silence named later.
+  const std::vector<int> none(acks_.size(), 0), one(acks_.size(), 1);
+  wait_acks(none, one, "the servers' start acknowledgements", "start acknowledgement");
+}
+
+void PsWorker::wait_acks(const std::vector<int>& before, const std::vector<int>& owed,
+                         const char* what, const char* missing) {
+  const std::size_t n = owed.size();
+  auto acked = [&] {  // by server index: all its acknowledgements came (under mu_)
+    std::vector<char> done(n);
+    for (std::size_t s = 0; s < n; ++s) done[s] = acks_[s] - before[s] >= owed[s];
+    return done;
+  };
+  wait_for(
+      [&] {
+        const std::vector<char> done = acked();
+        return server_error_ || std::find(done.begin(), done.end(), 0) == done.end();
+      },
+      what, false, opt_.timeout + grace(),
+      [&] {
+        return "; no " + std::string(missing) + " from " + servers_without(acked()) +
+               " (stopped, stuck or slow)";
+      });
+  std::lock_guard<std::mutex> lk(mu_);
+  if (server_error_) std::rethrow_exception(server_error_);
 }
 
 std::string PsWorker::servers_without(const std::vector<char>& seen) const {

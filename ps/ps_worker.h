@@ -151,6 +151,11 @@ class PsWorker : public GradientSync {
   // mu_): what a timeout of this wait adds, e.g. "; no goodbye from server rank 2 (...)".
   void wait_for(const std::function<bool()>& ready, const char* what, bool count_wait,
                 Seconds limit = Seconds(0), const std::function<std::string()>& silent = {});
+  // Waits, within --timeout + grace, until every server s has sent owed[s] acknowledgements more
+  // than before[s] (acks_ then); a timeout names the servers short of theirs ("; no <missing>
+  // from server rank 2 (...)"). Co-located, an error of this rank's own shard ends it, thrown.
+  void wait_acks(const std::vector<int>& before, const std::vector<int>& owed, const char* what,
+                 const char* missing);
   // "server rank 2, server rank 3": the servers whose `seen` flag is 0 (under mu_)
   std::string servers_without(const std::vector<char>& seen) const;
   void wait_chunks(const std::vector<int>& chunks, const char* what);
@@ -183,12 +188,13 @@ class PsWorker : public GradientSync {
   bool stop_ = false;
   std::exception_ptr error_;
   std::vector<std::int64_t> requested_, completed_;
-  int acks_ = 0, byes_ = 0;
+  int byes_ = 0;
   float* state_dst_[3] = {nullptr, nullptr, nullptr};  // save_optimizer_state: params, s1, s2
   std::size_t state_got_ = 0;                          // state vectors received locally
   std::vector<std::string> bye_text_;
   std::vector<char> bye_seen_;  // by server index: its goodbye came (to name those that did not)
-  std::vector<char> ack_seen_;  // by server index: its start acknowledgement came (the same)
+  // by server index: the acknowledgements it sent (its start's, then one per kSetState)
+  std::vector<int> acks_;
   double wait_s_ = 0, push_s_ = 0, pull_s_ = 0, comm_s_ = 0, stage_s_ = 0;
   std::uint64_t steps_done_ = 0;
   CommCounters last_counters_;

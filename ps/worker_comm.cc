@@ -231,8 +231,7 @@ void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) 
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (op == Op::kAck) {
-      ++acks_;
-      ack_seen_.at(static_cast<std::size_t>(server)) = 1;
+      ++acks_.at(static_cast<std::size_t>(server));
     } else if (op == Op::kBye) {
       ++byes_;
       bye_text_.at(static_cast<std::size_t>(server)) = text;

@@ -173,19 +173,20 @@ void PsWorker::load_optimizer_state(const std::vector<float>& s1, const std::vec
   STARRING_CHECK(s1.size() == plan_.total && s2.size() == (parts == 2 ? plan_.total : 0), where_,
                  ": optimizer state of ", s1.size(), " + ", s2.size(), " floats for a model of ",
                  plan_.total, " parameters (", opt_cfg_.type, ")");
-  int acks_before = 0;
+  std::vector<int> acks_before;
   {
     std::lock_guard<std::mutex> lk(mu_);
     acks_before = acks_;
   }
+  std::vector<int> owed(acks_before.size(), 0);  // by server index: one kAck per kSetState
   std::vector<std::vector<char>> msgs;
   msgs.reserve(plan_.chunks.size() * static_cast<std::size_t>(parts));
   std::vector<std::unique_ptr<Request>> reqs;
-  int sent = 0;
   for (std::size_t c = 0; c < plan_.chunks.size(); ++c) {
     const ChunkSpec& ch = plan_.chunks[c];
     const int ci = static_cast<int>(c);
-    for (int p = 1; p <= parts; ++p, ++sent) {
+    for (int p = 1; p <= parts; ++p) {
+      ++owed[static_cast<std::size_t>(ch.server)];
       PsHeader h;
       h.op = Op::kSetState;
       h.worker = index_;
@@ -202,9 +203,13 @@ void PsWorker::load_optimizer_state(const std::vector<float>& s1, const std::vec
           comm_->isend(msgs.back().data(), msgs.back().size(), server_rank(ci), kReqTag));
     }
   }
+  // --timeout + grace, as for the start's acknowledgements (it was 2 x (--timeout + grace)): the
+  // servers have started (they acknowledged it) and acknowledge each state vector as it lands, so
+  // only a server stopped, stuck or much slower misses this; it is named. A server acknowledges a
+  // message it received, so the sends are complete by then.
+  wait_acks(acks_before, owed, "the servers to restore the optimizer state",
+            "acknowledgement of the optimizer state");
   for (auto& r : reqs) r->wait(opt_.timeout);
-  wait_for([&] { return acks_ - acks_before == sent; },
-           "the servers to restore the optimizer state", false);
 }
 
 }  // namespace starring::ps

@@ -10,7 +10,13 @@
 //    whose answer arrived meanwhile (it named it, the answer waiting);
 //  - co-located, an own shard that answers check_peers only after the grace (it stood still, then
 //    went on) writes nothing: it wrote into check_peers' freed scratch buffer (glibc: "malloc():
-//    unaligned tcache chunk detected", abort).
+//    unaligned tcache chunk detected", abort);
+//  - restoring a checkpoint's optimizer state (kSetState, each acknowledged) waits --timeout +
+//    grace, as the start's acknowledgements, and names the server that did not acknowledge; it
+//    waited 2 x (--timeout + grace) and named none;
+//  - co-located, an own shard that fails before its start acknowledgement without telling its
+//    worker (no kAbort: its loop never ran) ends the worker's start at once with its error; the
+//    worker waited --timeout + grace and then named the shard as silent.
 // The reply is in the worker's queue before its comm thread may look at it (the server's send
 // is watched), so neither case depends on how fast the machine is; the only waits are the stall
 // itself, longer than the deadline, and the real deadline of the silent-server case.
@@ -298,6 +304,86 @@ TEST(PsWorkerCheckPeers, ALocalShardThatAnswersAfterTheGraceWritesNowhere) {
             std::string::npos)
       << error;
   EXPECT_EQ(p, std::vector<float>(kFloats, 1.0f));
+}
+
+// Two servers: rank 1 a real one, rank 2 one that acknowledges the start and nothing after (the
+// optimizer state it is sent is never acknowledged: stopped or stuck after its start).
+TEST(PsWorkerRestore, AServerThatDoesNotAcknowledgeTheStateIsNamedWithinTheDeadline) {
+  InProcWorld world(3);
+  const PsGroup group = make_ps_group("2", 3);
+  std::string server_error;
+  std::thread server = run_server(world.comm(1), group, server_error);
+  std::thread silent([&] {
+    PsHeader h;
+    h.op = Op::kAck;
+    world.comm(2)->send(&h, sizeof(h), 0, kCtlTag, kWait);
+  });
+  PsWorkerOptions o = worker_options();
+  o.chunk_bytes = kFloats / 2 * sizeof(float);  // two chunks: one for each server
+  std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
+  std::string error;
+  {
+    PsWorker ps(world.comm(0), group, o);
+    try {
+      ps.start(layout(), {p.data(), g.data(), false, nullptr}, sgd());
+      ps.load_optimizer_state(std::vector<float>(kFloats, 0.25f), {});
+    } catch (const TimeoutError& e) {
+      error = e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a timeout: " << e.what();
+    }
+    silent.join();
+    try {
+      ps.shutdown();  // rank 2 says no goodbye either: a timeout
+    } catch (const std::exception&) {
+    }
+  }
+  server.join();
+  std::printf("the worker said: %s\n", error.c_str());
+  for (const char* part :
+       {"rank 0 (worker 0): timeout after 0.7 s waiting for the servers to restore the optimizer "
+        "state",
+        "; no acknowledgement of the optimizer state from server rank 2 (stopped, stuck or slow)"})
+    EXPECT_NE(error.find(part), std::string::npos) << part << "\nnot in: " << error;
+  EXPECT_EQ(error.find("rank 1"), std::string::npos) << error;  // it acknowledged
+  EXPECT_EQ(server_error, "");
+}
+
+// Forwards to another Comm; posting a request receive (kReqTag: only a server posts those)
+// fails, as an MPI error would there. Co-located, that is this process's own shard, which then
+// ends before its loop runs: it tells its worker nothing (no kAbort), only its thread's error is
+// left (PsWorker's server_error_).
+class FailingServerComm : public ForwardingComm {
+ public:
+  using ForwardingComm::ForwardingComm;
+  std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
+    if (tag == kReqTag) throw Error("server rank 0: posting a receive failed (injected)");
+    return inner().irecv(buf, bytes, peer, tag);
+  }
+};
+
+// Before the fix: "timeout after 7.5 s waiting for the servers' start acknowledgements ...; no
+// start acknowledgement from server rank 0 (stopped, stuck or slow)", the shard long gone.
+TEST(PsWorkerStart, AnOwnShardThatFailedEndsTheWaitForAcknowledgementsAtOnce) {
+  InProcWorld world(1);
+  auto comm = std::make_shared<FailingServerComm>(world.comm(0));
+  PsWorkerOptions o = worker_options();
+  o.timeout = Seconds(5.0);  // the wait: 5 + 2.5 s (grace)
+  std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
+  std::string error;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    PsWorker ps(comm, make_ps_group("colocated", 1), o);
+    try {
+      ps.start(layout(), {p.data(), g.data(), false, nullptr}, sgd());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  const Seconds took = std::chrono::steady_clock::now() - t0;
+  EXPECT_NE(error.find("server rank 0: posting a receive failed (injected)"), std::string::npos)
+      << error;
+  EXPECT_LT(took.count(), o.timeout.count()) << error;
 }
 
 }  // namespace
