@@ -27,8 +27,8 @@ void announce_fault(const std::string& who, const std::string& kind, std::int64_
 // server before its goodbye to the workers), "summary" (train, after the figures of every rank went
 // to rank 0 and it wrote the summary: the ranks have nothing left to exchange), "exit" (after the
 // ranks agreed on the outcome, before MPI_Finalize). tests/experiments/test_cli_errors.py times the
-// others' exit at each but "load", where they wait --timeout + 60 s (experiments/train_run.cc): no
-// ctest.
+// others' exit at each ("load": they wait --timeout plus an allowance by the data's size,
+// experiments/train_run.h: 5 s for a small set).
 void test_stop_point(const char* where, int rank);
 
 // SIGINT, SIGTERM and SIGHUP (Ctrl-C, mpirun passing one on, a batch system's time limit) print

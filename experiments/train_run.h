@@ -25,6 +25,13 @@ struct RankOutcome {
 // the class structure).
 std::pair<Dataset, Dataset> load_data(const Config& cfg);
 
+// How long, beyond --timeout, the ranks wait for each other to load the data before they agree
+// that every rank has it: 5 s plus 1 s per 4 MB of floats one rank builds (the full
+// Fashion-MNIST: 60 s, the fixed allowance before; 65536 + 2048 synthetic samples of 784
+// features: 58 s, where one process alone drew them and trained a step in 1.7 s; 576 samples of
+// 16 features: 5 s, so that tests can stop a rank there).
+Seconds load_allowance(const DataConfig& d);
+
 // cfg must be finalized. `world` is every rank of the job. Loads data only on worker ranks.
 RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& device, Trace* trace);
 // Same, with data already loaded (tests share one copy between in-process ranks).

@@ -668,6 +668,17 @@ class CliErrors(unittest.TestCase):
                       ["did not complete within 11 s", "another rank is stopped or stuck"],
                       rank=0, bound=40, stop_at="backend-setup:1")
 
+    def test_rank_stopped_before_it_loaded_its_data(self):
+        # The others wait for every rank's data --timeout plus an allowance by the data's size
+        # (experiments/train_run.h); it was a fixed 60 s, too long for a test (66.5 s after the
+        # stop). Now 2 + 5 s for TINY, then the census (1.5 s) and the failing rank's 3 s at the
+        # outcome's agreement: 11.5 s after the stop
+        timeout = 2
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", str(timeout)] + TINY, 1,
+                      ["while every rank loaded its data (allowed: --timeout + 5 s",
+                       "rank 1 did not get here"], rank=0, stop_at="load:1",
+                      after_fault=(timeout + 5, timeout + 5 + 7))
+
     def test_ring_rank_stopped_after_its_last_step(self):
         # The shared-memory ring's end-of-run vote waited a fixed 120 s for it
         self.run_case(2, ["train", "--backend", "ring", "--timeout", "2"] + TINY, 1,
