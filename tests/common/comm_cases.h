@@ -16,6 +16,7 @@
 #include "common/inproc_comm.h"
 #include "common/mpi_comm.h"
 #include "common/sub_comm.h"
+#include "tests/mpi_world.h"
 #include "tests/scheduling_lag.h"
 
 namespace starring::testing {
@@ -23,21 +24,11 @@ namespace starring::testing {
 using Clock = std::chrono::steady_clock;
 constexpr Seconds kLong{20.0};
 
-inline int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-// Runs `body` on an MPI world Comm when the job has >= 2 ranks, else skips.
-#define MPI_ONLY()                                               \
-  if (world_size() < 2) GTEST_SKIP() << "needs mpirun -np >= 2"; \
-  auto mpi_world = std::make_shared<MpiComm>(MPI_COMM_WORLD);    \
+// MPI_ONLY() (tests/mpi_world.h), then `mpi_world`: an MpiComm over every rank of the job.
+#define MPI_WORLD_ONLY()                                      \
+  MPI_ONLY();                                                 \
+  auto mpi_world = std::make_shared<MpiComm>(MPI_COMM_WORLD); \
   mpi_world->set_timeout(kLong)
-
-// In-process cases run once (in the plain test), not on every rank of an mpirun job.
-#define INPROC_ONLY() \
-  if (world_size() > 1) GTEST_SKIP() << "in-process cases run in the plain test"
 
 inline float value(int rank, int i) { return static_cast<float>(rank * 1000 + i % 997); }
 

@@ -11,40 +11,40 @@ namespace {
 using namespace starring::testing;
 
 TEST(MpiComm, PingPong) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   ping_pong(*mpi_world);
 }
 TEST(MpiComm, RingSendRecv) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   ring_sendrecv(*mpi_world);
 }
 TEST(MpiComm, AnySource) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   any_source(*mpi_world);
 }
 TEST(MpiComm, NonOvertaking) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   non_overtaking(*mpi_world);
 }
 TEST(MpiComm, ByteCounters) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   byte_counters(*mpi_world);
 }
 TEST(MpiComm, SilentPeerTimesOut) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   silent_peer(*mpi_world);
 }
 TEST(MpiComm, TestThenWaitCountsOnce) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   test_then_wait_counts_once(*mpi_world);
 }
 TEST(MpiComm, PeerOutOfRange) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   peer_out_of_range(*mpi_world);
 }
 // The highest tag StarRing may use (tags::kMaxTag) goes through; one above it is refused.
 TEST(MpiComm, TopTagWorksAndBeyondIsRefused) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   int v = mpi_world->rank(), x = -1;
   const int n = mpi_world->size(), r = mpi_world->rank();
   mpi_world->sendrecv(&v, sizeof v, (r + 1) % n, &x, sizeof x, (r - 1 + n) % n, tags::kMaxTag,
@@ -56,7 +56,7 @@ TEST(MpiComm, TopTagWorksAndBeyondIsRefused) {
 // A send the peer does not receive (too big to go eagerly) times out naming "send to": rank 0
 // gives up, then rank 1 receives it after all, so nothing is left pending at MPI_Finalize.
 TEST(MpiComm, UnreceivedSendTimesOutNamingTheSend) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   std::vector<char> big(8 << 20, 1);
   bool eager = false;
   if (mpi_world->rank() == 0) {
@@ -79,7 +79,7 @@ TEST(MpiComm, UnreceivedSendTimesOutNamingTheSend) {
 // sendrecv returns once its send is complete too, so the caller may reuse the send buffer at
 // once: here a message too big to go eagerly, overwritten right after the call.
 TEST(MpiComm, SendRecvBufferIsFreeOnReturn) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   const int n = mpi_world->size(), r = mpi_world->rank();
   const std::size_t count = std::size_t{4} << 20;  // 16 MiB of floats
   std::vector<float> out(count, static_cast<float>(r)), in(count, -1.0f);
@@ -96,7 +96,7 @@ TEST(MpiComm, SendRecvBufferIsFreeOnReturn) {
 // barrier; then they complete the barrier it abandoned (MPI cannot cancel one), while rank 0
 // keeps MPI progressing in its receives.
 TEST(MpiComm, BarrierTimeoutIsATimeoutError) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   const int n = mpi_world->size(), r = mpi_world->rank();
   int go = 1;
   if (r == 0) {
@@ -119,13 +119,13 @@ TEST(MpiComm, BarrierTimeoutIsATimeoutError) {
 }
 
 TEST(MpiComm, SubComm) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   sub_comm_cases(mpi_world);
 }
 // The node rank picks the GPU: distinct per host, and equal to the rank when every rank shares
 // one host (as under CTest here). Checked against the hostnames the ranks report.
 TEST(MpiComm, NodeRankCountsRanksOnThisHost) {
-  MPI_ONLY();
+  MPI_WORLD_ONLY();
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int len = 0;
   MPI_Get_processor_name(name, &len);

@@ -11,17 +11,13 @@
 
 #include "common/mpi_comm.h"
 #include "ps_test_util.h"
+#include "tests/mpi_world.h"
 
 namespace starring::ps {
 namespace {
 
 using namespace starring::ps::testing;
-
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using ::starring::testing::world_size;
 
 // Runs this rank's role; returns the final parameters on workers (empty on servers) and the
 // servers' statistics in `stats` (dedicated server: its own; worker: all, from the goodbyes).

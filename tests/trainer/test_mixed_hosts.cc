@@ -22,24 +22,14 @@
 #include "common/mpi_comm.h"
 #include "common/scoped_env.h"
 #include "common/test_hosts.h"
+#include "tests/mpi_world.h"
 #include "train_fixture.h"
 
 namespace starring {
 namespace {
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-#define MPI_ONLY() \
-  if (world_size() < 2) GTEST_SKIP() << "needs mpirun -np >= 2"
+using testing::world_rank;
+using testing::world_size;
 
 // A layout: the test host of every world rank.
 using Hosts = std::vector<int>;
