@@ -1,6 +1,7 @@
 // The plain-data half of common/gpu_assignment.h (the CUDA probe is in common/cuda/).
 #include "common/gpu_assignment.h"
 
+#include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,8 +31,19 @@ std::string gpu_uuid_text(const unsigned char* u) {
 }
 
 std::string this_host_name() {
-  char name[256] = {0};
-  const std::string real = gethostname(name, sizeof name - 1) == 0 ? name : "?";
+  std::string real;
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) {
+    char name[MPI_MAX_PROCESSOR_NAME] = {0};
+    int len = 0;
+    if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS && len > 0) real.assign(name, len);
+  }
+  if (real.empty()) {  // no MPI (yet, or any more)
+    char name[256] = {0};
+    real = gethostname(name, sizeof name - 1) == 0 ? name : "?";
+  }
   const int test_host = test_host_index();
   return test_host < 0 ? real : real + "~test-host-" + std::to_string(test_host);
 }

@@ -40,8 +40,9 @@ std::vector<std::string> gpu_plan_lines(const std::vector<GpuSlot>& slots);
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints a UUID's 16 bytes.
 std::string gpu_uuid_text(const unsigned char* bytes16);
-// gethostname(), "?" when it fails; under the test hook STARRING_TEST_HOSTS, the test host's name
-// (common/test_hosts.h).
+// MPI's name for this host (MPI_Get_processor_name, the name an MPI program reports; Open MPI
+// 4.1 takes it from gethostname()), or gethostname() outside MPI_Init..MPI_Finalize, "?" when
+// that fails; under the test hook STARRING_TEST_HOSTS, the test host's name (common/test_hosts.h).
 std::string this_host_name();
 
 // Implemented in common/cuda/ (stand-ins in common/nocuda/ give ordinal -1, "built without

@@ -3,8 +3,8 @@
 // and half, alternating, all but the last together. Mixed layouts are the ones a single host
 // never runs: some pairs of ranks share a host and take the shared-memory paths, others do not
 // and take MPI messages (a PS server whose host has worker 0 but not worker 1; a ring split
-// over two hosts). For each layout: the host decisions (host_comm, this_host_name) follow the
-// layout; the ring takes its shared-memory window only when every rank shares one host; the
+// over two hosts). For each layout: the host decisions (host_comm, this_host_name: MPI's name
+// for the host, with the test host's number) follow the layout; the ring takes its shared-memory window only when every rank shares one host; the
 // parameter servers read a worker's pushes from shared memory exactly when they share its
 // host; and under bsp every backend trains to the same parameters, bit for bit, with the same
 // bytes per rank as on one host. ssp and asp finish in every layout.
@@ -62,7 +62,12 @@ int ranks_on(const Hosts& h, int host) {
 TEST(MixedHosts, HostDecisionsFollowTheLayout) {
   MPI_ONLY();
   const int n = world_size(), me = world_rank();
-  const std::string real = this_host_name();
+  // The real host's name is MPI's (what `starring env` lists, and an MPI program reports)
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  const std::string real(name, static_cast<std::size_t>(len));
+  EXPECT_EQ(this_host_name(), real);
   EXPECT_EQ(test_host_index(), -1);  // off unless set
   for (const Hosts& h : layouts(n)) {
     ScopedEnv env("STARRING_TEST_HOSTS", spec(h));
