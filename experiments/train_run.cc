@@ -34,10 +34,10 @@ std::pair<Dataset, Dataset> load_data(const Config& cfg) {
 Seconds load_allowance(const DataConfig& d) {
   // Floats one rank builds: the synthetic set drawn, or the whole (Fashion-)MNIST (70000 images of
   // 28 x 28, read and converted): every rank loads all of it, a server knows its size unread.
-  const double floats = d.dataset == "synthetic"
-                            ? (static_cast<double>(d.synthetic_train) + d.synthetic_test) *
-                                  d.synthetic_dim
-                            : 70000.0 * 784;
+  const double floats =
+      d.dataset == "synthetic"
+          ? (static_cast<double>(d.synthetic_train) + d.synthetic_test) * d.synthetic_dim
+          : 70000.0 * 784;
   return Seconds(5.0 + floats * sizeof(float) / 4e6);
 }
 

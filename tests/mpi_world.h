@@ -26,6 +26,6 @@ inline int world_rank() {
 // MPI cases run only under mpirun (np >= 2); in-process cases once, in the plain test.
 #define MPI_ONLY() \
   if (::starring::testing::world_size() < 2) GTEST_SKIP() << "needs mpirun -np >= 2"
-#define INPROC_ONLY()                          \
+#define INPROC_ONLY()                        \
   if (::starring::testing::world_size() > 1) \
   GTEST_SKIP() << "in-process cases run in the plain test"

@@ -4,10 +4,11 @@
 // never runs: some pairs of ranks share a host and take the shared-memory paths, others do not
 // and take MPI messages (a PS server whose host has worker 0 but not worker 1; a ring split
 // over two hosts). For each layout: the host decisions (host_comm, this_host_name: MPI's name
-// for the host, with the test host's number) follow the layout; the ring takes its shared-memory window only when every rank shares one host; the
-// parameter servers read a worker's pushes from shared memory exactly when they share its
-// host; and under bsp every backend trains to the same parameters, bit for bit, with the same
-// bytes per rank as on one host. ssp and asp finish in every layout.
+// for the host, with the test host's number) follow the layout; the ring takes its shared-memory
+// window only when every rank shares one host; the parameter servers read a worker's pushes from
+// shared memory exactly when they share its host; and under bsp every backend trains to the same
+// parameters, bit for bit, with the same bytes per rank as on one host. ssp and asp finish in
+// every layout.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
