@@ -731,8 +731,8 @@ class CliErrors(unittest.TestCase):
         timeout = 2
         self.run_case(3, ["train", "--backend", "ps", "--servers", "colocated", "--timeout",
                           str(timeout)] + TINY, 1, ["worker rank 2", "sent nothing"],
-                      stop_at="sync-end:2", trained=True, after_fault=(timeout, timeout + 5),
-                      hosts="0,0,1")
+                      stop_at="sync-end:2", trained=True, after_fault=(timeout, timeout + 6),
+                      hosts="0,0,1")  # + 6: at load 7 it took 7.3-8.0 s against 7.3 s allowed
 
     def test_rank_0_stopped_after_the_others_figures_came(self):
         # Ranks 1 and 2 had sent rank 0 their figures (or the sends had left eagerly: rank 0
