@@ -88,6 +88,9 @@ struct Groups {
         "timeout", val(&c.sync.timeout_s), "seconds any wait may block before failing");
     output.add_options()("metrics-file", val(&c.out.metrics_file),
                          "JSON-lines metrics, one line per step and per evaluation (worker 0)")(
+        "metrics-loss", val(&c.out.metrics_loss),
+        "all (each step line adds global_loss, loss_min, loss_max over the workers, gathered "
+        "off the step's path) | worker0 (worker 0's loss alone, no messages)")(
         "summary-file", val(&c.out.summary_file),
         "one JSON summary at the end (rank 0, schema starring.run.v1)")(
         "trace", val(&c.out.trace_file), "Chrome trace file per rank ('%r' = rank)")(

@@ -48,6 +48,9 @@ struct TrainConfig {
 
 struct OutputConfig {
   std::string metrics_file;       // JSON lines, written by rank 0 (empty: none)
+  // "all": each step line also carries every worker's loss (mean, min, max; trainer/step_losses.h)
+  // "worker0": worker 0's alone, no messages
+  std::string metrics_loss = "all";
   std::string summary_file;       // one JSON object at the end (empty: none)
   std::string trace_file;         // Chrome trace; "%r" replaced by the rank (empty: none)
   std::string progress = "auto";  // "auto" | "bar" | "lines" | "off"

@@ -342,6 +342,7 @@ void finalize_config(Config& cfg) {
   check_checkpoint(cfg.ckpt);
   check(cfg.out.log_every > 0, "--log-every", "> 0", cfg.out.log_every);
   check_choice("--progress", cfg.out.progress, {"auto", "bar", "lines", "off"});
+  check_choice("--metrics-loss", cfg.out.metrics_loss, {"all", "worker0"});
 }
 
 }  // namespace starring

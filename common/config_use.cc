@@ -109,6 +109,9 @@ std::vector<std::string> check_train_options_apply(const Config& cfg, int worker
   check_sync_options(u, cfg.sync, d.sync);
   check_train_options(u, cfg.train, d.train);
   check_data_options(u, cfg.data, d.data);
+  if (cfg.out.metrics_file.empty() && cfg.out.metrics_loss != d.out.metrics_loss)
+    u.refuse("metrics-loss", concat("--metrics-loss ", cfg.out.metrics_loss),
+             "needs --metrics-file (the lines it fills)");
   if (cfg.ckpt.dir.empty() && cfg.ckpt.keep != d.ckpt.keep)
     u.refuse("keep-checkpoints", concat("--keep-checkpoints ", cfg.ckpt.keep),
              "needs --checkpoint-dir (what to keep)");

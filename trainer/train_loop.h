@@ -12,6 +12,7 @@
 #include "trainer/mlp.h"
 #include "trainer/sampler.h"
 #include "trainer/staging.h"
+#include "trainer/step_losses.h"
 #include "trainer/stop_vote.h"
 #include "trainer/straggler.h"
 #include "trainer/trainer.h"
@@ -73,6 +74,7 @@ class TrainLoop {
   float* dx_ = nullptr;
   int* dy_ = nullptr;
   MetricsWriter metrics_;
+  StepLosses step_losses_;  // writes worker 0's step lines (after metrics_)
   Progress progress_;
   Evaluator evaluator_;
   TrainResult res_;

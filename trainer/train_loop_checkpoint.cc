@@ -133,6 +133,7 @@ void TrainLoop::checkpoint() {
   // be answering the others' pulls): read between barriers, before any checkpoint message.
   barrier();
   add_sync_stats(env_.sync.take_stats());
+  step_losses_.drain();  // the step lines before the checkpoint's (a resumed run keeps them)
   barrier();
   CheckpointData c;
   // The epoch's training loss so far, as the mean worker's sum: a resumed run (on any number of

@@ -56,6 +56,9 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
                  StopVote::lag_for_run(!cfg.ckpt.dir.empty(), env.sync.max_step_skew()),
                  kStopVoteEvery, StopVote::off_reason_for_run(!cfg.ckpt.dir.empty())),
       metrics_(rank_ == 0 ? cfg.out.metrics_file : ""),
+      step_losses_(env.workers, metrics_,
+                   !cfg.out.metrics_file.empty() && cfg.out.metrics_loss == "all",
+                   StepLosses::lag_for_skew(env.sync.max_step_skew())),
       progress_(cfg.out.progress, 0, cfg.out.log_every, false),
       evaluator_(model_, env.workers, eval_batch(cfg.train)) {
   steps_per_epoch_ = static_cast<std::int64_t>(sampler_.batches_per_epoch()) / tc_.accum;
@@ -149,6 +152,7 @@ TrainResult TrainLoop::run() {
   res_.timed_compute_s = res_.compute_s - (untimed_ ? mark_[1] : 0);
   res_.timed_comm_s = res_.comm_s - (untimed_ ? mark_[2] : 0);
   res_.timed_wait_s = res_.wait_s - (untimed_ ? mark_[3] : 0);
+  step_losses_.drain();  // lines a run without a last evaluation still holds
   try {
     if (stopping_)
       metrics_.keep_partial();  // the run goes on when resumed: its lines stay in the .partial
@@ -257,22 +261,24 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
   ++epoch_batches_;
   loss_acc_ += loss;
   ++loss_n_;
+  nlohmann::json j;
   if (metrics_.enabled()) {
-    nlohmann::json j{{"step", step_},
-                     {"epoch", epoch + 1},
-                     {"time_s", seconds_since(t_start_) - eval_s_},  // as the history's
-                     {"loss", loss},
-                     {"grad_norm", std::sqrt(grad_sq)},
-                     {"lr", json_float(lr)},
-                     {"samples_per_s", samples_per_step() / step_s},
-                     {"compute_s", step_s - wait_s},
-                     {"comm_s", st.comm_s},
-                     {"wait_s", wait_s},
-                     {"bytes_sent", st.bytes_sent},
-                     {"bytes_recv", st.bytes_recv}};
+    j = nlohmann::json{{"step", step_},
+                       {"epoch", epoch + 1},
+                       {"time_s", seconds_since(t_start_) - eval_s_},  // as the history's
+                       {"loss", loss},
+                       {"grad_norm", std::sqrt(grad_sq)},
+                       {"lr", json_float(lr)},
+                       {"samples_per_s", samples_per_step() / step_s},
+                       {"compute_s", step_s - wait_s},
+                       {"comm_s", st.comm_s},
+                       {"wait_s", wait_s},
+                       {"bytes_sent", st.bytes_sent},
+                       {"bytes_recv", st.bytes_recv}};
     for (auto& [k, v] : st.extra) j[k] = v;
-    metrics_.write(j);
   }
+  // Written now, or (--metrics-loss all) once every worker's loss of the step is in.
+  step_losses_.after_step(step_, loss, std::move(j));
   if (rank_ == 0) {
     const double elapsed = seconds_since(t_start_) - eval_s_;
     progress_.update(step_, epoch + 1, loss_acc_ / std::max(loss_n_, 1),
@@ -314,6 +320,7 @@ void TrainLoop::evaluate(int epoch) {
   // worker 0 goes on at once: its next push reached the master copy before a slower worker's
   // refresh, which then evaluated another model).
   barrier();
+  step_losses_.drain();  // every worker's losses sent before the barrier: the step lines first
   env_.sync.refresh_params();
   barrier();
   staging_.all_params_up();

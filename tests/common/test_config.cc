@@ -241,6 +241,7 @@ TEST(Config, BadValuesNameTheOption) {
       {{"--hidden", "256,,128"}, "--hidden"},
       {{"--hidden", "256,128,"}, "--hidden"},  // a width cut off, not 256,128
       {{"--progress", "fancy"}, "--progress"},
+      {{"--metrics-loss", "mean"}, "--metrics-loss"},
       {{"--hidden", "2x"}, "--hidden"},
       {{"--hidden", "100000,100000"}, "--hidden"},
       {{"--preset", "huge"}, "--preset"},

@@ -55,6 +55,7 @@ TEST(ConfigUse, IgnoredOptionsAreRefusedNamingTheOption) {
       {{"--eps", "1e-06"}, "--eps"},
       {{"--warmup-steps", "10"}, "--warmup-steps 10"},  // --lr-scale none
       {{"--keep-checkpoints", "5"}, "--keep-checkpoints 5"},
+      {{"--metrics-loss", "worker0"}, "--metrics-loss worker0"},  // no --metrics-file
       {{"--synthetic-train", "100"}, "--synthetic-train 100"},  // fashion-mnist
       {{"--dataset", "mnist", "--data-dir", "/srv/mnist", "--synthetic-dim", "8"},
        "--synthetic-dim 8"},
@@ -86,6 +87,7 @@ TEST(ConfigUse, OptionsWhereTheyApplyPass) {
       {"--optimizer", "sgd", "--momentum", "0.5"},
       {"--lr-scale", "sqrt", "--warmup-steps", "10"},
       {"--checkpoint-dir", "/tmp/x", "--keep-checkpoints", "5"},
+      {"--metrics-file", "/tmp/m.jsonl", "--metrics-loss", "worker0"},
       {"--dataset", "synthetic", "--synthetic-train", "100", "--synthetic-dim", "8"},
       {"--data-dir", "/tmp"},
       {"--backend", "ring", "--straggler", "1:5"},

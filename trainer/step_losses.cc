@@ -1,0 +1,126 @@
+#include "trainer/step_losses.h"
+
+#include <cmath>
+
+#include "common/error.h"
+
+namespace starring {
+namespace {
+
+constexpr int kLossTag = tags::kTrainerBase + 80;
+
+// True when a is a higher loss than b: not-a-number above everything (a diverged worker).
+bool higher(double a, double b) {
+  if (std::isnan(b)) return false;
+  return std::isnan(a) || a > b;
+}
+
+}  // namespace
+
+StepLosses::StepLosses(Comm& workers, MetricsWriter& metrics, bool on, int lag)
+    : comm_(workers), metrics_(metrics), fields_(on), on_(on && workers.size() > 1), lag_(lag) {}
+
+StepLosses::~StepLosses() {
+  // Abandoned (an error unwound the run): a send may still read its buffer after its request is
+  // released (MPI finishes it in the background), so unfinished sends keep theirs.
+  for (auto& s : sent_)
+    if (s->req && !s->req->test()) {
+      s->req.reset();
+      (void)s.release();
+    }
+}
+
+void StepLosses::after_step(std::int64_t step, double loss, nlohmann::json line) {
+  if (!on_) {
+    if (!metrics_.enabled()) return;
+    auto h = std::make_unique<Held>();
+    h->step = step;
+    h->line = std::move(line);
+    h->in = {static_cast<double>(step), loss};
+    write(*h);
+    return;
+  }
+  const int me = comm_.rank(), W = comm_.size();
+  if (me != 0) {
+    while (!sent_.empty() && sent_.front()->req->test()) sent_.pop_front();
+    auto s = std::make_unique<Sent>();
+    s->msg[0] = static_cast<double>(step);
+    s->msg[1] = loss;
+    s->req = comm_.isend(s->msg, sizeof s->msg, 0, kLossTag);
+    sent_.push_back(std::move(s));
+    return;
+  }
+  auto h = std::make_unique<Held>();
+  h->step = step;
+  h->line = std::move(line);
+  h->in.assign(2 * static_cast<std::size_t>(W), 0.0);
+  h->in[0] = static_cast<double>(step);
+  h->in[1] = loss;
+  for (int p = 1; p < W; ++p)
+    h->reqs.push_back(comm_.irecv(&h->in[2 * p], 2 * sizeof(double), p, kLossTag));
+  held_.push_back(std::move(h));
+  write_ready(step);
+}
+
+void StepLosses::write_ready(std::int64_t step) {
+  while (!held_.empty()) {
+    Held& h = *held_.front();
+    bool done = true;
+    for (auto& r : h.reqs) done = r->test() && done;
+    if (!done && (lag_ < 0 || h.step + lag_ > step)) return;
+    complete(h);
+    write(h);
+    held_.pop_front();
+  }
+}
+
+void StepLosses::complete(Held& h) {
+  for (std::size_t i = 0; i < h.reqs.size(); ++i) {
+    const int p = static_cast<int>(i) + 1;
+    try {
+      h.reqs[i]->wait(comm_.timeout());
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(detail::concat(e.what(), ": worker ", p, "'s loss of step ", h.step,
+                                        " for the metrics file (--metrics-loss all) did not come"));
+    }
+    const double got = h.in[2 * i + 2];
+    STARRING_CHECK(got == static_cast<double>(h.step), comm_.where(), ": worker ", p,
+                   " sent its loss of step ", got, " where step ", h.step, " was expected");
+  }
+}
+
+void StepLosses::write(Held& h) {
+  if (!metrics_.enabled()) return;
+  if (fields_) {
+    const std::size_t W = h.in.size() / 2;
+    double sum = 0, lo = h.in[1], hi = h.in[1];
+    std::size_t arg = 0;
+    for (std::size_t w = 0; w < W; ++w) {
+      const double l = h.in[2 * w + 1];
+      sum += l;
+      if (std::isnan(lo) || l < lo) lo = l;
+      if (higher(l, hi)) hi = l, arg = w;
+    }
+    h.line["global_loss"] = sum / static_cast<double>(W);
+    h.line["loss_min"] = lo;
+    h.line["loss_max"] = hi;
+    h.line["loss_max_worker"] = arg;
+  }
+  metrics_.write(h.line);
+}
+
+void StepLosses::drain() {
+  if (!on_) return;
+  if (comm_.rank() != 0) {
+    for (auto& s : sent_) s->req->wait(comm_.timeout());
+    sent_.clear();
+    return;
+  }
+  while (!held_.empty()) {
+    complete(*held_.front());
+    write(*held_.front());
+    held_.pop_front();
+  }
+}
+
+}  // namespace starring
