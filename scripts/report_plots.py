@@ -409,6 +409,14 @@ def _smooth(values, k):
     return out
 
 
+def step_loss(m):
+    """A step line's training loss: the mean over every worker's (global_loss, written since
+    --metrics-loss all) where the line has it, else worker 0's (older runs, --metrics-loss
+    worker0)."""
+    g = m.get("global_loss")
+    return g if isinstance(g, (int, float)) else m["loss"]
+
+
 def training_clock(record, lines):
     """A run's metrics lines with every time_s on the training clock (evaluation and checkpoints
     not counted). Runs recorded before 6673712 (no job.leg_train_s in their summary) counted in a
@@ -456,7 +464,8 @@ def convergence(runs, metrics, out_dir):
             if steps:
                 k = max(1, len(steps) // 40)
                 axes[0][col].plot([m["time_s"] for m in steps],
-                                  _smooth([m["loss"] for m in steps], k), color=color, label=label)
+                                  _smooth([step_loss(m) for m in steps], k), color=color,
+                                  label=label)
             evals = [m for m in lines if m.get("event") == "eval"]
             pts = [(m["time_s"], m["test_accuracy"]) for m in evals] or [
                 (h["wall_s"], h["test_accuracy"]) for h in r.get("history") or []]
@@ -480,7 +489,8 @@ def convergence(runs, metrics, out_dir):
     fig.suptitle(f"{model}: training loss and test accuracy vs wall time")
     name = _save(fig, out_dir, "convergence.png")
     return Figure(name, "Loss and accuracy vs wall time",
-                  f"{model}: training loss per step (rank 0's metrics, moving average) and test "
+                  f"{model}: training loss per step (the mean over every worker's, the metrics' "
+                  "global_loss; worker 0's in runs recorded without it; moving average) and test "
                   "accuracy after each epoch, against the seconds spent training since the first "
                   "step (the metrics' time_s, the history's wall_s: evaluation and checkpoints "
                   "not counted; runs recorded before 6673712, whose step lines counted them, are "

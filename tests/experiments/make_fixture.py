@@ -76,7 +76,11 @@ def summary(sweep, run_id, variant, workers, backend, servers="-", hidden=(256, 
                      "test_accuracy": acc - 0.03 * (2 - e)} for e in (1, 2)],
         "staleness_hist": ({"0": 50, "1": 30, "2": 20} if consistency != "bsp" else {}),
     }
+    # worker w's loss (1 + 0.02 w) times worker 0's: the mean, lowest and highest in closed form
     metrics = [{"step": s, "epoch": s * 2 // steps, "time_s": total * s, "loss": 2.3 / (1 + s / 10),
+                "global_loss": 2.3 / (1 + s / 10) * (1 + 0.01 * (workers - 1)),
+                "loss_min": 2.3 / (1 + s / 10), "loss_max": 2.3 / (1 + s / 10) * (1 + 0.02 * (workers - 1)),
+                "loss_max_worker": workers - 1,
                 "grad_norm": 1.0, "lr": 0.05, "samples_per_s": batch * workers / total,
                 "compute_s": compute, "comm_s": comm, "wait_s": wait, "bytes_sent": w_sent,
                 "bytes_recv": w_sent} for s in range(1, steps + 1)]

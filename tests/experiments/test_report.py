@@ -560,6 +560,12 @@ class ConvergenceClock(unittest.TestCase):
         new = {"job": {"legs": 1, "leg_train_s": [2.0]}}  # recorded on the training clock
         self.assertIs(rp.training_clock(new, lines), lines)
 
+    def test_the_loss_drawn_is_every_workers_mean_where_recorded(self):
+        import report_plots as rp
+        self.assertEqual(rp.step_loss({"loss": 2.0, "global_loss": 1.5}), 1.5)
+        self.assertEqual(rp.step_loss({"loss": 2.0}), 2.0)  # older runs, --metrics-loss worker0
+        self.assertEqual(rp.step_loss({"loss": 2.0, "global_loss": None}), 2.0)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

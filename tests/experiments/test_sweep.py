@@ -170,7 +170,8 @@ class TinySweep(unittest.TestCase):
             self.assertEqual(bad, [])
             steps = [l for l in lines if "event" not in l]
             self.assertEqual(len(steps), 4, r["run_id"])
-            for key in ("step", "time_s", "loss", "compute_s", "comm_s", "wait_s", "bytes_sent"):
+            for key in ("step", "time_s", "loss", "global_loss", "loss_min", "loss_max",
+                        "loss_max_worker", "compute_s", "comm_s", "wait_s", "bytes_sent"):
                 self.assertIn(key, steps[0])
 
     def test_trace_files_parse_and_hold_events_for_every_rank(self):
