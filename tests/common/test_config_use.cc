@@ -56,7 +56,7 @@ TEST(ConfigUse, IgnoredOptionsAreRefusedNamingTheOption) {
       {{"--warmup-steps", "10"}, "--warmup-steps 10"},  // --lr-scale none
       {{"--keep-checkpoints", "5"}, "--keep-checkpoints 5"},
       {{"--metrics-loss", "worker0"}, "--metrics-loss worker0"},  // no --metrics-file
-      {{"--synthetic-train", "100"}, "--synthetic-train 100"},  // fashion-mnist
+      {{"--synthetic-train", "100"}, "--synthetic-train 100"},    // fashion-mnist
       {{"--dataset", "mnist", "--data-dir", "/srv/mnist", "--synthetic-dim", "8"},
        "--synthetic-dim 8"},
       {{"--dataset", "synthetic", "--data-dir", "/tmp"}, "--data-dir /tmp"},
