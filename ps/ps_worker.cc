@@ -229,7 +229,7 @@ void PsWorker::rethrow_if_failed() {
 
 // Waits (under mu_) until ready() holds or the comm thread reports an error. The comm thread
 // enforces the real deadlines; this one is a safety net in case it is itself stuck. It wakes at
-// least every 20 ms, so that, as there, this thread's own pauses (ps/watch_clock.h) do not count.
+// least every 20 ms, so that, as there, this thread's own pauses (common/watch_clock.h) do not count.
 void PsWorker::wait_for(const std::function<bool()>& ready, const char* what, bool count_wait,
                         Seconds limit_given, const std::function<std::string()>& silent) {
   const auto t0 = Clock::now();

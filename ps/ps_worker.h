@@ -23,7 +23,7 @@
 //
 // Faults: every reply has a deadline, the timeout plus a grace of timeout/2 within [0.5 s, 10 s]
 // (so that a server's report naming a silent worker arrives first), counting only time the comm
-// thread was running (ps/watch_clock.h); on expiry, or when a server reports a failure, every
+// thread was running (common/watch_clock.h); on expiry, or when a server reports a failure, every
 // call throws, and the servers are told (kAbort) so that the whole job stops with an error naming
 // the rank that failed.
 //
@@ -49,7 +49,7 @@
 #include "ps/ps_group.h"
 #include "ps/server_loop.h"
 #include "ps/shared_segment.h"
-#include "ps/watch_clock.h"
+#include "common/watch_clock.h"
 
 namespace starring::ps {
 
@@ -204,7 +204,7 @@ class PsWorker : public GradientSync {
   std::vector<int> active_;  // chunks with a request in flight
   std::vector<char> ctl_buf_, abort_msg_;
   std::unique_ptr<Request> ctl_req_;
-  WatchClock watch_;  // this thread's pauses between deadline checks (ps/watch_clock.h)
+  WatchClock watch_;  // this thread's pauses between deadline checks (common/watch_clock.h)
   std::chrono::steady_clock::time_point last_heartbeat_;
   PsHeader heartbeat_msg_;
   std::vector<std::unique_ptr<Request>> heartbeats_;

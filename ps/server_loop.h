@@ -30,7 +30,7 @@
 #include "ps/ps_group.h"
 #include "ps/shard_server.h"
 #include "ps/shared_segment.h"
-#include "ps/watch_clock.h"
+#include "common/watch_clock.h"
 
 namespace starring::ps {
 

@@ -253,7 +253,7 @@ void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) 
 }
 
 // A reply's deadline counts only time this comm thread was watching, and no server is named
-// while its reply is waiting to be polled (the rule of ps/watch_clock.h, as on the servers): a
+// while its reply is waiting to be polled (the rule of common/watch_clock.h, as on the servers): a
 // comm thread that stood still past the deadline named a server whose reply had arrived.
 void PsWorker::check_deadlines() {
   const auto now = Clock::now();

@@ -131,7 +131,7 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
   Backoff backoff;
   for (std::size_t next = 0;;) {
     // Read before the poll: a thread that stood still past the deadline right after a poll looks
-    // again before it names a server whose answer may have arrived meanwhile (ps/watch_clock.h).
+    // again before it names a server whose answer may have arrived meanwhile (common/watch_clock.h).
     const bool late = Clock::now() > deadline;
     while (next < remote.size() && remote[next].req->test()) ++next;
     for (auto& s : sends)

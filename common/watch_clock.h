@@ -7,7 +7,8 @@
 // e.g. by a sanitizer's runtime, or one long message) only max(timeout / 4, 50 ms) counts: the
 // rest is excused, and the caller moves every start it measures a deadline from forward by it
 // (excuse()). The loop must also not name a peer whose message is already waiting to be polled.
-// Used by ServerLoop (server_liveness.cc) and PsWorker's comm thread (worker_comm.cc).
+// Used by ServerLoop (ps/server_liveness.cc), PsWorker's comm thread (ps/worker_comm.cc) and
+// the trainer's PeerWatch (trainer/peer_watch.h).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -16,7 +17,7 @@
 
 #include "common/comm.h"
 
-namespace starring::ps {
+namespace starring {
 
 class WatchClock {
  public:
@@ -64,4 +65,4 @@ class WatchClock {
   Clock::duration longest_{}, not_watching_{};
 };
 
-}  // namespace starring::ps
+}  // namespace starring
