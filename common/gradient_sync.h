@@ -120,6 +120,12 @@ class GradientSync {
   // (trainer/stop_vote.h).
   virtual int max_step_skew() const { return 0; }
 
+  // While on, the trainer waits at a meeting of the workers for a slower one (asp/ssp,
+  // trainer/peer_watch.h): a backend whose peers name a worker that sends nothing for the timeout
+  // (ps: the servers) tells them it is alive meanwhile (ps: heartbeats, as while it waits for a
+  // reply). Called from the trainer thread.
+  virtual void waiting_for_workers(bool on) { (void)on; }
+
   // True when the backend works on GPU buffers directly (nccl); others get host buffers.
   virtual bool accepts_device_buffers() const { return false; }
   virtual std::string name() const = 0;

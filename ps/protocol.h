@@ -8,7 +8,8 @@
 //   kPush        floats: one chunk of gradient for `step`, with that step's learning rate
 //   kHeartbeat   this worker is alive and blocked waiting on some server (sent every
 //                timeout/4 while it has replies outstanding, so that a worker stalled by ANOTHER
-//                server is not mistaken for a silent one)
+//                server is not mistaken for a silent one), or on a slower worker at a meeting
+//                of the workers (asp/ssp: an evaluation, a checkpoint, the end of the run)
 //   kDone        clean shutdown: this worker has nothing more to push
 //   kAbort       text: this worker failed (`step` 1: by a timeout, so the server stops with a
 //                TimeoutError; 0: any other failure); the server stops and tells every worker why

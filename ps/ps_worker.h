@@ -84,6 +84,11 @@ class PsWorker : public GradientSync {
   // servers are told why (kAbort). Co-located: no shard runs yet.
   void abandon(const std::string& why) override;
   std::string name() const override { return "ps"; }
+  // Heartbeats to the servers (as while a reply is outstanding) while the trainer waits for a
+  // slower worker at a meeting: the servers otherwise name this worker as silent.
+  void waiting_for_workers(bool on) override {
+    at_meeting_.store(on, std::memory_order_relaxed);
+  }
   int max_step_skew() const override {
     return opt_.consistency == "asp" ? -1 : opt_.consistency == "ssp" ? opt_.staleness : 0;
   }
@@ -206,6 +211,7 @@ class PsWorker : public GradientSync {
   std::unique_ptr<Request> ctl_req_;
   WatchClock watch_;  // this thread's pauses between deadline checks (common/watch_clock.h)
   std::chrono::steady_clock::time_point last_heartbeat_;
+  std::atomic<bool> at_meeting_{false};  // the trainer waits for a slower worker (any thread)
   PsHeader heartbeat_msg_;
   std::vector<std::unique_ptr<Request>> heartbeats_;
   // shared memory: this worker's push segment; per server index, its parameter segment (null:

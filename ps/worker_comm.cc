@@ -280,10 +280,13 @@ void PsWorker::check_deadlines() {
         ": no reply to the push of chunk ", late, " (step ", f.step, "; this worker's comm thread ",
         watch_.summary(), ")"));
   }
-  if (waiting && now - last_heartbeat_ > opt_.timeout / 4) heartbeat();
+  if ((waiting || at_meeting_.load(std::memory_order_relaxed)) &&
+      now - last_heartbeat_ > opt_.timeout / 4)
+    heartbeat();
 }
 
-// Tells every server that this worker is alive and waiting (see Op::kHeartbeat).
+// Tells every server that this worker is alive and waiting (see Op::kHeartbeat): for a reply, or
+// for a slower worker at a meeting of the workers (waiting_for_workers).
 void PsWorker::heartbeat() {
   last_heartbeat_ = Clock::now();
   for (std::size_t k = 0; k < heartbeats_.size();)

@@ -10,6 +10,7 @@
 #include "trainer/evaluate.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
+#include "trainer/peer_watch.h"
 #include "trainer/sampler.h"
 #include "trainer/staging.h"
 #include "trainer/step_losses.h"
@@ -36,7 +37,9 @@ class TrainLoop {
   double micro_batch(std::int64_t s, int m, double* wait_s, double* grad_sq);
   void record_step(int epoch, float lr, double loss, double step_s, double wait_s, double grad_sq);
   void evaluate(int epoch);
-  void barrier();  // of the workers, after start(): a timeout checks the backend's peers first
+  // Of the workers, after start(): a timeout checks the backend's peers first. Under asp/ssp
+  // the wait for a slower worker goes on while it trains (peer_watch_); `what`: for its error.
+  void barrier(const std::string& what = "a barrier of the workers");
   void add_sync_stats(const SyncStepStats& st);
   void resume();
   void end_resumed_with_nothing_left();
@@ -89,6 +92,8 @@ class TrainLoop {
   // run, and the step of the last checkpoint written (-1: none).
   int pos_epoch_ = 0;
   std::int64_t pos_batch_ = 0, start_batch_ = 0, last_ckpt_step_ = -1;
+  // Last: its thread stops first. On where workers may drift apart (asp, ssp).
+  PeerWatch peer_watch_;
 };
 
 }  // namespace starring

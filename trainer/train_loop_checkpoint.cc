@@ -129,12 +129,13 @@ void TrainLoop::checkpoint() {
   res_.wait_s += seconds_since(t_wait);
   const auto t0 = Clock::now();
   TraceScope tc(trace_, "checkpoint", "checkpoint");
+  const std::string at = detail::concat("the checkpoint at step ", step_);
   // The last step's traffic is whole once every worker has flushed (a co-located shard may still
   // be answering the others' pulls): read between barriers, before any checkpoint message.
-  barrier();
+  barrier(at);
   add_sync_stats(env_.sync.take_stats());
   step_losses_.drain();  // the step lines before the checkpoint's (a resumed run keeps them)
-  barrier();
+  barrier(at);
   CheckpointData c;
   // The epoch's training loss so far, as the mean worker's sum: a resumed run (on any number of
   // workers) starts every worker from it, and its epoch mean stays the global batch's. And each
@@ -187,7 +188,7 @@ void TrainLoop::checkpoint() {
   const SyncStepStats ck = env_.sync.take_stats();
   res_.checkpoint_bytes_sent += ck.bytes_sent;
   res_.checkpoint_bytes_recv += ck.bytes_recv;
-  barrier();
+  barrier(at);
   last_ckpt_step_ = step_;
   const double took_s = seconds_since(t0);
   ++res_.checkpoints;

@@ -60,7 +60,8 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
                    !cfg.out.metrics_file.empty() && cfg.out.metrics_loss == "all",
                    StepLosses::lag_for_skew(env.sync.max_step_skew())),
       progress_(cfg.out.progress, 0, cfg.out.log_every, false),
-      evaluator_(model_, env.workers, eval_batch(cfg.train)) {
+      evaluator_(model_, env.workers, eval_batch(cfg.train)),
+      peer_watch_(env.workers, env.sync.max_step_skew() != 0) {
   steps_per_epoch_ = static_cast<std::int64_t>(sampler_.batches_per_epoch()) / tc_.accum;
   STARRING_CONFIG_CHECK(steps_per_epoch_ > 0, "batch ", tc_.batch, " x accum ", tc_.accum,
                         " is larger than this worker's shard (", train.n / world_, " of ", train.n,
@@ -99,11 +100,11 @@ TrainResult TrainLoop::run() {
   // initial parameters, a restored checkpoint's state), not per-step traffic: kept apart, read
   // between barriers (before: every worker started, so a co-located shard's acks are counted;
   // after: no worker's first push reaches a co-located shard before its worker has read).
-  barrier();
+  barrier("the start of training");
   const SyncStepStats setup = env_.sync.take_stats();
   res_.setup_bytes_sent = setup.bytes_sent;
   res_.setup_bytes_recv = setup.bytes_recv;
-  barrier();
+  barrier("the start of training");
   t_start_ = Clock::now();
   res_.first_step_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -168,6 +169,7 @@ void TrainLoop::step_once(std::int64_t s, int epoch) {
   ++step_;
   const auto t_step = Clock::now();
   const float lr = Trainer::learning_rate(tc_, step_, total_steps_, lr_workers_);
+  peer_watch_.begin_step();
   env_.sync.begin_step(step_, lr);
   fault_.at_step(rank_, step_);
   double loss = 0, wait_s = 0, grad_sq = 0;
@@ -290,8 +292,18 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
 // A worker that waits at a barrier for one that stopped because a parameter server did not answer
 // times out first under asp (its wait began earlier and is shorter than a reply's deadline): the
 // backend checks its servers before the barrier's timeout, which names that worker, is reported.
-void TrainLoop::barrier() {
+void TrainLoop::barrier(const std::string& what) {
   try {
+    if (peer_watch_.enabled()) {
+      env_.sync.waiting_for_workers(true);
+      try {
+        peer_watch_.await(what);
+      } catch (...) {
+        env_.sync.waiting_for_workers(false);
+        throw;
+      }
+      env_.sync.waiting_for_workers(false);
+    }
     env_.workers.barrier(env_.workers.timeout());
   } catch (const TimeoutError& e) {
     const std::string why =
@@ -319,16 +331,17 @@ void TrainLoop::evaluate(int epoch) {
   // none pushes its next step before all have them (a worker that only sends its counts to
   // worker 0 goes on at once: its next push reached the master copy before a slower worker's
   // refresh, which then evaluated another model).
-  barrier();
+  const std::string at = detail::concat("the evaluation of epoch ", epoch + 1);
+  barrier(at);
   step_losses_.drain();  // every worker's losses sent before the barrier: the step lines first
   env_.sync.refresh_params();
-  barrier();
+  barrier(at);
   staging_.all_params_up();
   EvalResult ev = evaluator_.run(test_, epoch_loss_, epoch_batches_);
   // The workers leave together, when worker 0 has every count: one that went on at once waited
   // for worker 0 in its next step, counted as training (a 2-worker ring's worker 1 read 5.93 s
   // of training over 8 epochs, worker 0 4.93 s, and the summary's wall_s took the 5.93).
-  barrier();
+  barrier(at);
   if (rank_ == 0)
     res_.final_train_loss = ev.train_loss;  // every worker's batches, not only its own
   eval_s_ += seconds_since(t_eval);

@@ -628,6 +628,46 @@ class CliErrors(unittest.TestCase):
                           "--fault", "hang:1:5"] + LONG, 1, ["worker rank 1", "sent nothing"],
                       rank=2, after_fault=(1.5, 30))
 
+    # --- asp/ssp: a worker far behind is waited for at the meetings (trainer/peer_watch.h) ---
+    def test_asp_straggler_far_behind_finishes(self):
+        # Worker 1 sleeps 0.6 s a step: worker 0 reaches the evaluation ~7 s (7 x --timeout)
+        # before it. That failed 3-10 s in with "rank 0: timeout after 1.0 s in recv from rank 1
+        # (tag 1)" (and the server named worker 0, silent at that barrier); now worker 0 waits
+        # while worker 1 begins steps, and its heartbeats to the server say it is alive.
+        for consistency in (["asp"], ["ssp", "--staleness", "100"]):
+            with self.subTest(consistency=consistency[0]):
+                out = tempfile.mkdtemp(dir=self.tmp)
+                argv = [MPIRUN, "-np", "3", BIN, "train", "--backend", "ps", "--servers", "1",
+                        "--consistency", *consistency, "--straggler", "1:600", "--timeout", "1",
+                        "--summary-file", f"{out}/s.json"] + with_opts(LONG, max_steps=12)
+                t0 = time.monotonic()
+                p = subprocess.run(argv, capture_output=True, text=True, cwd=out, timeout=90)
+                took = time.monotonic() - t0
+                where = f"\n$ {' '.join(argv)}\nexit {p.returncode} after {took:.1f} s\n" \
+                        f"{p.stdout}{p.stderr}"
+                self.assertEqual(p.returncode, 0, where)
+                self.assertGreater(took, 12 * 0.6, where)  # worker 1's sleeps alone
+                with open(f"{out}/s.json") as fh:
+                    s = json.load(fh)
+                workers = [r for r in s["ranks"] if r["role"] == "worker"]
+                self.assertEqual([r["steps"] for r in workers], [12, 12], where)
+                # the heartbeats sent while worker 0 waited are control, not step traffic
+                self.assertEqual(workers[0]["bytes_sent"], workers[1]["bytes_sent"], where)
+                self.assertEqual(len(s["history"]), 1, where)
+
+    def test_hung_asp_worker_still_named(self):
+        # Worker 0 reaches the evaluation while worker 1 hangs at step 5 (its trainer asleep; its
+        # threads still run): it is named within --timeout, as under bsp.
+        timeout = 2
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "asp",
+                          "--timeout", str(timeout), "--fault", "hang:1:5"] + LONG, 1,
+                      ["timeout after 2", "rank 1"], after_fault=(timeout, timeout + 8))
+
+    def test_killed_asp_worker(self):
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "asp",
+                          "--timeout", "2", "--fault", "kill:1:5"] + LONG, None,
+                      ["rank 1", "killed by signal 9"], killed=True, after_fault=(0, 30))
+
     # --- a rank stopped (SIGSTOP: alive, silent) where no --fault step reaches ---------------
     # Each ended the job only by mpirun's own wait (forever), or after 120 s: every other rank
     # now leaves within --timeout plus the census and agreement, naming the stopped rank where

@@ -1,0 +1,115 @@
+// PeerWatch (trainer/peer_watch.h): a worker waiting at a meeting goes on waiting for a peer that
+// begins steps, however long it takes to get there, and names within about the timeout a peer
+// that begins none (its notes still come) or sends nothing at all. Two and three ranks as threads
+// (InProcComm), --timeout 0.4 s.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "common/error.h"
+#include "common/inproc_comm.h"
+#include "trainer/peer_watch.h"
+
+namespace starring {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr Seconds kTimeout{0.4};
+
+double since(Clock::time_point t) { return Seconds(Clock::now() - t).count(); }
+
+// The last rank steps every 0.1 s for 2 s (five timeouts) before the meeting; the others wait
+// there for it, twice (two meetings in a row), and leave only once it has arrived.
+TEST(PeerWatch, WaitsForASlowPeerThatBeginsSteps) {
+  for (int world : {2, 3}) {
+    std::vector<double> left(world, 0);
+    const auto t0 = Clock::now();
+    run_ranks(world, [&](Comm& c) {
+      c.set_timeout(kTimeout);
+      PeerWatch w(c, true);
+      ASSERT_TRUE(w.enabled());
+      if (c.rank() == c.size() - 1)
+        for (int s = 0; s < 20; ++s) {
+          w.begin_step();
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      w.await("meeting 1");
+      w.await("meeting 2");
+      left[c.rank()] = since(t0);
+    });
+    for (int r = 0; r < world; ++r) EXPECT_GE(left[r], 1.9) << "world " << world << " rank " << r;
+  }
+}
+
+// Rank 1 begins one step and then none (as --fault hang: its trainer asleep, its notes going on):
+// rank 0 names it after about the timeout, not at once and not never.
+TEST(PeerWatch, NamesAPeerThatBeginsNoStep) {
+  std::string what;
+  double took = 0;
+  run_ranks(2, [&](Comm& c) {
+    c.set_timeout(kTimeout);
+    PeerWatch w(c, true);
+    if (c.rank() == 1) {
+      w.begin_step();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      return;
+    }
+    const auto t = Clock::now();
+    try {
+      w.await("the evaluation of epoch 1");
+    } catch (const TimeoutError& e) {
+      what = e.what();
+    }
+    took = since(t);
+  });
+  EXPECT_NE(what.find("rank 0: timeout after 0.4 s waiting for rank 1 at the evaluation of epoch 1"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("began no step"), std::string::npos) << what;
+  EXPECT_GE(took, 0.3);
+  EXPECT_LT(took, 1.5);
+}
+
+// Rank 1 has no watch (as a rank stopped by SIGSTOP, or dead): nothing comes from it.
+TEST(PeerWatch, NamesAPeerThatSendsNothing) {
+  std::string what;
+  double took = 0;
+  run_ranks(2, [&](Comm& c) {
+    c.set_timeout(kTimeout);
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+      return;
+    }
+    PeerWatch w(c, true);
+    const auto t = Clock::now();
+    try {
+      w.await("the end of the run");
+    } catch (const TimeoutError& e) {
+      what = e.what();
+    }
+    took = since(t);
+  });
+  EXPECT_NE(what.find("waiting for rank 1 at the end of the run: nothing came from it"),
+            std::string::npos)
+      << what;
+  EXPECT_LT(took, 1.5);
+}
+
+// Off (bsp, the ring; one worker): no thread, await() returns at once.
+TEST(PeerWatch, OffWaitsForNobody) {
+  run_ranks(2, [&](Comm& c) {
+    c.set_timeout(kTimeout);
+    PeerWatch w(c, false);
+    EXPECT_FALSE(w.enabled());
+    if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    const auto t = Clock::now();
+    w.await("x");
+    EXPECT_LT(since(t), 0.1);
+  });
+  run_ranks(1, [&](Comm& c) { EXPECT_FALSE(PeerWatch(c, true).enabled()); });
+}
+
+}  // namespace
+}  // namespace starring
