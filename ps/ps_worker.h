@@ -44,12 +44,12 @@
 #include "common/comm.h"
 #include "common/gradient_sync.h"
 #include "common/trace.h"
+#include "common/watch_clock.h"
 #include "ps/local_link.h"
 #include "ps/partition.h"
 #include "ps/ps_group.h"
 #include "ps/server_loop.h"
 #include "ps/shared_segment.h"
-#include "common/watch_clock.h"
 
 namespace starring::ps {
 
@@ -86,9 +86,7 @@ class PsWorker : public GradientSync {
   std::string name() const override { return "ps"; }
   // Heartbeats to the servers (as while a reply is outstanding) while the trainer waits for a
   // slower worker at a meeting: the servers otherwise name this worker as silent.
-  void waiting_for_workers(bool on) override {
-    at_meeting_.store(on, std::memory_order_relaxed);
-  }
+  void waiting_for_workers(bool on) override { at_meeting_.store(on, std::memory_order_relaxed); }
   int max_step_skew() const override {
     return opt_.consistency == "asp" ? -1 : opt_.consistency == "ssp" ? opt_.staleness : 0;
   }

@@ -94,8 +94,8 @@ void PeerWatch::send_notes() {
   out_.remove_if([](Note& n) { return n.req->test(); });
   last_sent_ = Clock::now();
   const std::int64_t met = meetings_.load(std::memory_order_acquire);
-  const auto idle = last_sent_.time_since_epoch().count() -
-                    last_step_ns_.load(std::memory_order_relaxed);
+  const auto idle =
+      last_sent_.time_since_epoch().count() - last_step_ns_.load(std::memory_order_relaxed);
   // A worker waiting at a meeting is not idle: a peer that went on to the next one waits for it.
   const std::int64_t idle_ns =
       in_await_.load(std::memory_order_acquire)

@@ -10,8 +10,8 @@
 // the trainer's Comm, tags::kTrainerBase + 85; not the backend's, so the bytes reported per step
 // do not hold them): the number of meetings it has reached and how long ago its trainer began its
 // last step or left a meeting (zero while it waits at one: a peer already at the next meeting
-// waits for it). Before a meeting's barrier, await() waits until every peer's notes say it has reached
-// that meeting, and throws a TimeoutError naming a peer that has not when
+// waits for it). Before a meeting's barrier, await() waits until every peer's notes say it has
+// reached that meeting, and throws a TimeoutError naming a peer that has not when
 //  - nothing came from it for --timeout (SIGSTOP, dead, its process stuck), or
 //  - its trainer began no step for --timeout (`--fault hang`, a trainer thread stuck: its thread of
 //    notes still runs); a straggler's delay is below --timeout (config_check.cc), so a worker that
@@ -60,10 +60,9 @@ class PeerWatch {
 
  private:
   struct Heard {
-    bool any = false;
-    Clock::time_point at;          // when its last note arrived (moved forward by excused pauses)
-    std::int64_t meetings = 0;     // meetings it had reached
-    Clock::duration idle{};        // how long before that note its trainer had begun a step
+    Clock::time_point at;       // when its last note arrived (moved forward by excused pauses)
+    std::int64_t meetings = 0;  // meetings it had reached
+    Clock::duration idle{};     // how long before that note its trainer had begun a step
   };
   void loop();
   void drain();

@@ -64,8 +64,9 @@ TEST(PeerWatch, NamesAPeerThatBeginsNoStep) {
     }
     took = since(t);
   });
-  EXPECT_NE(what.find("rank 0: timeout after 0.4 s waiting for rank 1 at the evaluation of epoch 1"),
-            std::string::npos)
+  EXPECT_NE(
+      what.find("rank 0: timeout after 0.4 s waiting for rank 1 at the evaluation of epoch 1"),
+      std::string::npos)
       << what;
   EXPECT_NE(what.find("began no step"), std::string::npos) << what;
   EXPECT_GE(took, 0.3);
