@@ -47,7 +47,9 @@ std::unique_ptr<Allreducer> make_ring_allreducer(std::shared_ptr<Comm> comm, Rin
 
 // How the mpi engine calls Open MPI.
 enum class MpiMode {
-  kBlocking,    // MPI_Allreduce: the vendor's tuned collective; a silent peer blocks forever
+  // MPI_Allreduce: the vendor's tuned collective; a silent peer blocks it for good (bench bounds
+  // each iteration at --timeout + 10 s: common/stall_watch.h)
+  kBlocking,
   kNonBlocking  // MPI_Iallreduce + MPI_Test polling: honours the timeout
 };
 // Throws ConfigError when `comm` is not an MpiComm (in-process tests, sub-communicators).

@@ -21,8 +21,8 @@
 // TimeoutError naming the peer and the step.
 //
 // Cost per step: W-1 16-byte messages to worker 0, each tested after the step; waited for only
-// `lag` steps later, when synchronous training has delivered them (README, *Every worker's loss
-// in the metrics file*: about 1% of a 0.75 ms step on 2 cores, inside the noise).
+// `lag` steps later, when synchronous training has delivered them (docs/RESULTS.md, *Every
+// worker's loss in the metrics file*: about 1% of a 0.75 ms step on 2 cores, inside the noise).
 #pragma once
 #include <cstdint>
 #include <deque>
