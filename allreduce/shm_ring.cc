@@ -104,7 +104,10 @@ void copy_to(const float* __restrict a, float* __restrict o1, float* __restrict 
 std::unique_ptr<ShmRing> ShmRing::create(Comm& comm, const RingOptions& opt) {
   auto* m = dynamic_cast<MpiComm*>(&comm);
   if (!m || comm.size() < 2 || opt.wire != WireType::kFloat32) return nullptr;
-  StallWatch watch("MPI_Comm_split_type and MPI_Allreduce (the shared-memory ring's set-up)");
+  // Bounds the constructor's MPI_Win_allocate_shared and MPI_Barrier too (returned from here).
+  StallWatch watch(
+      "MPI_Comm_split_type, MPI_Allreduce, MPI_Win_allocate_shared and MPI_Barrier (the "
+      "shared-memory ring's set-up)");
   MPI_Comm node = host_comm(m->mpi_comm(), comm.rank());
   int node_size = 0;
   CHECK_MPI(MPI_Comm_size(node, &node_size));
