@@ -44,10 +44,12 @@ Measured measure(BenchOp& op, const std::string& name, Comm& world, const BenchC
                  std::size_t count, const ClosedForm& cf, const std::vector<float>& input,
                  std::vector<float>& out) {
   const bool worker = op.is_worker();
+  const bool blocking = name == "mpi" || name.rfind("mpi@", 0) == 0;
   StallWatch watch(
       detail::concat("bench: an iteration of ", name, " at ", count * sizeof(float), " B"),
-      "a peer is stopped or stuck (the mpi rows call the blocking MPI_Allreduce, "
-      "as nccl-tests does)");
+      blocking ? "a peer is stopped or stuck (the mpi rows call the blocking MPI_Allreduce, "
+                 "as nccl-tests does)"
+               : "a peer is stopped or stuck");
   op.prepare(worker ? input.data() : nullptr, count);
   for (int i = 0; i < bc.warmup; ++i) {
     op.run();
