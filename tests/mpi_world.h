@@ -2,7 +2,8 @@
 // rank, the _mpi ctests N under mpirun): its size, this process's rank, and the skips that keep
 // MPI cases to the mpirun runs and in-process cases to the plain one. Shared by the suites that
 // run under mpirun (tests/common/comm_cases.h, tests/ps/test_ps_mpi.cc,
-// tests/trainer/test_mixed_hosts.cc).
+// tests/trainer/test_mixed_hosts.cc, and through tests/allreduce/allreduce_test_util.h the
+// allreduce, bench and GPU suites).
 #pragma once
 #include <gtest/gtest.h>
 #include <mpi.h>

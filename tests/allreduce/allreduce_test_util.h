@@ -12,27 +12,14 @@
 #include "common/inproc_comm.h"
 #include "common/mpi_comm.h"
 #include "experiments/bench_harness.h"
+#include "tests/mpi_world.h"
 
 namespace starring::test {
 
-inline int mpi_world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-inline int mpi_world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-// In-process cases run in the plain test only; MPI cases only under mpirun (np >= 2).
-#define INPROC_ONLY()                         \
-  if (::starring::test::mpi_world_size() > 1) \
-  GTEST_SKIP() << "in-process cases run in the plain test"
-#define MPI_ONLY() \
-  if (::starring::test::mpi_world_size() < 2) GTEST_SKIP() << "needs mpirun -np >= 2"
+// tests/mpi_world.h's, under the names the allreduce and GPU suites use (INPROC_ONLY and
+// MPI_ONLY come from there too).
+inline int mpi_world_size() { return ::starring::testing::world_size(); }
+inline int mpi_world_rank() { return ::starring::testing::world_rank(); }
 
 // Runs fn(comm_ptr) on n in-process ranks; rethrows the first failure.
 inline void inproc(int n, const std::function<void(std::shared_ptr<Comm>)>& fn,
