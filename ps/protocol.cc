@@ -108,4 +108,25 @@ PsInitSpec PsInitSpec::from_json(const nlohmann::json& j) {
   return s;
 }
 
+PendingSends::~PendingSends() {
+  for (std::size_t i = 0; i < reqs_.size(); ++i) {
+    bool done = false;
+    try {
+      done = reqs_[i]->test();
+    } catch (...) {  // a failing test counts as unfinished: nothing is thrown from here
+    }
+    reqs_[i].reset();
+    if (!done) (void)msgs_[i].release();
+  }
+}
+
+void PendingSends::send(std::vector<char> msg, int dst, int tag) {
+  msgs_.push_back(std::make_unique<std::vector<char>>(std::move(msg)));
+  reqs_.push_back(comm_.isend(msgs_.back()->data(), msgs_.back()->size(), dst, tag));
+}
+
+void PendingSends::wait(Seconds timeout) {
+  for (auto& r : reqs_) r->wait(timeout);
+}
+
 }  // namespace starring::ps

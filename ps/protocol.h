@@ -38,6 +38,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -118,6 +119,26 @@ struct PsInitSpec {
 
   nlohmann::json to_json() const;
   static PsInitSpec from_json(const nlohmann::json& j);
+};
+
+// A worker's batch of messages sent at once (the start, the optimizer state), each with its
+// buffer. An error that unwinds before wait() (a server's acknowledgement or a send timed out)
+// releases the requests, and MPI may still read a buffer afterwards (a send matched late, by a
+// stopped server that goes on): the buffers of sends not complete by then are kept (leaked; the
+// job is ending) instead of freed under it.
+class PendingSends {
+ public:
+  explicit PendingSends(Comm& comm) : comm_(comm) {}
+  ~PendingSends();
+  PendingSends(const PendingSends&) = delete;
+  PendingSends& operator=(const PendingSends&) = delete;
+  void send(std::vector<char> msg, int dst, int tag);
+  void wait(Seconds timeout);  // every send, each within `timeout` (throws TimeoutError)
+
+ private:
+  Comm& comm_;
+  std::vector<std::unique_ptr<std::vector<char>>> msgs_;
+  std::vector<std::unique_ptr<Request>> reqs_;  // reqs_[i] sends *msgs_[i]
 };
 
 }  // namespace starring::ps

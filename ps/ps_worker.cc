@@ -172,9 +172,7 @@ void PsWorker::start_local_server() {
 }
 
 void PsWorker::send_init(const ParamLayout& layout) {
-  std::vector<std::unique_ptr<Request>> reqs;
-  std::vector<std::vector<char>> msgs;
-  msgs.reserve(plan_.chunks.size() + static_cast<std::size_t>(group_.num_servers()));
+  PendingSends sends(*comm_);
   const std::size_t cap = max_request_bytes(opt_.chunk_bytes);
   for (int s = 0; s < group_.num_servers(); ++s) {
     PsInitSpec spec;
@@ -203,8 +201,7 @@ void PsWorker::send_init(const ParamLayout& layout) {
     } else {
       // Whole, as checked above: make_text_message would cut it to a control message's size.
       h.count = static_cast<std::uint32_t>(text.size());
-      msgs.push_back(make_message(h, text.data(), text.size()));
-      reqs.push_back(comm_->isend(msgs.back().data(), msgs.back().size(), dst, kReqTag));
+      sends.send(make_message(h, text.data(), text.size()), dst, kReqTag);
     }
     if (index_ != 0) continue;
     for (int c : plan_.chunks_of_server[static_cast<std::size_t>(s)]) {
@@ -215,12 +212,11 @@ void PsWorker::send_init(const ParamLayout& layout) {
       if (local) {
         link_->post({h, buf_.params + ch.begin, {}});
       } else {
-        msgs.push_back(make_message(h, buf_.params + ch.begin, ch.count * sizeof(float)));
-        reqs.push_back(comm_->isend(msgs.back().data(), msgs.back().size(), dst, kReqTag));
+        sends.send(make_message(h, buf_.params + ch.begin, ch.count * sizeof(float)), dst, kReqTag);
       }
     }
   }
-  for (auto& r : reqs) r->wait(opt_.timeout);
+  sends.wait(opt_.timeout);
 }
 
 void PsWorker::rethrow_if_failed() {
@@ -229,7 +225,8 @@ void PsWorker::rethrow_if_failed() {
 
 // Waits (under mu_) until ready() holds or the comm thread reports an error. The comm thread
 // enforces the real deadlines; this one is a safety net in case it is itself stuck. It wakes at
-// least every 20 ms, so that, as there, this thread's own pauses (common/watch_clock.h) do not count.
+// least every 20 ms, so that, as there, this thread's own pauses (common/watch_clock.h) do not
+// count.
 void PsWorker::wait_for(const std::function<bool()>& ready, const char* what, bool count_wait,
                         Seconds limit_given, const std::function<std::string()>& silent) {
   const auto t0 = Clock::now();

@@ -131,7 +131,8 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
   Backoff backoff;
   for (std::size_t next = 0;;) {
     // Read before the poll: a thread that stood still past the deadline right after a poll looks
-    // again before it names a server whose answer may have arrived meanwhile (common/watch_clock.h).
+    // again before it names a server whose answer may have arrived meanwhile
+    // (common/watch_clock.h).
     const bool late = Clock::now() > deadline;
     while (next < remote.size() && remote[next].req->test()) ++next;
     for (auto& s : sends)
@@ -179,9 +180,7 @@ void PsWorker::load_optimizer_state(const std::vector<float>& s1, const std::vec
     acks_before = acks_;
   }
   std::vector<int> owed(acks_before.size(), 0);  // by server index: one kAck per kSetState
-  std::vector<std::vector<char>> msgs;
-  msgs.reserve(plan_.chunks.size() * static_cast<std::size_t>(parts));
-  std::vector<std::unique_ptr<Request>> reqs;
+  PendingSends sends(*comm_);
   for (std::size_t c = 0; c < plan_.chunks.size(); ++c) {
     const ChunkSpec& ch = plan_.chunks[c];
     const int ci = static_cast<int>(c);
@@ -198,9 +197,7 @@ void PsWorker::load_optimizer_state(const std::vector<float>& s1, const std::vec
         link_->post({h, data, {}});  // read by the server thread before it acknowledges
         continue;
       }
-      msgs.push_back(make_message(h, data, ch.count * sizeof(float)));
-      reqs.push_back(
-          comm_->isend(msgs.back().data(), msgs.back().size(), server_rank(ci), kReqTag));
+      sends.send(make_message(h, data, ch.count * sizeof(float)), server_rank(ci), kReqTag);
     }
   }
   // --timeout + grace, as for the start's acknowledgements (it was 2 x (--timeout + grace)): the
@@ -209,7 +206,7 @@ void PsWorker::load_optimizer_state(const std::vector<float>& s1, const std::vec
   // message it received, so the sends are complete by then.
   wait_acks(acks_before, owed, "the servers to restore the optimizer state",
             "acknowledgement of the optimizer state");
-  for (auto& r : reqs) r->wait(opt_.timeout);
+  sends.wait(opt_.timeout);
 }
 
 }  // namespace starring::ps
