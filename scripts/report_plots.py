@@ -412,9 +412,12 @@ def _smooth(values, k):
 def step_loss(m):
     """A step line's training loss: the mean over every worker's (global_loss, written since
     --metrics-loss all) where the line has it, else worker 0's (older runs, --metrics-loss
-    worker0)."""
-    g = m.get("global_loss")
-    return g if isinstance(g, (int, float)) else m["loss"]
+    worker0). A null global_loss (a worker's loss was not a number) is NaN, a gap in the curve,
+    not worker 0's loss, which would hide the divergence."""
+    if "global_loss" not in m:
+        return m["loss"]
+    g = m["global_loss"]
+    return g if isinstance(g, (int, float)) else float("nan")
 
 
 def training_clock(record, lines):
