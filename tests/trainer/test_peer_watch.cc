@@ -20,6 +20,17 @@ constexpr Seconds kTimeout{0.4};
 
 double since(Clock::time_point t) { return Seconds(Clock::now() - t).count(); }
 
+// Seconds `w.await(where)` took; its TimeoutError's text goes to `what`.
+double timed_await(PeerWatch& w, const char* where, std::string& what) {
+  const auto t = Clock::now();
+  try {
+    w.await(where);
+  } catch (const TimeoutError& e) {
+    what = e.what();
+  }
+  return since(t);
+}
+
 // The last rank steps every 0.1 s for 2 s (five timeouts) before the meeting; the others wait
 // there for it, twice (two meetings in a row), and leave only once it has arrived.
 TEST(PeerWatch, WaitsForASlowPeerThatBeginsSteps) {
@@ -56,13 +67,7 @@ TEST(PeerWatch, NamesAPeerThatBeginsNoStep) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2500));
       return;
     }
-    const auto t = Clock::now();
-    try {
-      w.await("the evaluation of epoch 1");
-    } catch (const TimeoutError& e) {
-      what = e.what();
-    }
-    took = since(t);
+    took = timed_await(w, "the evaluation of epoch 1", what);
   });
   EXPECT_NE(
       what.find("rank 0: timeout after 0.4 s waiting for rank 1 at the evaluation of epoch 1"),
@@ -84,13 +89,7 @@ TEST(PeerWatch, NamesAPeerThatSendsNothing) {
       return;
     }
     PeerWatch w(c, true);
-    const auto t = Clock::now();
-    try {
-      w.await("the end of the run");
-    } catch (const TimeoutError& e) {
-      what = e.what();
-    }
-    took = since(t);
+    took = timed_await(w, "the end of the run", what);
   });
   EXPECT_NE(what.find("waiting for rank 1 at the end of the run: nothing came from it"),
             std::string::npos)
