@@ -47,7 +47,7 @@ struct TrainConfig {
 };
 
 struct OutputConfig {
-  std::string metrics_file;       // JSON lines, written by rank 0 (empty: none)
+  std::string metrics_file;  // JSON lines, written by rank 0 (empty: none)
   // "all": each step line also carries every worker's loss (mean, min, max; trainer/step_losses.h)
   // "worker0": worker 0's alone, no messages
   std::string metrics_loss = "all";

@@ -7,10 +7,10 @@
 // e.g. by a sanitizer's runtime, or one long message) only max(timeout / 4, 50 ms) counts: the
 // rest is added to every worker's last-heard time and every pending send's start. And no worker
 // is named while a message from it is waiting in the receive slots: it is handled first (the rule
-// is common/watch_clock.h's, shared with the workers' reply deadlines). Without these, a server whose
-// loop stood still longer than the timeout named a worker whose push was already in its slots. When
-// it does name one, the message says what this server has from every worker (its last message,
-// replies owed, pushes per chunk, the rounds under way).
+// is common/watch_clock.h's, shared with the workers' reply deadlines). Without these, a server
+// whose loop stood still longer than the timeout named a worker whose push was already in its
+// slots. When it does name one, the message says what this server has from every worker (its last
+// message, replies owed, pushes per chunk, the rounds under way).
 #include <algorithm>
 #include <cstdio>
 

@@ -26,11 +26,11 @@
 
 #include "common/comm.h"
 #include "common/trace.h"
+#include "common/watch_clock.h"
 #include "ps/local_link.h"
 #include "ps/ps_group.h"
 #include "ps/shard_server.h"
 #include "ps/shared_segment.h"
-#include "common/watch_clock.h"
 
 namespace starring::ps {
 

@@ -59,10 +59,10 @@ TEST(Training, LearningRateScalingAndWarmup) {
   EXPECT_FLOAT_EQ(Trainer::learning_rate(t, 50, 100, 4), 0.4f);
 }
 
-// The scale counts workers only, not --accum micro-batches (docs/REFERENCE.md: --lr is given for one
-// worker's batch * accum), and with --lr-scale none a warm-up (allowed from a config file, where
-// it is only a note) rises from --lr to the same --lr: the rate is flat. Scaling by
-// workers * accum, or warming none up to the linear rate, passed every other test.
+// The scale counts workers only, not --accum micro-batches (docs/REFERENCE.md: --lr is given for
+// one worker's batch * accum), and with --lr-scale none a warm-up (allowed from a config file,
+// where it is only a note) rises from --lr to the same --lr: the rate is flat. Scaling by workers *
+// accum, or warming none up to the linear rate, passed every other test.
 TEST(Training, LearningRateScaleIgnoresAccumAndNoneStaysFlat) {
   TrainConfig t;
   t.lr = 0.1f;
