@@ -22,12 +22,17 @@ using Clock = std::chrono::steady_clock;
 constexpr double kAllowance = 10;  // as MPI_Init's (experiments/main.cc): a loaded host's start
 std::atomic<double> g_timeout_s{SyncConfig{}.timeout_s};
 
+// Before MPI_Init (the watch around it): the rank mpirun gave this process, where it says.
 int world_rank() {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   int rank = -1;
-  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (init && !fin) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  } else if (const char* env = std::getenv("OMPI_COMM_WORLD_RANK")) {
+    rank = std::atoi(env);
+  }
   return rank;
 }
 

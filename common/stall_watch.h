@@ -1,4 +1,4 @@
-// Some MPI calls wait for every member without a time limit: the set-up collectives
+// Some MPI calls wait for every member without a time limit: MPI_Init, the set-up collectives
 // (MPI_Comm_dup, MPI_Comm_split_type, MPI_Comm_create_group, MPI_Win_allocate_shared, the
 // MPI_Allreduce and MPI_Barrier around them) and bench's `mpi` rows (the blocking MPI_Allreduce,
 // timed as nccl-tests times the vendor's collective). A rank stopped (SIGSTOP, a debugger) or

@@ -65,7 +65,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kGrace{3};          // failing ranks wait this long for the others
 constexpr std::chrono::seconds kFinalize{10};      // MPI_Finalize after a failure: exit if stuck
 constexpr std::chrono::seconds kInterruptWait{2};  // Ctrl-C: for the host's other ranks' hooks
-constexpr double kInitAllowance = 10;  // MPI_Init: --timeout plus this (a loaded host's start)
+constexpr double kInitAllowance = 10;  // the options agreement: --timeout plus this, as MPI_Init
 constexpr int kExitTag = 1;            // the exit notes (leave_together), on the `agree` comm
 constexpr int kArriveTag = 2;          // the notes of the outcome's agreement, on `agree` too
 // train: a rank that finished waits at most 2 x --timeout plus this for the others at the
@@ -165,29 +165,17 @@ double timeout_from_argv(int argc, char** argv) {
 
 // MPI_Init_thread waits for every rank of the job (Open MPI 4.1: a fence through mpirun, without
 // a time limit): a rank stopped before it (SIGSTOP) or stuck left every other rank there for
-// good, and mpirun with them. Bounded by --timeout + kInitAllowance: this rank then says so
-// and exits 1, and mpirun stops the job (the stopped rank too).
+// good, and mpirun with them. Bounded by a StallWatch (--timeout + 10 s, as MPI's other
+// set-up calls): this rank then says so and exits 1, and mpirun stops the job (the stopped rank
+// too).
 void init_within(int& argc, char**& argv, int& provided) {
-  const double limit = timeout_from_argv(argc, argv) + kInitAllowance;
   starring::set_stall_limit(timeout_from_argv(argc, argv));  // until the options are parsed
+  starring::StallWatch watch("MPI_Init",
+                             "another rank of the job did not start, or is stopped or stuck "
+                             "before it");
   const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  const int rank = env_rank ? std::atoi(env_rank) : -1;
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread([done, limit, rank] {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(limit);
-    while (!done->load() && Clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (done->load()) return;
-    print_line(error_line(
-        concat("MPI_Init did not complete within ", limit, " s (--timeout + ", kInitAllowance,
-               " s): another rank of the job did not start, or is stopped or "
-               "stuck before it"),
-        rank));
-    std::_Exit(1);
-  }).detach();
-  starring::test_stop_point("init", rank);
+  starring::test_stop_point("init", env_rank ? std::atoi(env_rank) : -1);
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  done->store(true);
 }
 
 // MPI_Finalize and return `code`; a finalize still waiting after --timeout + kGrace (a rank
