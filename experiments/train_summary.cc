@@ -9,12 +9,9 @@
 #include "common/error.h"
 #include "common/gpu_assignment.h"
 #include "experiments/host_cpus.h"
+#include "starring_git_commit.h"  // generated at build time: STARRING_GIT_COMMIT
 #include "trainer/checkpoint.h"
 #include "trainer/metrics.h"
-
-#ifndef STARRING_GIT_COMMIT
-#define STARRING_GIT_COMMIT "unknown"
-#endif
 
 namespace starring {
 namespace {
