@@ -216,7 +216,12 @@ struct Groups {
     if (command == "train") {
       out.add(data).add(model).add(train).add(runtime).add(output).add(ckpt).add(sync).add(ps);
     } else if (command == "bench") {
-      out.add(runtime).add(sync).add(ps).add(timing).add(sizes);
+      // its data is a closed form of (rank, index): no --seed
+      out.add(pick("Runtime", runtime, {"device", "threads", "timeout"}))
+          .add(sync)
+          .add(ps)
+          .add(timing)
+          .add(sizes);
     } else if (command == "bench-model" || command == "bench_model") {
       out.add(model)
           .add(pick("Training step", train,

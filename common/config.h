@@ -131,6 +131,14 @@ void finalize_config(Config& cfg);
 // backends, and a command line may switch what it sets up): it is returned as a note to print.
 std::vector<std::string> check_train_options_apply(const Config& cfg, int workers);
 
+// `starring bench` (common/config_use.cc), by the same rule: --bucket-mb, --overlap, --compute
+// and --consistency outside --mode overlap (the bandwidth table times one buffer's bare
+// all-reduce or push-pull), --staleness without ssp, a parameter-server option when --backends
+// lists no ps (--servers: no dedicated-server ps), --segment-bytes without a ring,
+// --nccl-force-ring without nccl, and --backend beside --backends are refused (notes from the
+// --config file).
+std::vector<std::string> check_bench_options_apply(const Config& cfg);
+
 // `train` and `bench` (common/config_use.cc): a size the run uses other than as given, one note
 // each for rank 0 to print, saying what is used and the nearest valid values (the values are
 // accepted, as nccl-tests and BytePS accept sizes they align): --segment-bytes not a multiple of

@@ -1,6 +1,7 @@
-// check_train_options_apply: `starring train` options that would do nothing in this run, refused
-// with one ConfigError line naming the option, rather than silently ignored (a user who sets
-// --staleness under bsp, or --ps-partition with the ring, believes the run used it).
+// check_train_options_apply / check_bench_options_apply: `starring train` (`bench`) options that
+// would do nothing in this run, refused with one ConfigError line naming the option, rather than
+// silently ignored (a user who sets --staleness under bsp, or --ps-partition with the ring,
+// believes the run used it; `bench --backends ps --consistency asp` timed bsp push-pulls).
 // An option counts as set when its value differs from the built-in default, as --consistency is
 // judged in experiments/main.cc. One set in the --config file only gives a note: an INI file is a
 // base that serves several backends (experiments/fmnist_mlp.ini sets warmup-steps for the
@@ -127,6 +128,87 @@ std::vector<std::string> check_train_options_apply(const Config& cfg, int worker
                                    ? " (the dedicated servers are not workers)"
                                    : ""));
   }
+  return std::move(u).notes();
+}
+
+namespace {
+
+// The --backends names a bench runs, without their @N suffix.
+std::vector<std::string> bench_backends(const Config& cfg) {
+  std::vector<std::string> names = cfg.bench.backends;
+  if (names.empty()) names = {cfg.sync.backend == "local" ? "ring" : cfg.sync.backend};
+  for (auto& n : names) n = n.substr(0, n.find('@'));
+  return names;
+}
+
+std::string comma_list(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> check_bench_options_apply(const Config& cfg) {
+  const Config d;
+  const SyncConfig &s = cfg.sync, &sd = d.sync;
+  const BenchConfig& b = cfg.bench;
+  Use u(cfg);
+  const auto names = bench_backends(cfg);
+  const auto runs = [&](auto pred) { return std::any_of(names.begin(), names.end(), pred); };
+  const std::string listed = b.backends.empty()
+                                 ? concat("the bench runs '", names[0], "' (no --backends given)")
+                                 : concat("--backends is '", comma_list(names), "'");
+  if (!b.backends.empty() && s.backend != sd.backend)
+    u.refuse("backend", concat("--backend ", s.backend),
+             concat("bench runs what --backends names, and ", listed));
+  const bool overlap_mode = b.mode == "overlap";
+  if (!overlap_mode) {  // the table times one bare all-reduce / push-pull of a single buffer
+    const std::string why =
+        "only --mode overlap runs the backends' bucketed gradient sync (the bandwidth table "
+        "times one buffer's all-reduce or push-pull)";
+    if (s.bucket_mb != sd.bucket_mb)
+      u.refuse("bucket-mb", concat("--bucket-mb ", s.bucket_mb), why);
+    if (s.overlap != sd.overlap)
+      u.refuse("overlap", concat("--overlap ", s.overlap ? "on" : "off"), why);
+    if (b.compute != d.bench.compute)
+      u.refuse("compute", concat("--compute ", comma_list(b.compute)),
+               "the overlap benchmark's compute kinds (use --mode overlap)");
+    if (s.consistency != sd.consistency)
+      u.refuse("consistency", concat("--consistency ", s.consistency),
+               "the bandwidth table's push-pull is synchronous (bsp); --mode overlap runs the ps "
+               "backend under it");
+  }
+  if (s.consistency != "ssp" && s.staleness != sd.staleness)
+    u.refuse(
+        "staleness", concat("--staleness ", s.staleness),
+        concat("only --consistency ssp bounds the staleness, and this run is ", s.consistency));
+  const auto is_ps = [](const std::string& n) { return n == "ps" || n == "ps-colocated"; };
+  if (!runs(is_ps)) {
+    const std::string why =
+        concat("a parameter-server option, and ", listed, "; add ps or ps-colocated");
+    if (s.ps_partition != sd.ps_partition)
+      u.refuse("ps-partition", concat("--ps-partition ", s.ps_partition), why);
+    if (s.ps_chunk_bytes != sd.ps_chunk_bytes)
+      u.refuse("ps-chunk-bytes", concat("--ps-chunk-bytes ", format_bytes(s.ps_chunk_bytes)), why);
+    if (s.ps_shared_memory != sd.ps_shared_memory)
+      u.refuse("ps-shared-memory", concat("--ps-shared-memory ", s.ps_shared_memory ? "on" : "off"),
+               why);
+    if (overlap_mode && s.consistency != sd.consistency)
+      u.refuse("consistency", concat("--consistency ", s.consistency), why);
+  }
+  if (s.servers != sd.servers && !runs([](const std::string& n) { return n == "ps"; }))
+    u.refuse("servers", concat("--servers ", s.servers),
+             concat("the dedicated servers of backend ps (ps-colocated puts a shard in every "
+                    "worker), and ",
+                    listed));
+  if (s.segment_bytes != sd.segment_bytes &&
+      !runs([](const std::string& n) { return n == "ring" || n == "ring-p2p"; }))
+    u.refuse("segment-bytes", concat("--segment-bytes ", format_bytes(s.segment_bytes)),
+             concat("the ring's pipelining segment, and ", listed));
+  if (s.nccl_force_ring != sd.nccl_force_ring &&
+      !runs([](const std::string& n) { return n == "nccl"; }))
+    u.refuse("nccl-force-ring", "--nccl-force-ring", concat("only nccl runs NCCL, and ", listed));
   return std::move(u).notes();
 }
 

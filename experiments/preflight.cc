@@ -157,6 +157,9 @@ void preflight(Config& cfg, int rank, int size) {
   if (cfg.command == "bench") check_bench_memory(cfg.bench.max_bytes);
   for (const auto& note : size_notes(cfg))  // sizes used other than as given
     if (rank == 0) std::fprintf(stderr, "[starring] note: %s\n", note.c_str());
+  if (cfg.command == "bench")
+    for (const auto& note : check_bench_options_apply(cfg))
+      if (rank == 0) std::fprintf(stderr, "[starring] note: %s\n", note.c_str());
   // Only `train` writes these files (an INI shared with bench or env may still name them).
   if (cfg.command != "train") return;
   check_meaningful(cfg, size);

@@ -140,6 +140,68 @@ TEST(ConfigUse, OptionsFromTheConfigFileThatDoNotApplyAreNotes) {
   EXPECT_EQ(refusal({"--config", ini, "--backend", "ring"}).rfind("--straggler 5:10: ", 0), 0u);
 }
 
+// check_bench_options_apply: the same rule for `starring bench`. It accepted every sync option
+// and ran without it: `bench --backends ps --consistency asp` timed bsp push-pulls, --overlap off
+// and --bucket-mb outside --mode overlap, and --servers beside --backends ring, changed nothing.
+std::string bench_refusal(std::vector<std::string> args) {
+  args.insert(args.begin(), "bench");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  Config cfg;
+  parse_config("bench", static_cast<int>(argv.size()), argv.data(), cfg, nullptr);
+  try {
+    check_bench_options_apply(cfg);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ConfigUse, BenchRefusesOptionsItWouldNotUse) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--overlap", "off"}, "--overlap off: only --mode overlap"},
+      {{"--backends", "ps", "--bucket-mb", "1"}, "--bucket-mb 1: only --mode overlap"},
+      {{"--compute", "busy"}, "--compute busy: "},
+      {{"--backends", "ps", "--consistency", "asp"}, "--consistency asp: "},
+      {{"--backends", "ps", "--consistency", "ssp", "--staleness", "3"}, "--consistency ssp: "},
+      {{"--backends", "ps", "--staleness", "3"}, "--staleness 3: "},
+      {{"--mode", "overlap", "--backends", "ring", "--consistency", "asp"}, "--consistency asp: "},
+      {{"--backends", "ring,mpi", "--servers", "2"}, "--servers 2: "},
+      {{"--backends", "ps-colocated", "--servers", "2"}, "--servers 2: "},
+      {{"--backends", "ring", "--ps-partition", "tensor"}, "--ps-partition tensor: "},
+      {{"--backends", "mpi", "--ps-chunk-bytes", "64K"}, "--ps-chunk-bytes 64K: "},
+      {{"--ps-shared-memory", "off"}, "--ps-shared-memory off: "},  // ring by default
+      {{"--backends", "mpi,ps", "--segment-bytes", "64K"}, "--segment-bytes 64K: "},
+      {{"--backends", "ring", "--nccl-force-ring"}, "--nccl-force-ring: "},
+      {{"--backend", "ps", "--backends", "ring"}, "--backend ps: "},
+  };
+  for (const auto& [args, said] : cases) {
+    std::string shown;
+    for (const auto& a : args) shown += a + " ";
+    const std::string msg = bench_refusal(args);
+    EXPECT_EQ(msg.rfind(said, 0), 0u) << shown << "gave: '" << msg << "'";
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  const std::vector<std::vector<std::string>> fine = {
+      {},
+      {"--backend", "ps", "--servers", "2", "--ps-partition", "tensor"},  // --backend alone
+      {"--servers", "1", "--backends", "ps,ps-colocated@2,ring@2", "--ps-chunk-bytes", "64K"},
+      {"--backends", "ring-p2p,ps-colocated", "--segment-bytes", "100", "--ps-chunk-bytes", "6"},
+      {"--backends", "ps-colocated", "--ps-shared-memory", "off"},
+      {"--backends", "nccl", "--nccl-force-ring"},
+      {"--mode", "overlap", "--backends", "ring,mpi-nothread", "--compute", "serial", "--bucket-mb",
+       "1", "--overlap", "off"},
+      {"--mode", "overlap", "--backends", "ps", "--consistency", "ssp", "--staleness", "3"},
+      // the defaults given explicitly are not told apart from the defaults
+      {"--backends", "ring", "--servers", "1", "--staleness", "2", "--overlap", "on"},
+  };
+  for (const auto& args : fine) {
+    std::string shown;
+    for (const auto& a : args) shown += a + " ";
+    EXPECT_EQ(bench_refusal(args), "") << shown;
+  }
+}
+
 // size_notes: a size the code cuts into whole units is accepted (as nccl-tests and BytePS accept
 // theirs) and noted once, with what is used and the nearest valid values; a size it uses as given,
 // or an option of a backend the command does not run, gives no note.

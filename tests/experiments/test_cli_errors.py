@@ -341,6 +341,11 @@ class CliErrors(unittest.TestCase):
         # a training option that would do nothing in a benchmark is refused, not ignored
         self.run_case(0, ["bench", "--summary-file", "s.json"], 2, ["'--summary-file'"])
         self.run_case(0, ["bench-model", "--epochs", "3"], 2, ["'--epochs'"])
+        # so is a sync option the benchmark would not use (they ran without it, exit 0)
+        self.run_case(0, ["bench", "--backends", "ring", "--servers", "2"], 2,
+                      ["--servers 2", "--backends is 'ring'"])
+        self.run_case(2, ["bench", "--backends", "ps", "--consistency", "asp", "-b", "1K"], 2,
+                      ["--consistency asp", "push-pull is synchronous"])
 
     def test_every_rank_failing_alike_is_one_line(self):
         # each rank's message starts with its own rank: they were printed once per rank
