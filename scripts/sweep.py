@@ -303,14 +303,18 @@ def describe(rec):
             f"acc {rec.get('test_accuracy', float('nan')):.4f}" + other_load_words(rec))
 
 
+def known_sweeps():
+    """The names of experiments/sweeps/*.ini, sorted."""
+    return sorted(f[:-4] for f in os.listdir(os.path.join(REPO, "experiments", "sweeps"))
+                  if f.endswith(".ini"))
+
+
 def resolve_sweep(arg):
     if os.path.exists(arg):
         return os.path.abspath(arg), os.path.splitext(os.path.basename(arg))[0]
     path = os.path.join(REPO, "experiments", "sweeps", arg + ".ini")
     if not os.path.exists(path):
-        names = sorted(f[:-4] for f in os.listdir(os.path.join(REPO, "experiments", "sweeps"))
-                       if f.endswith(".ini"))
-        usage_error(f"sweep: no sweep file '{arg}' (known: {', '.join(names)})")
+        usage_error(f"sweep: no sweep file '{arg}' (known: {', '.join(known_sweeps())})")
     return path, arg
 
 
@@ -330,7 +334,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(prog="scripts/sweep.sh",
                                  description="Run a sweep of `starring train` configurations "
                                  "and `starring bench` passes; append JSON records to a folder.")
-    ap.add_argument("sweep", help="a sweep file, or the name of one in experiments/sweeps/")
+    ap.add_argument("sweep", help="a sweep file, or the name of one in experiments/sweeps/: "
+                    f"{', '.join(known_sweeps())} (docs/REFERENCE.md says what each runs)")
     ap.add_argument("--out", help="results folder; records are appended to what it holds "
                     "(default: a fresh results/<name>, or results/<name>-quick with --quick; a "
                     "previous one is renamed <folder>.<time>)")
