@@ -123,7 +123,7 @@ std::vector<std::string> check_train_options_apply(const Config& cfg, int worker
     const long long rank = std::stoll(st.substr(0, st.find(':')));  // format already checked
     if (rank >= workers)  // not merely unused: training would fail, so the INI's too
       throw ConfigError(concat("--straggler ", st, ": RANK is a worker's index, and there are ",
-                               workers, " workers",
+                               workers, workers == 1 ? " worker" : " workers",
                                cfg.sync.backend == "ps" && cfg.sync.servers != "colocated"
                                    ? " (the dedicated servers are not workers)"
                                    : ""));
