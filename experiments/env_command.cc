@@ -28,6 +28,8 @@
 #include "experiments/backend_registry.h"
 #include "experiments/commands.h"
 
+#include "starring_git_commit.h"  // generated at build time: STARRING_GIT_COMMIT
+
 namespace starring {
 namespace {
 
@@ -266,6 +268,7 @@ void print_blas_and_build(const Config& cfg, const GpuInfo& gpu) {
   row("core", openblas_get_corename());
   if (const std::string note = blas_core_note(); !note.empty()) row("", note);
   std::printf("StarRing build\n");
+  row("commit", STARRING_GIT_COMMIT);  // as a run summary's "git" records it
 #ifdef NDEBUG
   row("build type", "optimized (NDEBUG)");
 #else

@@ -96,6 +96,14 @@ class EnvCommand(unittest.TestCase):
         self.assertEqual(sorted(m.group(1).split()),
                          ["local", "mpi", "nccl", "ps", "ring", "ring-p2p"])
 
+    def test_the_commit_is_the_one_a_run_summary_records(self):
+        # what a bug report needs first; the binary had no --version and env did not say
+        rc, out = env(1)
+        self.assertEqual(rc, 0, out)
+        m = re.search(r"\n  commit +(\S+)\n", out)
+        self.assertTrue(m, out)
+        self.assertRegex(m.group(1), r"^([0-9a-f]{12}|unknown)$")
+
     def test_communication_variables_are_shown(self):
         # every family the help and README name: dropping UCX_ from the list passed every test
         # (scripts/mpirun.sh sets OMPI_MCA_btl and _pml itself)
