@@ -268,7 +268,7 @@ void print_blas_and_build(const Config& cfg, const GpuInfo& gpu) {
   row("core", openblas_get_corename());
   if (const std::string note = blas_core_note(); !note.empty()) row("", note);
   std::printf("StarRing build\n");
-  row("commit", STARRING_GIT_COMMIT);  // as a run summary's "git" records it
+  row("commit", build_commit());
 #ifdef NDEBUG
   row("build type", "optimized (NDEBUG)");
 #else
@@ -295,6 +295,8 @@ void print_blas_and_build(const Config& cfg, const GpuInfo& gpu) {
 }
 
 }  // namespace
+
+const char* build_commit() { return STARRING_GIT_COMMIT; }
 
 int run_env(Config& cfg, std::shared_ptr<Comm> world) {
   world->set_timeout(Seconds(cfg.sync.timeout_s));

@@ -93,7 +93,8 @@ void usage(FILE* to) {
                "  bench        nccl-tests-style bandwidth benchmark of the sync backends\n"
                "  bench-model  single-worker compute throughput (samples/s, GEMM FLOP/s)\n"
                "  env          what this machine offers: MPI, ranks and hosts, GPUs, NCCL, BLAS\n"
-               "launch several ranks with scripts/mpirun.sh -np N build/bin/starring ...\n");
+               "launch several ranks with scripts/mpirun.sh -np N build/bin/starring ...;\n"
+               "starring --version prints the commit it was built from\n");
 }
 
 int exit_code_of(const std::exception& e) { return dynamic_cast<const ConfigError*>(&e) ? 2 : 1; }
@@ -448,6 +449,11 @@ int main(int argc, char** argv) {
     if (rank == 0) usage(argc < 2 ? stderr : stdout);
     MPI_Finalize();
     return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {  // the commit, as a run summary's "git" records it
+    if (rank == 0) std::printf("starring %s\n", starring::build_commit());
+    MPI_Finalize();
+    return 0;
   }
   auto it = commands().find(argv[1]);
   if (it == commands().end()) {

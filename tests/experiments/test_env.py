@@ -97,12 +97,15 @@ class EnvCommand(unittest.TestCase):
                          ["local", "mpi", "nccl", "ps", "ring", "ring-p2p"])
 
     def test_the_commit_is_the_one_a_run_summary_records(self):
-        # what a bug report needs first; the binary had no --version and env did not say
+        # what a bug report needs first: `starring --version` was an unknown command, and env
+        # did not say
         rc, out = env(1)
         self.assertEqual(rc, 0, out)
         m = re.search(r"\n  commit +(\S+)\n", out)
         self.assertTrue(m, out)
         self.assertRegex(m.group(1), r"^([0-9a-f]{12}|unknown)$")
+        p = subprocess.run([BIN, "--version"], capture_output=True, text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, f"starring {m.group(1)}\n"), p.stderr)
 
     def test_communication_variables_are_shown(self):
         # every family the help and README name: dropping UCX_ from the list passed every test
