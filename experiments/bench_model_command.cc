@@ -270,6 +270,9 @@ int run_bench_model(Config& cfg, std::shared_ptr<Comm> world) {
   }
   if (!cfg.bench.json)
     std::printf(
+        "# model-GF/s = 6 x weights x batch per step (the usual model-FLOPs count: it includes "
+        "the first layer's input gradient, which training does not compute, so it can exceed "
+        "sgemm-GF/s); step-GF/s = FLOPs of the GEMMs the step runs / step time\n"
         "# ratio = step GEMM FLOP/s / bare sgemm FLOP/s on the same shapes (1.0: the rest "
         "of the step is free)\n");
   return 0;
