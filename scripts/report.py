@@ -390,11 +390,12 @@ def main(argv=None):
                     help="print only this sweep's runs in the terminal table (the HTML page and "
                     "summary.md keep every run)")
     a = ap.parse_args(argv)
-    if not os.path.isdir(a.results):
-        sys.exit(f"report.py: {a.results}: no such folder (give the results folder of a sweep)")
+    if not os.path.isdir(a.results):  # bad input: exit 2, as starring, sweep.sh, add_run.py
+        ap.exit(2, f"report.py: {a.results}: no such folder (give the results folder of a "
+                "sweep)\n")
     if not os.path.exists(os.path.join(a.results, "runs.jsonl")) and \
             not os.path.exists(os.path.join(a.results, "bench.jsonl")):
-        sys.exit(f"report.py: {a.results} has neither runs.jsonl nor bench.jsonl")
+        ap.exit(2, f"report.py: {a.results} has neither runs.jsonl nor bench.jsonl\n")
     out = a.out or os.path.join(a.results, "report")
     try:
         os.makedirs(out, exist_ok=True)

@@ -310,8 +310,11 @@ class ReportWithPartialData(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="starring_report_test_")
         try:
             proc = run_report(tmp, os.path.join(tmp, "report"))
-            self.assertNotEqual(proc.returncode, 0)
+            self.assertEqual(proc.returncode, 2)  # bad input, as the other tools say it (was 1)
             self.assertIn("neither runs.jsonl nor bench.jsonl", proc.stderr)
+            proc = run_report(os.path.join(tmp, "missing"), os.path.join(tmp, "report"))
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("no such folder", proc.stderr)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
