@@ -159,8 +159,8 @@ struct Groups {
         "bucket-mb", val(&y.bucket_mb),
         "largest gradient bucket in MiB (buckets of whole tensors)")(
         "overlap", text(&s.overlap, y.overlap ? "on" : "off"),
-        "on | off: sync buckets while backward runs")("compress", val(&y.compress),
-                                                      "none | fp16 | bf16 on the wire")(
+        "on | off: sync buckets while backward runs")(
+        "compress", val(&y.compress), "none | fp16 | bf16 on the wire (ring and ring-p2p only)")(
         "segment-bytes", text(&s.segment_bytes, format_bytes(y.segment_bytes)),
         "ring pipelining segment (e.g. 1M)")("nccl-force-ring", flag(&y.nccl_force_ring),
                                              "force NCCL's ring algorithm");
