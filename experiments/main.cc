@@ -94,6 +94,7 @@ void usage(FILE* to) {
                "  bench-model  single-worker compute throughput (samples/s, GEMM FLOP/s)\n"
                "  env          what this machine offers: MPI, ranks and hosts, GPUs, NCCL, BLAS\n"
                "launch several ranks with scripts/mpirun.sh -np N build/bin/starring ...;\n"
+               "sweeps of runs and their report: scripts/sweep.sh NAME (scripts/sweep.sh --help);\n"
                "starring --version prints the commit it was built from\n");
 }
 
