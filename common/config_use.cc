@@ -35,23 +35,34 @@ class Use {
   std::vector<std::string> notes_;
 };
 
-void check_sync_options(Use& u, const SyncConfig& s, const SyncConfig& d) {
+// train and bench alike: --staleness without ssp.
+void check_staleness(Use& u, const SyncConfig& s, const SyncConfig& d) {
   if (s.consistency != "ssp" && s.staleness != d.staleness)
     u.refuse(
         "staleness", concat("--staleness ", s.staleness),
         concat("only --consistency ssp bounds the staleness, and this run is ", s.consistency));
+}
+
+// The parameter-server options every PS layout uses (--servers differs: train's ps has it,
+// bench's ps-colocated not), refused with `why` where no PS runs.
+void refuse_ps_options(Use& u, const SyncConfig& s, const SyncConfig& d, const std::string& why) {
+  if (s.ps_partition != d.ps_partition)
+    u.refuse("ps-partition", concat("--ps-partition ", s.ps_partition), why);
+  if (s.ps_chunk_bytes != d.ps_chunk_bytes)
+    u.refuse("ps-chunk-bytes", concat("--ps-chunk-bytes ", format_bytes(s.ps_chunk_bytes)), why);
+  if (s.ps_shared_memory != d.ps_shared_memory)
+    u.refuse("ps-shared-memory", concat("--ps-shared-memory ", s.ps_shared_memory ? "on" : "off"),
+             why);
+}
+
+void check_sync_options(Use& u, const SyncConfig& s, const SyncConfig& d) {
+  check_staleness(u, s, d);
   const std::string backend = concat("--backend is '", s.backend, "'");
   if (s.backend != "ps") {
     const std::string why =
         concat("a parameter-server option, and ", backend, " (use --backend ps)");
     if (s.servers != d.servers) u.refuse("servers", concat("--servers ", s.servers), why);
-    if (s.ps_partition != d.ps_partition)
-      u.refuse("ps-partition", concat("--ps-partition ", s.ps_partition), why);
-    if (s.ps_chunk_bytes != d.ps_chunk_bytes)
-      u.refuse("ps-chunk-bytes", concat("--ps-chunk-bytes ", format_bytes(s.ps_chunk_bytes)), why);
-    if (s.ps_shared_memory != d.ps_shared_memory)
-      u.refuse("ps-shared-memory", concat("--ps-shared-memory ", s.ps_shared_memory ? "on" : "off"),
-               why);
+    refuse_ps_options(u, s, d, why);
   }
   if (s.backend != "ring" && s.backend != "ring-p2p" && s.segment_bytes != d.segment_bytes)
     u.refuse("segment-bytes", concat("--segment-bytes ", format_bytes(s.segment_bytes)),
@@ -179,21 +190,12 @@ std::vector<std::string> check_bench_options_apply(const Config& cfg) {
                "the bandwidth table's push-pull is synchronous (bsp); --mode overlap runs the ps "
                "backend under it");
   }
-  if (s.consistency != "ssp" && s.staleness != sd.staleness)
-    u.refuse(
-        "staleness", concat("--staleness ", s.staleness),
-        concat("only --consistency ssp bounds the staleness, and this run is ", s.consistency));
+  check_staleness(u, s, sd);
   const auto is_ps = [](const std::string& n) { return n == "ps" || n == "ps-colocated"; };
   if (!runs(is_ps)) {
     const std::string why =
         concat("a parameter-server option, and ", listed, "; add ps or ps-colocated");
-    if (s.ps_partition != sd.ps_partition)
-      u.refuse("ps-partition", concat("--ps-partition ", s.ps_partition), why);
-    if (s.ps_chunk_bytes != sd.ps_chunk_bytes)
-      u.refuse("ps-chunk-bytes", concat("--ps-chunk-bytes ", format_bytes(s.ps_chunk_bytes)), why);
-    if (s.ps_shared_memory != sd.ps_shared_memory)
-      u.refuse("ps-shared-memory", concat("--ps-shared-memory ", s.ps_shared_memory ? "on" : "off"),
-               why);
+    refuse_ps_options(u, s, sd, why);
     if (overlap_mode && s.consistency != sd.consistency)
       u.refuse("consistency", concat("--consistency ", s.consistency), why);
   }

@@ -16,14 +16,16 @@
 namespace starring {
 namespace {
 
-Config parse_train(std::vector<std::string> args) {
-  args.insert(args.begin(), "train");
+Config parse(const std::string& command, std::vector<std::string> args) {
+  args.insert(args.begin(), command);
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   Config cfg;
-  parse_config("train", static_cast<int>(argv.size()), argv.data(), cfg, nullptr);
+  parse_config(command, static_cast<int>(argv.size()), argv.data(), cfg, nullptr);
   return cfg;
 }
+
+Config parse_train(std::vector<std::string> args) { return parse("train", std::move(args)); }
 
 // The ConfigError of checking `args` on `workers` workers, or "" when they apply.
 std::string refusal(std::vector<std::string> args, int workers = 2) {
@@ -144,11 +146,7 @@ TEST(ConfigUse, OptionsFromTheConfigFileThatDoNotApplyAreNotes) {
 // and ran without it: `bench --backends ps --consistency asp` timed bsp push-pulls, --overlap off
 // and --bucket-mb outside --mode overlap, and --servers beside --backends ring, changed nothing.
 std::string bench_refusal(std::vector<std::string> args) {
-  args.insert(args.begin(), "bench");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  Config cfg;
-  parse_config("bench", static_cast<int>(argv.size()), argv.data(), cfg, nullptr);
+  const Config cfg = parse("bench", std::move(args));
   try {
     check_bench_options_apply(cfg);
   } catch (const ConfigError& e) {
@@ -205,14 +203,6 @@ TEST(ConfigUse, BenchRefusesOptionsItWouldNotUse) {
 // size_notes: a size the code cuts into whole units is accepted (as nccl-tests and BytePS accept
 // theirs) and noted once, with what is used and the nearest valid values; a size it uses as given,
 // or an option of a backend the command does not run, gives no note.
-Config parse(const std::string& command, std::vector<std::string> args) {
-  args.insert(args.begin(), command);
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  Config cfg;
-  parse_config(command, static_cast<int>(argv.size()), argv.data(), cfg, nullptr);
-  return cfg;
-}
 
 TEST(SizeNotes, ARoundedSizeIsNotedWithWhatIsUsedAndTheNearestValidValues) {
   using Notes = std::vector<std::string>;
