@@ -240,7 +240,7 @@ def _scaling_facets(runs):
 def _scaling_verdict(facets):
     """A caption sentence with what the plot shows: per model and worker count above the
     baseline's, each backend's percent of linear, best first; * = ranks time-shared cores."""
-    parts = []
+    parts, above = [], False
     for model, rs in facets.items():
         base, best = _baseline(rs)
         if base <= 0:  # a run that recorded no samples/s: no yardstick to state
@@ -248,14 +248,19 @@ def _scaling_verdict(facets):
         drawn = _series(rs).values()  # the plotted points: one run per backend and count
         for w in sorted({w for pts in drawn for w in pts if w > best["workers"]}):
             at = sorted((pts[w] for pts in drawn if w in pts), key=lambda r: -r["samples_per_s"])
+            above |= any(r["samples_per_s"] > 1.05 * w * base for r in at)
             parts.append(f"{model.split(' (')[0]} W={w}: " + ", ".join(
                 f"{sr.backend_label(r)} {100 * r['samples_per_s'] / (w * base):.0f}%"
                 + ("*" if r.get("oversubscribed") else "") for r in at))
     if not parts:
         return ""
     over = any(r.get("oversubscribed") for rs in facets.values() for r in rs)
+    # 127% of linear at W=2 read as superlinear scaling (a loaded machine's slow 1-worker run)
     return (" Here, percent of linear (fastest first): " + "; ".join(parts) + "."
-            + (" * = more ranks than cores (time-shared)." if over else ""))
+            + (" * = more ranks than cores (time-shared)." if over else "")
+            + (" Above 100% is not superlinear scaling: the baseline run was slower per worker "
+               "than that one (a shared machine's load moves between runs; scripts/sweep.sh "
+               "--repeat N shows the spread)." if above else ""))
 
 
 def throughput(runs, out_dir):

@@ -425,6 +425,12 @@ class ScalingYardstickAndColors(unittest.TestCase):
                 run(2, 150, "scaling")]
         self.assertEqual(rp._scaling_verdict(rp._scaling_facets(runs)),
                          " Here, percent of linear (fastest first): default MLP W=2: ring 75%.")
+        # Above linear at equal per-worker work: said to be the baseline's slowness (a loaded
+        # 2-core machine's quickstart read ring 127% at W=2, with no word on why)
+        above = rp._scaling_verdict(rp._scaling_facets([run(1, 100, "main"),
+                                                        run(2, 254, "main")]))
+        self.assertTrue(above.startswith(" Here, percent of linear (fastest first): default MLP "
+                                         "W=2: ring 127%. Above 100% is not superlinear"), above)
 
     def test_a_backend_has_one_color_in_every_figure(self):
         import report_plots as rp  # matplotlib: imported here, as test_cost_model does
