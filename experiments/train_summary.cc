@@ -8,8 +8,8 @@
 
 #include "common/error.h"
 #include "common/gpu_assignment.h"
+#include "experiments/commands.h"
 #include "experiments/host_cpus.h"
-#include "starring_git_commit.h"  // generated at build time: STARRING_GIT_COMMIT
 #include "trainer/checkpoint.h"
 #include "trainer/metrics.h"
 
@@ -244,7 +244,7 @@ nlohmann::json build_summary(const Config& cfg, const TrainResult& res, int worl
   j["run_name"] = cfg.out.run_name;
   j["date"] = now_iso();
   j["host"] = this_host_name();
-  j["git"] = STARRING_GIT_COMMIT;
+  j["git"] = build_commit();
   j["backend"] = cfg.sync.backend;
   j["servers"] = cfg.sync.backend == "ps" ? nlohmann::json(cfg.sync.servers) : nlohmann::json();
   j["consistency"] = cfg.sync.consistency;
