@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,25 @@ void check_fault_reached(const TrainConfig& t, long long n, int workers) {
                              " is never reached"));
 }
 
+// `starring train --backend ring` started without mpirun is a job of one process: it trains one
+// worker and moves nothing, which a user who forgot the launcher would not guess from the
+// summary alone (helper-100's audit). Open MPI sets OMPI_COMM_WORLD_SIZE in every process it
+// launches, even at -np 1; a singleton (no launcher) has none.
+void note_single_process(const Config& cfg, int rank, int size) {
+  if (size != 1 || rank != 0 || std::getenv("OMPI_COMM_WORLD_SIZE")) return;
+  if (cfg.command == "train" && cfg.sync.backend != "local")
+    std::fprintf(stderr,
+                 "[starring] note: one process (not started by mpirun): backend '%s' runs a "
+                 "single worker and moves no data; for N workers: scripts/mpirun.sh -np N "
+                 "build/bin/starring train ...\n",
+                 cfg.sync.backend.c_str());
+  if (cfg.command == "bench")
+    std::fprintf(stderr,
+                 "[starring] note: one process (not started by mpirun): an all-reduce of one "
+                 "rank moves no data; for N ranks: scripts/mpirun.sh -np N build/bin/starring "
+                 "bench ...\n");
+}
+
 }  // namespace
 
 void preflight(Config& cfg, int rank, int size) {
@@ -160,6 +180,7 @@ void preflight(Config& cfg, int rank, int size) {
   if (cfg.command == "bench")
     for (const auto& note : check_bench_options_apply(cfg))
       if (rank == 0) std::fprintf(stderr, "[starring] note: %s\n", note.c_str());
+  note_single_process(cfg, rank, size);
   // Only `train` writes these files (an INI shared with bench or env may still name them).
   if (cfg.command != "train") return;
   check_meaningful(cfg, size);
