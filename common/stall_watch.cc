@@ -54,9 +54,21 @@ double stall_limit_s() { return g_timeout_s.load() + kAllowance; }
 
 StallWatch::StallWatch(std::string what, std::string why) : state_(std::make_shared<State>()) {
   const double timeout = g_timeout_s.load();
+  char note[64];
+  std::snprintf(note, sizeof note, "--timeout + %g s", kAllowance);
+  start(std::move(what), std::move(why), timeout + kAllowance, note, nullptr);
+}
+
+StallWatch::StallWatch(std::string what, std::string why, double limit_s, OnFire on_fire)
+    : state_(std::make_shared<State>()) {
+  start(std::move(what), std::move(why), limit_s, "the limit given", std::move(on_fire));
+}
+
+void StallWatch::start(std::string what, std::string why, double limit, std::string limit_note,
+                       OnFire on_fire) {
   const int rank = world_rank();
-  std::thread([s = state_, what = std::move(what), why = std::move(why), timeout, rank] {
-    const double limit = timeout + kAllowance;
+  std::thread([s = state_, what = std::move(what), why = std::move(why), limit,
+               limit_note = std::move(limit_note), on_fire = std::move(on_fire), rank] {
     const auto span =
         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit));
     // progress() is seen at the next look: every tenth of the limit, at most a second apart
@@ -75,11 +87,17 @@ StallWatch::StallWatch(std::string what, std::string why) : state_(std::make_sha
         break;
       }
     }
-    std::fflush(stdout);
     const std::string who = rank < 0 ? "" : "rank " + std::to_string(rank) + ": ";
-    std::fprintf(stderr,
-                 "starring: error: %s%s did not complete within %g s (--timeout + %g s): %s\n",
-                 who.c_str(), what.c_str(), limit, kAllowance, why.c_str());
+    char within[96];
+    std::snprintf(within, sizeof within, " did not complete within %g s (%s): ", limit,
+                  limit_note.c_str());
+    const std::string line = who + what + within + why;
+    if (on_fire) {
+      on_fire(line);  // under the lock: the destructor returns only once it has returned
+      return;
+    }
+    std::fflush(stdout);
+    std::fprintf(stderr, "starring: error: %s\n", line.c_str());
     std::fflush(stderr);
     std::_Exit(1);
   }).detach();

@@ -10,6 +10,7 @@
 // named there (the collective does not say who is missing); the bounded waits before each such
 // call (experiments/main.cc's meetings, first_error) name it when it stops earlier.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,12 @@ class StallWatch {
   static constexpr const char* kSetupWhy =
       "another rank is stopped or stuck before it (MPI's set-up collectives have no time limit)";
   explicit StallWatch(std::string what, std::string why = kSetupWhy);
+  // For tests (tests/common/test_stall_watch.cc), which cannot wait the 10 s and more of the real
+  // limit: `limit_s` instead of stall_limit_s() (the line then says "within 0.5 s (the limit
+  // given)"), and `on_fire`, when set, called with the line (without "starring: error: ") instead
+  // of printing it and exiting; the watch is then over.
+  using OnFire = std::function<void(const std::string& line)>;
+  StallWatch(std::string what, std::string why, double limit_s, OnFire on_fire);
   ~StallWatch();
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
@@ -33,6 +40,8 @@ class StallWatch {
 
  private:
   struct State;
+  void start(std::string what, std::string why, double limit_s, std::string limit_note,
+             OnFire on_fire);
   std::shared_ptr<State> state_;
 };
 
