@@ -15,7 +15,9 @@
 //  - nothing came from it for --timeout (SIGSTOP, dead, its process stuck), or
 //  - its trainer began no step for --timeout (`--fault hang`, a trainer thread stuck: its thread of
 //    notes still runs); a straggler's delay is below --timeout (config_check.cc), so a worker that
-//    trains, however slowly, begins a step within it.
+//    trains, however slowly, begins a step within it. A step (or work between meetings) that
+//    itself lasts longer is named all the same, alive or not, as the parameter server names it
+//    (docs/LIMITS.md, "asp and ssp workers that fall far behind").
 // Silence counts only time await() itself was watching (common/watch_clock.h). The barrier that
 // follows, with its usual timeout, stays the meeting: a note only lets the wait before it go on.
 //

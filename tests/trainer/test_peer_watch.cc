@@ -78,6 +78,33 @@ TEST(PeerWatch, NamesAPeerThatBeginsNoStep) {
   EXPECT_LT(took, 1.5);
 }
 
+// The limit docs/LIMITS.md states (asp and ssp workers that fall far behind): rank 1 is alive and
+// computing, in one step that lasts five timeouts (a long step, or long work between meetings),
+// and is named all the same, as one that began no step, after about the timeout. PeerWatch goes
+// by the step clock alone; the parameter server names such a worker too ("sent nothing").
+TEST(PeerWatch, NamesAPeerInAStepLongerThanTheTimeoutThoughItComputes) {
+  std::string what;
+  double took = 0;
+  run_ranks(2, [&](Comm& c) {
+    c.set_timeout(kTimeout);
+    PeerWatch w(c, true);
+    if (c.rank() == 1) {
+      w.begin_step();
+      const auto t = Clock::now();
+      volatile double x = 1;
+      while (since(t) < 2.0)
+        for (int i = 0; i < 10000; ++i) x = x * 1.0000001 + 1e-9;
+      return;
+    }
+    took = timed_await(w, "the evaluation of epoch 1", what);
+  });
+  EXPECT_NE(what.find("waiting for rank 1 at the evaluation of epoch 1: it began no step"),
+            std::string::npos)
+      << what;
+  EXPECT_GE(took, 0.3);
+  EXPECT_LT(took, 1.5);
+}
+
 // Rank 1 has no watch (as a rank stopped by SIGSTOP, or dead): nothing comes from it.
 TEST(PeerWatch, NamesAPeerThatSendsNothing) {
   std::string what;
