@@ -22,6 +22,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -81,6 +82,61 @@ def write_idx_dir(path, n_train=64, n_labels=None, magic=0x803, cut=None, test_s
             f.write(gzip.compress(labels))
 
 
+def rank_pid(folder, rank):
+    """The pid of world rank `rank` among the starring processes running in `folder`, or None."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if (os.readlink(f"/proc/{pid}/cwd") != folder or
+                    os.path.basename(os.readlink(f"/proc/{pid}/exe")) != "starring"):
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if f"OMPI_COMM_WORLD_RANK={rank}".encode() in fh.read().split(b"\0"):
+                    return int(pid)
+        except OSError:
+            pass
+    return None
+
+
+def run_stopping(argv, cwd, env, rank, ready, timeout):
+    """subprocess.run(argv) that stops world rank `rank` (SIGSTOP, from outside: alive and
+    silent, as a debugger or a stopped job leaves it) once `ready(cwd)` is true. Returns the
+    CompletedProcess and the unix time of the SIGSTOP (None if it was never sent)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=cwd, env=env)
+    sent = []
+
+    def stop():
+        while proc.poll() is None:
+            pid = rank_pid(cwd, rank) if ready(cwd) else None
+            if pid:
+                os.kill(pid, signal.SIGSTOP)
+                sent.append(time.time())
+                return
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=stop, daemon=True)
+    watcher.start()
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+    watcher.join(5)
+    return (subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr),
+            sent[0] if sent else None)
+
+
+def trained_a_step(rank):
+    """ready() for run_stopping: world rank `rank`'s streamed trace has a backward pass."""
+    def ready(out):
+        try:
+            with open(os.path.join(out, f"t{rank}.json.partial")) as fh:
+                return '"backward"' in fh.read()
+        except OSError:
+            return False
+    return ready
+
+
 def ranks_in(folder, wait=3.0):
     """starring processes still running in `folder` (their cwd) after `wait` s at most."""
     deadline = time.monotonic() + wait
@@ -109,7 +165,7 @@ class CliErrors(unittest.TestCase):
 
     def run_case(self, np, args, code=None, says=(), rank=None, bound=60, outputs=True,
                  killed=False, prepare=None, trained=False, preexec=None, after_fault=None,
-                 stop_at=None, finished=False, hosts=None):
+                 stop_at=None, finished=False, hosts=None, sigstop=None):
         """Runs starring (np 0: without mpirun) and checks what every failure must satisfy.
         `says`: substrings of the first error line, which is the launcher's when a rank was
         `killed` (it cannot speak for itself); a run that `trained` to the end leaves whole
@@ -124,6 +180,8 @@ class CliErrors(unittest.TestCase):
         common/fault.h); a run `finished` that far left its whole summary and metrics.
         `hosts="0,1"`: the ranks take themselves for ranks of those test hosts (STARRING_TEST_HOSTS,
         common/test_hosts.h), as on a cluster.
+        `sigstop=(RANK, ready)`: the test stops that world rank itself (SIGSTOP) once `ready(out)`
+        (mid-training, where no stop point is); `after_fault` then times from that signal.
         """
         # Open MPI 4.1's mpirun itself sometimes segfaults (PMIx_server_finalize) as it stops a job
         # with a stopped rank, after the program's own line: its bug, not the program's, shown as
@@ -144,8 +202,13 @@ class CliErrors(unittest.TestCase):
                 env["STARRING_TEST_STOP"] = stop_at
             if hosts:
                 env["STARRING_TEST_HOSTS"] = hosts
-            p = subprocess.run(argv, capture_output=True, text=True, cwd=out, preexec_fn=preexec,
-                               env=env, timeout=bound + 30 if after_fault is None else 120)
+            limit = bound + 30 if after_fault is None else 120
+            stopped = None
+            if sigstop:
+                p, stopped = run_stopping(argv, out, env, sigstop[0], sigstop[1], limit)
+            else:
+                p = subprocess.run(argv, capture_output=True, text=True, cwd=out,
+                                   preexec_fn=preexec, env=env, timeout=limit)
             took, wall1 = time.monotonic() - t0, time.time()
             if "mpirun: crashed itself" not in p.stderr or attempt == 2:
                 break
@@ -156,6 +219,9 @@ class CliErrors(unittest.TestCase):
         else:
             at = re.search(r"(?:--fault .* at step \d+|STARRING_TEST_STOP at \S+) "
                            r"\(unix time ([0-9.]+)\)", p.stderr)
+            if sigstop:
+                self.assertIsNotNone(stopped, where + "\n(the test's SIGSTOP was never sent)")
+                at = [None, stopped]
             self.assertTrue(at, where)
             startup, after = float(at[1]) - wall0, wall1 - float(at[1])
             where += f"\nstart-up (launch to fault) {startup:.1f} s, after the fault {after:.1f} s"
@@ -672,6 +738,44 @@ class CliErrors(unittest.TestCase):
         self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "asp",
                           "--timeout", "2", "--fault", "kill:1:5"] + LONG, None,
                       ["rank 1", "killed by signal 9"], killed=True, after_fault=(0, 30))
+
+    # ssp: the faults of the asp and bsp cases above. Worker 0 cannot run more than --staleness
+    # (2) steps ahead, so it never reaches a meeting before worker 1: the server names worker 1.
+    def test_hung_ssp_worker_still_named(self):
+        timeout = 2
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "ssp",
+                          "--timeout", str(timeout), "--fault", "hang:1:5"] + LONG, 1,
+                      ["timeout after 2", "worker rank 1 (worker 1) sent nothing"],
+                      after_fault=(timeout, timeout + 8))
+
+    def test_killed_ssp_worker(self):
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "ssp",
+                          "--timeout", "2", "--fault", "kill:1:5"] + LONG, None,
+                      ["rank 1", "killed by signal 9"], killed=True, after_fault=(0, 30))
+
+    def test_killed_ssp_server(self):
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "ssp",
+                          "--timeout", "2", "--fault", "kill:2:5"] + LONG, None,
+                      ["rank 2", "killed by signal 9"], killed=True, after_fault=(0, 30))
+
+    # A worker stopped by SIGSTOP while it trains (alive, silent: its thread of notes and its
+    # heartbeats stop too), sent by the test once worker 1 (a 100 ms straggler, so that the run
+    # is still training) has trained a step. Under asp worker 0 reaches the evaluation first and
+    # names it ("waiting for rank 1 ... nothing came from it"), or the server does; under ssp the
+    # server does. The job ended 4.8-5.0 s after the signal here at --timeout 2.
+    def test_stopped_asp_worker_named(self):
+        timeout = 2
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "asp",
+                          "--timeout", str(timeout), "--straggler", "1:100"] + LONG, 1,
+                      ["timeout after 2", "rank 1"], sigstop=(1, trained_a_step(1)),
+                      after_fault=(timeout, timeout + 8))
+
+    def test_stopped_ssp_worker_named(self):
+        timeout = 2
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "ssp",
+                          "--timeout", str(timeout), "--straggler", "1:100"] + LONG, 1,
+                      ["timeout after 2", "worker rank 1 (worker 1) sent nothing"],
+                      sigstop=(1, trained_a_step(1)), after_fault=(timeout, timeout + 8))
 
     # --- a rank stopped (SIGSTOP: alive, silent) where no --fault step reaches ---------------
     # Each ended the job only by mpirun's own wait (forever), or after 120 s: every other rank
