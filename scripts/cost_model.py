@@ -47,7 +47,10 @@ overrides) and (alpha, beta) >= 0 are fit per backend and per (W, S) by least ab
 deviations (a 64 KiB row counts as much as a 64 MiB one, and one row slowed by another process's
 time slice does not move the fit; the largest relative residual is reported as the fit error).
 It is judged on the rows it does not pass through (fit_spread); one with a term clamped at 0
-or judged poor is not named fastest at other scales (doubts; docs/COST_MODEL.md, *Predicting other scales*).
+or judged poor is not named fastest at other scales (doubts; docs/COST_MODEL.md, *Predicting other scales*),
+nor is one from a bench pass on a busy host (other processes' CPUs and the job's ranks more than
+the cores: host_other_cpus) or one that a measured run contradicts (its communication alone
+predicted at over 3x the run's whole step); those two are used only when no other fit exists.
 One node's bench
 measures shared memory and this machine's MPI, not a network: use --alpha-us/--bandwidth-gbps
 to predict another one.
@@ -66,6 +69,7 @@ import sys
 from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import starring_results as sr  # noqa: E402
 
 MIB = 1 << 20
 PS_CHUNK_BYTES = 4 * MIB  # --ps-chunk-bytes default
@@ -161,6 +165,23 @@ class Fit:
     ranks: int            # ranks of the bench job (np)
     residuals: list = field(default_factory=list)
     base: "Fit" = None    # a windowed refit: the all-sizes fit its alpha comes from
+    cores: int = 0        # the host's, as the bench rows give them (0: not recorded)
+    host_busy: float = None  # other processes' CPUs during a pass on a busy host (sr.host_busy)
+    contradicted: tuple = None  # (ratio, run_id): a measured run it overpredicts (contradiction)
+    hosts: frozenset = frozenset()  # the bench rows' hosts, to compare with runs of the same
+
+
+@dataclass
+class Observed:
+    """One measured training run as the calibration checks fits against it (built from run
+    records by cost_model_runs.observed): the bytes of its gradient buckets and its mean step."""
+    kind: str
+    workers: int
+    servers: int
+    buckets: list
+    step_s: float
+    run_id: str
+    host: str = None
 
 
 def bench_kind(row):
@@ -226,8 +247,31 @@ def fit_group(rows, kind, workers, servers, gamma, chunk=PS_CHUNK_BYTES, alpha=N
     cores = max((r.get("cores", 0) for r in rows), default=0)
     np_ = max(r["np"] for r in rows)  # the job's ranks: an op on W of them (NAME@W) shares cores
     over = any(r.get("oversubscribed") for r in rows) or (cores > 0 and np_ > cores)
+    busy = [r["host_other_cpus"] for r in rows if sr.host_busy(r)]
     return Fit(kind, workers, servers, c, max(abs(x) for x in res), [r["size"] for r in rows],
-               over, np_, res)
+               over, np_, res, cores=cores, host_busy=max(busy) if busy else None,
+               hosts=frozenset(r["host"] for r in rows if r.get("host")))
+
+
+CONTRADICTED = 3.0  # predicted communication over a run's whole measured step time
+
+
+def contradiction(f, observed, chunk=PS_CHUNK_BYTES):
+    """(ratio, run_id) of the measured run, of the fit's backend, W (and S) and host, whose
+    communication alone the fit predicts at over CONTRADICTED times the run's whole step time,
+    the largest such ratio; None when no run says so. The run did everything in less time than
+    the fit gives its synchronization: the bench pass measured something else (a pass on 2 busy
+    cores fitted the ring 5.9 ms per message, 17 times its own 2-worker run's step)."""
+    worst = None
+    for o in observed:
+        if (o.kind, o.workers) != (f.kind, f.workers) or o.step_s <= 0 or \
+                (f.kind == "ps" and o.servers != f.servers) or \
+                (o.host and f.hosts and o.host not in f.hosts):
+            continue
+        ratio = step_comm(f.kind, o.buckets, o.workers, o.servers, f.consts, chunk) / o.step_s
+        if ratio > CONTRADICTED and (worst is None or ratio > worst[0]):
+            worst = (ratio, o.run_id)
+    return worst
 
 
 def median_abs(xs):
@@ -248,11 +292,12 @@ def _in_window(rows, window):
     return inside or [min(rows, key=lambda r: abs(math.log(r["size"] / centre)))]
 
 
-def calibrate(bench, gamma=None, chunk=PS_CHUNK_BYTES, window=None):
+def calibrate(bench, gamma=None, chunk=PS_CHUNK_BYTES, window=None, observed=()):
     """Fits per (backend, W, S) from bench rows (correct rows with at least 2 sizes). With a
     window (lo, hi) bytes, alpha (a small-message property) comes from all sizes and beta is
     refit on the sizes in the window (see _in_window): at large sizes a PS's chunk count grows
-    with the bytes, so two large sizes alone cannot tell per-message from per-byte cost."""
+    with the bytes, so two large sizes alone cannot tell per-message from per-byte cost.
+    observed: measured runs (Observed) that can contradict a fit (see contradiction)."""
     # --compress rows move half the bytes the model's float32 terms count: not calibration
     rows = [r for r in bench if "size" in r and r.get("time_us", 0) > 0 and not r.get("wrong")
             and bench_kind(r) in KINDS and r["size"] > 0 and not r.get("compress")]
@@ -274,6 +319,7 @@ def calibrate(bench, gamma=None, chunk=PS_CHUNK_BYTES, window=None):
                 f, base = fit_group(_in_window(list(g_.values()), window), *key[:3], g, chunk,
                                     f.consts.alpha), f
                 f.base = base
+            f.contradicted = contradiction(f, observed, chunk)
             fits.append(f)
     return fits
 
@@ -293,18 +339,28 @@ def fit_spread(f):
 
 def doubts(f, alpha_given=False, beta_given=False):
     """Why a fit's constants cannot rank backends at other worker counts (empty: no reason
-    seen): a term clamped at 0 by the non-negativity of the fit (a windowed refit inherits its
+    seen): bench rows of a pass on a busy host (sr.host_busy: other processes' CPUs and the
+    job's ranks outnumbered the cores), a measured run that contradicts the fit (contradiction),
+    a term clamped at 0 by the non-negativity of the fit (a windowed refit inherits its
     alpha), or a poor fit (fit_spread over POOR_FIT, on the sizes this fit used: an all-sizes fit
     that a cache boundary bends is what the window is for). A term the user gave (--alpha-us,
-    --bandwidth-gbps) replaces the fitted one and its doubt."""
+    --bandwidth-gbps) replaces the fitted one and its doubt; both given, nothing of the bench
+    is left to doubt."""
     out = []
+    both = alpha_given and beta_given
+    if not both and f.host_busy is not None:
+        out.append(f"bench on a busy host (other processes kept {f.host_busy:.1f} CPUs busy "
+                   f"beside its {f.ranks} ranks on {f.cores} cores: it timed the wait for a CPU)")
+    if not both and f.contradicted:
+        out.append(f"contradicted by run {f.contradicted[1]} (the fit gives its communication "
+                   f"alone {f.contradicted[0]:.0f}x the run's whole measured step)")
     if not alpha_given and f.consts.alpha <= 0:
         out.append("alpha fitted 0 (clamped: no cost per message, so its step time stays flat "
                    "as W multiplies the messages)")
     if not beta_given and f.consts.beta <= 0:
         out.append("beta fitted 0 (clamped: no cost per byte, 1/beta infinite)")
     spread = fit_spread(f)
-    if not (alpha_given and beta_given) and spread is not None and spread > POOR_FIT:
+    if not both and spread is not None and spread > POOR_FIT:
         out.append(f"poor fit (of the bench sizes {_sizes(f.sizes)}, those the line is not "
                    f"drawn through miss it by a median {100 * spread:.0f}%)")
     return out
@@ -329,12 +385,16 @@ def series_doubts(ref, alpha_us=None, bandwidth_gbps=None):
 
 
 def reference(fits):
-    """One fit per backend for predictions: the largest W that fits on the cores (else the
-    fewest ranks), ties to the smaller fit error."""
+    """One fit per backend for predictions: one that no measured run contradicts before one that
+    a run does, then a clean one (on the cores, not on a busy host) before the others, then the
+    largest W that fits on the cores (else the fewest ranks), ties to the smaller fit error.
+    A fit of a pass on a busy host, or a contradicted one, is used only when nothing better was
+    measured, and it stays in doubt (doubts)."""
     best = {}
     for f in fits:
-        rank = (not f.oversubscribed, f.workers if not f.oversubscribed else -f.ranks,
-                -f.max_rel_err)
+        clean = not f.oversubscribed and f.host_busy is None
+        rank = (not f.contradicted, clean, not f.oversubscribed,
+                f.workers if not f.oversubscribed else -f.ranks, -f.max_rel_err)
         if f.kind not in best or rank > best[f.kind][0]:
             best[f.kind] = (rank, f)
     return {k: v[1] for k, v in best.items()}
@@ -376,10 +436,10 @@ def extrapolate(widths, t_compute, consts_of, workers, batch=64, bucket_mb=BUCKE
 
 
 def model_reference(bench, widths, gamma=None, chunk=PS_CHUNK_BYTES, bucket_mb=BUCKET_MB,
-                    windowed=True):
+                    windowed=True, observed=()):
     """Reference fits for predicting a model: on the bench sizes around its largest bucket."""
     win = window_for(buckets(widths, bucket_mb)) if windowed else None
-    return reference(calibrate(bench, gamma, chunk, win))
+    return reference(calibrate(bench, gamma, chunk, win, observed))
 
 
 def servers_to_match(widths, consts_of, w, bucket_mb=BUCKET_MB, chunk=PS_CHUNK_BYTES, most=None):

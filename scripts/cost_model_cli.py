@@ -230,7 +230,8 @@ def main(argv=None):
     runs, bench = load(a.results)
     chunk = int(a.ps_chunk_mb * cm.MIB)
     gamma = 1.0 / (a.gamma_gbps * 1e9) if a.gamma_gbps else None
-    fits = cm.calibrate(bench, gamma, chunk)
+    obs = cmr.observed(runs)
+    fits = cm.calibrate(bench, gamma, chunk, observed=obs)
     ref = cm.reference(fits)
     print("# Calibration (T = alpha m + beta b + gamma r, per backend and W/S; gamma fixed)")
     print(text(*fits_table(fits, ref)) if fits else "(no usable bench rows)")
@@ -246,14 +247,15 @@ def main(argv=None):
             print(f"ranks <= cores, W > 1: {sum(p['within'] for p in good)}/{len(good)} within "
                   f"[overlap, no overlap] +-10%; max |error| of the no-overlap prediction "
                   f"{100 * max(abs(p['err']) for p in good):.0f}%, with each run's own compute "
-                  f"{100 * max(abs(p['own_compute_err']) for p in good):.0f}%")
+                  f"{100 * max(abs(p['own_compute_err']) for p in good):.0f}%"
+                  + cmr.doubt_clause(good))
     workers = a.workers
     net = a.alpha_us is not None or a.bandwidth_gbps is not None
     gamma_net = gamma if gamma is not None else (fits[0].consts.gamma if fits else 0.0)
     user = dict(a.compute_ms)
     for name in a.models:
         widths = model_widths(name)
-        ref_m = cm.model_reference(bench, widths, gamma, chunk, a.bucket_mb, windowed)
+        ref_m = cm.model_reference(bench, widths, gamma, chunk, a.bucket_mb, windowed, obs)
 
         def consts_of(kind, ref_m=ref_m):
             return cm.network_consts(ref_m, kind, a.alpha_us, a.bandwidth_gbps,

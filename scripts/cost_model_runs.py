@@ -9,8 +9,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
-from cost_model import (BUCKET_MB, PS_CHUNK_BYTES, buckets, calibrate, median,  # noqa: E402
-                        network_consts, reference, step_comm, step_time, window_for)
+from cost_model import (BUCKET_MB, PS_CHUNK_BYTES, Observed, buckets, calibrate,  # noqa: E402
+                        doubts, median, network_consts, reference, step_comm, step_time,
+                        window_for)
 
 
 def run_kind(rec):
@@ -74,6 +75,21 @@ def run_buckets(rec):
         if widths else [sr.wire_bytes(rec)]
 
 
+def observed(runs):
+    """The measured runs a fit can be checked against (cost_model.contradiction): successful
+    BSP runs without an injected straggler (a delay or a stale step the model has no term for
+    could only make a run slower than predicted, never faster)."""
+    out = []
+    for r in runs:
+        st = r.get("step_time") or {}
+        if r.get("status", "ok") == "ok" and r.get("model") and st.get("total_s") \
+                and not r.get("straggler") and r.get("consistency", "bsp") == "bsp":
+            out.append(Observed(run_kind(r), r.get("workers", 1), r.get("num_servers", 0),
+                                run_buckets(r), st["total_s"], r.get("run_id", "?"),
+                                r.get("host")))
+    return out
+
+
 def predict_run(rec, ref, computes, chunk=PS_CHUNK_BYTES):
     """A dict describing the prediction for one ok run, or None when nothing can be said."""
     kind, w = run_kind(rec), rec["workers"]
@@ -100,6 +116,9 @@ def predict_run(rec, ref, computes, chunk=PS_CHUNK_BYTES):
         notes.append("1-worker run: sets T_compute")
     if tc[1].startswith("estimated"):
         notes.append("T_compute " + tc[1])
+    in_doubt = consts is not None and ref.get(kind) is not None and bool(doubts(ref[kind]))
+    if in_doubt:
+        notes.append("constants in doubt (see the calibration notes)")
     if rec.get("straggler") or rec.get("consistency", "bsp") != "bsp":
         notes.append("straggler/asp/ssp: not modeled")
     return {"run_id": rec.get("run_id", "?"), "label": sr.backend_label(rec), "kind": kind,
@@ -111,18 +130,31 @@ def predict_run(rec, ref, computes, chunk=PS_CHUNK_BYTES):
             "own_compute_err": (own - measured) / measured if measured > 0 else float("nan"),
             "within": lower * 0.9 <= measured <= upper * 1.1,
             "expected": not [n for n in notes if n.startswith(("oversub", "straggler"))],
+            "in_doubt": in_doubt,
             "notes": notes}
+
+
+def doubt_clause(good):
+    """The bounds sentence's warning when some of its runs were predicted from constants in
+    doubt (cost_model.doubts): a fit a run contradicted is passed over for another one, which
+    then agrees with that run by selection, not by evidence."""
+    n = sum(bool(p.get("in_doubt")) for p in good)
+    if not n:
+        return ""
+    return (f"; {'all' if n == len(good) else n} of {'them' if n > 1 else 'it'} predicted from "
+            "constants in doubt (the calibration notes say why), so this agreement is not "
+            "evidence for the model")
 
 
 def check_runs(runs, bench, computes, chunk=PS_CHUNK_BYTES, gamma=None, windowed=True):
     """Predictions for every ok run, each with constants fitted on the bench sizes around its
     largest bucket (windowed) or on all sizes."""
-    refs, out = {}, []
+    refs, out, obs = {}, [], observed(runs)
     for r in runs:
         if r.get("status", "ok") == "ok" and r.get("step_time") and r.get("model"):
             win = window_for(run_buckets(r)) if windowed else None
             if win not in refs:
-                refs[win] = reference(calibrate(bench, gamma, chunk, win))
+                refs[win] = reference(calibrate(bench, gamma, chunk, win, obs))
             p = predict_run(r, refs[win], computes, chunk)
             if p:
                 out.append(p)

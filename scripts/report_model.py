@@ -28,7 +28,7 @@ def analyse(runs, bench):
     """(fits, reference fits, predictions, compute times) or a reason string."""
     if not any("size" in b for b in bench):
         return "no `starring bench` rows (bench.jsonl) to calibrate from"
-    fits = cm.calibrate(bench)
+    fits = cm.calibrate(bench, observed=cmr.observed(runs))
     if not fits:
         return "no backend has bench rows at two or more sizes"
     ref = cm.reference(fits)
@@ -39,7 +39,10 @@ def analyse(runs, bench):
 def _consts_caption(ref, kinds=None):
     ref = {k: f for k, f in ref.items() if kinds is None or k in kinds}
     return "; ".join(f"{k} ({f.consts.source}, bench np={f.ranks}"
-                     f"{', oversubscribed' if f.oversubscribed else ''}): {f.consts.describe()}, "
+                     f"{', oversubscribed' if f.oversubscribed else ''}"
+                     f"{', on a busy host' if f.host_busy is not None else ''}"
+                     f"{', contradicted by run ' + f.contradicted[1] if f.contradicted else ''}"
+                     f"): {f.consts.describe()}, "
                      + _fit_error(f) for k, f in sorted(ref.items()))
 
 
@@ -112,7 +115,8 @@ def predicted_vs_measured(runs, bench, out_dir):
     within = sum(p["within"] for p in good)
     stat = (f" Of the {len(good)} runs with W > 1 that fit on the cores, {within}"
             f" {'lies' if within == 1 else 'lie'} within [perfect overlap, no overlap] +-10%; the no-overlap prediction misses by "
-            f"at most {100 * max(abs(p['err']) for p in good):.0f}%." if good else "")
+            f"at most {100 * max(abs(p['err']) for p in good):.0f}%"
+            + cmr.doubt_clause(good) + "." if good else "")
     return Figure(name, title,
                   "Each training run's measured mean step time against the alpha-beta model "
                   "(scripts/cost_model.py): circle = T_compute + T_comm (no overlap, the upper "
@@ -180,7 +184,8 @@ def extrapolation(runs, bench, out_dir):
     if not models:
         return Skipped(title, "no 1-worker run (or bench-model row) gives a compute time")
     gamma = fits[0].consts.gamma
-    refs = {name: cm.model_reference(bench, widths) for name, widths, _, _ in models}
+    obs = cmr.observed(runs)
+    refs = {name: cm.model_reference(bench, widths, observed=obs) for name, widths, _, _ in models}
     nets = [("calibrated on this machine", lambda r: lambda k: cm.network_consts(r, k),
              lambda r: cm.series_doubts(r)),
             (f"{REF_NET['bandwidth_gbps']:g} Gb/s, {REF_NET['alpha_us']:g} us network",
@@ -233,8 +238,11 @@ def extrapolation(runs, bench, out_dir):
                   "shared memory and this machine's MPI, not a network. Bottom: every backend on "
                   f"the same {REF_NET['bandwidth_gbps']:g} Gb/s link with {REF_NET['alpha_us']:g} "
                   "us per message and the calibrated reduction speed. A series marked [fit in "
-                  "doubt] has constants with a term clamped at 0 or a poor fit (see the "
-                  "calibration table): it is drawn, but no sentence or table here ranks it. "
+                  "doubt] has constants with a term clamped at 0 or a poor fit, from a bench pass "
+                  "on a busy host (other processes' CPUs and the job's ranks more than the "
+                  "cores), or contradicted by a measured run (its communication alone predicted "
+                  "at over 3x that run's whole step; see the calibration table): it is drawn, "
+                  "but no sentence or table here ranks it. "
                   + ". ".join(notes) + ". "
                   "In bandwidth terms a PS needs S >= W^2/(2(W-1)), about W/2, servers to match "
                   "the ring when pushes and pulls overlap (many chunks per server); when each "
@@ -249,11 +257,17 @@ def _constants_caveat(ref):
     that time-shared the cores (their 1/beta and alpha carry the sharing, not a network)."""
     shared = sorted(f"{k} (W={f.workers}, {f.ranks} ranks)" for k, f in ref.items()
                     if f.oversubscribed)
+    busy = sorted(f"{k} (W={f.workers}, {f.ranks} ranks, {f.host_busy:.1f} other CPUs)"
+                  for k, f in ref.items() if f.host_busy is not None)
     text = (" (each backend with its own constants, the [used] calibration rows: this node's "
             "shared memory and MPI, not a network")
     if shared:
         text += ("; " + ", ".join(shared) + " come from runs with more ranks than cores, so "
                  "the 'fastest' column compares time-sharing as much as algorithms")
+    if busy:
+        text += ("; " + ", ".join(busy) + " come from bench passes on a busy host (other "
+                 "processes' CPUs and the ranks more than the cores): they timed the wait for a "
+                 "CPU")
     return text + "; at equal links see the bottom row of cost_model_scaling.png)"
 
 
@@ -284,7 +298,7 @@ def _tables_or_raise(runs, bench):
     if preds:
         out.append(("Predicted vs measured step time", cli.check_table(preds)))
     for name, widths, params, tc in _models(computes)[:1]:
-        ref_m = cm.model_reference(bench, widths)
+        ref_m = cm.model_reference(bench, widths, observed=cmr.observed(runs))
         ext = cm.extrapolate(widths, tc[0], lambda k: cm.network_consts(ref_m, k), WORKERS)
         doubtful = {s: why for s, why in cm.series_doubts(ref_m).items() if s in ext}
         if ext:

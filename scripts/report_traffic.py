@@ -160,7 +160,7 @@ def busbw(bench, out_dir):
             if b.get("memcpy_GBps"):
                 memcpy.append((bool(b.get("oversubscribed")), b["memcpy_GBps"]))
         styles = {}
-        any_over = False
+        any_over = any_busy = False
         for key, pts in sorted(series.items(), key=lambda kv: (kv[1][0].get("workers", 0), kv[0])):
             pts.sort(key=lambda b: b["size"])
             workers = pts[0].get("workers", pts[0]["np"])
@@ -168,10 +168,16 @@ def busbw(bench, out_dir):
             color = bench_color(pts[0])
             over = bool(pts[0].get("oversubscribed"))
             any_over |= over
+            # a pass on a busy host timed the wait for a CPU: faded and named, so it does not
+            # read as the backend's rate (the cost model does not rank constants fitted on it)
+            busy = any(sr.host_busy(b) for b in pts)
+            any_busy |= busy
             ax.plot([b["size"] for b in pts], [b["busbw_GBps"] for b in pts], style,
                     marker="s" if "(of np" in key else "^" if pts[0].get("compress") else "o",
                     markersize=(4 if over else 3) + (2 if pts[0].get("compress") else 0),
-                    color=color, markerfacecolor="white" if over else color, label=key)
+                    color=color, markerfacecolor="white" if over else color,
+                    alpha=BUSY_ALPHA if busy else 1.0, linewidth=1.0 if busy else 1.5,
+                    label=key + (" [busy]" if busy else ""))
             _spread_bars(ax, [b["size"] for b in pts], pts, [b["busbw_GBps"] for b in pts],
                          "repeat_busbw_GBps", color)
         if memcpy:
@@ -185,6 +191,9 @@ def busbw(bench, out_dir):
             else:  # a line far above the data would flatten it: name it instead
                 ax.plot([], [], " ", label=f"memcpy {mean:.1f} GB/s (off the scale)")
         _hollow_legend(ax, any_over)
+        if any_busy:
+            ax.plot([], [], "-", color="gray", alpha=BUSY_ALPHA, linewidth=1.0,
+                    label="faded, [busy]: host busy (caption)")
         # Log: the rates span decades (0.3 GB/s time-shared beside 12 GB/s on 2 ranks), and on
         # a linear axis every time-shared job lay flat along zero.
         if all(b["busbw_GBps"] > 0 for pts in series.values() for b in pts):
@@ -215,7 +224,29 @@ def busbw(bench, out_dir):
                       [dict(np=b["np"], cores=b.get("cores", 0),
                             oversubscribed=b.get("oversubscribed", False)) for b in rows])
                   + (" Hollow markers are those jobs." if any(b.get("oversubscribed")
-                                                             for b in rows) else ""))
+                                                             for b in rows) else "")
+                  + busy_note(rows))
+
+
+BUSY_ALPHA = 0.4
+
+
+def busy_note(rows):
+    """The busbw caption's sentence for bench passes on a busy host (sr.host_busy): a 2-rank
+    pass beside other processes on 1.46 of 2 CPUs was drawn as a plain solid line, 50 times
+    slower than the next pass at 64 KiB, with nothing to say why."""
+    busy = [b for b in rows if sr.host_busy(b)]
+    if not busy:
+        return ""
+    other = sorted({b["host_other_cpus"] for b in busy})
+    nps = sorted({b["np"] for b in busy})
+    span = f"{other[0]:.1f}" + (f"-{other[-1]:.1f}" if other[-1] > other[0] else "")
+    return (f" Faded lines, marked [busy] in the legend, are bench passes (np "
+            f"{', '.join(map(str, nps))}) during which other processes kept {span} of the "
+            f"host's {max(b.get('cores', 0) for b in busy)} CPUs busy (host_other_cpus in "
+            "bench.jsonl), so the ranks and those processes outnumbered the cores: their times "
+            "include waiting for a CPU, not only the transfer, and the cost model does not rank "
+            "constants fitted on them. Rerun them on a quiet machine.")
 
 
 def _bench_label(b):

@@ -259,6 +259,24 @@ def check_bench_row(row, where="bench row"):
     return _check_fields(row, BENCH_FIELDS, where)
 
 
+# A quarter of a CPU: other processes' use below it is the host's background (the sampler, a
+# shell), not load; report.py's load note and sweep's [other work] line use the same quarter.
+HOST_BUSY_SLACK_CPUS = 0.25
+
+
+def host_busy(rec):
+    """True when other processes kept so many CPUs busy during a job (`host_other_cpus`, the
+    sweep's OtherLoad) that they and the job's ranks outnumbered the host's cores: the ranks then
+    waited for a CPU, and a bench pass timed that wait (one on 2 cores with 1.46 other CPUs took
+    12 ms for a 64 KiB ring all-reduce that took 0.24 ms in the next pass). False without the
+    figure (a `bench --json` run by hand)."""
+    other, cores = rec.get("host_other_cpus"), rec.get("cores")
+    if not _type_ok(other, _NUM) or not _type_ok(cores, _NUM) or cores <= 0:
+        return False
+    ranks = rec.get("np") if _type_ok(rec.get("np"), _NUM) else 1
+    return other > HOST_BUSY_SLACK_CPUS and ranks + other > cores + HOST_BUSY_SLACK_CPUS
+
+
 # ---- naming and theory ------------------------------------------------------------------------
 
 def backend_label(rec):

@@ -20,6 +20,7 @@ SCRIPTS = os.path.join(REPO, "scripts")
 sys.path.insert(0, SCRIPTS)
 import cost_model as cm  # noqa: E402
 import cost_model_runs as cmr  # noqa: E402
+import starring_results as sr  # noqa: E402
 
 MIB = 1 << 20
 SIZES = [65536 * 4**k for k in range(6)]  # 64 KiB .. 64 MiB
@@ -281,6 +282,113 @@ class Doubts(unittest.TestCase):
         self.assertIn("beta fitted 0", " ".join(cm.doubts(f)))
 
 
+def busy(rows, other):
+    """The rows of a sweep's bench pass while other processes kept `other` CPUs busy."""
+    return [dict(r, host_other_cpus=other) for r in rows]
+
+
+def ring_run(workers, step_s, run_id, host=None):
+    model = {"widths": cm.PRESETS["default"], "params": 235146, "bytes": 4 * 235146}
+    return {"status": "ok", "workers": workers, "np": workers, "backend": "ring", "model": model,
+            "batch": 64, "bucket_mb": 25.0, "run_id": run_id, "host": host,
+            "step_time": {"compute_s": 0.8 * step_s, "comm_s": 0.2 * step_s, "total_s": step_s}}
+
+
+class HostLoad(unittest.TestCase):
+    """A bench pass taken while other processes and its ranks outnumbered the cores, or one a
+    measured run contradicts, is in doubt and used only when nothing else was measured. The
+    quickstart on a loaded 2-core machine (other processes on 1.46 CPUs during the np 2 pass)
+    fitted the ring 5.9 ms per message, marked it [used] and not in doubt, and mispredicted the
+    ring's own 2-worker run by +1670%."""
+
+    truth = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0)
+
+    def test_ranks_and_other_cpus_over_the_cores_is_a_busy_host(self):
+        row = {"np": 2, "cores": 2}
+        for other, np_, want in ((1.46, 2, True), (0.2, 2, False), (0.3, 2, True),
+                                 (1.2, 1, False), (1.3, 1, True), (1.0, 3, True),
+                                 (0.1, 3, False), (None, 2, False)):
+            self.assertIs(sr.host_busy(dict(row, np=np_, host_other_cpus=other)), want,
+                          (other, np_))
+        self.assertFalse(sr.host_busy({"np": 2, "host_other_cpus": 1.5}))  # cores unknown
+
+    def test_a_pass_on_a_busy_host_is_in_doubt_and_a_clean_one_is_preferred(self):
+        loaded = busy(bench_rows("ring", 4, 0, self.truth, 0, cores=4), 1.46)
+        for r in loaded:
+            r["time_us"] *= 50 if r["size"] < MIB else 1  # the small sizes waited for a CPU
+        quiet = busy(bench_rows("ring", 2, 0, self.truth, 0, cores=4), 0.1)
+        fits = cm.calibrate(loaded + quiet, gamma=0.0)
+        by_w = {f.workers: f for f in fits}
+        self.assertEqual(by_w[4].host_busy, 1.46)
+        self.assertIsNone(by_w[2].host_busy)
+        why = cm.doubts(by_w[4])
+        self.assertTrue(why[0].startswith("bench on a busy host (other processes kept 1.5 CPUs "
+                                          "busy beside its 4 ranks on 4 cores"), why)
+        self.assertEqual(cm.doubts(by_w[2]), [])
+        # the largest W on the cores was the reference; a clean pass now comes first
+        self.assertIs(cm.reference(fits)["ring"], by_w[2])
+        self.assertEqual(cm.series_doubts(cm.reference(fits)), {})
+        # nothing else measured: the busy pass is used, and in doubt
+        ref = cm.reference(cm.calibrate(loaded, gamma=0.0))
+        self.assertIn("ring", cm.series_doubts(ref))
+        self.assertIn("ring", cm.series_doubts(ref, bandwidth_gbps=25))  # alpha still its
+        self.assertEqual(cm.series_doubts(ref, alpha_us=5, bandwidth_gbps=25), {})
+
+    def test_a_fit_a_run_contradicts_is_in_doubt_and_passed_over(self):
+        # the np 2 pass timed 5 ms per message; the 2-worker run's whole step took 1 ms
+        slow = cm.Consts(alpha=5e-3, beta=1e-9, gamma=0.0)
+        np2 = bench_rows("ring", 2, 0, slow, 0, cores=2)
+        np3 = bench_rows("ring", 2, 0, self.truth, 0, np_=3, cores=2)
+        runs = [ring_run(2, 1e-3, "main-002-ring-w2"), ring_run(1, 0.8e-3, "main-001-ring-w1")]
+        obs = cmr.observed(runs)
+        fits = cm.calibrate(np2 + np3, gamma=0.0, observed=obs)
+        f2 = next(f for f in fits if f.ranks == 2)
+        ratio, run_id = f2.contradicted
+        self.assertEqual(run_id, "main-002-ring-w2")
+        self.assertAlmostEqual(ratio, cm.step_comm("ring", [4 * 235146], 2, 0, slow) / 1e-3)
+        self.assertIn("contradicted by run main-002-ring-w2", " ".join(cm.doubts(f2)))
+        ref = cm.reference(fits)["ring"]
+        self.assertEqual((ref.ranks, ref.contradicted), (3, None))  # the np 3 pass, not np 2
+        # without the runs the np 2 pass is the reference, as before
+        self.assertEqual(cm.reference(cm.calibrate(np2 + np3, gamma=0.0))["ring"].ranks, 2)
+        # a run of another host, or of another W, says nothing of this pass
+        for other in ([ring_run(2, 1e-3, "x", host="other")], [ring_run(4, 1e-3, "y")]):
+            f = cm.calibrate([dict(r, host="vm") for r in np2], gamma=0.0,
+                             observed=cmr.observed(other))[0]
+            self.assertIsNone(f.contradicted)
+        # a run near the prediction (comm within 3x of its step) does not contradict it
+        near = cm.step_comm("ring", [4 * 235146], 2, 0, slow) / 2.5
+        f = cm.calibrate(np2, gamma=0.0, observed=cmr.observed([ring_run(2, near, "z")]))[0]
+        self.assertIsNone(f.contradicted)
+        # stragglers and ASP/SSP runs are not compared: the model has no term for them
+        self.assertEqual(cmr.observed([dict(runs[0], straggler="1:50"),
+                                       dict(runs[0], consistency="asp")]), [])
+
+    def test_the_check_says_when_its_constants_are_in_doubt(self):
+        import cost_model_cli as cli
+        rows = busy(bench_rows("ring", 2, 0, self.truth, 0, cores=2), 1.46)
+        runs = [ring_run(1, 1e-3, "w1"), ring_run(2, 1.02e-3, "w2")]
+        with tempfile.TemporaryDirectory(prefix="starring_cost_model_test_") as tmp:
+            for name, recs in (("bench.jsonl", rows), ("runs.jsonl", runs)):
+                with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                    f.writelines(json.dumps(r) + "\n" for r in recs)
+            p = subprocess.run([sys.executable, os.path.join(SCRIPTS, "cost_model.py"), tmp,
+                                "--models", "default", "--workers", "64"],
+                               capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        fit_row = next(l for l in p.stdout.splitlines() if l.startswith("ring "))
+        self.assertIn("bench on a busy host", fit_row)
+        self.assertIn("[used]", fit_row)  # the only pass: used, but in doubt
+        w2 = next(l for l in p.stdout.splitlines() if l.startswith("w2 "))
+        self.assertIn("constants in doubt", w2)
+        bounds = next(l for l in p.stdout.splitlines() if l.startswith("ranks <= cores"))
+        self.assertIn("all of it predicted from constants in doubt", bounds)
+        self.assertIn("ring ms (samples/s) [fit in doubt]", p.stdout)
+        self.assertIn("not ranked (fit in doubt): ring: bench on a busy host", p.stdout)
+        self.assertEqual(cli.fit_note(cm.calibrate(rows, gamma=0.0)[0], {}).split(" (")[0],
+                         "bench on a busy host")
+
+
 class Prediction(unittest.TestCase):
     def test_a_run_is_predicted_from_compute_plus_bucketed_communication(self):
         c = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0, source="x")
@@ -443,6 +551,11 @@ class GivenTerms(unittest.TestCase):
         text = rm._constants_caveat(ref)
         self.assertIn("; ps (W=2, 3 ranks) come from runs with more ranks than cores", text)
         self.assertNotIn("ring (W=2", text)
+        ref["ring"] = cm.Fit("ring", 2, 0, c, 0.0, [1, 2], False, 2, cores=2, host_busy=1.46)
+        text = rm._constants_caveat(ref)
+        self.assertIn("; ring (W=2, 2 ranks, 1.5 other CPUs) come from bench passes on a busy "
+                      "host", text)
+        self.assertIn("on a busy host", rm._consts_caption(ref))
 
 
 class CliFigures(unittest.TestCase):

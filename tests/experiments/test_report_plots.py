@@ -128,6 +128,32 @@ class SizeAxis(unittest.TestCase):
         rt.size_axis(ax, many)
         self.assertEqual(list(ax.get_xticks()), many[::3])
 
+    def test_a_bench_pass_on_a_busy_host_is_faded_and_said(self):
+        # the quickstart's np 2 pass beside other processes on 1.46 of 2 CPUs (a 64 KiB ring
+        # all-reduce 50 times slower than at np 4) was a solid line like any other
+        import report_traffic as rt
+        sizes = [2 ** k for k in range(16, 25, 2)]
+
+        def rows(np_, other):
+            return [{"bench": "allreduce", "backend": "ring", "np": np_, "workers": np_,
+                     "size": s, "cores": 2, "oversubscribed": np_ > 2, "host_other_cpus": other,
+                     "busbw_GBps": 1.0 + k} for k, s in enumerate(sizes)]
+        figs = []
+        with mock.patch.object(rt, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
+            fig = rt.busbw(rows(2, 1.46) + rows(1, 0.1), None)
+        lines = {l.get_label(): l for l in figs[0].axes[0].get_lines()}
+        self.assertEqual(lines["ring W=2 [busy]"].get_alpha(), rt.BUSY_ALPHA)
+        self.assertIn(lines["ring W=1"].get_alpha(), (None, 1.0))
+        self.assertIn("faded, [busy]: host busy (caption)", lines)
+        self.assertIn("Faded lines, marked [busy] in the legend, are bench passes (np 2) during "
+                      "which other processes kept 1.5 of the host's 2 CPUs busy", fig.caption)
+        figs.clear()
+        with mock.patch.object(rt, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
+            fig = rt.busbw(rows(2, 0.2), None)  # the background of a quiet host
+        self.assertNotIn("Faded", fig.caption)
+        self.assertEqual([l.get_label() for l in figs[0].axes[0].get_lines()
+                          if "busy" in l.get_label()], [])
+
     def test_bucket_plot_is_ticked_at_the_bucket_sizes_run(self):
         # the quick bucket sweep (1, 16, 512 MiB) was labelled 2, 8, 32, 128, 512
         import report_studies as rs
