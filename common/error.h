@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace starring {
 
@@ -25,6 +26,28 @@ class TimeoutError : public Error {
 class ConfigError : public Error {
  public:
   using Error::Error;
+};
+
+// A failure another rank found and reported to this one (a parameter server's kAbort to its
+// workers). Both ranks fail; when each must print its own line (a rank missing from the
+// outcome's agreement, experiments/main.cc), this rank waits a little longer and prints brief():
+// the rank named and what it did, the details left to the reporting rank's line.
+class Relayed {
+ public:
+  explicit Relayed(std::string brief) : brief_(std::move(brief)) {}
+  virtual ~Relayed() = default;
+  const std::string& brief() const { return brief_; }
+
+ private:
+  std::string brief_;
+};
+
+// RelayedError<TimeoutError> or <Error>: what() the whole report, as the exception it relays.
+template <class Base>
+class RelayedError : public Base, public Relayed {
+ public:
+  RelayedError(const std::string& what, std::string brief)
+      : Base(what), Relayed(std::move(brief)) {}
 };
 
 namespace detail {

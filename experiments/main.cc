@@ -17,8 +17,12 @@
 //     part in a non-blocking all-reduce of the outcome on a communicator of its own; a failing
 //     rank waits up to kGrace for it: when every rank arrives, rank 0 prints the distinct
 //     messages and all finalize; otherwise the failing rank prints its line and calls MPI_Abort,
-//     which makes mpirun stop every rank. A train rank that succeeded waits there at most
-//     2 x --timeout + 10 s, then names the ranks that did not come.
+//     which makes mpirun stop every rank. A rank whose failure another rank reported to it (a
+//     parameter server's stop, starring::Relayed) waits kRelayedWait longer, so that the
+//     reporting rank's line comes first and its MPI_Abort ends this one before it speaks; if
+//     it speaks all the same (mpirun slow to stop it), its line is the short form. A train rank
+//     that succeeded waits there at most 2 x --timeout + 10 s, then names the ranks that did not
+//     come.
 // scripts/mpirun.sh condenses what mpirun prints after that to one line.
 #include <mpi.h>
 #include <unistd.h>
@@ -63,6 +67,7 @@ using Command = int (*)(Config&, std::shared_ptr<Comm>);
 using Clock = std::chrono::steady_clock;
 
 constexpr std::chrono::seconds kGrace{3};          // failing ranks wait this long for the others
+constexpr std::chrono::seconds kRelayedWait{2};    // ... and a rank told of another's failure more
 constexpr std::chrono::seconds kFinalize{10};      // MPI_Finalize after a failure: exit if stuck
 constexpr std::chrono::seconds kInterruptWait{2};  // Ctrl-C: for the host's other ranks' hooks
 constexpr double kInitAllowance = 10;  // the options agreement: --timeout plus this, as MPI_Init
@@ -340,8 +345,9 @@ void print_all(MPI_Comm comm, const std::string& what, int rank, int size) {
   }
 }
 
-// Runs the command; on failure returns its message and exit code instead of throwing.
-int run_command(Command command, Config& cfg, int provided, std::string& what) {
+// Runs the command; on failure returns its message and exit code instead of throwing, and in
+// `brief` the short line of a failure another rank reported (starring::Relayed; else empty).
+int run_command(Command command, Config& cfg, int provided, std::string& what, std::string& brief) {
   try {
     if (provided < MPI_THREAD_MULTIPLE)
       throw starring::Error("the MPI library does not provide MPI_THREAD_MULTIPLE");
@@ -352,6 +358,7 @@ int run_command(Command command, Config& cfg, int provided, std::string& what) {
     return 1;
   } catch (const std::exception& e) {
     what = *e.what() ? e.what() : "error without a message";
+    if (const auto* r = dynamic_cast<const starring::Relayed*>(&e)) brief = r->brief();
     return exit_code_of(e);
   } catch (...) {
     what = "unknown exception";
@@ -385,8 +392,8 @@ int run(Command command, Config& cfg, int provided, int rank, int size, bool end
     if (size > 1 && provided >= MPI_THREAD_MULTIPLE)
       host_wait = std::make_unique<starring::HostInterruptWait>(MPI_COMM_WORLD, kInterruptWait);
   }
-  std::string what;
-  const int code = run_command(command, cfg, provided, what);
+  std::string what, brief;
+  const int code = run_command(command, cfg, provided, what, brief);
   host_wait.reset();
   const bool failed = !what.empty();
   // Any failure, the failed ranks' highest code, every rank's highest code. A failure's code wins
@@ -396,10 +403,11 @@ int run(Command command, Config& cfg, int provided, int rank, int size, bool end
   MPI_Request req;
   MPI_Iallreduce(mine, job, 3, MPI_INT, MPI_MAX, agree, &req);
   const double end_s = 2 * cfg.sync.timeout_s + kTrainEndAllowance;
-  const Clock::duration grace = kGrace, end = std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(end_s));
+  const Clock::duration grace = brief.empty() ? kGrace : kGrace + kRelayedWait,
+                        end = std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(end_s));
   if (!wait_for(req, failed ? &grace : ends_together ? &end : nullptr)) {
-    if (failed) abort_job(error_line(what, rank), code);
+    if (failed) abort_job(error_line(brief.empty() ? what : brief, rank), code);
     const std::vector<int> missing = arrived.missing();
     if (!missing.empty())
       abort_naming(missing, rank, [&](const std::string& who) {

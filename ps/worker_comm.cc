@@ -227,6 +227,24 @@ void PsWorker::open_server_segment(int server, const std::string& ack_text) {
     server_seg_.at(static_cast<std::size_t>(server)) = std::move(seg);
 }
 
+// A server's report without its closing parenthesised details (a timeout's account of every
+// worker: ~400 characters), for this worker's short line (Relayed::brief); the rank the server
+// names comes before them. Empty when there are no such details to leave out.
+static std::string without_details(const std::string& text) {
+  constexpr std::size_t kDetails = 80;  // a shorter closing parenthesis is part of the gist
+  if (text.empty() || text.back() != ')') return "";
+  int depth = 0;
+  for (std::size_t i = text.size(); i-- > 0;) {
+    if (text[i] == ')') ++depth;
+    if (text[i] != '(' || --depth > 0) continue;
+    if (text.size() - i < kDetails) return "";
+    std::size_t end = i;
+    while (end > 0 && text[end - 1] == ' ') --end;
+    return text.substr(0, end);
+  }
+  return "";
+}
+
 void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) {
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -238,10 +256,16 @@ void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) 
       bye_seen_.at(static_cast<std::size_t>(server)) = 1;
     } else if (op == Op::kAbort) {
       if (!error_) {
-        const std::string msg =
-            where_ + ": stopped by parameter server " + std::to_string(server) + ": " + text;
-        error_ = timeout ? std::make_exception_ptr(TimeoutError(msg))
-                         : std::make_exception_ptr(Error(msg));
+        // The server prints the whole report on its own line; this worker's, when it must print
+        // one too (both miss the agreement: a worker is silent), is short and says where it is.
+        const std::string head =
+            where_ + ": stopped by parameter server " + std::to_string(server) + ": ";
+        const std::string gist = without_details(text);
+        const std::string brief = gist.empty()
+                                      ? head + text
+                                      : head + gist + " (the details: the server's own error line)";
+        error_ = timeout ? std::make_exception_ptr(RelayedError<TimeoutError>(head + text, brief))
+                         : std::make_exception_ptr(RelayedError<Error>(head + text, brief));
       }
     } else {
       if (!error_)
