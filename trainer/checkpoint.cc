@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -53,15 +54,19 @@ ConfigError bad_file(const std::string& where, const std::string& file, const st
   return ConfigError(where + ": checkpoint " + file + ": " + what);
 }
 
-// Step of "ckpt-<step>.ckpt", or -1 for any other name.
+// Step of "ckpt-<step>.ckpt", or -1 for any other name (also one whose digits overflow 64 bits:
+// no run of ours wrote it, and std::stoll's out_of_range escaped the save's rotation and resume).
 std::int64_t step_of_name(const std::string& name) {
   const std::size_t p = sizeof kPrefix - 1, s = sizeof kSuffix - 1;
   if (name.size() <= p + s || name.compare(0, p, kPrefix) != 0 ||
       name.compare(name.size() - s, s, kSuffix) != 0)
     return -1;
-  const std::string digits = name.substr(p, name.size() - p - s);
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
-  return std::stoll(digits);
+  const char* first = name.data() + p;
+  const char* last = name.data() + name.size() - s;
+  std::int64_t step = -1;
+  const auto [end, err] = std::from_chars(first, last, step);  // no space or "+"; "-" below
+  if (err != std::errc() || end != last || *first == '-') return -1;
+  return step;
 }
 
 // (step, path) of the checkpoints in dir, newest first.

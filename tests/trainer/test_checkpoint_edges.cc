@@ -68,6 +68,34 @@ TEST(CheckpointLatest, ALatestThatCannotBeLookedAtIsPassedOver) {
   }
 }
 
+// A file in the folder that looks like a checkpoint by its name but whose step does not fit in
+// 64 bits, or whose "digits" are bytes above 127 (a UTF-8 name), is not a checkpoint: it is passed
+// over by the rotation after a save and by --resume latest / auto. std::stoll's out_of_range
+// ('stoll') escaped save_checkpoint and load_resume, and ::isdigit was called on a negative char.
+TEST(CheckpointLatest, NamesWhoseStepIsNotANumberOfOursArePassedOver) {
+  CheckpointConfig k;
+  k.dir = testing::scratch_dir("ckpt_edges_names");
+  k.keep = 1;
+  for (const std::string name : {"ckpt-99999999999999999999999.ckpt", "ckpt-\xc3\xa9.ckpt"})
+    std::ofstream(std::filesystem::path(k.dir) / name) << "not a checkpoint\n";
+  try {
+    save_checkpoint(k, sample(10, 8, 8, 8), "rank 0");
+    save_checkpoint(k, sample(20, 8, 8, 8), "rank 0");  // rotates: step 10 goes, the others stay
+    EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(k.dir) / checkpoint_file_name(10)));
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(k.dir) /
+                                        "ckpt-99999999999999999999999.ckpt"));
+    std::filesystem::remove(std::filesystem::path(k.dir) / "latest");  // the folder scan alone
+    std::string path;
+    for (const char* how : {"latest", "auto"}) {
+      k.resume = how;
+      EXPECT_EQ(load_resume(k, "rank 0", path).step, 20) << how;
+      EXPECT_EQ(path, k.dir + "/" + checkpoint_file_name(20)) << how;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw: " << e.what();
+  }
+}
+
 TEST(CheckpointFits, OptimizerStateOfTheWrongSizeIsRefused) {
   const std::vector<int> widths{4, 3, 2};
   const std::size_t n = 4 * 3 + 3 + 3 * 2 + 2;
