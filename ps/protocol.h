@@ -121,10 +121,11 @@ struct PsInitSpec {
   static PsInitSpec from_json(const nlohmann::json& j);
 };
 
-// A worker's batch of messages sent at once (the start, the optimizer state), each with its
-// buffer. An error that unwinds before wait() (a server's acknowledgement or a send timed out)
-// releases the requests, and MPI may still read a buffer afterwards (a send matched late, by a
-// stopped server that goes on): the buffers of sends not complete by then are kept (leaked; the
+// A worker's batch of messages sent at once (the start, the optimizer state, the state requests
+// of a checkpoint, an evaluation or check_peers), each with its buffer. An error that unwinds
+// before wait() (a server's acknowledgement, a send or an answer timed out) releases the
+// requests, and MPI may still read a buffer afterwards (a send matched late, by a stopped server
+// that goes on): the buffers of sends not complete by then are kept until the process ends (the
 // job is ending) instead of freed under it.
 class PendingSends {
  public:

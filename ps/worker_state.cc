@@ -82,8 +82,9 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
     std::unique_ptr<Request> req;
   };
   std::vector<Pending> remote;
-  std::vector<PsHeader> asks(plan_.chunks.size());  // outlive their sends
-  std::vector<std::unique_ptr<Request>> sends;
+  // Requests not sent when this throws keep their buffers: a server that goes on may still match
+  // them (ps/protocol.h, PendingSends).
+  PendingSends sends(*comm_);
   std::size_t local_parts = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -105,7 +106,7 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
   remote.reserve(plan_.chunks.size() * static_cast<std::size_t>(parts + 1));
   for (std::size_t c = 0; c < plan_.chunks.size(); ++c) {
     const int ci = static_cast<int>(c);
-    PsHeader& h = asks[c];
+    PsHeader h;
     h.op = Op::kGetState;
     h.worker = index_;
     h.chunk = ci;
@@ -122,7 +123,7 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
       r.req = comm_->irecv(r.buf.data(), r.buf.size(), server_rank(ci), kStateTag);
       moved.bytes_recv += r.buf.size();
     }
-    sends.push_back(comm_->isend(&h, sizeof h, server_rank(ci), kReqTag));
+    sends.send(make_message(h, nullptr, 0), server_rank(ci), kReqTag);
     moved.bytes_sent += sizeof h;
   }
   // Poll until every vector has landed; the comm thread keeps reporting server failures.
@@ -135,8 +136,6 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
     // (common/watch_clock.h).
     const bool late = Clock::now() > deadline;
     while (next < remote.size() && remote[next].req->test()) ++next;
-    for (auto& s : sends)
-      if (s && s->test()) s.reset();
     {
       std::lock_guard<std::mutex> lk(mu_);
       rethrow_if_failed();
@@ -151,8 +150,7 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
     }
     backoff.idle();
   }
-  for (auto& s : sends)
-    if (s) s->wait(opt_.timeout);  // matched already (the answers came): completes at once
+  sends.wait(opt_.timeout);  // matched already (the answers came): completes at once
   for (auto& r : remote) {
     const RecvStatus st = r.req->status();
     const PsHeader& h = header_of(r.buf.data(), st.bytes, where_);

@@ -11,6 +11,8 @@
 //  - co-located, an own shard that answers check_peers only after the grace (it stood still, then
 //    went on) writes nothing: it wrote into check_peers' freed scratch buffer (glibc: "malloc():
 //    unaligned tcache chunk detected", abort);
+//  - check_peers' requests whose sends did not complete before it gave up keep their buffers (MPI
+//    may read them later);
 //  - restoring a checkpoint's optimizer state (kSetState, each acknowledged) waits --timeout +
 //    grace, as the start's acknowledgements, and names the server that did not acknowledge; it
 //    waited 2 x (--timeout + grace) and named none;
@@ -25,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -304,6 +307,76 @@ TEST(PsWorkerCheckPeers, ALocalShardThatAnswersAfterTheGraceWritesNowhere) {
             std::string::npos)
       << error;
   EXPECT_EQ(p, std::vector<float>(kFloats, 1.0f));
+}
+
+// Forwards to another Comm, except a kGetState request: its send is held, never complete (a
+// server stopped before it received it), and the test reads its buffer afterwards, as MPI does
+// when a server that went on matches the send late.
+class HoldGetStateComm : public ForwardingComm {
+ public:
+  using ForwardingComm::ForwardingComm;
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    if (tag != kReqTag || bytes < sizeof(PsHeader) ||
+        static_cast<const PsHeader*>(buf)->op != Op::kGetState)
+      return inner().isend(buf, bytes, peer, tag);
+    held_ = buf;
+    return std::make_unique<Held>();
+  }
+  // The held request's header as the send would read it now.
+  PsHeader read_held() const {
+    PsHeader h;
+    std::memcpy(&h, held_, sizeof h);
+    return h;
+  }
+  bool holds() const { return held_ != nullptr; }
+
+ private:
+  struct Held : Request {
+    bool test() override { return false; }
+    bool may_be_done() override { return false; }
+    RecvStatus wait(Seconds) override { throw TimeoutError("held send (test)"); }
+    RecvStatus status() const override { return {}; }
+  };
+  const void* held_ = nullptr;
+};
+
+// check_peers' kGetState requests whose sends are not complete when it gives up (the grace
+// passed) keep their buffers: MPI may still read them (a send matched late by a stopped server
+// that goes on). They were freed when the timeout unwound (ASan: heap-use-after-free; glibc's
+// free list wrote over the header: its chunk read -1143003690), as PendingSends now prevents for
+// the start and the optimizer-state batches.
+TEST(PsWorkerCheckPeers, AGetStateRequestNotSentWhenItGivesUpKeepsItsBuffer) {
+  InProcWorld world(2);
+  const PsGroup group = make_ps_group("1", 2);
+  auto worker_comm = std::make_shared<HoldGetStateComm>(world.comm(0));
+  std::string server_error;
+  std::thread server = run_server(world.comm(1), group, server_error);
+  std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
+  std::string error;
+  {
+    PsWorker ps(worker_comm, group, worker_options());
+    ps.start(layout(), {p.data(), g.data(), false, nullptr}, sgd());
+    try {
+      ps.check_peers();
+    } catch (const TimeoutError& e) {
+      error = e.what();
+    }
+    ASSERT_TRUE(worker_comm->holds());
+    const PsHeader h = worker_comm->read_held();
+    EXPECT_EQ(h.magic, PsHeader::kMagic);
+    EXPECT_EQ(h.op, Op::kGetState);
+    EXPECT_EQ(h.chunk, 0);
+    try {
+      ps.shutdown();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "shutdown: " << e.what();
+    }
+  }
+  server.join();
+  EXPECT_NE(error.find("waiting for the parameters of chunk 0 from server rank 1"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(server_error, "");
 }
 
 // Two servers: rank 1 a real one, rank 2 one that acknowledges the start and nothing after (the
