@@ -92,7 +92,7 @@ class PsBenchOp : public BenchOp {
       so.shared_memory = cfg_.sync.ps_shared_memory;
       server_ = std::thread([this, so] {
         try {
-          server_stats_ = ps::ServerLoop(comm_, group_, so).run();
+          ps::ServerLoop(comm_, group_, so).run();  // its totals reach the workers (goodbye)
         } catch (...) {
           server_error_ = std::current_exception();
         }
@@ -194,7 +194,7 @@ class PsBenchOp : public BenchOp {
   std::vector<float> params_;
   std::unique_ptr<ps::PsWorker> worker_;
   std::thread server_;
-  nlohmann::json server_stats_, last_servers_ = nlohmann::json::array();
+  nlohmann::json last_servers_ = nlohmann::json::array();
   std::exception_ptr server_error_;
 };
 

@@ -101,7 +101,6 @@ class PsWorker : public GradientSync {
   // the grace: a server that does not answer, or a failure already reported, is thrown.
   void check_peers() override;
 
-  const PsPlan& plan() const { return plan_; }
   // Bytes and messages this worker has moved: the Comm's counters plus the data that went
   // through shared segments instead of messages (co-located: its shard's too, as the Comm's
   // counters include the shard's messages).

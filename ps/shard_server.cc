@@ -286,13 +286,6 @@ std::size_t ShardServer::floats() const {
   return n;
 }
 
-std::vector<std::int64_t> ShardServer::worker_pushes() const {
-  std::vector<std::int64_t> n(static_cast<std::size_t>(workers_), 0);
-  for (const auto& c : chunks_)
-    for (std::size_t w = 0; w < n.size(); ++w) n[w] += c.clock[w];
-  return n;
-}
-
 std::string ShardServer::progress() const {
   std::string s = "pushes received per chunk:";
   for (int w = 0; w < workers_; ++w) {

@@ -62,7 +62,6 @@ class ShardServer {
   explicit ShardServer(const PsInitSpec& spec, float* params = nullptr);
 
   const PsInitSpec& spec() const { return spec_; }
-  bool owns(int chunk) const { return index_.count(chunk) != 0; }
   std::size_t chunk_count(int chunk) const;
   void set_params(int chunk, const float* data, std::size_t count);
   bool all_params_set() const { return params_set_ == chunks_.size(); }
@@ -89,8 +88,6 @@ class ShardServer {
   // For a timeout message: each worker's pushes received per chunk ("3", or "3..4" when its
   // chunks differ) and the bsp rounds under way (chunk, step, the workers already in).
   std::string progress() const;
-  // Per worker: pushes received, summed over chunks (for reports).
-  std::vector<std::int64_t> worker_pushes() const;
   const float* params() const { return params_; }
 
   // Checkpoints: optimizer state vector `part` (1: momentum / Adam m, 2: Adam v) of `chunk`, and
