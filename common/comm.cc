@@ -79,6 +79,24 @@ void throw_failure(char kind, const std::string& text) {
   throw Error(text);
 }
 
+std::string failure_note(const std::exception& e, int rank) {
+  return detail::concat(failure_kind(e), rank, " ", e.what());
+}
+
+std::string failure_note_message(const std::string& note) {
+  const std::size_t space = note.find(' ');
+  return space == std::string::npos ? std::string() : note.substr(space + 1);
+}
+
+void throw_peer_failure(const std::string& where, const std::string& note,
+                        const std::string& doing) {
+  const std::string who = "rank " + note.substr(note.empty() ? 0 : 1, note.find(' ') - 1);
+  std::string what = failure_note_message(note);
+  if (what.rfind(who + ": ", 0) == 0) what.erase(0, who.size() + 2);  // named once
+  throw_failure(note.empty() ? 'E' : note[0],
+                where + ": stopping, " + who + " " + doing + ": " + what);
+}
+
 namespace {
 
 std::string first_error_exchange(Comm& comm, const std::string& mine, int tag, Seconds timeout) {

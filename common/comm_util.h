@@ -25,6 +25,15 @@ std::string first_error(Comm& comm, const std::string& mine, int tag, Seconds ti
 char failure_kind(const std::exception& e);
 // Throws `text` as a ConfigError for kind 'C', else as an Error.
 [[noreturn]] void throw_failure(char kind, const std::string& text);
+// The same with the failing rank: "<kind><rank> <message>" (failure_note), for a step that every
+// rank agrees on with first_error before work that needs them all (loading the data, setting up
+// training). failure_note_message: the message, as the failing rank wrote it.
+std::string failure_note(const std::exception& e, int rank);
+std::string failure_note_message(const std::string& note);
+// On a rank that did not fail: throws the note's failure, of its kind, as
+// "<where>: stopping, rank R <doing>: <message>" (the message without its own "rank R: ").
+[[noreturn]] void throw_peer_failure(const std::string& where, const std::string& note,
+                                     const std::string& doing);
 
 // A barrier built from point-to-point messages (dissemination, ceil(log2 n) rounds, tags
 // tags::kBarrier + round), for Comm implementations without a native one.

@@ -303,17 +303,14 @@ std::vector<std::unique_ptr<BenchOp>> make_ops_agreed(const std::vector<std::str
   BenchOpContext ctx{cfg, world, device};
   std::vector<std::unique_ptr<BenchOp>> ops;
   for (const auto& n : names) {
-    std::string failed;  // its first character says what kind: 'C' bad input, 'E' anything else
+    std::string failed;  // its first character says what kind (failure_kind), then the message
     try {
       ops.push_back(make_bench_op(n, ctx));
-    } catch (const ConfigError& e) {
-      failed = std::string("C") + e.what();
     } catch (const std::exception& e) {
-      failed = std::string("E") + e.what();
+      failed = std::string(1, failure_kind(e)) + e.what();
     }
     failed = first_error(*world, failed, tags::kBenchBase, world->timeout());
-    if (!failed.empty() && failed[0] == 'C') throw ConfigError(failed.substr(1));
-    if (!failed.empty()) throw Error(failed.substr(1));
+    if (!failed.empty()) throw_failure(failed[0], failed.substr(1));
   }
   return ops;
 }

@@ -58,7 +58,7 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
       cfg.sync.backend == "ps" && cfg.sync.servers != "colocated" &&
       ps::make_ps_group(cfg.sync.servers, world->size()).is_dedicated_server(world->rank());
   std::pair<Dataset, Dataset> own;
-  std::string failed;  // "<kind><rank> <message>", kind: failure_kind ('C' bad input, 'E' else)
+  std::string failed;  // a failure_note (common/comm_util.h): its kind, rank and message
   std::exception_ptr mine;
   if (!server && (!train || !test)) {
     test_stop_point("load", world->rank());
@@ -66,7 +66,7 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
       own = load_data(cfg);
     } catch (const std::exception& e) {  // bad input, or e.g. out of memory: still agreed
       mine = std::current_exception();
-      failed = detail::concat(failure_kind(e), world->rank(), " ", e.what());
+      failed = failure_note(e, world->rank());
     }
     train = &own.first;
     test = &own.second;
@@ -87,13 +87,8 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
   }
   if (!failed.empty()) {
     if (mine) std::rethrow_exception(mine);
-    const std::size_t space = failed.find(' ');
-    const std::string who = "rank " + failed.substr(1, space - 1);
-    std::string what = failed.substr(space + 1);
-    if (server) throw_failure(failed[0], what);
-    if (what.rfind(who + ": ", 0) == 0) what.erase(0, who.size() + 2);  // named once
-    throw_failure(failed[0], detail::concat(world->where(), ": stopping, ", who,
-                                            " could not load its data: ", what));
+    if (server) throw_failure(failed[0], failure_note_message(failed));
+    throw_peer_failure(world->where(), failed, "could not load its data");
   }
   BackendContext ctx{cfg, world, trace, &device};
   test_stop_point("backend-setup", world->rank());

@@ -385,13 +385,13 @@ std::unique_ptr<TrainLoop> set_up(const Config& cfg, TrainerEnv env, const Datas
                                   const Dataset& test) {
   std::unique_ptr<TrainLoop> loop;
   std::exception_ptr mine;
-  std::string own, failed;  // "<kind><worker> <message>", kind: failure_kind
+  std::string own, failed;  // failed: a failure_note (common/comm_util.h)
   try {
     loop = std::make_unique<TrainLoop>(cfg, env, train, test);
   } catch (const std::exception& e) {
     mine = std::current_exception();
     own = e.what();
-    failed = detail::concat(failure_kind(e), env.workers.rank(), " ", own);
+    failed = failure_note(e, env.workers.rank());
   }
   try {
     failed = first_error(env.workers, failed, kSetUpTag, env.workers.timeout());
@@ -408,13 +408,7 @@ std::unique_ptr<TrainLoop> set_up(const Config& cfg, TrainerEnv env, const Datas
     env.sync.abandon(own);
     std::rethrow_exception(mine);
   }
-  const std::size_t space = failed.find(' ');
-  const std::string who = "rank " + failed.substr(1, space - 1);
-  std::string what = failed.substr(space + 1);
-  if (what.rfind(who + ": ", 0) == 0) what.erase(0, who.size() + 2);  // named once
-  const std::string text = detail::concat(env.workers.where(), ": stopping, ", who,
-                                          " could not set up training: ", what);
-  throw_failure(failed[0], text);
+  throw_peer_failure(env.workers.where(), failed, "could not set up training");
 }
 
 }  // namespace

@@ -102,6 +102,30 @@ TEST(CommUtil, DescribesTheOperationAndTheTimeout) {
   EXPECT_EQ(timeout_message(*world.comm(1), Seconds(1.5), "barrier"),
             "rank 1: timeout after 1.5 s in barrier");
 }
+
+// A failure note carries the failing rank's kind, rank and message; a bystander throws it, of
+// the same kind, naming that rank once (its message's own "rank R: " is dropped).
+TEST(CommUtil, FailureNotesNameTheFailingRankOnceAndKeepTheirKind) {
+  const std::string bad = failure_note(ConfigError("rank 3: data/x is truncated"), 3);
+  EXPECT_EQ(bad, "C3 rank 3: data/x is truncated");
+  EXPECT_EQ(failure_note_message(bad), "rank 3: data/x is truncated");
+  try {
+    throw_peer_failure("rank 0", bad, "could not load its data");
+    ADD_FAILURE() << "throw_peer_failure returned";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "rank 0: stopping, rank 3 could not load its data: data/x is truncated");
+  }
+  const std::string other = failure_note(Error("out of memory"), 12);
+  try {
+    throw_peer_failure("rank 1", other, "could not set up training");
+    ADD_FAILURE() << "throw_peer_failure returned";
+  } catch (const ConfigError&) {
+    ADD_FAILURE() << "an Error's note was thrown as bad input";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "rank 1: stopping, rank 12 could not set up training: out of memory");
+  }
+}
+
 // An any-source receive that nobody answers names "any rank" in its TimeoutError.
 TEST(InProcComm, AnySourceTimeoutSaysAnyRank) {
   INPROC_ONLY();
