@@ -116,8 +116,7 @@ class GradientSync {
   virtual void refresh_params() {}
 
   // How many optimizer steps a worker may run ahead of the slowest: 0 for synchronous training,
-  // the staleness bound under ps ssp, -1 when unbounded (ps asp). Sets the stop vote's lag
-  // (trainer/stop_vote.h).
+  // the staleness bound under ps ssp, -1 when unbounded (ps asp). Sets lag_for_skew (below).
   virtual int max_step_skew() const { return 0; }
 
   // While on, the trainer waits at a meeting of the workers for a slower one (asp/ssp,
@@ -130,5 +129,14 @@ class GradientSync {
   virtual bool accepts_device_buffers() const { return false; }
   virtual std::string name() const = 0;
 };
+
+// How many steps after step t a message that every worker sends the trainer's peers after step t
+// is sure to have arrived, so that waiting for it then costs nothing: 2 under synchronous
+// training (a worker ends step t + 2 only with every peer's gradients of step t + 1, which a peer
+// hands over after it sent its step-t message), skew + 2 when workers may run `skew` steps ahead
+// of the slowest (GradientSync::max_step_skew), -1 (never: no wait) when unbounded. The stop vote
+// (trainer/stop_vote.h) and the metrics file's gathering of every worker's loss
+// (trainer/step_losses.h) wait that long.
+inline int lag_for_skew(int skew) { return skew < 0 ? -1 : skew + 2; }
 
 }  // namespace starring

@@ -45,9 +45,6 @@ class StepLosses {
   StepLosses(const StepLosses&) = delete;
   StepLosses& operator=(const StepLosses&) = delete;
 
-  // The lag for a backend whose workers may run `skew` steps ahead of the slowest (-1: unbounded).
-  static int lag_for_skew(int skew) { return skew < 0 ? -1 : skew + 2; }
-
   // After step `step` on every worker, with its loss; worker 0 passes the step's metrics line.
   void after_step(std::int64_t step, double loss, nlohmann::json line);
   // See above. Throws TimeoutError naming a silent peer.

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/comm.h"
+#include "common/gradient_sync.h"
 
 namespace starring {
 
@@ -41,9 +42,6 @@ class StopVote {
   StopVote(const StopVote&) = delete;
   StopVote& operator=(const StopVote&) = delete;
 
-  // The lag for a backend whose workers may run `skew` steps ahead of the slowest (-1:
-  // unbounded, no vote).
-  static int lag_for_skew(int skew) { return skew < 0 ? -1 : skew + 2; }
   // A training run's: no vote without a checkpoint folder (nothing to save) or under asp.
   static int lag_for_run(bool checkpoints, int skew) {
     return checkpoints ? lag_for_skew(skew) : -1;

@@ -58,7 +58,7 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
       metrics_(rank_ == 0 ? cfg.out.metrics_file : ""),
       step_losses_(env.workers, metrics_,
                    !cfg.out.metrics_file.empty() && cfg.out.metrics_loss == "all",
-                   StepLosses::lag_for_skew(env.sync.max_step_skew())),
+                   lag_for_skew(env.sync.max_step_skew())),
       progress_(cfg.out.progress, 0, cfg.out.log_every, false),
       evaluator_(model_, env.workers, eval_batch(cfg.train)),
       peer_watch_(env.workers, env.sync.max_step_skew() != 0) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/gradient_sync.h"
 #include "common/inproc_comm.h"
 #include "tests/scratch_dir.h"
 #include "train_fixture.h"
@@ -60,7 +61,7 @@ TEST(StepLosses, MeanMinMaxOfEveryWorkerExactly) {
   const std::string dir = testing::scratch_dir("step_losses_exact");
   for (int w : {1, 2, 3, 4}) {
     const std::string path = dir + "/m" + std::to_string(w) + ".jsonl";
-    gather(w, 7, StepLosses::lag_for_skew(0), path);
+    gather(w, 7, lag_for_skew(0), path);
     const auto lines = step_lines(path);
     ASSERT_EQ(lines.size(), 7u) << w;
     for (int s = 1; s <= 7; ++s) {
@@ -101,7 +102,7 @@ TEST(StepLosses, WithoutALagLinesWaitForTheDrainInOrder) {
   const std::string path = testing::scratch_dir("step_losses_asp") + "/m.jsonl";
   run_ranks(2, [&](Comm& c) {
     MetricsWriter m(c.rank() == 0 ? path : "");
-    StepLosses sl(c, m, true, StepLosses::lag_for_skew(-1));
+    StepLosses sl(c, m, true, lag_for_skew(-1));
     if (c.rank() == 0) {
       for (int s = 1; s <= 6; ++s) sl.after_step(s, 1.0, {{"step", s}});
       EXPECT_EQ(sl.held(), 6u);  // worker 1 has sent nothing yet

@@ -167,7 +167,7 @@ TEST_P(StopOnRequest, EveryWorkerStopsAtOneStepAndResumingChangesNoBit) {
   const auto outs = testing::train_inproc(stop, world_of(c));
   const std::int64_t round = 8;  // the first vote after step 6 (kStopVoteEvery)
   static_assert(kStopVoteEvery == 8);
-  const std::int64_t at = round + StopVote::lag_for_skew(c.skew);
+  const std::int64_t at = round + lag_for_skew(c.skew);
   for (int w = 0; w < c.workers; ++w) {
     const TrainResult& r = outs[w].result;
     EXPECT_EQ(outs[w].role, "worker");
