@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/error.h"
+
 namespace starring {
 namespace {
 
@@ -62,7 +64,12 @@ bool StopVote::after_step(std::int64_t step, bool mine) {
 }
 
 bool StopVote::wait_round(Round& r) {
-  for (auto& q : r.reqs) q->wait(comm_.timeout());
+  try {
+    for (auto& q : r.reqs) q->wait(comm_.timeout());
+  } catch (const TimeoutError& e) {  // it names the peer and the tag; what was waited for:
+    throw TimeoutError(detail::concat(e.what(), ": the workers' vote on stop requests after step ",
+                                      r.step, " did not complete (SIGUSR1, --fault stop)"));
+  }
   for (unsigned char f : r.in)
     if (f) return true;
   return false;
