@@ -17,7 +17,7 @@ namespace starring::ps {
 
 struct LocalMsg {
   PsHeader h;
-  const float* data = nullptr;  // kInitParams / kPush: h.count floats
+  const float* data = nullptr;  // kInitParams / kPush / kSetState: h.count floats
   std::string text;             // kInit / kAbort
 };
 
