@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -16,7 +17,27 @@
 #include <set>
 #include <thread>
 
+#include "common/error.h"
+
 namespace starring {
+
+FaultSpec parse_fault(const std::string& spec) {
+  FaultSpec f;
+  if (spec.empty()) return f;
+  const auto c1 = spec.find(':'), c2 = spec.find(':', c1 == std::string::npos ? c1 : c1 + 1);
+  const auto number = [&](std::size_t from, std::size_t to, std::int64_t& v) {
+    const char *first = spec.data() + from, *last = spec.data() + to;
+    const auto [end, err] = std::from_chars(first, last, v);
+    return first != last && err == std::errc() && end == last && v >= 0;
+  };
+  f.kind = spec.substr(0, c1);
+  if (c2 == std::string::npos || spec.find(':', c2 + 1) != std::string::npos ||
+      (f.kind != "kill" && f.kind != "hang" && f.kind != "stop") || !number(c1 + 1, c2, f.rank) ||
+      !number(c2 + 1, spec.size(), f.step))
+    throw ConfigError("--fault expects kill:RANK:STEP, hang:RANK:STEP or stop:RANK:STEP, got '" +
+                      spec + "'");
+  return f;
+}
 
 void test_stop_point(const char* where, int rank) {
   const char* spec = std::getenv("STARRING_TEST_STOP");

@@ -13,6 +13,16 @@ namespace starring {
 // `who`: "rank 1" / "server rank 4"; `kind`: "kill" or "hang".
 void announce_fault(const std::string& who, const std::string& kind, std::int64_t step);
 
+// --fault KIND:RANK:STEP, as the trainer (trainer/straggler.h), a parameter server and the
+// preflight checks read it: kill, hang (RANK a world rank) or stop (RANK a worker's index), STEP
+// an optimizer step. parse_config has checked its form (common/config_check.cc).
+struct FaultSpec {
+  std::string kind;  // empty: no fault
+  std::int64_t rank = -1, step = -1;
+};
+// An empty spec: no fault. ConfigError naming --fault and its form for anything else malformed.
+FaultSpec parse_fault(const std::string& spec);
+
 // A test hook, no option: with STARRING_TEST_STOP=<where>:<rank> in the environment, world rank
 // <rank> stops itself (SIGSTOP: alive and silent, as a debugger or a stopped job leaves it) when it
 // reaches `where`, a point no --fault step reaches, after a line on stderr as announce_fault's

@@ -11,6 +11,7 @@
 #include "common/config_detail.h"
 #include "common/dataset.h"
 #include "common/error.h"
+#include "common/fault.h"
 #include "common/test_hosts.h"
 #include "experiments/output_checks.h"
 #include "ps/ps_group.h"
@@ -32,10 +33,9 @@ void check_meaningful(const Config& cfg, int size) {
                              ": only --backend ps relaxes "
                              "consistency; '",
                              s.backend, "' is synchronous (bsp)"));
-  const std::string& f = cfg.train.fault;  // KIND:RANK:STEP
-  if (f.empty()) return;
-  const auto a = f.find(':'), b = f.rfind(':');
-  const long long rank = std::stoll(f.substr(a + 1, b - a - 1)), step = std::stoll(f.substr(b + 1));
+  const std::string& f = cfg.train.fault;
+  const auto [kind, rank, step] = parse_fault(f);
+  if (kind.empty()) return;
   if (rank >= size)
     throw ConfigError(
         concat("--fault ", f, ": there is no rank ", rank, " (", size, " ranks were started)"));
@@ -49,9 +49,7 @@ void check_meaningful(const Config& cfg, int size) {
 // act on (trainer/stop_vote.h): refused where it would be ignored.
 void check_stop_fault(const Config& cfg, int workers) {
   const std::string& f = cfg.train.fault;
-  const auto a = f.find(':'), b = f.rfind(':');
-  const long long w = std::stoll(f.substr(a + 1, b - a - 1));
-  if (w >= workers)
+  if (parse_fault(f).rank >= workers)
     throw ConfigError(concat("--fault ", f, ": RANK is a worker's index here, and there are ",
                              workers, " workers"));
   if (cfg.ckpt.dir.empty())
@@ -101,10 +99,7 @@ std::string check_resume(const Config& cfg, int workers, long long train_samples
   // step exactly, and the resumed run starts after the checkpoint's): the run ended with exit 0
   // as if the fault had been survived. A PS server's fires at the first push from that step on.
   const std::string& f = t.fault;
-  if (!f.empty() && f.rfind("stop:", 0) != 0) {
-    const auto a = f.find(':'), b = f.rfind(':');
-    const long long rank = std::stoll(f.substr(a + 1, b - a - 1)),
-                    step = std::stoll(f.substr(b + 1));
+  if (const auto [kind, rank, step] = parse_fault(f); !kind.empty() && kind != "stop") {
     const bool serves =
         cfg.sync.backend == "ps" && (cfg.sync.servers == "colocated" || rank >= workers);
     if (!serves && step <= c.step)
@@ -143,7 +138,7 @@ void note_warmup_past_the_run(const TrainConfig& t, long long n, int workers) {
 // A --fault STEP past the run's last step (its epochs, not only --max-steps: check_meaningful)
 // never fires, and the run ended with exit 0 as if the fault had been survived.
 void check_fault_reached(const TrainConfig& t, long long n, int workers) {
-  const long long step = std::stoll(t.fault.substr(t.fault.rfind(':') + 1));
+  const std::int64_t step = parse_fault(t.fault).step;
   const RunSteps steps = run_steps(t, n, workers);
   if (step > steps.total)
     throw ConfigError(concat("--fault ", t.fault, ": the run has only ", steps.total, " steps (",
@@ -203,7 +198,7 @@ void preflight(Config& cfg, int rank, int size) {
   const auto& t = cfg.train;
   for (const auto& note : check_train_options_apply(cfg, workers))
     if (rank == 0) std::fprintf(stderr, "[starring] note: %s\n", note.c_str());
-  if (t.fault.rfind("stop:", 0) == 0) check_stop_fault(cfg, workers);
+  if (parse_fault(t.fault).kind == "stop") check_stop_fault(cfg, workers);
   if (workers >= 1 && (ds == "synthetic" || idx) &&
       static_cast<long long>(n / workers) < static_cast<long long>(t.batch) * t.accum)
     throw ConfigError(concat("batch ", t.batch, " x accum ", t.accum,

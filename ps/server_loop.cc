@@ -27,16 +27,11 @@ ServerLoop::ServerLoop(std::shared_ptr<Comm> comm, PsGroup group, ServerOptions 
   done_.assign(static_cast<std::size_t>(workers_), 0);
   worker_seg_.resize(static_cast<std::size_t>(workers_));
   shm_worker_.assign(static_cast<std::size_t>(workers_), 0);
-  if (!opt_.fault.empty()) {
-    char kind[16] = {0};
-    long long r = -1, s = -1;
-    // stop:RANK:STEP is a worker's (a stop request); servers act on kill and hang.
-    if (std::sscanf(opt_.fault.c_str(), "%15[a-z]:%lld:%lld", kind, &r, &s) == 3 &&
-        std::string(kind) != "stop") {
-      fault_kind_ = kind;
-      fault_rank_ = static_cast<int>(r);
-      fault_step_ = s;
-    }
+  // stop:RANK:STEP is a worker's (a stop request); servers act on kill and hang.
+  if (const FaultSpec f = parse_fault(opt_.fault); f.kind == "kill" || f.kind == "hang") {
+    fault_kind_ = f.kind;
+    fault_rank_ = f.rank;
+    fault_step_ = f.step;
   }
 }
 

@@ -143,8 +143,7 @@ class ServerLoop {
   std::uint64_t ctl_bytes_out_ = 0;
   std::uint64_t local_push_bytes_ = 0, msgs_in_ = 0, msgs_out_ = 0;
   std::uint64_t shm_push_bytes_ = 0, shm_reply_bytes_ = 0;
-  int fault_rank_ = -1;
-  std::int64_t fault_step_ = -1;
+  std::int64_t fault_rank_ = -1, fault_step_ = -1;
   std::string fault_kind_;
 };
 

@@ -40,26 +40,12 @@ long Straggler::delay_ms(int rank, std::int64_t step) const {
   return static_cast<int>(g.below(static_cast<std::uint64_t>(workers_))) == rank ? ms_ : 0;
 }
 
-FaultInjector::FaultInjector(const std::string& spec) {
-  if (spec.empty()) return;
-  const std::string bad =
-      "--fault expects kill:RANK:STEP, hang:RANK:STEP or stop:RANK:STEP, got '" + spec + "'";
-  const auto c1 = spec.find(':'), c2 = spec.find(':', c1 == std::string::npos ? c1 : c1 + 1);
-  STARRING_CONFIG_CHECK(c2 != std::string::npos, bad);
-  kind_ = spec.substr(0, c1);
-  STARRING_CONFIG_CHECK(kind_ == "kill" || kind_ == "hang" || kind_ == "stop", bad);
-  try {
-    rank_ = std::stoi(spec.substr(c1 + 1, c2 - c1 - 1));
-    step_ = std::stol(spec.substr(c2 + 1));
-  } catch (const std::logic_error&) {
-    throw ConfigError(bad);
-  }
-}
+FaultInjector::FaultInjector(const std::string& spec) : f_(parse_fault(spec)) {}
 
 void FaultInjector::at_step(int rank, std::int64_t step) const {
-  if (rank != rank_ || step != step_ || kind_ == "stop") return;
-  announce_fault("rank " + std::to_string(rank), kind_, step);
-  if (kind_ == "kill") std::raise(SIGKILL);
+  if (rank != f_.rank || step != f_.step || f_.kind == "stop") return;
+  announce_fault("rank " + std::to_string(rank), f_.kind, step);
+  if (f_.kind == "kill") std::raise(SIGKILL);
   std::this_thread::sleep_for(std::chrono::hours(24));
 }
 

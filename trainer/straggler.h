@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/fault.h"
+
 namespace starring {
 
 class Straggler {
@@ -45,13 +47,11 @@ class FaultInjector {
   void at_step(int rank, std::int64_t step) const;
   // stop:RANK:STEP: true on worker `rank` from `step` on.
   bool stop_requested(int rank, std::int64_t step) const {
-    return kind_ == "stop" && rank == rank_ && step >= step_;
+    return f_.kind == "stop" && rank == f_.rank && step >= f_.step;
   }
 
  private:
-  std::string kind_;
-  int rank_ = -1;
-  long step_ = 0;
+  FaultSpec f_;
 };
 
 }  // namespace starring

@@ -1,12 +1,14 @@
 // The line an injected fault prints just before its rank dies or goes silent (common/fault.h):
 // the kind says what the rank does, and the host's wall clock to the microsecond lets a sweep
-// time how long the rest of the job takes to end (scripts/starring_results.py, FAULT_LINE).
+// time how long the rest of the job takes to end (scripts/starring_results.py, FAULT_LINE). And
+// parse_fault, the one reader of --fault KIND:RANK:STEP.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <regex>
 #include <string>
 
+#include "common/error.h"
 #include "common/fault.h"
 
 namespace starring {
@@ -35,6 +37,29 @@ TEST(AnnounceFault, SaysTheKindTheStepAndTheWallClock) {
     // (to the printed microsecond)
     EXPECT_GE(t, before - 1e-6) << err;
     EXPECT_LE(t, after + 1e-6) << err;
+  }
+}
+
+// --fault as every reader takes it (the trainer, a parameter server, the preflight checks): one
+// parser. Its ServerLoop copy (sscanf) ignored a malformed spec, the trainer's took "kill:1x:5"
+// as rank 1 (std::stoi), and the preflight's split on the first and last colon.
+TEST(ParseFault, KindRankAndStepOrAConfigErrorNamingTheOption) {
+  EXPECT_EQ(parse_fault("").kind, "");
+  const FaultSpec f = parse_fault("hang:3:17");
+  EXPECT_EQ(f.kind, "hang");
+  EXPECT_EQ(f.rank, 3);
+  EXPECT_EQ(f.step, 17);
+  EXPECT_EQ(parse_fault("stop:0:2").kind, "stop");
+  EXPECT_EQ(parse_fault("kill:12:99999999999").step, 99999999999);
+  for (const char* bad : {"kill", "kill:1", "kill:1x:5", "kill:1:5x", "kill:-1:5", "kill::5",
+                          "crash:1:5", "kill:1:2:3", "kill:1:99999999999999999999", " kill:1:5"}) {
+    try {
+      parse_fault(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("--fault expects kill:RANK:STEP"), std::string::npos)
+          << e.what();
+    }
   }
 }
 
