@@ -98,9 +98,14 @@ bool ShardServer::would_wait(int worker, int chunk) const {
 
 void ShardServer::set_params(int chunk, const float* data, std::size_t count) {
   Chunk& c = chunk_of(chunk, 0);
-  STARRING_CHECK(count == c.count, "parameter server: initial parameters of chunk ", chunk,
-                 " have ", count, " floats, expected ", c.count);
+  STARRING_CHECK(count == c.count, "parameter server ", spec_.server_index,
+                 ": initial parameters of chunk ", chunk, " have ", count, " floats, expected ",
+                 c.count);
+  // Counted once per chunk: a chunk sent twice made all_params_set() true with another unset.
+  STARRING_CHECK(!c.params_set, "parameter server ", spec_.server_index,
+                 ": initial parameters of chunk ", chunk, " sent twice");
   std::memcpy(params_ + c.begin, data, count * sizeof(float));
+  c.params_set = true;
   ++params_set_;
 }
 

@@ -112,6 +112,7 @@ class ShardServer {
     std::vector<std::int64_t> clock;         // pushes received per worker
     std::vector<std::int64_t> release;       // ssp: withheld reply, released at min clock >= value
     std::int64_t updates = -1;  // asp/ssp: optimizer updates of this chunk's state (-1: none yet)
+    bool params_set = false;    // its initial parameters came (set_params)
   };
   Chunk& chunk_of(int chunk, int worker);
   std::vector<float>& state_ref(int chunk, int part);

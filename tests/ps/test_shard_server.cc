@@ -31,6 +31,26 @@ std::vector<int> workers_of(const std::vector<PsReply>& r) {
   return w;
 }
 
+// The start is acknowledged once every chunk has its initial parameters: a chunk sent twice does
+// not stand in for another (it was counted twice, and all_params_set() held with chunk 1 unset).
+TEST(ShardServer, InitialParametersCountOncePerChunk) {
+  ShardServer s(spec(2, "bsp"));
+  const float zero[3] = {0, 0, 0};
+  s.set_params(0, zero, 3);
+  try {
+    s.set_params(0, zero, 3);
+    ADD_FAILURE() << "chunk 0's initial parameters accepted twice";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("parameter server 0: initial parameters of chunk 0 sent "
+                                         "twice"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(s.all_params_set());
+  s.set_params(1, zero, 3);
+  EXPECT_TRUE(s.all_params_set());
+}
+
 TEST(ShardServer, BspRepliesToEveryWorkerOnceAllHavePushed) {
   ShardServer s(spec(2, "bsp"));
   const float zero[3] = {0, 0, 0}, g0[3] = {1, 2, 3}, g1[3] = {3, 2, 1};
