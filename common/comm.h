@@ -95,13 +95,25 @@ class Comm {
 // other's messages. Within a range a protocol may encode bucket / chunk numbers.
 namespace tags {
 inline constexpr int kBarrier = 1;
-inline constexpr int kStartup = 97;            // experiments/main.cc: the start-up notes
-inline constexpr int kArrival = 98;            // first_error's arrival notes (comm_util.h)
-inline constexpr int kCensus = 99;             // common/census.h
-inline constexpr int kTrainerBase = 100;       // evaluation reductions, checks
-inline constexpr int kRingBase = 1 << 16;      // allreduce/ (RingOptions::tag)
-inline constexpr int kPsBase = 1 << 20;        // ps/
-inline constexpr int kBenchBase = 1 << 24;     // bench harness control messages
+inline constexpr int kStartup = 97;  // experiments/main.cc: the start-up notes
+inline constexpr int kArrival = 98;  // first_error's arrival notes (comm_util.h)
+inline constexpr int kCensus = 99;   // common/census.h
+// The trainer's and the commands' own exchanges: one tag each, listed here so that no two
+// share one by accident.
+inline constexpr int kTrainerBase = 100;
+inline constexpr int kEvalSums = kTrainerBase + 1;        // trainer/evaluate.cc, counts to worker 0
+inline constexpr int kRunTotals = kTrainerBase + 2;       // experiments/train_command.cc, to rank 0
+inline constexpr int kCheckpointSums = kTrainerBase + 3;  // trainer/train_loop_checkpoint.cc
+inline constexpr int kResume = kTrainerBase + 40;         // trainer/checkpoint_resume.cc
+inline constexpr int kDataLoaded = kTrainerBase + 50;     // experiments/train_run.cc (first_error)
+inline constexpr int kStopVote = kTrainerBase + 60;       // trainer/stop_vote.cc
+inline constexpr int kSetUp = kTrainerBase + 70;          // trainer/trainer.cc (first_error)
+inline constexpr int kStepLosses = kTrainerBase + 80;     // trainer/step_losses.cc
+inline constexpr int kPeerNotes = kTrainerBase + 85;      // trainer/peer_watch.cc
+inline constexpr int kEnvReport = kTrainerBase + 90;      // experiments/env_command.cc
+inline constexpr int kRingBase = 1 << 16;                 // allreduce/ (RingOptions::tag)
+inline constexpr int kPsBase = 1 << 20;                   // ps/
+inline constexpr int kBenchBase = 1 << 24;                // bench harness control messages
 inline constexpr int kMaxTag = (1 << 28) - 1;  // stays below MPI_TAG_UB guarantees we check at init
 }  // namespace tags
 

@@ -34,7 +34,7 @@ namespace starring {
 namespace {
 
 constexpr std::size_t kHostBytes = 1024;
-constexpr int kEnvTag = tags::kTrainerBase + 90;
+constexpr int kEnvTag = tags::kEnvReport;
 
 void row(const char* key, const std::string& value) {
   std::printf("  %-22s %s\n", key, value.c_str());

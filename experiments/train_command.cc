@@ -27,7 +27,7 @@ namespace {
 
 // Every rank's totals travel to world rank 0 as a JSON string.
 std::vector<nlohmann::json> gather_to_root(Comm& world, const nlohmann::json& mine) {
-  const int tag = tags::kTrainerBase + 2;
+  const int tag = tags::kRunTotals;
   std::vector<nlohmann::json> all;
   if (world.rank() != 0) {
     std::string s = mine.dump();

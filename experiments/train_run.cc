@@ -76,7 +76,7 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
   // --timeout 3), so the others wait that long again plus an allowance for it, by the data's size.
   const Seconds allowance = load_allowance(cfg.data);
   try {
-    failed = first_error(*world, failed, tags::kTrainerBase + 50, world->timeout() + allowance);
+    failed = first_error(*world, failed, tags::kDataLoaded, world->timeout() + allowance);
   } catch (const TimeoutError& e) {
     if (mine) std::rethrow_exception(mine);  // its own bad file says more than a peer's silence
     char secs[32];

@@ -13,7 +13,7 @@
 namespace starring {
 namespace {
 
-constexpr int kResumeTag = tags::kTrainerBase + 40;
+constexpr int kResumeTag = tags::kResume;
 constexpr std::size_t kPiece = std::size_t{1} << 28;  // MPI counts are ints: send in pieces
 
 void send_text(Comm& c, const std::string& s, int dst) {

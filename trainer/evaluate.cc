@@ -55,7 +55,7 @@ EvalResult Evaluator::run(const Dataset& test, double train_loss_sum, double tra
     stats[0] += model_.count_correct(dy_, n);
     stats[2] += n;
   }
-  stats = sum_to_worker0(workers_, std::move(stats), tags::kTrainerBase + 1);
+  stats = sum_to_worker0(workers_, std::move(stats), tags::kEvalSums);
   EvalResult r;
   r.count = static_cast<long>(stats[2]);
   r.accuracy = stats[2] > 0 ? stats[0] / stats[2] : 0;

@@ -9,7 +9,7 @@
 namespace starring {
 namespace {
 
-constexpr int kNoteTag = tags::kTrainerBase + 85;
+constexpr int kNoteTag = tags::kPeerNotes;
 constexpr auto kPoll = std::chrono::milliseconds(10);
 
 double secs(PeerWatch::Clock::duration d) { return Seconds(d).count(); }

@@ -7,7 +7,7 @@
 // reach a meeting many steps, and far more than --timeout, ahead of a straggler, and the barrier
 // alone cannot tell that straggler from a dead one. So each worker runs a small thread that every
 // timeout/4, and at once when it reaches a meeting, sends every other worker a note (16 bytes on
-// the trainer's Comm, tags::kTrainerBase + 85; not the backend's, so the bytes reported per step
+// the trainer's Comm, tags::kPeerNotes; not the backend's, so the bytes reported per step
 // do not hold them): the number of meetings it has reached and how long ago its trainer began its
 // last step or left a meeting (zero while it waits at one: a peer already at the next meeting
 // waits for it). Before a meeting's barrier, await() waits until every peer's notes say it has

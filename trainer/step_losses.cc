@@ -7,7 +7,7 @@
 namespace starring {
 namespace {
 
-constexpr int kLossTag = tags::kTrainerBase + 80;
+constexpr int kLossTag = tags::kStepLosses;
 
 // True when a is a higher loss than b: not-a-number above everything (a diverged worker).
 bool higher(double a, double b) {

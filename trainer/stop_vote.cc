@@ -7,7 +7,7 @@
 namespace starring {
 namespace {
 
-constexpr int kVoteTag = tags::kTrainerBase + 60;
+constexpr int kVoteTag = tags::kStopVote;
 // Send buffers that outlive any request (an abandoned send finishes in the background).
 constexpr unsigned char kFlags[2] = {0, 1};
 

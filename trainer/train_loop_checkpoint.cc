@@ -146,7 +146,7 @@ void TrainLoop::checkpoint() {
   std::vector<double> sums(1 + world_, 0.0);
   sums[0] = epoch_loss_;
   sums[1 + rank_] = mine_s;
-  sums = sum_to_worker0(env_.workers, std::move(sums), tags::kTrainerBase + 3);
+  sums = sum_to_worker0(env_.workers, std::move(sums), tags::kCheckpointSums);
   const double loss_sum = sums[0];
   const double leg_s = *std::max_element(sums.begin() + 1, sums.end());
   env_.sync.save_optimizer_state(c.state1, c.state2);

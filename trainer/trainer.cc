@@ -372,7 +372,7 @@ void TrainLoop::evaluate(int epoch) {
 
 namespace {
 
-constexpr int kSetUpTag = tags::kTrainerBase + 70;
+constexpr int kSetUpTag = tags::kSetUp;
 
 // Setting up (the model, the checkpoint to resume from, worker 0's metrics file) can fail on
 // some workers alone, after every rank agreed on the data (experiments/train_run.cc). The workers
