@@ -17,6 +17,7 @@
 #include "common/config_detail.h"
 #include "common/error.h"
 #include "common/trace.h"
+#include "trainer/checkpoint.h"
 
 namespace starring {
 
@@ -95,7 +96,7 @@ void check_checkpoint_dir(const CheckpointConfig& ck) {
   if (ck.dir.empty() || !ck.resume.empty() || !fs::is_directory(ck.dir, ec)) return;
   for (const auto& e : fs::directory_iterator(ck.dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name == "latest" || (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".ckpt"))
+    if (name == "latest" || is_checkpoint_file_name(name))
       throw ConfigError(concat("--checkpoint-dir: folder '", ck.dir,
                                "' already holds checkpoints (", name,
                                "); continue that run with --resume latest, or give an empty "

@@ -96,6 +96,8 @@ std::string checkpoint_file_name(std::int64_t step) {
   return buf;
 }
 
+bool is_checkpoint_file_name(const std::string& name) { return step_of_name(name) >= 0; }
+
 nlohmann::json history_json(const std::vector<EpochRecord>& history) {
   nlohmann::json out = nlohmann::json::array();
   for (const EpochRecord& e : history)

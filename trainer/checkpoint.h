@@ -82,6 +82,9 @@ CheckpointData decode_checkpoint(const std::string& bytes, const std::string& fi
 CheckpointData read_checkpoint(const std::string& path, const std::string& where);
 
 std::string checkpoint_file_name(std::int64_t step);  // "ckpt-0000000042.ckpt"
+// Whether a file name (no folder) is a checkpoint's, "ckpt-<step>.ckpt": what the rotation after a
+// save, --resume latest / auto and the preflight's check of a fresh run's folder look at.
+bool is_checkpoint_file_name(const std::string& name);
 
 // Writes `bytes` to `path` atomically (tmp file in the same folder, fsync, rename, fsync folder).
 void write_file_atomically(const std::string& path, const std::string& bytes,

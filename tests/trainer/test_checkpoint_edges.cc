@@ -94,6 +94,11 @@ TEST(CheckpointLatest, NamesWhoseStepIsNotANumberOfOursArePassedOver) {
   } catch (const std::exception& e) {
     ADD_FAILURE() << "threw: " << e.what();
   }
+  // The same rule for the preflight's check of a fresh run's folder (is_checkpoint_file_name).
+  EXPECT_TRUE(is_checkpoint_file_name(checkpoint_file_name(42)));
+  for (const char* other : {"ckpt-99999999999999999999999.ckpt", "ckpt-.ckpt", "ckpt-x.ckpt",
+                            "ckpt--1.ckpt", "ckpt-0000000042.ckpt.tmp", "latest"})
+    EXPECT_FALSE(is_checkpoint_file_name(other)) << other;
 }
 
 TEST(CheckpointFits, OptimizerStateOfTheWrongSizeIsRefused) {
