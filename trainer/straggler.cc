@@ -9,6 +9,13 @@
 #include "common/rng.h"
 
 namespace starring {
+namespace {
+
+// any:MS draws its worker from mix(seed ^ this, step) ("STRAGGLR" in ASCII): without it, step t's
+// draw would start the very stream the sampler shuffles epoch t with, mix(seed, t).
+constexpr std::uint64_t kAnyDrawSalt = 0x5354524147474C52ull;
+
+}  // namespace
 
 Straggler::Straggler(const std::string& spec, std::uint64_t seed, int workers)
     : seed_(seed), workers_(workers) {
@@ -36,7 +43,7 @@ Straggler::Straggler(const std::string& spec, std::uint64_t seed, int workers)
 long Straggler::delay_ms(int rank, std::int64_t step) const {
   if (ms_ <= 0) return 0;
   if (!any_) return rank == rank_ ? ms_ : 0;
-  SplitMix64 g(mix(seed_ ^ 0x5354524147474C52ull, static_cast<std::uint64_t>(step)));
+  SplitMix64 g(mix(seed_ ^ kAnyDrawSalt, static_cast<std::uint64_t>(step)));
   return static_cast<int>(g.below(static_cast<std::uint64_t>(workers_))) == rank ? ms_ : 0;
 }
 
