@@ -98,6 +98,14 @@ bool PsWorker::issue(const Job& job) {
     }
     const int dst = server_rank(c);
     const std::size_t bytes = ch.count * sizeof(float);
+    const bool listed = f.send || f.recv;  // still in active_
+    if (f.send) {
+      // The previous push's reply came before MPI reported its send complete (poll_flights):
+      // the reply proves the data arrived, but MPI still owns the staging until the send is
+      // completed, so it is completed before the staging is rewritten (at once in practice).
+      f.send->wait(comm_->timeout());
+      f.send.reset();
+    }
     f.pushed = false;
     f.recv = comm_->irecv(buf_.params + ch.begin, bytes, dst, kReplyTagBase + c);
     const auto t0 = Clock::now();
@@ -115,7 +123,7 @@ bool PsWorker::issue(const Job& job) {
     }
     const double staged = seconds(Clock::now() - t0);
     f.send = comm_->isend(f.staging.data(), f.staging.size(), dst, kReqTag);
-    active_.push_back(c);
+    if (!listed) active_.push_back(c);  // listed once: poll_flights would test it twice
     std::lock_guard<std::mutex> lk(mu_);
     stage_s_ += staged;
   }
