@@ -72,8 +72,16 @@ void HostInterruptWait::wait() {
       settled[i] = said || !running(pids_[i]);
       all = all && settled[i];
     }
-    if (all || std::chrono::steady_clock::now() > deadline) return;
+    if (all || std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // Receives still posted (a peer that ended, or the deadline) are cancelled, so no late "done"
+  // lands in heard_ after this object is gone. A cancelled receive completes locally: the wait
+  // returns whatever the peers do (MPI 4.0, 3.8.4).
+  for (MPI_Request& r : recvs) {
+    if (r == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
   }
 }
 

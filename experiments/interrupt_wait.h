@@ -43,7 +43,7 @@ class HostInterruptWait {
   int rank_ = 0;
   Seconds limit_;
   std::vector<pid_t> pids_;
-  std::vector<int> heard_;  // receive buffers: they must outlive receives left pending
+  std::vector<int> heard_;  // receive buffers (wait() cancels what it leaves pending)
   std::unique_ptr<InterruptBarrier> barrier_;
 };
 
