@@ -19,7 +19,6 @@ RingAllreduce::RingAllreduce(Comm& comm, RingOptions opt)
                  " bytes is too small (minimum 64)");
   STARRING_CHECK(opt_.window >= 1, comm.where(), ": ring window must be >= 1");
   seg_elems_ = opt_.segment_bytes / sizeof(float) / 16 * 16;
-  scratch_.resize(static_cast<std::size_t>(opt_.window) * seg_elems_ * wire_bytes(opt_.wire));
 }
 
 std::size_t ring_chunk_begin(int c, int n, std::size_t count) {
@@ -87,7 +86,7 @@ void RingAllreduce::process(std::size_t k, const float* in, float* out, float sc
   const bool forward = it.step + 1 <= 2 * n_ - 3;
   const bool reduce = it.step <= n_ - 2;
   const float s = it.step == n_ - 2 ? scale : 1.0f;  // the chunk is complete after this step
-  const auto* slot = scratch_.data() + (k % opt_.window) * seg_elems_ * wb;
+  const auto* slot = scratch_.data() + (k % opt_.window) * slot_elems_ * wb;
   const float* src = in + it.lo;
   float* dst = out + it.lo;
   if (opt_.wire == WireType::kFloat32) {
@@ -124,7 +123,7 @@ void RingAllreduce::post_receives(float* out) {
   const std::size_t wb = wire_bytes(opt_.wire), window = opt_.window;
   for (; posted_ < items_.size() && posted_ < head_ + window; ++posted_) {
     const Item& it = items_[posted_];
-    void* dst = scratch_.data() + (posted_ % window) * seg_elems_ * wb;  // reduce-scatter
+    void* dst = scratch_.data() + (posted_ % window) * slot_elems_ * wb;  // reduce-scatter
     if (it.step > n_ - 2)
       dst = opt_.wire == WireType::kFloat32 ? static_cast<void*>(out + it.lo)
                                             : static_cast<void*>(stage_.data() + it.lo * wb);
@@ -139,6 +138,16 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
   }
   items_ = ring_receives(rank_, n_, count, seg_elems_);
   const std::size_t wb = wire_bytes(opt_.wire);
+  // Scratch slots as long as this run's longest reduce-scatter segment (rounded up to 16 floats,
+  // as segments are, so slots stay 64-byte apart), not segment_bytes: a segment far above the
+  // chunks (--segment-bytes 256M: 1 GiB of zeroed scratch per rank for a 1 MiB all-reduce; 4G:
+  // std::bad_alloc) then costs only what the run receives.
+  slot_elems_ = 0;
+  for (const Item& it : items_)
+    if (it.step <= n_ - 2) slot_elems_ = std::max(slot_elems_, it.hi - it.lo);
+  slot_elems_ = (slot_elems_ + 15) / 16 * 16;
+  const std::size_t scratch = static_cast<std::size_t>(opt_.window) * slot_elems_ * wb;
+  if (scratch_.size() < scratch) scratch_.resize(scratch);
   if (opt_.wire != WireType::kFloat32 && stage_.size() < count * wb) stage_.resize(count * wb);
   recvs_.clear();
   recvs_.resize(items_.size());

@@ -89,8 +89,9 @@ class RingAllreduce {
   RingOptions opt_;
   int n_, rank_, next_, prev_;
   std::size_t seg_elems_;
+  std::size_t slot_elems_ = 0;  // this run: the longest reduce-scatter segment (<= seg_elems_)
   std::vector<Item> items_;
-  std::vector<unsigned char> scratch_;  // window x segment (wire type): reduce-scatter receives
+  std::vector<unsigned char> scratch_;  // window x slot_elems_ (wire type): reduce-scatter receives
   std::vector<unsigned char> stage_;    // half wire: count elements, what is sent and gathered
   std::vector<std::unique_ptr<Request>> recvs_;  // per item; [head_, posted_) pending
   std::size_t head_ = 0, posted_ = 0;

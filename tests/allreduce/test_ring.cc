@@ -89,6 +89,30 @@ TEST(RingInProc, SendsTwoNMinusOneOverNOfTheBuffer) {
   }
 }
 
+// A segment far larger than any chunk: the scratch it receives into is sized by the run, not by
+// segment_bytes (which sized it window x segment_bytes at construction: --segment-bytes 256M
+// zeroed 1 GiB per rank for a 1 MiB all-reduce, and 1 TiB here failed with std::bad_alloc).
+TEST(RingInProc, HugeSegmentCostsOnlyWhatTheRunReceives) {
+  INPROC_ONLY();
+  RingOptions o;
+  o.segment_bytes = std::size_t{1} << 40;
+  for (int n : {2, 3}) {
+    for (WireType w : {WireType::kFloat32, WireType::kFloat16}) {
+      o.wire = w;
+      inproc(n, [&](std::shared_ptr<Comm> c) {
+        RingAllreduce ring(*c, o);
+        for (std::size_t count : {std::size_t{1000}, std::size_t{100003}}) {
+          auto in = closed_form_input(c->rank(), count);
+          std::vector<float> out(count, -1.0f);
+          ring.run(in.data(), out.data(), count, 1.0f);
+          EXPECT_EQ(count_wrong(out.data(), count, n, 1.0f), 0)
+              << wire_type_name(w) << " ranks " << n << " count " << count;
+        }
+      });
+    }
+  }
+}
+
 // Half-precision wire: within the rounding of one narrowing per hop, bit-identical on every
 // rank, and half the bytes.
 TEST(RingInProc, CompressedWireWithinToleranceAndIdenticalOnAllRanks) {
