@@ -332,6 +332,8 @@ void ShmRing::run_loop(const float* in, float* out, float scale) {
 
 void ShmRing::run(const float* in, float* out, std::size_t count, float scale) {
   STARRING_CHECK(!failed_, comm_.where(), ": shared-memory ring used after a failure");
+  // close() freed (or leaked) the window: slots and counters are gone.
+  STARRING_CHECK(!closed_, comm_.where(), ": shared-memory ring used after close()");
   if (count == 0) return;
   count_ = count;
   seg_total_ = ring_receives(rank_, n_, count, slot_elems_).size();

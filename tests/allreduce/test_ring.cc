@@ -274,6 +274,30 @@ TEST(RingMpi, SharedMemoryPathEqualsCommPathBitwise) {
   EXPECT_NEAR(static_cast<double>(c1->bytes_recv - c0->bytes_recv), ideal, 64.0 * world->size());
 }
 
+// close() frees the shared-memory window (every rank of the node votes, then MPI_Win_free): a
+// run after it must be refused, not write into slots that are gone (it crashed or hung).
+TEST(RingMpi, RunAfterCloseIsRefused) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  const int n = world->size();
+  auto ring = make_ring_allreducer(world, RingOptions{});
+  const std::size_t count = 100003;
+  auto in = closed_form_input(world->rank(), count);
+  std::vector<float> out(count, -1.0f);
+  ring->run(in.data(), out.data(), count, 1.0f);
+  EXPECT_EQ(count_wrong(out.data(), count, n, 1.0f), 0);
+  ring->close(false);
+  try {
+    ring->run(in.data(), out.data(), count, 1.0f);
+    ADD_FAILURE() << "run() after close() was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("after close()"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(world->rank())),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // A chunk larger than the shared-memory ring's slots (2 MiB of them per rank, 16 MiB when ranks
 // outnumber cores, shm_ring.cc): a rank streaming its own chunk in the first step runs out of
 // free slots and must wait for its successor to consume one, as it does for the wide model
