@@ -135,6 +135,7 @@ ShmRing::ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node)
   // with 16 MiB).
   slot_elems_ = std::clamp<std::size_t>(opt.segment_bytes, 4096, 256 * 1024) / sizeof(float);
   slot_elems_ = slot_elems_ / 16 * 16;
+  slot_bytes_ = kSlotHeader + slot_elems_ * sizeof(float);
   const bool oversubscribed =
       static_cast<unsigned>(n_) > std::max(1u, std::thread::hardware_concurrency());
   const std::size_t ring_bytes = opt.shm_ring_bytes ? opt.shm_ring_bytes
@@ -144,7 +145,7 @@ ShmRing::ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node)
   MPI_Info info;
   CHECK_MPI(MPI_Info_create(&info));
   CHECK_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
-  const MPI_Aint bytes = kHeader + slots_ * (kSlotHeader + slot_elems_ * sizeof(float));
+  const MPI_Aint bytes = kHeader + slots_ * slot_bytes_;
   void* base = nullptr;
   CHECK_MPI(MPI_Win_allocate_shared(bytes, 1, info, node_, &base, &win_));
   MPI_Info_free(&info);
@@ -233,8 +234,7 @@ bool ShmRing::slot_free() const { return produced_ - load(my_tail_) < slots_; }
 // Slot m's data; its header sits just before it.
 float* ShmRing::my_slot(std::uint64_t m) const {
   auto* base = reinterpret_cast<unsigned char*>(my_slots_);
-  return reinterpret_cast<float*>(base + (m % slots_) * (kSlotHeader + slot_elems_ * 4) +
-                                  kSlotHeader);
+  return reinterpret_cast<float*>(base + (m % slots_) * slot_bytes_ + kSlotHeader);
 }
 
 void ShmRing::publish(std::uint64_t step, std::uint64_t lo) {
@@ -262,18 +262,21 @@ bool ShmRing::drain() {
 
 // Handles the predecessor's next message (which must be published).
 void ShmRing::process(const float* in, float* out, float scale) {
-  auto* base = reinterpret_cast<const unsigned char*>(prev_slots_) +
-               (consumed_ % slots_) * (kSlotHeader + slot_elems_ * 4);
+  auto* base =
+      reinterpret_cast<const unsigned char*>(prev_slots_) + (consumed_ % slots_) * slot_bytes_;
   const Header h = *reinterpret_cast<const Header*>(base);
   const float* data = reinterpret_cast<const float*>(base + kSlotHeader);
+  auto corrupt = [&] {
+    return detail::concat(comm_.where(), ": corrupt shared-memory ring message from rank ", prev_,
+                          " (step ", h.step, ", element ", h.lo, ")");
+  };
+  // The step first: a corrupt one must not reach the int arithmetic below (overflow).
+  STARRING_CHECK(h.step <= static_cast<std::uint64_t>(2 * n_ - 3), corrupt());
   const int step = static_cast<int>(h.step);
   const int c = ((rank_ - step - 1) % n_ + n_) % n_;
   const std::size_t begin = ring_chunk_begin(c, n_, count_),
                     end = ring_chunk_begin(c + 1, n_, count_);
-  STARRING_CHECK(step >= 0 && step <= 2 * n_ - 3 && h.lo >= begin && h.lo < end &&
-                     (h.lo - begin) % slot_elems_ == 0,
-                 comm_.where(), ": corrupt shared-memory ring message from rank ", prev_, " (step ",
-                 h.step, ", element ", h.lo, ")");
+  STARRING_CHECK(h.lo >= begin && h.lo < end && (h.lo - begin) % slot_elems_ == 0, corrupt());
   const std::size_t lo = h.lo, n = std::min(end, lo + slot_elems_) - lo;
   const bool forward = step + 1 <= 2 * n_ - 3;
   const bool reduce = step <= n_ - 2, last_reduce = step == n_ - 2;

@@ -83,6 +83,7 @@ class ShmRing {
   RingOptions opt_;
   int n_, rank_, next_, prev_;
   std::size_t slot_elems_, slots_;
+  std::size_t slot_bytes_;  // one slot: its header, then slot_elems_ floats
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Win win_ = MPI_WIN_NULL;
   std::uint64_t* my_head_ = nullptr;    // messages I published (written by me)
