@@ -73,7 +73,6 @@ class RingAllreduce {
 
   // Wire bytes this rank sends (= receives) in one run on `count` floats.
   std::uint64_t wire_bytes_per_run(std::size_t count) const;
-  const RingOptions& options() const { return opt_; }
 
  private:
   using Item = RingItem;

@@ -53,10 +53,9 @@ void set_stall_limit(double timeout_s) {
 double stall_limit_s() { return g_timeout_s.load() + kAllowance; }
 
 StallWatch::StallWatch(std::string what, std::string why) : state_(std::make_shared<State>()) {
-  const double timeout = g_timeout_s.load();
   char note[64];
   std::snprintf(note, sizeof note, "--timeout + %g s", kAllowance);
-  start(std::move(what), std::move(why), timeout + kAllowance, note, nullptr);
+  start(std::move(what), std::move(why), stall_limit_s(), note, nullptr);
 }
 
 StallWatch::StallWatch(std::string what, std::string why, double limit_s, OnFire on_fire)
