@@ -161,10 +161,10 @@ int rename_temporary_file(const std::string& tmp, const std::string& path) {
 }
 
 void announce_interrupts(bool announce, int rank, const std::string& kept) {
-  g_announce = announce;
-  g_rank = rank;
   {
-    std::lock_guard<std::mutex> lk(g_hook_mu);  // the watcher reads it under this lock
+    std::lock_guard<std::mutex> lk(g_hook_mu);  // the watcher reads them under this lock
+    g_announce = announce;
+    g_rank = rank;
     g_kept = kept;
   }
   if (g_pipe[0] < 0) {  // once: a second call only updates who announces
