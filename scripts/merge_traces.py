@@ -8,7 +8,7 @@ kill; a .partial beside a file of the same name is the newer run's and is read i
 Ranks of one host share its monotonic clock, so their events line up; ranks on different hosts
 are only as aligned as the hosts' clocks. The sweep driver does this for every traced run
 (runs/<id>/trace.json). Exit 0 when every file given was merged, 1 when one was left out (named
-on stderr, with why) or the arguments are missing."""
+on stderr, with why), the output cannot be written or the arguments are missing."""
 import os
 import sys
 
@@ -22,7 +22,10 @@ if __name__ == "__main__":
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     skipped = {}
-    merged = sr.merge_traces(sys.argv[2:], sys.argv[1], skipped)
+    try:
+        merged = sr.merge_traces(sys.argv[2:], sys.argv[1], skipped)
+    except OSError as e:  # the output (a folder that is not there, a directory, a full disk)
+        sys.exit(f"merge_traces.py: cannot write {sys.argv[1]}: {e.strerror or e}")
     for path, why in skipped.items():  # a missing rank's file, or one that is not a trace
         print(f"merge_traces.py: left out {path}: {why}", file=sys.stderr)
     print(f"merged {len(merged)} of {len(sys.argv) - 2} files into {sys.argv[1]}")

@@ -67,8 +67,22 @@ def _copy_events(path, count, out, first):
 
 def merge(paths, out_path, skipped=None):
     """starring_results.merge_traces: see there."""
-    merged, done = [], {}
     tmp = out_path + ".tmp"
+    try:
+        merged = _merge_into(paths, tmp, skipped)
+        os.replace(tmp, out_path)
+    except BaseException:  # the output could not be written: leave no half-written .tmp behind
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    return merged
+
+
+def _merge_into(paths, tmp, skipped):
+    """merge()'s body: writes the merged file to `tmp`; returns the paths merged."""
+    merged, done = [], {}
     with open(tmp, "w", encoding="utf-8") as out:
         out.write('{"traceEvents":[\n')
         first = True
@@ -93,5 +107,4 @@ def merge(paths, out_path, skipped=None):
             if done[base]:
                 merged.append(path)
         out.write('\n],"displayTimeUnit":"ms"}\n')
-    os.replace(tmp, out_path)
     return merged

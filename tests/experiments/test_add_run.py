@@ -323,6 +323,26 @@ class MergeTraces(unittest.TestCase):
             with open(out, encoding="utf-8") as f:
                 self.assertEqual([e["ts"] for e in json.load(f)["traceEvents"]], [10, 11])
 
+    def test_an_output_that_cannot_be_written_is_one_line_and_leaves_no_tmp(self):
+        # merge_traces.py ended in a traceback when the output's folder was not there, and an
+        # output that is a directory left '<out>.tmp' (the whole merged file) behind
+        with tempfile.TemporaryDirectory(prefix="starring_merge_") as tmp:
+            trace = os.path.join(tmp, "t.0.json")
+            with open(trace, "w", encoding="utf-8") as f:
+                f.write('{"traceEvents":[\n{"ph":"X","name":"s","ts":1,"dur":1,"pid":0,"tid":0}'
+                        '\n],"displayTimeUnit":"ms"}\n')
+            for out in (os.path.join(tmp, "no-such-folder", "merged.json"),
+                        os.path.join(tmp, "a-folder")):
+                if out.endswith("a-folder"):
+                    os.mkdir(out)
+                p = subprocess.run([sys.executable,
+                                    os.path.join(REPO, "scripts", "merge_traces.py"), out, trace],
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertNotIn("Traceback", p.stderr)
+                self.assertIn(f"merge_traces.py: cannot write {out}: ", p.stderr)
+                self.assertFalse(os.path.exists(out + ".tmp"), os.listdir(tmp))
+
     def test_a_file_with_a_line_that_is_no_event_is_left_out(self):
         # a finished file in trace.cc's layout with a stray line inside (copied, it made the
         # merged file invalid JSON) or a broken last event (only a killed rank's .partial may
