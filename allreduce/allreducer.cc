@@ -46,6 +46,11 @@ class RingAllreducer : public Allreducer {
 
 }  // namespace
 
+std::uint64_t reference_wire_bytes(int ranks, std::size_t count) {
+  const std::uint64_t n = ranks;
+  return n <= 1 ? 0 : 2 * (n - 1) * count * 4 / n;
+}
+
 std::unique_ptr<Allreducer> make_ring_allreducer(std::shared_ptr<Comm> comm, RingOptions opt) {
   return std::make_unique<RingAllreducer>(std::move(comm), opt);
 }

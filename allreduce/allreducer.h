@@ -41,6 +41,10 @@ class Allreducer {
   virtual void close(bool /*failed*/) {}
 };
 
+// The reference wire bytes of an opaque engine (MPI collectives, NCCL): what the ring sends per
+// rank on `count` floats over `ranks` ranks, 2(N-1)/N * count * 4 (0 for one rank).
+std::uint64_t reference_wire_bytes(int ranks, std::size_t count);
+
 // The ring over `comm` (the allreducer holds it); opt.shared_memory = false keeps it on the Comm
 // even where ShmRing could be used. Collective (ShmRing sets up a window).
 std::unique_ptr<Allreducer> make_ring_allreducer(std::shared_ptr<Comm> comm, RingOptions opt);

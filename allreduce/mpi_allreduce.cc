@@ -50,8 +50,7 @@ class MpiAllreducer : public Allreducer {
   }
 
   std::uint64_t wire_bytes(std::size_t count) const override {
-    const std::uint64_t n = comm_->size();
-    return n <= 1 ? 0 : 2 * (n - 1) * count * 4 / n;
+    return reference_wire_bytes(comm_->size(), count);
   }
 
  private:
