@@ -45,7 +45,7 @@ class ProgressWaiter {
     const auto waited = Clock::now() - last_;
     if (waited > timeout_) {
       const std::string msg = timeout_message(comm_, timeout_, what());
-      throw TimeoutError(msg + census(comm_, std::min(timeout_, Seconds(1.5))));
+      throw TimeoutError(msg + census(comm_, census_grace(timeout_)));
     }
     if (waited < spin_) return;
     if (waited < std::chrono::milliseconds(2) || max_sleep_us_ == 0) {

@@ -222,7 +222,7 @@ void ShmRing::close(bool failed) {
   throw TimeoutError(timeout_message(comm_, timeout,
                                      "shared-memory ring, waiting for the node's ranks to finish "
                                      "with it at the end of the run") +
-                     census(comm_, std::min(timeout, Seconds(1.5))));
+                     census(comm_, census_grace(timeout)));
 }
 
 CommCounters ShmRing::counters() const {

@@ -8,6 +8,7 @@
 // the same step). A rank that sent no note is silent, slow, or somewhere else: that is the one to
 // name. Notes are fire-and-forget (their buffer is static), so a dead peer costs nothing.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ namespace starring {
 // first_error does, common/comm_util.h): a rank that got there before this one timed out is
 // heard however late its own timeout fires.
 std::string census(Comm& comm, Seconds grace);
+
+// The grace each caller gives census() or census_heard() after a wait of `timeout` ran out:
+// 1.5 s, never more than the timeout itself.
+inline Seconds census_grace(Seconds timeout) { return std::min(timeout, Seconds(1.5)); }
 
 // The two halves of census: a one-int note to every other rank on `tag` (fire-and-forget), and
 // the clause naming the ranks whose note did not arrive within `grace` ("; ranks 0 and 2 <did>

@@ -148,9 +148,8 @@ std::string first_error(Comm& comm, const std::string& mine, int tag, Seconds ti
   try {
     first = first_error_exchange(comm, mine, tag, timeout);
   } catch (const TimeoutError& e) {
-    throw TimeoutError(e.what() + census_heard(comm, tags::kArrival,
-                                               std::min(timeout, Seconds(1.5)), "got here",
-                                               "get here"));
+    throw TimeoutError(e.what() + census_heard(comm, tags::kArrival, census_grace(timeout),
+                                               "got here", "get here"));
   }
   int note = 0;
   for (int p = 0; p < comm.size(); ++p)
