@@ -18,8 +18,13 @@ namespace starring {
 
 namespace {
 
-constexpr std::size_t kHeader = 128;     // head and tail on separate cache lines
+constexpr std::size_t kHeader = 128;     // head and tail on separate cache lines:
+constexpr std::size_t kTailOffset = 64;  // head at 0, tail at 64
 constexpr std::size_t kSlotHeader = 64;  // (step, lo) of the segment; keeps data 64-byte aligned
+// segment_bytes is clamped to these for a slot's data (common/config_use.cc's size note says so)
+constexpr std::size_t kMinSlotBytes = 4 << 10, kMaxSlotBytes = 256 << 10;
+// ~ShmRing's wait for the node's votes (see there); close() waits the Comm's timeout instead
+constexpr Seconds kDestructorGrace{120};
 
 std::uint64_t load(const std::uint64_t* p) {
   return std::atomic_ref<const std::uint64_t>(*p).load(std::memory_order_acquire);
@@ -133,7 +138,7 @@ ShmRing::ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node)
   // its time slice, so 16 MiB (measured at 16 MiB all-reduces on 2 cores: np 2 ran 1.9x
   // MPI_Allreduce with 2 MiB of slots and 1.5x with 16 MiB; np 4 ran 1.4x with 2 MiB and 1.85x
   // with 16 MiB).
-  slot_elems_ = std::clamp<std::size_t>(opt.segment_bytes, 4096, 256 * 1024) / sizeof(float);
+  slot_elems_ = std::clamp(opt.segment_bytes, kMinSlotBytes, kMaxSlotBytes) / sizeof(float);
   slot_elems_ = slot_elems_ / 16 * 16;
   slot_bytes_ = kSlotHeader + slot_elems_ * sizeof(float);
   const bool oversubscribed =
@@ -156,9 +161,9 @@ ShmRing::ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node)
   auto* mine = static_cast<unsigned char*>(base);
   auto* theirs = static_cast<unsigned char*>(prev_base);
   my_head_ = reinterpret_cast<std::uint64_t*>(mine);
-  my_tail_ = reinterpret_cast<std::uint64_t*>(mine + 64);
+  my_tail_ = reinterpret_cast<std::uint64_t*>(mine + kTailOffset);
   prev_head_ = reinterpret_cast<std::uint64_t*>(theirs);
-  prev_tail_ = reinterpret_cast<std::uint64_t*>(theirs + 64);
+  prev_tail_ = reinterpret_cast<std::uint64_t*>(theirs + kTailOffset);
   my_slots_ = reinterpret_cast<float*>(mine + kHeader);
   prev_slots_ = reinterpret_cast<const float*>(theirs + kHeader);
   store(my_head_, 0);
@@ -181,7 +186,7 @@ ShmRing::~ShmRing() {
   // The grace does not depend on --timeout here: ranks may reach this point far apart (one of
   // them failed early elsewhere, another was slow), and one that gave up while the others free
   // would hang them. A peer that never votes is gone: leak, as above.
-  vote_and_free(Seconds(120));
+  vote_and_free(kDestructorGrace);
 }
 
 // Posts this rank's vote; unless this rank failed, waits up to `limit` for the node's votes and
