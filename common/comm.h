@@ -114,7 +114,9 @@ inline constexpr int kEnvReport = kTrainerBase + 90;      // experiments/env_com
 inline constexpr int kRingBase = 1 << 16;                 // allreduce/ (RingOptions::tag)
 inline constexpr int kPsBase = 1 << 20;                   // ps/
 inline constexpr int kBenchBase = 1 << 24;                // bench harness control messages
-inline constexpr int kMaxTag = (1 << 28) - 1;  // stays below MPI_TAG_UB guarantees we check at init
+// The largest tag used. MPI itself promises only MPI_TAG_UB >= 32767: MpiComm's constructor refuses
+// an MPI whose MPI_TAG_UB is below this one.
+inline constexpr int kMaxTag = (1 << 28) - 1;
 }  // namespace tags
 
 }  // namespace starring
