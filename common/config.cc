@@ -162,8 +162,8 @@ struct Groups {
         "on | off: sync buckets while backward runs")(
         "compress", val(&y.compress), "none | fp16 | bf16 on the wire (ring and ring-p2p only)")(
         "segment-bytes", text(&s.segment_bytes, format_bytes(y.segment_bytes)),
-        "ring pipelining segment (e.g. 1M)")("nccl-force-ring", flag(&y.nccl_force_ring),
-                                             "force NCCL's ring algorithm");
+        "ring pipelining segment, 64 to 1G (e.g. 1M)")("nccl-force-ring", flag(&y.nccl_force_ring),
+                                                       "force NCCL's ring algorithm");
     ps.add_options()("servers", val(&y.servers),
                      "N dedicated server ranks (the last N: ranks = workers + N), or 'colocated' "
                      "(a server shard in every worker)")(

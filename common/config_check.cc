@@ -182,8 +182,10 @@ void check_sync(const SyncConfig& s) {
         "> 0 and at most 1048576 (1 TiB)", s.bucket_mb);
   check_choice("--compress", s.compress, {"none", "fp16", "bf16"});
   // The ring's own minimum (allreduce/ring_allreduce.cc): below it the ring refused at start-up
-  // with exit 1, after the option had been accepted.
-  check(s.segment_bytes >= 64, "--segment-bytes", ">= 64", s.segment_bytes);
+  // with exit 1, after the option had been accepted. Above 1 GiB (as --ps-chunk-bytes) a segment
+  // of a large enough buffer overflowed MPI's int count at send time, naming no option.
+  check(s.segment_bytes >= 64 && s.segment_bytes <= (std::size_t{1} << 30), "--segment-bytes",
+        "between 64 and 1G", format_bytes(s.segment_bytes));
   // The parameter server's own bounds (ps/ps_worker.cc): above 1 GiB a worker refused it only
   // once training had started, while a dedicated server failed on a message too large for MPI.
   check(s.ps_chunk_bytes >= sizeof(float) && s.ps_chunk_bytes <= (std::size_t{1} << 30),

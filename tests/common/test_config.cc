@@ -257,6 +257,7 @@ TEST(Config, BadValuesNameTheOption) {
       {{"--dataset", "cifar"}, "--dataset"},
       {{"--segment-bytes", "12X"}, "--segment-bytes"},
       {{"--segment-bytes", "63"}, "--segment-bytes"},    // the ring's minimum is 64
+      {{"--segment-bytes", "2G"}, "--segment-bytes"},    // above 1G: MPI int counts
       {{"--ps-chunk-bytes", "2G"}, "--ps-chunk-bytes"},  // the parameter server's maximum
       {{"--seed", "-1"}, "--seed"},                      // Boost read it as 2^64 - 1
       {{"--seed", "18446744073709551616"}, "--seed"},
