@@ -100,6 +100,9 @@ class PsBenchOp : public BenchOp {
       return;
     }
     layout_ = ParamLayout();
+    // A tensor's shape is int (ParamLayout), as MPI's counts are: refused, not wrapped.
+    STARRING_CHECK(count <= static_cast<std::size_t>(INT32_MAX), comm_->where(),
+                   ": a push+pull of ", count, " floats exceeds the parameter server's int count");
     layout_.add("buffer", {static_cast<int>(count)});
     params_.assign(count, 0.0f);
     auto opt = ps::worker_options(cfg_.sync, nullptr);
