@@ -31,6 +31,24 @@ double timed_await(PeerWatch& w, const char* where, std::string& what) {
   return since(t);
 }
 
+// Rank 1 begins one step, then runs `rest` (asleep, or computing) while rank 0 waits for it at the
+// evaluation of epoch 1. Returns how long rank 0 waited; its error's text goes to `what`.
+template <typename Rest>
+double rank0_waits_for_one_step_of_rank1(Rest rest, std::string& what) {
+  double took = 0;
+  run_ranks(2, [&](Comm& c) {
+    c.set_timeout(kTimeout);
+    PeerWatch w(c, true);
+    if (c.rank() == 1) {
+      w.begin_step();
+      rest();
+      return;
+    }
+    took = timed_await(w, "the evaluation of epoch 1", what);
+  });
+  return took;
+}
+
 // The last rank steps every 0.1 s for 2 s (five timeouts) before the meeting; the others wait
 // there for it, twice (two meetings in a row), and leave only once it has arrived.
 TEST(PeerWatch, WaitsForASlowPeerThatBeginsSteps) {
@@ -58,17 +76,8 @@ TEST(PeerWatch, WaitsForASlowPeerThatBeginsSteps) {
 // rank 0 names it after about the timeout, not at once and not never.
 TEST(PeerWatch, NamesAPeerThatBeginsNoStep) {
   std::string what;
-  double took = 0;
-  run_ranks(2, [&](Comm& c) {
-    c.set_timeout(kTimeout);
-    PeerWatch w(c, true);
-    if (c.rank() == 1) {
-      w.begin_step();
-      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-      return;
-    }
-    took = timed_await(w, "the evaluation of epoch 1", what);
-  });
+  const double took = rank0_waits_for_one_step_of_rank1(
+      [] { std::this_thread::sleep_for(std::chrono::milliseconds(2500)); }, what);
   EXPECT_NE(
       what.find("rank 0: timeout after 0.4 s waiting for rank 1 at the evaluation of epoch 1"),
       std::string::npos)
@@ -84,20 +93,14 @@ TEST(PeerWatch, NamesAPeerThatBeginsNoStep) {
 // by the step clock alone; the parameter server names such a worker too ("sent nothing").
 TEST(PeerWatch, NamesAPeerInAStepLongerThanTheTimeoutThoughItComputes) {
   std::string what;
-  double took = 0;
-  run_ranks(2, [&](Comm& c) {
-    c.set_timeout(kTimeout);
-    PeerWatch w(c, true);
-    if (c.rank() == 1) {
-      w.begin_step();
-      const auto t = Clock::now();
-      volatile double x = 1;
-      while (since(t) < 2.0)
-        for (int i = 0; i < 10000; ++i) x = x * 1.0000001 + 1e-9;
-      return;
-    }
-    took = timed_await(w, "the evaluation of epoch 1", what);
-  });
+  const double took = rank0_waits_for_one_step_of_rank1(
+      [] {
+        const auto t = Clock::now();
+        volatile double x = 1;
+        while (since(t) < 2.0)
+          for (int i = 0; i < 10000; ++i) x = x * 1.0000001 + 1e-9;
+      },
+      what);
   EXPECT_NE(what.find("waiting for rank 1 at the evaluation of epoch 1: it began no step"),
             std::string::npos)
       << what;
