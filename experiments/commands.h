@@ -19,8 +19,9 @@ int run_bench(Config& cfg, std::shared_ptr<Comm> world);        // bench_command
 int run_env(Config& cfg, std::shared_ptr<Comm> world);          // env_command.cc
 int run_bench_model(Config& cfg, std::shared_ptr<Comm> world);  // bench_model_command.cc
 
-// The commit the binary was built from (git rev-parse --short=12 at configure time, or
-// "unknown"): `starring --version`, `starring env`, a run summary's "git".  env_command.cc
+// The commit the binary was built from (git rev-parse --short=12, read at every build by
+// cmake/git_commit.cmake, "+dirty" when tracked files differed from it; "unknown" outside git):
+// `starring --version`, `starring env`, a run summary's "git".  env_command.cc
 const char* build_commit();
 
 }  // namespace starring
