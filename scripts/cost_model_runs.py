@@ -141,9 +141,11 @@ def doubt_clause(good):
     n = sum(bool(p.get("in_doubt")) for p in good)
     if not n:
         return ""
-    return (f"; {'all' if n == len(good) else n} of {'them' if n > 1 else 'it'} predicted from "
-            "constants in doubt (the calibration notes say why), so this agreement is not "
-            "evidence for the model")
+    # counted against the runs of the sentence: 1 of 3 was '1 of it'
+    who = ("it was" if len(good) == 1 else "all of them were" if n == len(good)
+           else f"{n} of them {'was' if n == 1 else 'were'}")
+    return (f"; {who} predicted from constants in doubt (the calibration notes say why), so this "
+            "agreement is not evidence for the model")
 
 
 def check_runs(runs, bench, computes, chunk=PS_CHUNK_BYTES, gamma=None, windowed=True):

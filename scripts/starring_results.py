@@ -260,7 +260,8 @@ def check_bench_row(row, where="bench row"):
 
 
 # A quarter of a CPU: other processes' use below it is the host's background (the sampler, a
-# shell), not load; report.py's load note and sweep's [other work] line use the same quarter.
+# shell), not load. (report.py's load note and sweep's [other work] line count from a quarter of
+# the host's CPUs instead, 0.5 on 2 cores: they say the host was loaded, not that it was full.)
 HOST_BUSY_SLACK_CPUS = 0.25
 
 

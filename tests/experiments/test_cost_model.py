@@ -382,7 +382,12 @@ class HostLoad(unittest.TestCase):
         w2 = next(l for l in p.stdout.splitlines() if l.startswith("w2 "))
         self.assertIn("constants in doubt", w2)
         bounds = next(l for l in p.stdout.splitlines() if l.startswith("ranks <= cores"))
-        self.assertIn("all of it predicted from constants in doubt", bounds)
+        self.assertIn("; it was predicted from constants in doubt", bounds)
+        # counted against the runs of the sentence ('1 of it' read for 1 of 3)
+        good = [{"in_doubt": True}, {"in_doubt": False}, {"in_doubt": False}]
+        self.assertIn("; 1 of them was predicted", cmr.doubt_clause(good))
+        self.assertIn("; all of them were predicted", cmr.doubt_clause(good[:1] * 2))
+        self.assertEqual(cmr.doubt_clause(good[1:]), "")
         self.assertIn("ring ms (samples/s) [fit in doubt]", p.stdout)
         self.assertIn("not ranked (fit in doubt): ring: bench on a busy host", p.stdout)
         self.assertEqual(cli.fit_note(cm.calibrate(rows, gamma=0.0)[0], {}).split(" (")[0],
