@@ -83,6 +83,10 @@ class PsBenchOp : public BenchOp {
                           " floats) cannot be split over ", shards,
                           " parameter-server shards: give -b ", shards * sizeof(float),
                           " or more (a float per shard)");
+    // A tensor's shape is int (ParamLayout), as MPI's counts are: refused, not wrapped. On every
+    // rank, as above: refused by the workers alone, a dedicated server waited for them.
+    STARRING_CHECK(count <= static_cast<std::size_t>(INT32_MAX), comm_->where(),
+                   ": a push+pull of ", count, " floats exceeds the parameter server's int count");
     count_ = count;
     iters_ = 0;
     if (group_.is_dedicated_server(rank_)) {
@@ -100,9 +104,6 @@ class PsBenchOp : public BenchOp {
       return;
     }
     layout_ = ParamLayout();
-    // A tensor's shape is int (ParamLayout), as MPI's counts are: refused, not wrapped.
-    STARRING_CHECK(count <= static_cast<std::size_t>(INT32_MAX), comm_->where(),
-                   ": a push+pull of ", count, " floats exceeds the parameter server's int count");
     layout_.add("buffer", {static_cast<int>(count)});
     params_.assign(count, 0.0f);
     auto opt = ps::worker_options(cfg_.sync, nullptr);
