@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/config_detail.h"
 #include "common/error.h"
+#include "common/fault.h"
 
 namespace starring {
 namespace {
@@ -172,6 +173,9 @@ void check_train(const TrainConfig& t) {
   check_colon_spec("--fault", t.fault, 3, 1, "kill:RANK:STEP, hang:RANK:STEP or stop:RANK:STEP");
   if (!t.fault.empty())
     check_choice("--fault", t.fault.substr(0, t.fault.find(':')), {"kill", "hang", "stop"});
+  // The readers' own rule (parse_fault, common/fault.h), here too: the check above (std::stoll)
+  // also takes ' 1' and '+1', which parse_fault refused later, in the preflight.
+  (void)parse_fault(t.fault);
 }
 
 void check_sync(const SyncConfig& s) {

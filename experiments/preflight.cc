@@ -175,7 +175,7 @@ void preflight(Config& cfg, int rank, int size) {
   if (cfg.command == "bench")
     for (const auto& note : check_bench_options_apply(cfg))
       if (rank == 0) std::fprintf(stderr, "[starring] note: %s\n", note.c_str());
-  note_single_process(cfg, rank, size);
+  if (cfg.command == "bench") note_single_process(cfg, rank, size);
   // Only `train` writes these files (an INI shared with bench or env may still name them).
   if (cfg.command != "train") return;
   check_meaningful(cfg, size);
@@ -208,6 +208,9 @@ void preflight(Config& cfg, int rank, int size) {
   if (!t.fault.empty() && workers >= 1 && (ds == "synthetic" || idx))
     check_fault_reached(t, n, workers);
   if (rank == 0) cfg.ckpt.resume = check_resume(cfg, workers, ds == "synthetic" || idx ? n : -1);
+  // Last: before the checks it said 'runs a single worker' of a run they then refused
+  // ('--servers 1 needs at least 2 ranks').
+  note_single_process(cfg, rank, size);
 }
 
 }  // namespace starring

@@ -268,6 +268,8 @@ TEST(Config, BadValuesNameTheOption) {
        "--synthetic-train"},
       {{"--straggler", "1"}, "--straggler"},
       {{"--fault", "explode:1:2"}, "--fault"},
+      {{"--fault", "kill:+1:2"}, "--fault"},  // std::stoll's forms: refused here, not later
+      {{"--fault", "kill: 1:2"}, "--fault"},
       {{"--hidden", "64", "--preset", "wide"}, "--preset"},
       // the default --data-dir holds Fashion-MNIST under the same file names as MNIST's
       {{"--dataset", "mnist"}, "--dataset mnist: give --data-dir"},

@@ -413,6 +413,24 @@ class CliErrors(unittest.TestCase):
         self.run_case(2, ["bench", "--backends", "ps", "--consistency", "asp", "-b", "1K"], 2,
                       ["--consistency asp", "push-pull is synchronous"])
 
+    def test_one_process_without_mpirun_is_noted(self):
+        # a ring of one moves nothing: said once, for a run that goes ahead, not before a refusal
+        note = "one process (not started by mpirun)"
+        with tempfile.TemporaryDirectory() as tmp:
+            p = subprocess.run([BIN, "train", "--backend", "ring"] + TINY, capture_output=True,
+                               text=True, timeout=60, cwd=tmp)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stderr.count(note), 1, p.stderr)
+            p = subprocess.run([BIN, "train", "--backend", "ps", "--servers", "1"] + TINY,
+                               capture_output=True, text=True, timeout=60, cwd=tmp)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--servers 1 needs at least 2 ranks", p.stderr)
+            self.assertNotIn(note, p.stderr)
+            p = subprocess.run([BIN, "train", "--backend", "local"] + TINY, capture_output=True,
+                               text=True, timeout=60, cwd=tmp)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertNotIn(note, p.stderr)
+
     def test_every_rank_failing_alike_is_one_line(self):
         # each rank's message starts with its own rank: they were printed once per rank
         p = subprocess.run([BIN, "train", "--backend", "nccl"] + TINY, capture_output=True,
