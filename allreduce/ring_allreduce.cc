@@ -146,11 +146,11 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
   for (const Item& it : items_)
     if (it.step <= n_ - 2) slot_elems_ = std::max(slot_elems_, it.hi - it.lo);
   slot_elems_ = (slot_elems_ + 15) / 16 * 16;
+  recvs_.clear();  // first: a receive a failed run left posted is cancelled before its buffer moves
+  recvs_.resize(items_.size());
   const std::size_t scratch = static_cast<std::size_t>(opt_.window) * slot_elems_ * wb;
   if (scratch_.size() < scratch) scratch_.resize(scratch);
   if (opt_.wire != WireType::kFloat32 && stage_.size() < count * wb) stage_.resize(count * wb);
-  recvs_.clear();
-  recvs_.resize(items_.size());
   head_ = posted_ = 0;
   post_initial_sends(in, count);
   ProgressWaiter waiter(comm_, opt_.timeout, std::chrono::microseconds(opt_.spin_us));

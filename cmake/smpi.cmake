@@ -35,6 +35,7 @@ if(STARRING_HAVE_SMPI)
     common/census.cc
     common/config.cc
     common/config_check.cc
+    common/fault.cc
     allreduce/allreducer.cc
     allreduce/ring_allreduce.cc
     allreduce/wire_codec.cc
