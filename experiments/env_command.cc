@@ -27,7 +27,6 @@
 #include "common/gpu_assignment.h"
 #include "experiments/backend_registry.h"
 #include "experiments/commands.h"
-
 #include "starring_git_commit.h"  // generated at build time: STARRING_GIT_COMMIT
 
 namespace starring {
