@@ -47,6 +47,12 @@ CRASH = ["Traceback", "terminate called", "Segmentation fault", "core dumped",
          "Primary job", "[starring] error", ": error: [starring]"]
 
 
+def ps1_run(consistency, timeout, *extra):
+    """train: 2 workers, 1 dedicated server (np 3), `consistency`; long enough for faults."""
+    return ["train", "--backend", "ps", "--servers", "1", "--consistency", consistency,
+            "--timeout", str(timeout), *extra] + LONG
+
+
 def with_opts(base, **kw):
     """`base` with --key values replaced (or added); underscores in keys become dashes."""
     out = list(base)
@@ -757,32 +763,27 @@ class CliErrors(unittest.TestCase):
         # Worker 0 reaches the evaluation while worker 1 hangs at step 5 (its trainer asleep; its
         # threads still run): it is named within --timeout, as under bsp.
         timeout = 2
-        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "asp",
-                          "--timeout", str(timeout), "--fault", "hang:1:5"] + LONG, 1,
+        self.run_case(3, ps1_run("asp", timeout, "--fault", "hang:1:5"), 1,
                       ["timeout after 2", "rank 1"], after_fault=(timeout, timeout + 8))
 
     def test_killed_asp_worker(self):
-        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "asp",
-                          "--timeout", "2", "--fault", "kill:1:5"] + LONG, None,
+        self.run_case(3, ps1_run("asp", 2, "--fault", "kill:1:5"), None,
                       ["rank 1", "killed by signal 9"], killed=True, after_fault=(0, 30))
 
     # ssp: the faults of the asp and bsp cases above. Worker 0 cannot run more than --staleness
     # (2) steps ahead, so it never reaches a meeting before worker 1: the server names worker 1.
     def test_hung_ssp_worker_still_named(self):
         timeout = 2
-        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "ssp",
-                          "--timeout", str(timeout), "--fault", "hang:1:5"] + LONG, 1,
+        self.run_case(3, ps1_run("ssp", timeout, "--fault", "hang:1:5"), 1,
                       ["timeout after 2", "worker rank 1 (worker 1) sent nothing"],
                       after_fault=(timeout, timeout + 8))
 
     def test_killed_ssp_worker(self):
-        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "ssp",
-                          "--timeout", "2", "--fault", "kill:1:5"] + LONG, None,
+        self.run_case(3, ps1_run("ssp", 2, "--fault", "kill:1:5"), None,
                       ["rank 1", "killed by signal 9"], killed=True, after_fault=(0, 30))
 
     def test_killed_ssp_server(self):
-        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "ssp",
-                          "--timeout", "2", "--fault", "kill:2:5"] + LONG, None,
+        self.run_case(3, ps1_run("ssp", 2, "--fault", "kill:2:5"), None,
                       ["rank 2", "killed by signal 9"], killed=True, after_fault=(0, 30))
 
     # A worker stopped by SIGSTOP while it trains (alive, silent: its thread of notes and its
@@ -792,15 +793,13 @@ class CliErrors(unittest.TestCase):
     # server does. The job ended 4.8-5.0 s after the signal here at --timeout 2.
     def test_stopped_asp_worker_named(self):
         timeout = 2
-        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "asp",
-                          "--timeout", str(timeout), "--straggler", "1:100"] + LONG, 1,
+        self.run_case(3, ps1_run("asp", timeout, "--straggler", "1:100"), 1,
                       ["timeout after 2", "rank 1"], sigstop=(1, trained_a_step(1)),
                       after_fault=(timeout, timeout + 8))
 
     def test_stopped_ssp_worker_named(self):
         timeout = 2
-        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "ssp",
-                          "--timeout", str(timeout), "--straggler", "1:100"] + LONG, 1,
+        self.run_case(3, ps1_run("ssp", timeout, "--straggler", "1:100"), 1,
                       ["timeout after 2", "worker rank 1 (worker 1) sent nothing"],
                       sigstop=(1, trained_a_step(1)), after_fault=(timeout, timeout + 8))
 
