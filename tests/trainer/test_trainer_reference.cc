@@ -8,15 +8,24 @@
 // loss summed over the micro-batches reported accum times the loss. Tolerance: the same
 // operations on the same device in the same order (the local backend applies the optimizer per
 // tensor, slice for slice the same math): 1e-6, far below the 1e-3 a different batch order moves.
+// The metrics file's step lines are held to the loop too: each line's `lr` is the rate the step
+// used (warm-up and cosine, so it changes every step) and its `grad_norm` the norm of the step's
+// (accumulated) gradient; nothing read either field, so printing the base --lr or the squared
+// norm passed every test (helper-112's mutation test). Under the ring the norm is worker 0's
+// local gradient, read before the backend averages it in place.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "common/optimizer.h"
+#include "tests/scratch_dir.h"
 #include "train_fixture.h"
 #include "trainer/mlp.h"
 #include "trainer/sampler.h"
+#include "trainer/trainer.h"
 
 namespace starring {
 namespace {
@@ -24,7 +33,27 @@ namespace {
 struct Reference {
   std::vector<float> params;
   double last_epoch_loss = 0;  // mean step loss over the last epoch
+  std::vector<float> lr;       // per step
+  std::vector<double> grad_norm;
 };
+
+double grad_norm(Mlp& mlp) {
+  double sq = 0;
+  for (std::size_t i = 0; i < mlp.num_params(); ++i)
+    sq += static_cast<double>(mlp.grads()[i]) * mlp.grads()[i];
+  return std::sqrt(sq);
+}
+
+// The step lines of a metrics file (the eval and checkpoint events left out).
+std::vector<nlohmann::json> step_lines(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(path);
+  for (std::string l; std::getline(f, l);) {
+    auto j = nlohmann::json::parse(l);
+    if (!j.contains("event")) out.push_back(std::move(j));
+  }
+  return out;
+}
 
 Reference hand_written_loop(const Config& cfg, const Dataset& train) {
   const TrainConfig& t = cfg.train;
@@ -40,6 +69,7 @@ Reference hand_written_loop(const Config& cfg, const Dataset& train) {
   std::vector<float> x(static_cast<std::size_t>(t.batch) * train.dim);
   std::vector<int> y(t.batch);
   Reference ref;
+  const std::int64_t total = steps_per_epoch * t.epochs;
   std::int64_t step = 0;
   for (int epoch = 0; epoch < t.epochs; ++epoch) {
     sampler.set_epoch(epoch);
@@ -57,7 +87,10 @@ Reference hand_written_loop(const Config& cfg, const Dataset& train) {
         loss += mlp.loss_and_grad(y.data(), t.batch, 1.0f / (t.batch * t.accum)) / t.accum;
         for (int l = mlp.num_layers() - 1; l >= 0; --l) mlp.backward_layer(l, m > 0);
       }
-      opt.apply(mlp.params(), mlp.grads(), 0, mlp.num_params(), t.lr, step);
+      const float lr = Trainer::learning_rate(t, step, total, 1);
+      ref.lr.push_back(lr);
+      ref.grad_norm.push_back(grad_norm(mlp));
+      opt.apply(mlp.params(), mlp.grads(), 0, mlp.num_params(), lr, step);
       epoch_loss += loss;
     }
     ref.last_epoch_loss = epoch_loss / static_cast<double>(steps_per_epoch);
@@ -74,6 +107,10 @@ TEST_P(TrainerReference, SameParametersAndLossAsTheLoopWrittenOut) {
   cfg.train.epochs = 3;
   cfg.train.accum = GetParam();
   cfg.train.opt.weight_decay = 1e-3f;
+  cfg.train.warmup_steps = 2;
+  cfg.train.lr_scale = "none";  // one worker: a warm-up from --lr to --lr, then the cosine
+  cfg.train.lr_schedule = "cosine";
+  cfg.out.metrics_file = testing::scratch_dir("reference") + "/m.jsonl";
   const auto data = load_data(cfg);
   const Reference ref = hand_written_loop(cfg, data.first);
   const TrainResult r = testing::train_inproc(cfg, 1)[0].result;
@@ -86,9 +123,68 @@ TEST_P(TrainerReference, SameParametersAndLossAsTheLoopWrittenOut) {
   Mlp init(*dev, r.widths, 1, cfg.train.seed);
   const std::vector<float> p0(init.params(), init.params() + init.num_params());
   EXPECT_GT(testing::max_abs_diff(r.params, p0), 1e-2);
+  const auto lines = step_lines(cfg.out.metrics_file);
+  ASSERT_EQ(lines.size(), ref.lr.size());
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    EXPECT_EQ(static_cast<float>(lines[k].at("lr").get<double>()), ref.lr[k]) << "step " << k + 1;
+    EXPECT_NEAR(lines[k].at("grad_norm").get<double>(), ref.grad_norm[k], 1e-5 * ref.grad_norm[k])
+        << "step " << k + 1;
+  }
+  EXPECT_NE(ref.lr.front(), ref.lr.back());  // not vacuous: the rate changes
 }
 
 INSTANTIATE_TEST_SUITE_P(Accum, TrainerReference, ::testing::Values(1, 2));
+
+// Worker `rank`'s gradient of step 1 (of `world`), from the initial parameters, by hand.
+std::vector<float> first_gradient(const Config& cfg, const Dataset& train, int rank, int world) {
+  const TrainConfig& t = cfg.train;
+  auto dev = make_device("cpu", 1, 0);
+  std::vector<int> widths{train.dim};
+  widths.insert(widths.end(), cfg.model.hidden.begin(), cfg.model.hidden.end());
+  widths.push_back(train.classes);
+  Mlp mlp(*dev, widths, t.batch, t.seed);
+  DistributedSampler sampler(train.n, rank, world, t.batch, t.seed);
+  const auto idx = sampler.batch(0);
+  std::vector<float> x(static_cast<std::size_t>(t.batch) * train.dim);
+  std::vector<int> y(t.batch);
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    std::copy_n(train.x.data() + idx[i] * train.dim, train.dim, x.data() + i * train.dim);
+    y[i] = train.y[idx[i]];
+  }
+  mlp.forward(x.data(), t.batch);
+  mlp.loss_and_grad(y.data(), t.batch, 1.0f / t.batch);
+  for (int l = mlp.num_layers() - 1; l >= 0; --l) mlp.backward_layer(l, false);
+  return std::vector<float>(mlp.grads(), mlp.grads() + mlp.num_params());
+}
+
+double norm(const std::vector<float>& g) {
+  double sq = 0;
+  for (float v : g) sq += static_cast<double>(v) * v;
+  return std::sqrt(sq);
+}
+
+// Under the ring `grad_norm` is worker 0's own gradient, as documented, not the average the
+// ring writes into the same buffer (one bucket per tensor: earlier layers' sums may finish while
+// backward goes on). Reading the norm just after a tensor is handed over instead of before is a
+// race this test does not see (10 of 10 runs passed with it): the sum comes later.
+TEST(TrainerMetrics, RingGradNormIsWorker0sLocalGradient) {
+  Config cfg = testing::small_config();
+  cfg.data.synthetic_train = 96;
+  cfg.train.max_steps = 1;
+  cfg.sync.backend = "ring";
+  cfg.sync.bucket_mb = 1e-6;
+  cfg.out.metrics_file = testing::scratch_dir("ring_norm") + "/m.jsonl";
+  const auto data = load_data(cfg);
+  const auto g0 = first_gradient(cfg, data.first, 0, 2), g1 = first_gradient(cfg, data.first, 1, 2);
+  std::vector<float> mean(g0.size());
+  for (std::size_t i = 0; i < g0.size(); ++i) mean[i] = (g0[i] + g1[i]) / 2;
+  const double local = norm(g0);
+  ASSERT_GT(std::abs(norm(mean) - local), 1e-2 * local);  // not vacuous: the two differ
+  testing::train_inproc(cfg, 2);
+  const auto lines = step_lines(cfg.out.metrics_file);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NEAR(lines[0].at("grad_norm").get<double>(), local, 1e-5 * local);
+}
 
 }  // namespace
 }  // namespace starring
