@@ -238,6 +238,24 @@ TEST(ShardServer, AspRepliesAtOnceAndRecordsUnboundedStaleness) {
   EXPECT_EQ(s.staleness_hist().rbegin()->first, 4);  // worker 0 ran 4 pushes ahead of worker 1
 }
 
+// rounds() (the "rounds" of a server's statistics) counts the steps every worker has pushed for
+// every chunk: the least over chunks, not the most (a max over chunks passed every other test,
+// which read it only at the end of a run, where all chunks agree).
+TEST(ShardServer, RoundsCountOnlyStepsEveryWorkerPushedForEveryChunk) {
+  ShardServer s(spec(2, "asp"));
+  const float z[3] = {0, 0, 0}, g[3] = {1, 1, 1};
+  s.set_params(0, z, 3);
+  s.set_params(1, z, 3);
+  std::vector<PsReply> out;
+  for (int t = 1; t <= 3; ++t) s.push(0, 0, t, 0.1f, g, 3, out);
+  for (int t = 1; t <= 2; ++t) s.push(1, 0, t, 0.1f, g, 3, out);
+  EXPECT_EQ(s.rounds(), 0);  // chunk 0 has 2 complete rounds, chunk 1 none
+  s.push(0, 1, 1, 0.1f, g, 3, out);
+  EXPECT_EQ(s.rounds(), 0);  // worker 1 has not pushed chunk 1
+  s.push(1, 1, 1, 0.1f, g, 3, out);
+  EXPECT_EQ(s.rounds(), 1);
+}
+
 TEST(ShardServer, SumUpdateForTheBench) {
   auto sp = spec(3, "bsp");
   sp.update = "sum";
