@@ -91,7 +91,7 @@ TEST(Trace, EventsFromSeveralThreadsFormOneValidFile) {
   int complete = 0, counters = 0;
   std::set<int> tids_with_events;
   std::set<std::string> thread_names;
-  bool process_named = false;
+  bool process_named = false, process_sorted = false;
   for (const auto& e : doc["traceEvents"]) {
     EXPECT_EQ(e["pid"].get<int>(), kRank);
     const std::string ph = e["ph"];
@@ -106,12 +106,17 @@ TEST(Trace, EventsFromSeveralThreadsFormOneValidFile) {
       thread_names.insert(e["args"]["name"].get<std::string>());
     } else if (ph == "M" && e["name"] == "process_name") {
       process_named = e["args"]["name"] == "rank 3";
+    } else if (ph == "M" && e["name"] == "process_sort_index") {
+      process_sorted = e["args"]["sort_index"] == kRank;
     }
   }
   EXPECT_EQ(complete, kThreads * (kEvents + 1));
   EXPECT_EQ(counters, kThreads * kEvents);
   EXPECT_EQ(tids_with_events.size(), static_cast<std::size_t>(kThreads));
   EXPECT_TRUE(process_named);
+  // Merged, the ranks are listed in rank order (a sort index of 0 on every rank passed every
+  // other test: helper-112's mutation test).
+  EXPECT_TRUE(process_sorted);
   for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(thread_names.count("worker" + std::to_string(t)));
   // No temporary file is left behind.
   int files = 0;
