@@ -9,10 +9,11 @@
 // operations on the same device in the same order (the local backend applies the optimizer per
 // tensor, slice for slice the same math): 1e-6, far below the 1e-3 a different batch order moves.
 // The metrics file's step lines are held to the loop too: each line's `lr` is the rate the step
-// used (warm-up and cosine, so it changes every step) and its `grad_norm` the norm of the step's
-// (accumulated) gradient; nothing read either field, so printing the base --lr or the squared
-// norm passed every test (helper-112's mutation test). Under the ring the norm is worker 0's
-// local gradient, read before the backend averages it in place.
+// used (warm-up and cosine, so it changes every step), its `grad_norm` the norm of the step's
+// (accumulated) gradient and its `samples_per_s` batch x accum over the step's time; nothing read
+// these fields, so printing the base --lr, the squared norm or a rate without accum passed every
+// test (helper-112's mutation test). Under the ring the norm is worker 0's local gradient, read
+// before the backend averages it in place.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,6 +129,12 @@ TEST_P(TrainerReference, SameParametersAndLossAsTheLoopWrittenOut) {
   for (std::size_t k = 0; k < lines.size(); ++k) {
     EXPECT_EQ(static_cast<float>(lines[k].at("lr").get<double>()), ref.lr[k]) << "step " << k + 1;
     EXPECT_NEAR(lines[k].at("grad_norm").get<double>(), ref.grad_norm[k], 1e-5 * ref.grad_norm[k])
+        << "step " << k + 1;
+    // samples_per_s is the step's samples (batch x accum) over its time (compute_s + wait_s)
+    const double step_s =
+        lines[k].at("compute_s").get<double>() + lines[k].at("wait_s").get<double>();
+    EXPECT_NEAR(lines[k].at("samples_per_s").get<double>() * step_s,
+                static_cast<double>(cfg.train.batch) * cfg.train.accum, 1e-9)
         << "step " << k + 1;
   }
   EXPECT_NE(ref.lr.front(), ref.lr.back());  // not vacuous: the rate changes
