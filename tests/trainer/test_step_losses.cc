@@ -9,6 +9,7 @@
 //    --metrics-loss all, worker0 and no metrics file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -78,23 +79,39 @@ TEST(StepLosses, MeanMinMaxOfEveryWorkerExactly) {
   }
 }
 
+// A worker whose loss is not a number is the highest (the first such worker is named, as ties
+// are), and loss_min is the lowest of the others, also when worker 0, whose loss starts the
+// scan, is one of them: a NaN kept as the minimum, or the last diverged worker named, passed
+// every test while only worker 1 diverged (helper-112's mutation test).
 TEST(StepLosses, ADivergedWorkerIsTheHighest) {
-  const std::string path = testing::scratch_dir("step_losses_nan") + "/m.jsonl";
-  run_ranks(3, [&](Comm& c) {
-    MetricsWriter m(c.rank() == 0 ? path : "");
-    StepLosses sl(c, m, true, 2);
-    nlohmann::json line;
-    if (c.rank() == 0) line = {{"step", 1}};
-    sl.after_step(1, c.rank() == 1 ? std::nan("") : 2.0 + c.rank(), std::move(line));
-    c.barrier(c.timeout());
-    sl.drain();
-    m.finish();
-  });
-  const auto j = step_lines(path).at(0);
-  EXPECT_TRUE(j["global_loss"].is_null());  // NaN, written as null
-  EXPECT_TRUE(j["loss_max"].is_null());
-  EXPECT_EQ(j["loss_max_worker"], 1);
-  EXPECT_EQ(j["loss_min"].get<double>(), 2.0);
+  struct Case {
+    int workers;
+    std::vector<int> diverged;
+    double min;
+    int max_worker;
+  };
+  for (const Case& k : {Case{3, {1}, 2.0, 1}, Case{4, {0, 2}, 3.0, 0}}) {
+    const std::string path = testing::scratch_dir("step_losses_nan") + "/m.jsonl";
+    run_ranks(k.workers, [&](Comm& c) {
+      MetricsWriter m(c.rank() == 0 ? path : "");
+      StepLosses sl(c, m, true, 2);
+      nlohmann::json line;
+      if (c.rank() == 0) line = {{"step", 1}};
+      const bool nan =
+          std::find(k.diverged.begin(), k.diverged.end(), c.rank()) != k.diverged.end();
+      sl.after_step(1, nan ? std::nan("") : 2.0 + c.rank(), std::move(line));
+      c.barrier(c.timeout());
+      sl.drain();
+      m.finish();
+    });
+    const auto j = step_lines(path).at(0);
+    const std::string what = std::to_string(k.workers) + " workers";
+    EXPECT_TRUE(j["global_loss"].is_null()) << what;  // NaN, written as null
+    EXPECT_TRUE(j["loss_max"].is_null()) << what;
+    EXPECT_EQ(j["loss_max_worker"], k.max_worker) << what;
+    ASSERT_TRUE(j["loss_min"].is_number()) << what << ": " << j.dump();
+    EXPECT_EQ(j["loss_min"].get<double>(), k.min) << what;
+  }
 }
 
 // asp: no wait in the loop; a worker far behind leaves worker 0's lines held until the drain.
