@@ -17,8 +17,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <vector>
 
 #include "common/optimizer.h"
@@ -191,6 +193,50 @@ TEST(TrainerMetrics, RingGradNormIsWorker0sLocalGradient) {
   const auto lines = step_lines(cfg.out.metrics_file);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NEAR(lines[0].at("grad_norm").get<double>(), local, 1e-5 * local);
+}
+
+// The progress lines of a resumed run (--progress lines, --log-every 2): each shows the mean loss
+// of the steps since the line before, and this run's samples over this run's time. Reset every
+// step, the loss read the last step's alone; counting the checkpoint's steps too, the rate read
+// 21 times this run's at step 42 (both passed every test: helper-112's mutation test). The
+// rate's time (from the loop's start) is at least the steps' own (compute_s + wait_s): a bound
+// that holds whatever the machine's load, and that the 21-fold rate breaks.
+TEST(TrainerProgress, LinesShowTheMeanLossAndThisRunsRateAfterAResume) {
+  Config cfg = testing::small_config();
+  cfg.data.synthetic_train = 96;  // 6 steps an epoch
+  cfg.train.epochs = 8;
+  cfg.train.max_steps = 40;
+  cfg.ckpt.dir = testing::scratch_dir("progress");
+  cfg.out.metrics_file = cfg.ckpt.dir + "/m.jsonl";
+  testing::train_inproc(cfg, 1);
+  cfg.ckpt.resume = "latest";
+  cfg.train.max_steps = 44;
+  cfg.out.progress = "lines";
+  cfg.out.log_every = 2;
+  ::testing::internal::CaptureStderr();
+  testing::train_inproc(cfg, 1);
+  std::istringstream err(::testing::internal::GetCapturedStderr());
+  const auto lines = step_lines(cfg.out.metrics_file);
+  ASSERT_EQ(lines.size(), 44u);
+  auto field = [&](int step, const char* key) { return lines[step - 1].at(key).get<double>(); };
+  std::vector<int> shown;
+  double this_run_s = 0;  // steps 41 .. the line's
+  for (std::string l; std::getline(err, l);) {
+    long long step = 0, total = 0;
+    int epoch = 0;
+    double loss = 0, rate = 0;
+    if (std::sscanf(l.c_str(), "step %lld/%lld epoch %d loss %lf %lf samples/s", &step, &total,
+                    &epoch, &loss, &rate) != 5)
+      continue;
+    shown.push_back(static_cast<int>(step));
+    const int s = static_cast<int>(step);
+    const double mean = (field(s - 1, "loss") + field(s, "loss")) / 2;
+    EXPECT_NEAR(loss, mean, 5e-5) << l;
+    EXPECT_GT(std::abs(field(s - 1, "loss") - field(s, "loss")), 2e-4) << "not vacuous";
+    for (int k = s - 1; k <= s; ++k) this_run_s += field(k, "compute_s") + field(k, "wait_s");
+    EXPECT_LE(rate, (s - 40) * cfg.train.batch / this_run_s + 0.5) << l;
+  }
+  EXPECT_EQ(shown, (std::vector<int>{42, 44}));
 }
 
 }  // namespace
