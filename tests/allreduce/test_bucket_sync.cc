@@ -148,12 +148,19 @@ void check_backend(const std::string& backend, std::shared_ptr<Comm> world) {
   // Bytes: the ring moves 2(N-1)/N of the buffer each way per step (a step's buckets may still
   // be in flight when its stats are taken, so the total over the run is what is exact).
   const double ideal = 2.0 * (n - 1) / n * test_layout().bytes() * steps;
-  double sent = 0, recv = 0;
+  // The metrics lines' extras: mpi's bytes are the reference (bytes_are_reference: 1), the ring's
+  // measured (no such key); optimizer_s is the optimizer's time on the communication thread.
+  // Dropping either passed every test (helper-112's mutation test).
+  double sent = 0, recv = 0, optimizer_s = 0;
   for (const auto& st : on.stats) {
     sent += static_cast<double>(st.bytes_sent);
     recv += static_cast<double>(st.bytes_recv);
     EXPECT_GE(st.comm_s, 0.0);
+    EXPECT_EQ(st.extra.count("bytes_are_reference"), backend == "mpi" ? 1u : 0u) << backend;
+    if (st.extra.count("bytes_are_reference")) EXPECT_EQ(st.extra.at("bytes_are_reference"), 1.0);
+    if (st.extra.count("optimizer_s")) optimizer_s += st.extra.at("optimizer_s");
   }
+  EXPECT_GT(optimizer_s, 0.0) << backend;
   EXPECT_NEAR(sent, ideal, ideal * 0.01 + 64 * n * steps) << backend;
   EXPECT_NEAR(recv, ideal, ideal * 0.01 + 64 * n * steps) << backend;
   // The ring counts what it moves, so its totals are exact: per bucket, what this rank sends and
