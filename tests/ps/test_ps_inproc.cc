@@ -275,6 +275,7 @@ class LateSendComm : public ForwardingComm {
 // so worker 0 waits for its pushes every step, within its own wall time. With late-seen sends
 // (LateSendComm) the replies end a window before its pushes are seen done: the push time still
 // ends no later than the last reply, and the pull time is not measured from the previous step.
+// Copying the gradients into the push messages or segments is timed as stage_s.
 TEST(PsInproc, StepStatsCountEachStepsWindowAndWaitOnce) {
   constexpr int kSteps = 6;
   for (const auto& [late, servers] : std::vector<std::pair<bool, std::string>>{
@@ -315,6 +316,10 @@ TEST(PsInproc, StepStatsCountEachStepsWindowAndWaitOnce) {
       EXPECT_GT(s["pull_s"], 0.0);
       EXPECT_NEAR(s["comm_s"], s["push_s"] + s["pull_s"], 1e-9);
       EXPECT_LE(s["comm_s"], wall[static_cast<std::size_t>(w)]);
+      // stage_s: copying the gradients out for the pushes (never read by a test before:
+      // helper-112's mutation test dropped it unseen).
+      EXPECT_GT(s["stage_s"], 0.0);
+      EXPECT_LE(s["stage_s"], wall[static_cast<std::size_t>(w)]);
       EXPECT_LE(s["wait_s"], wall[static_cast<std::size_t>(w)]);
     }
     EXPECT_GT(sums[0]["wait_s"], 0.0) << "--servers " << servers;
