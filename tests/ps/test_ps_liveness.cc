@@ -440,6 +440,14 @@ TEST(PsServerStats, StepBytesAreThePushesAndRepliesAloneAndBusyCountsEveryPush) 
   EXPECT_EQ(s["pushes"].get<int>(), 2 * kSteps) << s.dump();
   EXPECT_EQ(s["rounds"].get<int>(), kSteps) << s.dump();
   EXPECT_EQ(s["staleness_hist"], nlohmann::json({{"0", 2 * kSteps}})) << s.dump();
+  // One chunk, one optimizer update a round; messages in: two inits, the initial parameters, a
+  // heartbeat and two pushes a step, kGetState and two kDone; out: the replies, two acks, the
+  // state and two goodbyes (updates read as pushes, or replies left out of msgs_out, passed
+  // every test: helper-112's mutation test).
+  EXPECT_EQ(s["chunks"].get<int>(), 1) << s.dump();
+  EXPECT_EQ(s["updates"].get<int>(), kSteps) << s.dump();
+  EXPECT_EQ(s["msgs_in"].get<int>(), 3 + 3 * kSteps + 3) << s.dump();
+  EXPECT_EQ(s["msgs_out"].get<int>(), 2 * kSteps + 5) << s.dump();
   EXPECT_EQ(s["bytes_recv"].get<std::uint64_t>(), 2 * kSteps * push_msg) << s.dump();
   EXPECT_EQ(s["bytes_sent"].get<std::uint64_t>(), 2 * kSteps * kFloats * sizeof(float)) << s.dump();
   EXPECT_EQ(s["bytes_in"].get<std::uint64_t>(),
