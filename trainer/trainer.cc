@@ -145,8 +145,6 @@ TrainResult TrainLoop::run() {
   env_.device.to_host(res_.params.data(), model_.params(), res_.params.size());
   progress_.done();
   res_.steps = step_;
-  res_.samples_per_s =
-      (step_ - res_.resumed_step) * samples_per_step() / std::max(res_.wall_s, 1e-9);
   if (step_ - res_.resumed_step <= untimed_) untimed_ = 0;  // stopped early: time every step
   res_.untimed_steps = untimed_;
   res_.timed_wall_s = res_.wall_s - (untimed_ ? mark_[0] : 0);

@@ -50,7 +50,6 @@ struct EpochRecord {
 struct TrainResult {
   std::int64_t steps = 0;
   double wall_s = 0;                             // training loop, excluding data loading
-  double samples_per_s = 0;                      // global (all workers)
   double compute_s = 0, comm_s = 0, wait_s = 0;  // totals on this worker
   std::uint64_t bytes_sent = 0, bytes_recv = 0;  // totals on this worker, over the steps
   std::uint64_t setup_bytes_sent = 0, setup_bytes_recv = 0;            // before the first step
