@@ -17,6 +17,7 @@
 // how communication overlaps the rest of backward and the next forward. The trainer never knows
 // which backend it holds.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -124,6 +125,11 @@ class GradientSync {
   // (ps: the servers) tells them it is alive meanwhile (ps: heartbeats, as while it waits for a
   // reply). Called from the trainer thread.
   virtual void waiting_for_workers(bool on) { (void)on; }
+
+  // The trainer thread is about to sleep until `until` as simulated work (a --straggler's delay,
+  // which stands for a slow computation): a backend that vouches for a live trainer to its peers
+  // (ps under asp/ssp: common/thread_pulse.h) counts it as alive meanwhile. Trainer thread.
+  virtual void working_until(std::chrono::steady_clock::time_point until) { (void)until; }
 
   // True when the backend works on GPU buffers directly (nccl); others get host buffers.
   virtual bool accepts_device_buffers() const { return false; }

@@ -22,6 +22,8 @@ PeerWatch::PeerWatch(Comm& workers, bool on)
       start_(Clock::now()),
       last_step_ns_(start_.time_since_epoch().count()) {
   if (!on || comm_.size() < 2) return;
+  pulse_.bind_to_this_thread();
+  busy_at_ = start_;
   heard_.assign(static_cast<std::size_t>(comm_.size()), Heard{});
   for (Heard& h : heard_) h.at = start_;  // the silence of a peer never heard counts from here
   in_.req = comm_.irecv(in_.v, sizeof in_.v, kAnySource, kNoteTag);
@@ -93,9 +95,11 @@ void PeerWatch::drain() {
 void PeerWatch::send_notes() {
   out_.remove_if([](Note& n) { return n.req->test(); });
   last_sent_ = Clock::now();
+  if (pulse_.alive_since_last_check(last_sent_)) busy_at_ = last_sent_;
   const std::int64_t met = meetings_.load(std::memory_order_acquire);
   const auto idle =
-      last_sent_.time_since_epoch().count() - last_step_ns_.load(std::memory_order_relaxed);
+      last_sent_.time_since_epoch().count() -
+      std::max(last_step_ns_.load(std::memory_order_relaxed), busy_at_.time_since_epoch().count());
   // A worker waiting at a meeting is not idle: a peer that went on to the next one waits for it.
   const std::int64_t idle_ns =
       in_await_.load(std::memory_order_acquire)
@@ -160,9 +164,10 @@ void PeerWatch::await(const std::string& what) {
           silent ? detail::concat(": nothing came from it for ", secs(quiet),
                                   " s (stopped, dead or stuck; a slower worker is waited for "
                                   "while its notes come)")
-                 : detail::concat(": it began no step for ", secs(quiet),
+                 : detail::concat(": it began no step and showed no sign of life for ", secs(quiet),
                                   " s and has not reached it (its training stopped or stuck; a "
-                                  "slower worker is waited for while it begins steps)"),
+                                  "slower worker is waited for while it begins steps or "
+                                  "computes)"),
           "; this worker ", watch.summary()));
     } else if (late < 0) {
       recheck_at = -1;

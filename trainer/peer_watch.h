@@ -8,16 +8,19 @@
 // alone cannot tell that straggler from a dead one. So each worker runs a small thread that every
 // timeout/4, and at once when it reaches a meeting, sends every other worker a note (16 bytes on
 // the trainer's Comm, tags::kPeerNotes; not the backend's, so the bytes reported per step
-// do not hold them): the number of meetings it has reached and how long ago its trainer began its
-// last step or left a meeting (zero while it waits at one: a peer already at the next meeting
-// waits for it). Before a meeting's barrier, await() waits until every peer's notes say it has
-// reached that meeting, and throws a TimeoutError naming a peer that has not when
+// do not hold them): the number of meetings it has reached and how long its trainer has been idle:
+// since it began its last step, left a meeting or last showed a sign of life (zero while it waits
+// at a meeting: a peer already at the next meeting waits for it). Before a meeting's barrier,
+// await() waits until every peer's notes say it has reached that meeting, and throws a
+// TimeoutError naming a peer that has not when
 //  - nothing came from it for --timeout (SIGSTOP, dead, its process stuck), or
-//  - its trainer began no step for --timeout (`--fault hang`, a trainer thread stuck: its thread of
-//    notes still runs); a straggler's delay is below --timeout (config_check.cc), so a worker that
-//    trains, however slowly, begins a step within it. A step (or work between meetings) that
-//    itself lasts longer is named all the same, alive or not, as the parameter server names it
-//    (docs/LIMITS.md, "asp and ssp workers that fall far behind").
+//  - its trainer began no step and showed no sign of life for --timeout (`--fault hang`, a trainer
+//    thread asleep or blocked: its thread of notes still runs). Signs of life are
+//    common/thread_pulse.h's, read at each note: the trainer thread's CPU clock advanced by at
+//    least 1 % of the time since the previous note, or it sleeps as simulated work (a
+//    --straggler's delay, working_until). So a single step (or an evaluation, a checkpoint
+//    between meetings) longer than --timeout is waited for while it computes; a trainer thread
+//    that spins forever is waited for as such a step is (docs/LIMITS.md).
 // Silence counts only time await() itself was watching (common/watch_clock.h). The barrier that
 // follows, with its usual timeout, stays the meeting: a note only lets the wait before it go on.
 //
@@ -37,6 +40,7 @@
 #include <vector>
 
 #include "common/comm.h"
+#include "common/thread_pulse.h"
 
 namespace starring {
 
@@ -45,6 +49,7 @@ class PeerWatch {
   using Clock = std::chrono::steady_clock;
 
   // Off (no thread; await() returns at once) unless `on` and there is more than one worker.
+  // Constructed on the trainer thread (whose CPU clock the notes read).
   PeerWatch(Comm& workers, bool on);
   ~PeerWatch();
   PeerWatch(const PeerWatch&) = delete;
@@ -59,6 +64,8 @@ class PeerWatch {
   // 2"): tells the peers at once, and returns once every peer has reached it too. Reaching and
   // leaving a meeting count as beginning a step (a worker that waited long at one is not idle).
   void await(const std::string& what);
+  // The trainer thread sleeps until `until` as simulated work (a --straggler's delay): not idle.
+  void working_until(Clock::time_point until) { pulse_.working_until(until); }
 
  private:
   struct Heard {
@@ -92,6 +99,8 @@ class PeerWatch {
   Note in_;
   std::list<Note> out_;  // sends in flight (a list: their buffers must not move)
   Clock::time_point last_sent_;
+  ThreadPulse pulse_;            // the trainer thread's signs of life, read at each note
+  Clock::time_point busy_at_{};  // when the last note found one
   std::thread thread_;
 };
 
