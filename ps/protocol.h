@@ -9,7 +9,10 @@
 //   kHeartbeat   this worker is alive and blocked waiting on some server (sent every
 //                timeout/4 while it has replies outstanding, so that a worker stalled by ANOTHER
 //                server is not mistaken for a silent one), or on a slower worker at a meeting
-//                of the workers (asp/ssp: an evaluation, a checkpoint, the end of the run)
+//                of the workers (asp/ssp: an evaluation, a checkpoint, the end of the run), or
+//                (asp/ssp) its trainer shows signs of life in a step longer than that
+//                (common/thread_pulse.h: computing, or a --straggler's sleep), sent then only to
+//                the servers this worker sent nothing else for timeout/4
 //   kDone        clean shutdown: this worker has nothing more to push
 //   kAbort       text: this worker failed (`step` 1: by a timeout, so the server stops with a
 //                TimeoutError; 0: any other failure); the server stops and tells every worker why
@@ -24,7 +27,9 @@
 //   a reply to a push is the chunk's updated parameters, raw floats with no header, on tag
 //   kReplyTagBase + chunk id, received straight into the worker's parameter buffer;
 //   kAck (start accepted), kBye (text: the server's JSON statistics) and kAbort (text: why the
-//   server stopped; `step` 1 when it was a timeout) travel on kCtlTag with a header;
+//   server stopped; `step` 1 when it was a timeout) travel on kCtlTag with a header; so does
+//   kHeartbeat (ssp only, no payload: this server holds replies of the worker back for a slower,
+//   live one; sent every timeout/4 while it does, it renews the worker's reply deadlines);
 //   kState (header + floats: vector `step` of `chunk`) travels on kStateTag, in the order
 //   the kGetState requests arrived.
 // Shared memory (ps/shared_segment.h), between a worker and a server on the same host: the

@@ -82,6 +82,9 @@ void PsWorker::start(const ParamLayout& layout, SyncBuffers buffers, const Optim
   bye_text_.assign(static_cast<std::size_t>(group_.num_servers()), "");
   bye_seen_.assign(static_cast<std::size_t>(group_.num_servers()), 0);
   acks_.assign(static_cast<std::size_t>(group_.num_servers()), 0);
+  server_alive_at_.assign(static_cast<std::size_t>(group_.num_servers()), Clock::time_point{});
+  last_sent_.assign(static_cast<std::size_t>(group_.num_servers()), Clock::now());
+  pulse_.bind_to_this_thread();
   last_counters_ = counters();
   server_seg_.resize(static_cast<std::size_t>(group_.num_servers()));
   if (opt_.shared_memory && group_.num_servers() > (group_.colocated ? 1 : 0))
@@ -240,6 +243,9 @@ void PsWorker::wait_for(const std::function<bool()>& ready, const char* what, bo
     rethrow_if_failed();
     const auto now = Clock::now();
     deadline += watch.check(now);
+    // A server's heartbeat (ssp: it holds our reply for a slower, live worker) renews the wait.
+    deadline =
+        std::max(deadline, server_alive_last_ + std::chrono::duration_cast<Clock::duration>(limit));
     if (now >= deadline)
       throw TimeoutError(detail::concat(where_, ": timeout after ", limit.count(),
                                         " s waiting for ", what, " (this thread ", watch.summary(),
@@ -263,6 +269,7 @@ void PsWorker::begin_step(std::int64_t step, float lr) {
   STARRING_CHECK(started_ && !shut_, where_, ": begin_step outside start()..shutdown()");
   step_ = step;
   lr_ = lr;
+  pulse_.mark();
   std::lock_guard<std::mutex> lk(mu_);
   rethrow_if_failed();
 }
@@ -271,6 +278,7 @@ void PsWorker::tensor_ready(std::size_t i) {
   STARRING_CHECK(i < ready_.size() && !ready_[i], where_, ": tensor_ready(", i, ") ",
                  i < ready_.size() ? "called twice in one step" : "out of range");
   ready_[i] = 1;
+  pulse_.mark();
   const auto b = static_cast<std::size_t>(plan_.bucket_of_tensor[i]);
   if (++bucket_ready_[b] < static_cast<int>(plan_.tensors_of_bucket[b].size())) return;
   bucket_ready_[b] = 0;
@@ -293,6 +301,7 @@ void PsWorker::wait_params(std::size_t i) {
   STARRING_CHECK(i < plan_.chunks_of_tensor.size(), where_, ": wait_params(", i, ") out of range");
   wait_chunks(opt_.overlap ? plan_.chunks_of_tensor[i] : all_chunks_,
               "updated parameters from the servers");
+  pulse_.mark();
 }
 
 void PsWorker::flush() {
@@ -327,6 +336,7 @@ CommCounters PsWorker::counters() const {
   std::unique_lock<std::mutex> hb(hb_mu_);
   CommCounters c = comm_->counters();
   c.bytes_sent -= hb_sent_;  // heartbeats are control too (a worker that waited long sent some)
+  c.bytes_recv -= hb_recv_;  // and the servers' (ssp)
   hb.unlock();
   const std::uint64_t ctl = link_ ? link_->ctl_sent.load(std::memory_order_acquire) : 0;
   c.bytes_sent += shm_sent_.load(std::memory_order_relaxed);

@@ -64,6 +64,26 @@ void ServerLoop::check_liveness() {
                                     acked_ ? "" : " to start", " (", progress(now), ")"));
 }
 
+// ssp: a worker whose replies this server holds back (it is --staleness steps ahead of a slower
+// worker, which is alive: check_liveness names a silent one) would name this server when its reply
+// deadline ran out, and a slower worker's step may outlast --timeout (common/thread_pulse.h). So
+// a worker owed replies and sent nothing for timeout/4 gets a heartbeat (a 32-byte kHeartbeat on
+// the control tag, booked as control, as acks are), which renews its deadlines. Never under bsp,
+// whose traffic stays as it was (a bsp worker is at most a step from the others), nor under asp,
+// which holds no reply.
+void ServerLoop::heartbeat_held() {
+  if (!core_ || !acked_ || core_->spec().consistency != "ssp") return;
+  const auto now = Clock::now();
+  for (int w = 0; w < workers_; ++w) {
+    auto& told = last_told_[static_cast<std::size_t>(w)];
+    if (done_[static_cast<std::size_t>(w)] || core_->awaiting(w) == 0 ||
+        now - told <= opt_.timeout / 4)
+      continue;
+    told = now;
+    send_ctl(w, Op::kHeartbeat, "", false);
+  }
+}
+
 // What this server has from every worker, for a timeout message.
 std::string ServerLoop::progress(Clock::time_point now) const {
   std::string s;

@@ -45,6 +45,7 @@ nlohmann::json ServerLoop::run() {
   started_ = Clock::now();
   watch_ = WatchClock(opt_.timeout, started_);
   last_heard_.assign(static_cast<std::size_t>(workers_), started_);
+  last_told_.assign(static_cast<std::size_t>(workers_), started_);
   const std::size_t cap = max_request_bytes(opt_.chunk_bytes);
   slots_.resize(static_cast<std::size_t>(std::max(2, opt_.recv_slots)));
   for (auto& s : slots_) {
@@ -105,7 +106,10 @@ void ServerLoop::loop() {
       progress = true;
     }
     progress |= complete_sends();
-    if (watch_.due(Clock::now())) check_liveness();
+    if (watch_.due(Clock::now())) {
+      check_liveness();
+      heartbeat_held();
+    }
     if (progress)
       backoff.reset();
     else
@@ -285,8 +289,10 @@ void ServerLoop::on_push(const PsHeader& h, const float* data, int w, bool kept)
 
 void ServerLoop::send_replies(std::vector<PsReply>& replies) {
   const PsReply* local = nullptr;  // delivered last: the other workers' replies are on their way
+  const auto now = Clock::now();
   for (const PsReply& r : replies) {
     if (done_[static_cast<std::size_t>(r.worker)]) continue;
+    last_told_[static_cast<std::size_t>(r.worker)] = now;
     const std::size_t bytes = r.count * sizeof(float);
     if (is_local(r.worker)) {
       local = &r;

@@ -12,7 +12,10 @@
 // its segment) and gets empty replies for stable (bsp) values, which it copies out of ours.
 // Faults: a worker that has nothing pending at this server and sends nothing for the timeout,
 // or does not take a reply within it, is named in a TimeoutError (time the server itself was not
-// running is not counted: server_liveness.cc); a kAbort from a worker stops the server too.
+// running is not counted: server_liveness.cc); a kAbort from a worker stops the server too. Any
+// message counts as a sign of life, its heartbeats included (a worker alive in a long step sends
+// them under asp/ssp, ps/ps_worker.h); under ssp this server heartbeats a worker whose replies it
+// holds back (heartbeat_held), so that the worker does not name it meanwhile.
 // Before throwing, the server sends kAbort with the reason to every worker, so every rank ends
 // with an error that names the rank that died or went silent.
 #pragma once
@@ -96,6 +99,7 @@ class ServerLoop {
   void send_ctl(int worker, Op op, const std::string& text, bool timeout);
   bool complete_sends();
   void check_liveness();  // server_liveness.cc
+  void heartbeat_held();  // server_liveness.cc
   std::string progress(std::chrono::steady_clock::time_point now) const;
   void maybe_fault(std::int64_t step);
   void abort_all(const std::string& why, bool timeout);
@@ -119,6 +123,8 @@ class ServerLoop {
   bool acked_ = false, finished_ = false;
   std::vector<char> done_;
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
+  // by worker: when this server last sent it a reply or a heartbeat (heartbeat_held)
+  std::vector<std::chrono::steady_clock::time_point> last_told_;
   std::chrono::steady_clock::time_point started_;
   WatchClock watch_;  // the loop's pauses between liveness checks (see server_liveness.cc)
   std::vector<PsReply> replies_;  // scratch

@@ -91,6 +91,7 @@ bool PsWorker::issue(const Job& job) {
     h.step = job.step;
     h.lr = job.lr;
     h.count = static_cast<std::uint32_t>(ch.count);
+    last_sent_[static_cast<std::size_t>(ch.server)] = f.since;
     if (local_chunk(c)) {
       link_->post({h, buf_.grads + ch.begin, {}});
       ++sent_now;
@@ -210,7 +211,14 @@ void PsWorker::on_reply(int c) {
 }
 
 bool PsWorker::poll_ctl() {
-  if (!ctl_req_->test()) return false;
+  {  // a server's heartbeat is booked with the Comm's count of it (as this worker's: hb_mu_)
+    std::lock_guard<std::mutex> lk(hb_mu_);
+    if (!ctl_req_->test()) return false;
+    const RecvStatus st = ctl_req_->status();
+    if (st.bytes == sizeof(PsHeader) &&
+        header_of(ctl_buf_.data(), st.bytes, where_).op == Op::kHeartbeat)
+      hb_recv_ += st.bytes;
+  }
   const RecvStatus st = ctl_req_->status();
   const PsHeader& h = header_of(ctl_buf_.data(), st.bytes, where_);
   const std::string text = text_of(ctl_buf_.data(), st.bytes);
@@ -258,6 +266,8 @@ void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) 
     std::lock_guard<std::mutex> lk(mu_);
     if (op == Op::kAck) {
       ++acks_.at(static_cast<std::size_t>(server));
+    } else if (op == Op::kHeartbeat) {  // ssp: it holds a reply back for a slower, live worker
+      server_alive_at_.at(static_cast<std::size_t>(server)) = server_alive_last_ = Clock::now();
     } else if (op == Op::kBye) {
       ++byes_;
       bye_text_.at(static_cast<std::size_t>(server)) = text;
@@ -300,7 +310,9 @@ void PsWorker::check_deadlines() {
       f.since = WatchClock::excuse(f.since, excused, now);
       if (f.issued <= completed_[c]) continue;
       waiting = true;
-      if (late < 0 && now - f.since > limit) late = static_cast<int>(c);
+      const auto from =
+          std::max(f.since, server_alive_at_[static_cast<std::size_t>(plan_.chunks[c].server)]);
+      if (late < 0 && now - from > limit) late = static_cast<int>(c);
     }
   }
   if (late >= 0) {
@@ -312,15 +324,25 @@ void PsWorker::check_deadlines() {
         ": no reply to the push of chunk ", late, " (step ", f.step, "; this worker's comm thread ",
         watch_.summary(), ")"));
   }
-  if ((waiting || at_meeting_.load(std::memory_order_relaxed)) &&
-      now - last_heartbeat_ > opt_.timeout / 4)
+  if (now - last_heartbeat_ <= opt_.timeout / 4) return;
+  if (waiting || at_meeting_.load(std::memory_order_relaxed)) {
     heartbeat();
+    return;
+  }
+  // asp/ssp: a trainer alive in a step (or an evaluation) longer than the servers' timeout. bsp
+  // keeps its traffic: a worker there is never more than a step from the others.
+  if (opt_.consistency == "bsp") return;
+  bool quiet = false;
+  for (const auto& t : last_sent_) quiet |= now - t > opt_.timeout / 4;
+  if (quiet && pulse_.alive_since_last_check(now)) heartbeat(true);
 }
 
-// Tells every server that this worker is alive and waiting (see Op::kHeartbeat): for a reply, or
-// for a slower worker at a meeting of the workers (waiting_for_workers).
-void PsWorker::heartbeat() {
-  last_heartbeat_ = Clock::now();
+// Tells every server that this worker is alive (see Op::kHeartbeat): waiting for a reply or for a
+// slower worker at a meeting of the workers (waiting_for_workers), or, under asp/ssp, its trainer
+// alive in a long step (`only_quiet`: to the servers sent nothing for timeout/4).
+void PsWorker::heartbeat(bool only_quiet) {
+  const auto now = Clock::now();
+  last_heartbeat_ = now;
   for (std::size_t k = 0; k < heartbeats_.size();)
     if (heartbeats_[k]->test()) {
       heartbeats_[k] = std::move(heartbeats_.back());
@@ -330,6 +352,9 @@ void PsWorker::heartbeat() {
     }
   for (int s = 0; s < group_.num_servers(); ++s) {
     const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
+    auto& sent = last_sent_[static_cast<std::size_t>(s)];
+    if (only_quiet && now - sent <= opt_.timeout / 4) continue;
+    sent = now;
     if (link_ && dst == rank_)
       link_->post({heartbeat_msg_, nullptr, {}});
     else {

@@ -82,11 +82,12 @@ inline std::vector<float> reference(const ParamLayout& l, int workers, int steps
 // What a trainer does with a GradientSync for `steps` steps; returns the final parameters.
 // `before_step(t)` runs at the start of each step (to slow a worker down, or go silent);
 // `on_stats` gets what take_stats() says after each step's pushes and once more after the flush
-// (the last step's replies).
+// (the last step's replies); `before_shutdown` runs after the flush (a trainer's last meeting).
 inline std::vector<float> train_worker(
     GradientSync& sync, int worker, int steps, const OptimizerConfig& oc,
     const std::function<void(int)>& before_step = {},
-    const std::function<void(const SyncStepStats&)>& on_stats = {}) {
+    const std::function<void(const SyncStepStats&)>& on_stats = {},
+    const std::function<void()>& before_shutdown = {}) {
   const ParamLayout l = test_layout();
   std::vector<float> p(l.total()), g(l.total());
   for (std::size_t i = 0; i < p.size(); ++i) p[i] = init_value(i);
@@ -103,6 +104,7 @@ inline std::vector<float> train_worker(
     }
     sync.flush();
     if (on_stats) on_stats(sync.take_stats());
+    if (before_shutdown) before_shutdown();
   } catch (...) {
     // As Trainer::run: stop the communication thread before p and g go (after a failure it
     // still cancels the receives it posted into p).

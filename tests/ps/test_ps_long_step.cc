@@ -1,0 +1,135 @@
+// A worker alive in one step longer than the servers' --timeout, under asp and ssp, with ranks as
+// threads (InProcWorld: 2 workers + 1 server, or 2 co-located), --timeout 0.4 s:
+//  - its trainer computes for 2 s (five timeouts: a wide model's step, an evaluation) or sleeps
+//    that long as announced simulated work (a --straggler's delay, working_until): the run ends
+//    without an error (its comm thread heartbeats the servers while its trainer shows signs of
+//    life, common/thread_pulse.h; under ssp the server heartbeats worker 0, whose replies it holds
+//    back meanwhile, so that its reply deadlines wait too), and, with a dedicated server, both
+//    workers' step bytes are those of a run without the long step (heartbeats are control);
+//  - its trainer sleeps without announcing it (as `--fault hang`: alive, no progress): the server
+//    still names it, within about the timeout;
+//  - under bsp nothing changed: the same computing worker is named ("sent nothing"), as before.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "ps_test_util.h"
+
+namespace starring::ps {
+namespace {
+
+using namespace starring::ps::testing;
+using Clock = std::chrono::steady_clock;
+constexpr int kSteps = 5;
+constexpr int kLongStep = 3;
+constexpr auto kLong = std::chrono::milliseconds(2000);
+
+enum class Stall { kNone, kCompute, kAnnouncedSleep, kSilentSleep };
+
+struct Outcome {
+  std::vector<std::string> errors;        // by rank
+  std::vector<std::uint64_t> sent, recv;  // by worker: the bytes its steps reported
+  double took = 0;
+};
+
+Outcome run(const std::string& consistency, const std::string& servers, Stall stall) {
+  const int n = servers == "colocated" ? 2 : 3;
+  const PsGroup group = make_ps_group(servers, n);
+  PsWorkerOptions opt = test_options(consistency);
+  opt.timeout = Seconds(0.4);
+  opt.shared_memory = false;
+  Outcome out;
+  out.sent.assign(2, 0);
+  out.recv.assign(2, 0);
+  const auto t0 = Clock::now();
+  std::atomic<bool> there[2] = {false, false};  // by worker: at the last meeting, or gone
+  const auto worker_or_server = [&](std::shared_ptr<Comm> comm) {
+    if (group.is_dedicated_server(comm->rank())) {
+      ServerLoop(comm, group, server_options(opt)).run();
+      return;
+    }
+    const int w = group.worker_index(comm->rank());
+    PsWorker ps(comm, group, opt);
+    const auto slow = [&](int t) {
+      if (w != 1 || t != kLongStep) return;
+      const auto until = Clock::now() + kLong;
+      if (stall == Stall::kCompute) {
+        volatile double x = 1;
+        while (Clock::now() < until)
+          for (int i = 0; i < 10000; ++i) x = x * 1.0000001 + 1e-9;
+      } else if (stall != Stall::kNone) {
+        if (stall == Stall::kAnnouncedSleep) ps.working_until(until);
+        std::this_thread::sleep_until(until);
+      }
+    };
+    const auto count = [&](const SyncStepStats& st) {
+      out.sent[static_cast<std::size_t>(w)] += st.bytes_sent;
+      out.recv[static_cast<std::size_t>(w)] += st.bytes_recv;
+    };
+    // The end of the run's meeting (trainer/peer_watch.h): worker 0, long done, waits there
+    // for worker 1 (or its end), heartbeating the servers as a trainer's meeting does.
+    const auto meet = [&] {
+      ps.waiting_for_workers(true);
+      there[static_cast<std::size_t>(w)] = true;
+      while (!(there[0] && there[1]) && Clock::now() - t0 < std::chrono::seconds(30))
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ps.waiting_for_workers(false);
+    };
+    train_worker(ps, w, kSteps, test_opt("sgd"), slow, count, meet);
+  };
+  const auto gone = [&](int rank) {  // a worker that failed meets nobody
+    if (!group.is_dedicated_server(rank))
+      there[static_cast<std::size_t>(group.worker_index(rank))] = true;
+  };
+  out.errors = run_world(n, worker_or_server, nullptr, gone);
+  out.took = Seconds(Clock::now() - t0).count();
+  return out;
+}
+
+TEST(PsLongStep, ALiveWorkerInAStepLongerThanTheTimeoutIsWaitedFor) {
+  for (const std::string consistency : {"asp", "ssp"})
+    for (const std::string servers : {"1", "colocated"}) {
+      const Outcome plain = run(consistency, servers, Stall::kNone);
+      for (const Stall stall : {Stall::kCompute, Stall::kAnnouncedSleep}) {
+        const std::string what = consistency + ", servers " + servers +
+                                 (stall == Stall::kCompute ? ", computing" : ", announced sleep");
+        const Outcome o = run(consistency, servers, stall);
+        for (std::size_t r = 0; r < o.errors.size(); ++r)
+          EXPECT_EQ(o.errors[r], "") << what << ", rank " << r;
+        EXPECT_GE(o.took, 2.0) << what;
+        // Co-located, a worker's steps also count its shard's replies to the other worker, which
+        // fall in its steps or after them as the timing goes: compared with a dedicated server.
+        if (servers == "colocated") continue;
+        EXPECT_EQ(o.sent, plain.sent) << what;
+        EXPECT_EQ(o.recv, plain.recv) << what;
+      }
+    }
+}
+
+// `--fault hang` as the servers see it: worker 1's trainer sleeps, unannounced; its comm thread
+// runs on but vouches for nothing, so the server names it after about the timeout.
+TEST(PsLongStep, AWorkerAsleepWithoutAnnouncingItIsStillNamed) {
+  for (const std::string consistency : {"asp", "ssp"}) {
+    const Outcome o = run(consistency, "1", Stall::kSilentSleep);
+    const std::string& server = o.errors.at(2);
+    EXPECT_NE(server.find("timeout after 0.4 s: worker rank 1 (worker 1) sent nothing"),
+              std::string::npos)
+        << consistency << ": " << server;
+    EXPECT_NE(o.errors.at(0).find("stopped by parameter server 0"), std::string::npos)
+        << consistency << ": " << o.errors.at(0);
+  }
+}
+
+// bsp is as it was: a worker there is never more than a step from the others, and a step longer
+// than the timeout is named, alive or not (docs/LIMITS.md).
+TEST(PsLongStep, BspStillNamesAStepLongerThanTheTimeout) {
+  const Outcome o = run("bsp", "1", Stall::kCompute);
+  EXPECT_NE(o.errors.at(2).find("worker rank 1 (worker 1) sent nothing"), std::string::npos)
+      << o.errors.at(2);
+}
+
+}  // namespace
+}  // namespace starring::ps
