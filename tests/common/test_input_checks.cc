@@ -152,6 +152,9 @@ TEST(TrainingRanges, ValuesAtTheEdgeAreRefusedNamingTheOption) {
       {"--weight-decay", "0", "--momentum", "0"},
       {"--momentum", "0.999"},
       {"--backend", "ring", "--straggler", "0:29999", "--timeout", "30"},
+      // ps asp/ssp wait for a live worker's longer step (common/thread_pulse.h)
+      {"--backend", "ps", "--consistency", "asp", "--straggler", "0:30000", "--timeout", "30"},
+      {"--backend", "ps", "--consistency", "ssp", "--straggler", "0:30000", "--timeout", "30"},
   };
   for (const auto& args : accepted) EXPECT_EQ(train_error(args), "") << args[0] << " " << args[1];
   // A straggler's sleep as long as --timeout: the other ranks would time out waiting for it.
@@ -161,6 +164,10 @@ TEST(TrainingRanges, ValuesAtTheEdgeAreRefusedNamingTheOption) {
                      "--timeout (30 s)"),
             std::string::npos)
       << msg;
+  // ps under bsp does not wait either: its workers are never more than a step apart.
+  EXPECT_NE(train_error({"--backend", "ps", "--straggler", "0:30000", "--timeout", "30"})
+                .find("must be shorter than --timeout"),
+            std::string::npos);
 }
 
 }  // namespace

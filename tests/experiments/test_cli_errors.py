@@ -759,6 +759,36 @@ class CliErrors(unittest.TestCase):
                 self.assertEqual(workers[0]["bytes_sent"], workers[1]["bytes_sent"], where)
                 self.assertEqual(len(s["history"]), 1, where)
 
+    def test_asp_ssp_step_longer_than_timeout_finishes(self):
+        # Worker 1's every step lasts 3 s, above --timeout 2 (a --straggler delay stands for slow
+        # compute; it was refused at start-up): the server named it ("sent nothing"). Now its
+        # comm thread heartbeats the server while its trainer shows signs of life
+        # (common/thread_pulse.h), and under ssp the server heartbeats worker 0, whose replies
+        # it holds back, so its reply deadlines wait too.
+        for consistency in ("asp", "ssp"):
+            with self.subTest(consistency=consistency):
+                out = tempfile.mkdtemp(dir=self.tmp)
+                argv = [MPIRUN, "-np", "3", BIN, "train", "--backend", "ps", "--servers", "1",
+                        "--consistency", consistency, "--straggler", "1:3000", "--timeout", "2",
+                        "--summary-file", f"{out}/s.json"] + with_opts(LONG, max_steps=4)
+                t0 = time.monotonic()
+                p = subprocess.run(argv, capture_output=True, text=True, cwd=out, timeout=90)
+                took = time.monotonic() - t0
+                where = f"\n$ {' '.join(argv)}\nexit {p.returncode} after {took:.1f} s\n" \
+                        f"{p.stdout}{p.stderr}"
+                self.assertEqual(p.returncode, 0, where)
+                self.assertGreater(took, 4 * 3, where)  # worker 1's sleeps alone
+                with open(f"{out}/s.json") as fh:
+                    s = json.load(fh)
+                workers = [r for r in s["ranks"] if r["role"] == "worker"]
+                self.assertEqual([r["steps"] for r in workers], [4, 4], where)
+                # heartbeats, both ways, are control, not step traffic
+                self.assertEqual(workers[0]["bytes_sent"], workers[1]["bytes_sent"], where)
+                self.assertEqual(workers[0]["bytes_recv"], workers[1]["bytes_recv"], where)
+        # bsp and the ring still refuse it: their workers would wait it out and fail
+        self.run_case(0, ["train", "--backend", "ps", "--straggler", "1:3000", "--timeout", "2"]
+                      + TINY, 2, ["--straggler 1:3000", "shorter than --timeout"])
+
     def test_hung_asp_worker_still_named(self):
         # Worker 0 reaches the evaluation while worker 1 hangs at step 5 (its trainer asleep; its
         # threads still run): it is named within --timeout, as under bsp.
