@@ -34,7 +34,8 @@ std::vector<double> sum_to_worker0(Comm& workers, std::vector<double> values, in
   return values;
 }
 
-EvalResult Evaluator::run(const Dataset& test, double train_loss_sum, double train_steps) {
+EvalResult Evaluator::run(const Dataset& test, double train_loss_sum, double train_steps,
+                          const std::function<void()>& before_sums) {
   const int rank = workers_.rank(), world = workers_.size();
   STARRING_CHECK(test.dim == model_.widths().front(), "test set has ", test.dim,
                  " features but the model expects ", model_.widths().front());
@@ -55,6 +56,7 @@ EvalResult Evaluator::run(const Dataset& test, double train_loss_sum, double tra
     stats[0] += model_.count_correct(dy_, n);
     stats[2] += n;
   }
+  if (before_sums) before_sums();
   stats = sum_to_worker0(workers_, std::move(stats), tags::kEvalSums);
   EvalResult r;
   r.count = static_cast<long>(stats[2]);

@@ -4,6 +4,7 @@
 // same message carries each worker's training-loss sum over the epoch, so the epoch's training
 // loss is the mean over every worker's batches (the global batch's), not worker 0's alone.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,11 @@ class Evaluator {
   Evaluator(Mlp& model, Comm& workers, int batch);
   ~Evaluator();
   // `train_loss_sum` over `train_steps` steps: this worker's training losses of the epoch.
-  EvalResult run(const Dataset& test, double train_loss_sum = 0, double train_steps = 0);
+  // `before_sums`, when given, runs after this worker's own share and before the counts go to
+  // worker 0 (TrainLoop: under asp/ssp, a PeerWatch meeting, so that worker 0 waits for a slower
+  // worker's share while it computes instead of within --timeout).
+  EvalResult run(const Dataset& test, double train_loss_sum = 0, double train_steps = 0,
+                 const std::function<void()>& before_sums = {});
 
  private:
   Mlp& model_;

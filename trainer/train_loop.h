@@ -40,6 +40,9 @@ class TrainLoop {
   // Of the workers, after start(): a timeout checks the backend's peers first. Under asp/ssp
   // the wait for a slower worker goes on while it trains (peer_watch_); `what`: for its error.
   void barrier(const std::string& what = "a barrier of the workers");
+  // Under asp/ssp, the wait for every worker's arrival at `what` (peer_watch_), heartbeating the
+  // backend's peers meanwhile; nothing otherwise. barrier() begins with it.
+  void meet(const std::string& what);
   void add_sync_stats(const SyncStepStats& st);
   void resume();
   void end_resumed_with_nothing_left();

@@ -296,16 +296,7 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
 // backend checks its servers before the barrier's timeout, which names that worker, is reported.
 void TrainLoop::barrier(const std::string& what) {
   try {
-    if (peer_watch_.enabled()) {
-      env_.sync.waiting_for_workers(true);
-      try {
-        peer_watch_.await(what);
-      } catch (...) {
-        env_.sync.waiting_for_workers(false);
-        throw;
-      }
-      env_.sync.waiting_for_workers(false);
-    }
+    meet(what);
     env_.workers.barrier(env_.workers.timeout());
   } catch (const TimeoutError& e) {
     const std::string why =
@@ -319,6 +310,18 @@ void TrainLoop::barrier(const std::string& what) {
     }
     throw;
   }
+}
+
+void TrainLoop::meet(const std::string& what) {
+  if (!peer_watch_.enabled()) return;
+  env_.sync.waiting_for_workers(true);
+  try {
+    peer_watch_.await(what);
+  } catch (...) {
+    env_.sync.waiting_for_workers(false);
+    throw;
+  }
+  env_.sync.waiting_for_workers(false);
 }
 
 void TrainLoop::evaluate(int epoch) {
@@ -339,7 +342,10 @@ void TrainLoop::evaluate(int epoch) {
   env_.sync.refresh_params();
   barrier(at);
   staging_.all_params_up();
-  EvalResult ev = evaluator_.run(test_, epoch_loss_, epoch_batches_);
+  // Under asp/ssp a slower worker's share (a big test set: seconds, more than --timeout) is waited
+  // for at a meeting before its counts; bsp and the ring send them at once, as before.
+  EvalResult ev = evaluator_.run(test_, epoch_loss_, epoch_batches_,
+                                 [&] { meet(detail::concat(at, " (its counts)")); });
   // The workers leave together, when worker 0 has every count: one that went on at once waited
   // for worker 0 in its next step, counted as training (a 2-worker ring's worker 1 read 5.93 s
   // of training over 8 epochs, worker 0 4.93 s, and the summary's wall_s took the 5.93).
