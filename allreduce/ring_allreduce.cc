@@ -99,8 +99,8 @@ void RingAllreduce::process(std::size_t k, const float* in, float* out, float sc
     if (forward) sends_.push_back(comm_.isend(dst, n * wb, next_, opt_.tag));
     return;
   }
-  // Half wire: segments travel in stage_ (each element has its own place, so no buffer is
-  // reused while a send from it may still be pending).
+  // Half wire: segments travel in stage_ (each element has its own place; an all-gather receive
+  // reuses a place only once the send that read it completed: plan_reuse).
   auto* stage = stage_.data() + it.lo * wb;
   if (reduce && it.step < n_ - 2) {
     in_pieces(n, [&](std::size_t a, std::size_t b) {
@@ -119,9 +119,47 @@ void RingAllreduce::process(std::size_t k, const float* in, float* out, float sc
   if (forward) sends_.push_back(comm_.isend(stage, n * wb, next_, opt_.tag));
 }
 
+// reuses_[k]: the send (counted from send_base_) that read the memory item k receives into, or
+// -1. Sends go out in a fixed order: this rank's chunk first, then item j's forward as send
+// first_sends + j (every item before one of step <= N-3 is forwarded too).
+void RingAllreduce::plan_reuse(bool aliased_first_sends, std::size_t count) {
+  const std::size_t lo0 = chunk_begin(rank_, count);
+  const std::size_t first_sends =
+      (chunk_begin(rank_ + 1, count) - lo0 + seg_elems_ - 1) / seg_elems_;
+  std::vector<std::size_t> first(2 * n_ - 2, items_.size());  // each step's first item
+  for (std::size_t k = items_.size(); k-- > 0;) first[items_[k].step] = k;
+  reuses_.assign(items_.size(), -1);
+  for (std::size_t k = 0; k < items_.size(); ++k) {
+    const Item& it = items_[k];
+    if (it.step == n_ - 1 && aliased_first_sends) {
+      reuses_[k] = static_cast<std::ptrdiff_t>((it.lo - lo0) / seg_elems_);  // own chunk
+    } else if (it.step >= n_) {  // the same segment of the same chunk, step - N
+      reuses_[k] =
+          static_cast<std::ptrdiff_t>(first_sends + first[it.step - n_] + k - first[it.step]);
+    }
+  }
+}
+
+// Whether item k's receive buffer is ours: the send that read it (if any) ran and completed.
+bool RingAllreduce::buffer_free(std::size_t k) {
+  if (reuses_[k] < 0) return true;
+  const std::size_t s = send_base_ + static_cast<std::size_t>(reuses_[k]);
+  return s < sends_.size() && sends_[s]->test();
+}
+
+// What the loop waits for: the oldest receive, or (none posted) the send the next one reuses.
+std::string RingAllreduce::waiting_for() const {
+  if (head_ < posted_)
+    return "ring all-reduce step " + std::to_string(items_[head_].step) + ", " +
+           describe_op(false, prev_, opt_.tag);
+  return "ring all-reduce step " + std::to_string(items_[head_].step) + ", " +
+         describe_op(true, next_, opt_.tag) + " (whose buffer that step receives into)";
+}
+
 void RingAllreduce::post_receives(float* out) {
   const std::size_t wb = wire_bytes(opt_.wire), window = opt_.window;
   for (; posted_ < items_.size() && posted_ < head_ + window; ++posted_) {
+    if (!buffer_free(posted_)) break;  // and the ones behind it: matching is in posting order
     const Item& it = items_[posted_];
     void* dst = scratch_.data() + (posted_ % window) * slot_elems_ * wb;  // reduce-scatter
     if (it.step > n_ - 2)
@@ -152,6 +190,8 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
   if (scratch_.size() < scratch) scratch_.resize(scratch);
   if (opt_.wire != WireType::kFloat32 && stage_.size() < count * wb) stage_.resize(count * wb);
   head_ = posted_ = 0;
+  send_base_ = sends_.size();  // a failed run's sends, still unfinished, come first
+  plan_reuse(in == out || opt_.wire != WireType::kFloat32, count);
   post_initial_sends(in, count);
   ProgressWaiter waiter(comm_, opt_.timeout, std::chrono::microseconds(opt_.spin_us));
   while (head_ < items_.size()) {
@@ -168,10 +208,7 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
       waiter.progressed();
       continue;
     }
-    waiter.idle([&] {
-      return "ring all-reduce step " + std::to_string(items_[head_].step) + ", " +
-             describe_op(false, prev_, opt_.tag);
-    });
+    waiter.idle([&] { return waiting_for(); });
   }
   for (auto& s : sends_) s->wait(opt_.timeout);
   sends_.clear();

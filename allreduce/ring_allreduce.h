@@ -21,6 +21,15 @@
 // for its successor before it can post a receive (which could deadlock around the ring). Each
 // rank sends and receives 2(N-1)/N of the buffer.
 //
+// A receive into memory that an earlier send of the run read from is posted only once that
+// send's request has completed (the transport owns a send buffer until then, and a receive
+// buffer until the receive completes): a chunk's all-gather receive (step t + N) waits for the
+// send of its reduce-scatter partial sum (step t, which also ran first), and the receive of this
+// rank's own finished chunk (step N-1) for the first sends when they read the same memory (in
+// place, or the half-wire staging). Those data are computed from that send further round the
+// ring, so they cannot arrive sooner: holding the receive back costs a test, not a wait. Later
+// receives are posted in order behind it (matching is in posting order).
+//
 // With a half-precision wire (fp16/bf16) segments are narrowed before sending (into a staging
 // buffer of count halves), widened and accumulated in float32 on arrival; the owner of a
 // finished chunk keeps the narrowed value too, so every rank ends with bit-identical results.
@@ -31,6 +40,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "allreduce/wire_codec.h"
@@ -79,6 +89,9 @@ class RingAllreduce {
   std::size_t chunk_begin(int c, std::size_t count) const { return ring_chunk_begin(c, n_, count); }
   void post_initial_sends(const float* in, std::size_t count);
   void post_receives(float* out);
+  void plan_reuse(bool aliased_first_sends, std::size_t count);
+  bool buffer_free(std::size_t k);
+  std::string waiting_for() const;
   void process(std::size_t k, const float* in, float* out, float scale);
   void poke();
   template <typename F>
@@ -94,7 +107,9 @@ class RingAllreduce {
   std::vector<unsigned char> stage_;    // half wire: count elements, what is sent and gathered
   std::vector<std::unique_ptr<Request>> recvs_;  // per item; [head_, posted_) pending
   std::size_t head_ = 0, posted_ = 0;
-  std::vector<std::unique_ptr<Request>> sends_;
+  std::vector<std::unique_ptr<Request>> sends_;  // this run's from send_base_ (first sends, then
+  std::size_t send_base_ = 0;                    // one per item forwarded, in item order)
+  std::vector<std::ptrdiff_t> reuses_;  // per item: the send whose memory it receives into, or -1
 };
 
 }  // namespace starring
