@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/config_detail.h"
 #include "common/error.h"
+#include "tests/common/config_test_util.h"
 
 namespace starring {
 namespace {
@@ -35,12 +36,7 @@ Config parse_train(std::vector<std::string> args) {
 // The ConfigError message of parsing `args`, or "" when it parsed.
 std::string error_of(const std::string& command, std::vector<std::string> args) {
   Config cfg;
-  try {
-    parse(command, std::move(args), cfg);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return test::config_error([&] { parse(command, std::move(args), cfg); });
 }
 
 class ConfigFile : public ::testing::Test {

@@ -11,31 +11,21 @@
 
 #include "common/config.h"
 #include "common/error.h"
+#include "tests/common/config_test_util.h"
 #include "tests/scratch_dir.h"
 
 namespace starring {
 namespace {
 
-Config parse(const std::string& command, std::vector<std::string> args) {
-  args.insert(args.begin(), command);
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  Config cfg;
-  parse_config(command, static_cast<int>(argv.size()), argv.data(), cfg, nullptr);
-  return cfg;
-}
+using test::config_error;
+using test::parse;
 
 Config parse_train(std::vector<std::string> args) { return parse("train", std::move(args)); }
 
 // The ConfigError of checking `args` on `workers` workers, or "" when they apply.
 std::string refusal(std::vector<std::string> args, int workers = 2) {
   const Config cfg = parse_train(std::move(args));
-  try {
-    check_train_options_apply(cfg, workers);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return config_error([&] { check_train_options_apply(cfg, workers); });
 }
 
 TEST(ConfigUse, IgnoredOptionsAreRefusedNamingTheOption) {
@@ -147,12 +137,7 @@ TEST(ConfigUse, OptionsFromTheConfigFileThatDoNotApplyAreNotes) {
 // and --bucket-mb outside --mode overlap, and --servers beside --backends ring, changed nothing.
 std::string bench_refusal(std::vector<std::string> args) {
   const Config cfg = parse("bench", std::move(args));
-  try {
-    check_bench_options_apply(cfg);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return config_error([&] { check_bench_options_apply(cfg); });
 }
 
 TEST(ConfigUse, BenchRefusesOptionsItWouldNotUse) {

@@ -17,6 +17,7 @@
 #include "common/config.h"
 #include "common/dataset.h"
 #include "common/error.h"
+#include "tests/common/config_test_util.h"
 #include "tests/common/idx_bytes.h"
 #include "tests/scratch_dir.h"
 
@@ -108,16 +109,7 @@ TEST_F(IdxChecks, TestImageAndLabelCountsAreComparedBeforeTraining) {
 
 // The ConfigError message of parsing `train args...`, or "" when it parsed.
 std::string train_error(std::vector<std::string> args) {
-  args.insert(args.begin(), "train");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  Config cfg;
-  try {
-    parse_config("train", static_cast<int>(argv.size()), argv.data(), cfg);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return test::config_error([&] { test::parse("train", std::move(args)); });
 }
 
 TEST(TrainingRanges, ValuesAtTheEdgeAreRefusedNamingTheOption) {
