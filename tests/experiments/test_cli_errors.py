@@ -276,6 +276,11 @@ class CliErrors(unittest.TestCase):
             self.assertNotIn("m.jsonl", files, where)
         return p.stderr, files
 
+    def run_killed(self, np, args, rank):
+        """`args` kill world rank `rank`: the launcher names it, killed by signal 9, within 30 s."""
+        return self.run_case(np, args, None, [f"rank {rank}", "killed by signal 9"], killed=True,
+                             after_fault=(0, 30))
+
     # --- bad input: exit 2, one line, no MPI_Abort ------------------------------------------
     def test_unknown_flag(self):
         err, _ = self.run_case(0, ["train", "--bogus"] + TINY, 2, ["'--bogus'"])
@@ -696,9 +701,8 @@ class CliErrors(unittest.TestCase):
             self.assertTrue(all(e["pid"] == rank for e in events), rank)
 
     def test_killed_worker(self):
-        _, files = self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:1:5"] + LONG,
-                                 None, ["rank 1", "killed by signal 9"], killed=True,
-                                 after_fault=(0, 30))
+        argv = ["train", "--backend", "ring", "--fault", "kill:1:5"] + LONG
+        _, files = self.run_killed(2, argv, 1)
         self.assertIn("m.jsonl.partial", files)
         self.assertIn("t1.json.partial", files)  # its trace so far (run_case parses it)
 
@@ -714,9 +718,8 @@ class CliErrors(unittest.TestCase):
                       after_fault=(timeout, timeout + 8))
 
     def test_killed_server(self):
-        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--fault", "kill:2:5"]
-                      + LONG, None, ["rank 2", "killed by signal 9"], killed=True,
-                      after_fault=(0, 30))
+        self.run_killed(3, ["train", "--backend", "ps", "--servers", "1", "--fault", "kill:2:5"]
+                        + LONG, 2)
 
     def test_silent_worker_named_by_the_server(self):
         err, _ = self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--timeout",
@@ -797,8 +800,7 @@ class CliErrors(unittest.TestCase):
                       ["timeout after 2", "rank 1"], after_fault=(timeout, timeout + 8))
 
     def test_killed_asp_worker(self):
-        self.run_case(3, ps1_run("asp", 2, "--fault", "kill:1:5"), None,
-                      ["rank 1", "killed by signal 9"], killed=True, after_fault=(0, 30))
+        self.run_killed(3, ps1_run("asp", 2, "--fault", "kill:1:5"), 1)
 
     # ssp: the faults of the asp and bsp cases above. Worker 0 cannot run more than --staleness
     # (2) steps ahead, so it never reaches a meeting before worker 1: the server names worker 1.
@@ -809,12 +811,10 @@ class CliErrors(unittest.TestCase):
                       after_fault=(timeout, timeout + 8))
 
     def test_killed_ssp_worker(self):
-        self.run_case(3, ps1_run("ssp", 2, "--fault", "kill:1:5"), None,
-                      ["rank 1", "killed by signal 9"], killed=True, after_fault=(0, 30))
+        self.run_killed(3, ps1_run("ssp", 2, "--fault", "kill:1:5"), 1)
 
     def test_killed_ssp_server(self):
-        self.run_case(3, ps1_run("ssp", 2, "--fault", "kill:2:5"), None,
-                      ["rank 2", "killed by signal 9"], killed=True, after_fault=(0, 30))
+        self.run_killed(3, ps1_run("ssp", 2, "--fault", "kill:2:5"), 2)
 
     # A worker stopped by SIGSTOP while it trains (alive, silent: its thread of notes and its
     # heartbeats stop too), sent by the test once worker 1 (a 100 ms straggler, so that the run
