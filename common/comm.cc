@@ -97,38 +97,58 @@ void throw_peer_failure(const std::string& where, const std::string& note,
                 where + ": stopping, " + who + " " + doing + ": " + what);
 }
 
+RecvStatus recv_exact(Comm& comm, void* buf, std::size_t bytes, int peer, int tag, Seconds timeout,
+                      const std::string& what) {
+  const RecvStatus st = comm.recv(buf, bytes, peer, tag, timeout);
+  if (st.bytes != bytes)
+    throw Error(detail::concat(comm.where(), ": rank ", st.source, " sent ", st.bytes,
+                               " bytes for ", what, " (tag ", tag, "), expected ", bytes));
+  return st;
+}
+
+namespace {
+constexpr std::size_t kTextPiece = std::size_t{1} << 28;  // MPI counts are ints
+}  // namespace
+
+void send_text(Comm& comm, const std::string& text, int peer, int tag, Seconds timeout) {
+  const std::uint64_t n = text.size();
+  comm.send(&n, sizeof n, peer, tag, timeout);
+  for (std::size_t at = 0; at < text.size(); at += kTextPiece)
+    comm.send(text.data() + at, std::min(kTextPiece, text.size() - at), peer, tag, timeout);
+}
+
+std::string recv_text(Comm& comm, int peer, int tag, Seconds timeout, std::uint64_t limit,
+                      const std::string& what) {
+  std::uint64_t n = 0;
+  recv_exact(comm, &n, sizeof n, peer, tag, timeout, "the length of " + what);
+  if (n > limit)
+    throw Error(detail::concat(comm.where(), ": rank ", peer, " sent a length of ", n,
+                               " bytes for ", what, " (tag ", tag, "), more than the ", limit,
+                               " it can be"));
+  std::string text;
+  for (std::uint64_t at = 0; at < n; at += kTextPiece) {  // memory only for bytes that came
+    const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(kTextPiece, n - at));
+    text.resize(static_cast<std::size_t>(at) + piece);
+    recv_exact(comm, text.data() + at, piece, peer, tag, timeout, what);
+  }
+  return text;
+}
+
 namespace {
 
 std::string first_error_exchange(Comm& comm, const std::string& mine, int tag, Seconds timeout) {
   const int n = comm.size(), r = comm.rank();
-  std::string first = mine;
-  auto exchange_len = [&](int peer, bool send, std::uint64_t& len) {
-    if (send)
-      comm.send(&len, sizeof len, peer, tag, timeout);
-    else
-      comm.recv(&len, sizeof len, peer, tag, timeout);
-  };
+  const char* what = "an error message (first_error)";
   if (r != 0) {  // to rank 0: my message; from rank 0: the first
-    std::uint64_t len = mine.size();
-    exchange_len(0, true, len);
-    if (len) comm.send(mine.data(), len, 0, tag, timeout);
-    exchange_len(0, false, len);
-    first.assign(len, '\0');
-    if (len) comm.recv(first.data(), len, 0, tag, timeout);
-    return first;
+    send_text(comm, mine, 0, tag, timeout);
+    return recv_text(comm, 0, tag, timeout, kMaxNoteBytes, what);
   }
+  std::string first = mine;
   for (int p = 1; p < n; ++p) {
-    std::uint64_t len = 0;
-    exchange_len(p, false, len);
-    std::string theirs(len, '\0');
-    if (len) comm.recv(theirs.data(), len, p, tag, timeout);
+    std::string theirs = recv_text(comm, p, tag, timeout, kMaxNoteBytes, what);
     if (first.empty()) first = std::move(theirs);
   }
-  for (int p = 1; p < n; ++p) {
-    std::uint64_t len = first.size();
-    exchange_len(p, true, len);
-    if (len) comm.send(first.data(), len, p, tag, timeout);
-  }
+  for (int p = 1; p < n; ++p) send_text(comm, first, p, tag, timeout);
   return first;
 }
 

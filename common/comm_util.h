@@ -1,5 +1,6 @@
 // Helpers shared by the Comm implementations (defined in common/comm.cc).
 #pragma once
+#include <cstdint>
 #include <exception>
 #include <string>
 
@@ -12,6 +13,24 @@ std::string describe_op(bool is_send, int peer, int tag);
 
 // "rank 1: timeout after 5.0 s in <op>": the TimeoutError text every implementation uses.
 std::string timeout_message(const Comm& comm, Seconds timeout, const std::string& op);
+
+// A receive of a message whose size both sides know (a value, a record, a vector of agreed
+// length): one of another size throws Error "rank 0: rank 2 sent 8 bytes for <what> (tag 101),
+// expected 40". A longer message never lands here: InProcComm throws its truncation error (naming
+// both ranks), MpiComm too (MPI_ERR_TRUNCATE, common/mpi_comm.cc).
+RecvStatus recv_exact(Comm& comm, void* buf, std::size_t bytes, int peer, int tag, Seconds timeout,
+                      const std::string& what);
+
+// Text of any length: send_text sends its length (a uint64) and then the bytes, in pieces of at
+// most 256 MiB (MPI counts are ints). recv_text refuses a length above `limit` before it
+// allocates anything (Error "rank 1: rank 0 sent a length of <n> bytes for <what> (tag 140), more
+// than the <limit> it can be"), grows the string one piece at a time as the pieces arrive, and
+// checks every piece's size (recv_exact).
+void send_text(Comm& comm, const std::string& text, int peer, int tag, Seconds timeout);
+std::string recv_text(Comm& comm, int peer, int tag, Seconds timeout, std::uint64_t limit,
+                      const std::string& what);
+// The limit for texts that are messages, not data: an error, a path, a rank's totals.
+inline constexpr std::uint64_t kMaxNoteBytes = std::uint64_t{64} << 20;
 
 // Every rank passes its error message (empty: none); every rank gets the lowest failing rank's
 // message (empty when no rank failed). Gather to rank 0 and back, each wait bounded by `timeout`;
