@@ -1,5 +1,6 @@
 #include "experiments/bench_on_ranks.h"
 
+#include "common/comm_util.h"
 #include "common/error.h"
 #include "common/sub_comm.h"
 
@@ -67,7 +68,8 @@ std::vector<std::vector<double>> gather_to_root(Comm& world, const std::vector<d
   all.push_back(values);
   for (int r = 1; r < world.size(); ++r) {
     std::vector<double> v(values.size());
-    world.recv(v.data(), v.size() * sizeof(double), r, tag, timeout);
+    recv_exact(world, v.data(), v.size() * sizeof(double), r, tag, timeout,
+               detail::concat("its ", v.size(), " values of a bench row"));
     all.push_back(std::move(v));
   }
   return all;

@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/comm_util.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "common/sub_comm.h"
@@ -107,12 +108,12 @@ double max_over(Comm& comm, double v, int tag) {
   const Seconds t = comm.timeout();
   if (comm.rank() != 0) {
     comm.send(&v, sizeof v, 0, tag, t);
-    comm.recv(&v, sizeof v, 0, tag, t);
+    recv_exact(comm, &v, sizeof v, 0, tag, t, "the largest value");
     return v;
   }
   for (int r = 1; r < comm.size(); ++r) {
     double x = 0;
-    comm.recv(&x, sizeof x, r, tag, t);
+    recv_exact(comm, &x, sizeof x, r, tag, t, "its value");
     v = std::max(v, x);
   }
   for (int r = 1; r < comm.size(); ++r) comm.send(&v, sizeof v, r, tag, t);

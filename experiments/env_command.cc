@@ -22,6 +22,7 @@
 
 #include "allreduce/nccl_info.h"
 #include "common/blas_kernels.h"
+#include "common/comm_util.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "common/gpu_assignment.h"
@@ -149,7 +150,7 @@ std::vector<std::string> gather_hosts(Comm& world) {
   all.push_back(mine.c_str());
   std::string buf(kHostBytes, '\0');
   for (int r = 1; r < world.size(); ++r) {
-    world.recv(buf.data(), kHostBytes, r, kEnvTag, world.timeout());
+    recv_exact(world, buf.data(), kHostBytes, r, kEnvTag, world.timeout(), "its host line");
     all.push_back(buf.c_str());
   }
   return all;

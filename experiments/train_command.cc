@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "common/comm_util.h"
 #include "common/dataset.h"
 #include "common/device.h"
 #include "common/error.h"
@@ -30,26 +31,26 @@ std::vector<nlohmann::json> gather_to_root(Comm& world, const nlohmann::json& mi
   const int tag = tags::kRunTotals;
   std::vector<nlohmann::json> all;
   if (world.rank() != 0) {
-    std::string s = mine.dump();
-    std::uint64_t n = s.size();
-    world.send(&n, sizeof n, 0, tag, world.timeout());
-    world.send(s.data(), s.size(), 0, tag, world.timeout());
+    send_text(world, mine.dump(), 0, tag, world.timeout());
     return all;
   }
   all.push_back(mine);
   for (int r = 1; r < world.size(); ++r) {
-    std::uint64_t n = 0;
     std::string s;
     try {
-      world.recv(&n, sizeof n, r, tag, world.timeout());
-      s.assign(n, '\0');
-      world.recv(s.data(), n, r, tag, world.timeout());
+      s = recv_text(world, r, tag, world.timeout(), kMaxNoteBytes,
+                    "its totals for the run summary");
     } catch (const TimeoutError& e) {  // it names the rank; what it waited for, by tag alone
       throw TimeoutError(detail::concat(e.what(), ": rank ", r,
                                         " did not send its totals for the run summary (stopped, "
                                         "stuck or slow at the end of its run)"));
     }
-    all.push_back(nlohmann::json::parse(s));
+    try {
+      all.push_back(nlohmann::json::parse(s));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(detail::concat(world.where(), ": rank ", r,
+                                 "'s totals for the run summary are not JSON: ", e.what()));
+    }
   }
   return all;
 }

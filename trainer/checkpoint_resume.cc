@@ -7,6 +7,7 @@
 #include <fstream>
 #include <type_traits>
 
+#include "common/comm_util.h"
 #include "common/error.h"
 #include "trainer/checkpoint.h"
 
@@ -14,22 +15,13 @@ namespace starring {
 namespace {
 
 constexpr int kResumeTag = tags::kResume;
-constexpr std::size_t kPiece = std::size_t{1} << 28;  // MPI counts are ints: send in pieces
 
-void send_text(Comm& c, const std::string& s, int dst) {
-  const std::uint64_t n = s.size();
-  c.send(&n, sizeof n, dst, kResumeTag, c.timeout());
-  for (std::size_t at = 0; at < s.size(); at += kPiece)
-    c.send(s.data() + at, std::min(kPiece, s.size() - at), dst, kResumeTag, c.timeout());
+void send_resume(Comm& c, const std::string& s, int dst) {
+  send_text(c, s, dst, kResumeTag, c.timeout());
 }
 
-std::string recv_text(Comm& c, int src) {
-  std::uint64_t n = 0;
-  c.recv(&n, sizeof n, src, kResumeTag, c.timeout());
-  std::string s(n, '\0');
-  for (std::size_t at = 0; at < s.size(); at += kPiece)
-    c.recv(s.data() + at, std::min(kPiece, s.size() - at), src, kResumeTag, c.timeout());
-  return s;
+std::string recv_resume(Comm& c, int src, std::uint64_t limit, const char* what) {
+  return recv_text(c, src, kResumeTag, c.timeout(), limit, what);
 }
 
 // The one refusal of a checkpoint that is valid but not this run's.
@@ -144,22 +136,24 @@ std::string resume_setting_changes(const CheckpointData& c, const Config& cfg) {
 
 void agree_with_worker0(Comm& workers, const std::string& error_on_0, const std::string& what) {
   if (workers.rank() != 0) {
-    const std::string status = recv_text(workers, 0);
+    const std::string status = recv_resume(workers, 0, kMaxNoteBytes, "worker 0's verdict");
     if (status != "ok")
       throw Error(workers.where() + ": " + what + " failed on worker 0: " + status);
     return;
   }
   for (int r = 1; r < workers.size(); ++r)
-    send_text(workers, error_on_0.empty() ? "ok" : error_on_0, r);
+    send_resume(workers, error_on_0.empty() ? "ok" : error_on_0, r);
 }
 
 CheckpointData load_resume_on_workers(const Config& cfg, Comm& workers, std::string& path) {
   const std::string where = workers.where();
   if (workers.rank() != 0) {
     agree_with_worker0(workers, "", "loading the checkpoint to resume from");
-    path = recv_text(workers, 0);
+    path = recv_resume(workers, 0, kMaxNoteBytes, "the checkpoint's path");
     if (path.empty()) return CheckpointData{};  // --resume auto, nothing written yet
-    return decode_checkpoint(recv_text(workers, 0), path, where);
+    // No limit of its own (a checkpoint that does not fit this model is refused by every worker
+    // alike once decoded): memory is taken as the pieces arrive, and each piece is checked.
+    return decode_checkpoint(recv_resume(workers, 0, UINT64_MAX, "the checkpoint"), path, where);
   }
   CheckpointData c;
   std::string error;
@@ -175,8 +169,8 @@ CheckpointData load_resume_on_workers(const Config& cfg, Comm& workers, std::str
   if (workers.size() > 1) {
     const std::string bytes = path.empty() ? "" : encode_checkpoint(c);  // re-encoded, verified
     for (int r = 1; r < workers.size(); ++r) {
-      send_text(workers, path, r);
-      if (!path.empty()) send_text(workers, bytes, r);
+      send_resume(workers, path, r);
+      if (!path.empty()) send_resume(workers, bytes, r);
     }
   }
   return c;

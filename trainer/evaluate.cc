@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/comm_util.h"
 #include "common/error.h"
 
 namespace starring {
@@ -28,7 +29,8 @@ std::vector<double> sum_to_worker0(Comm& workers, std::vector<double> values, in
   }
   std::vector<double> other(values.size());
   for (int r = 1; r < workers.size(); ++r) {
-    workers.recv(other.data(), bytes, r, tag, workers.timeout());
+    recv_exact(workers, other.data(), bytes, r, tag, workers.timeout(),
+               detail::concat("its ", values.size(), " sums"));
     for (std::size_t k = 0; k < values.size(); ++k) values[k] += other[k];
   }
   return values;

@@ -244,6 +244,43 @@ TEST(InProcComm, TruncationErrorNamesBothRanks) {
     }
   }
 }
+// A size or count a peer sends is checked, not trusted: a message of another size than both
+// sides agreed is an error naming both ranks (not a value half filled in); a length beyond the
+// receiver's limit is refused before any memory is taken for it; and one past the bytes that
+// follow is caught at the first piece, with memory only for that piece (not std::string(n)).
+TEST(CommUtil, ReceivedSizesAreCheckedNotTrusted) {
+  INPROC_ONLY();
+  const std::uint64_t huge = std::uint64_t{1} << 40;
+  std::vector<std::string> errors;
+  run_ranks(2, [&](Comm& c) {
+    if (c.rank() == 1) {
+      const int four = 4;
+      c.send(&four, sizeof four, 0, 7, kLong);
+      c.send(&huge, sizeof huge, 0, 8, kLong);
+      c.send(&huge, sizeof huge, 0, 9, kLong);
+      c.send("short", 5, 0, 9, kLong);
+      return;
+    }
+    const auto error_of = [&](const std::function<void()>& f) {
+      try {
+        f();
+        errors.push_back("no error");
+      } catch (const Error& e) {
+        errors.push_back(e.what());
+      }
+    };
+    std::uint64_t v = 0;
+    error_of([&] { recv_exact(c, &v, sizeof v, 1, 7, kLong, "a count"); });
+    error_of([&] { recv_text(c, 1, 8, kLong, 1000, "a note"); });
+    error_of([&] { recv_text(c, 1, 9, kLong, UINT64_MAX, "a file"); });
+  });
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0], "rank 0: rank 1 sent 4 bytes for a count (tag 7), expected 8");
+  EXPECT_EQ(errors[1],
+            "rank 0: rank 1 sent a length of 1099511627776 bytes for a note (tag 8), more than "
+            "the 1000 it can be");
+  EXPECT_EQ(errors[2], "rank 0: rank 1 sent 5 bytes for a file (tag 9), expected 268435456");
+}
 TEST(InProcComm, TestThenWaitCountsOnce) {
   INPROC_ONLY();
   run_ranks(2, test_then_wait_counts_once);

@@ -7,7 +7,9 @@
 //     checkpoint, a short first moment) with a ConfigError naming the sizes, before any backend
 //     is handed it;
 //   - resume_setting_changes names the learning-rate and optimizer settings a resumed run changes
-//     (a note, not a refusal: a lower rate to fine-tune is a reason to resume).
+//     (a note, not a refusal: a lower rate to fine-tune is a reason to resume);
+//   - a length worker 0 sends to the other workers beyond what it can be is refused, not
+//     allocated.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,6 +18,7 @@
 
 #include "common/config.h"
 #include "common/error.h"
+#include "common/inproc_comm.h"
 #include "tests/scratch_dir.h"
 #include "trainer/checkpoint.h"
 
@@ -152,6 +155,28 @@ TEST(ResumeSettings, ChangedRateAndOptimizerSettingsAreNamedWithTheCheckpointsVa
   now.train.lr = 0.5f;
   now.train.opt.momentum = 0.1f;
   EXPECT_EQ(resume_setting_changes(c, now), "");
+}
+
+// A length worker 0 sends (its verdict, the checkpoint's path) beyond what it can be is refused by
+// the worker that receives it, naming both: it was allocated as sent (std::string(n)).
+TEST(ResumeOnWorkers, ALengthBeyondWhatItCanBeIsRefused) {
+  const std::uint64_t huge = UINT64_MAX / 2;
+  try {
+    run_ranks(
+        2,
+        [&](Comm& c) {
+          if (c.rank() == 0)
+            c.send(&huge, sizeof huge, 1, tags::kResume, c.timeout());
+          else
+            agree_with_worker0(c, "", "loading the checkpoint to resume from");
+        },
+        Seconds(5));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "rank 1: rank 0 sent a length of 9223372036854775807 bytes for worker 0's "
+                 "verdict (tag 140), more than the 67108864 it can be");
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "common/dataset.h"
 #include "common/device.h"
+#include "common/error.h"
 #include "common/inproc_comm.h"
 #include "trainer/evaluate.h"
 #include "trainer/mlp.h"
@@ -65,6 +66,22 @@ INSTANTIATE_TEST_SUITE_P(TestSetsAndWorkers, EvalSharding,
                          ::testing::Values(std::pair{10000, 1}, std::pair{10000, 3},
                                            std::pair{10000, 7}, std::pair{1001, 2},
                                            std::pair{1001, 7}, std::pair{5, 7}));
+
+// A worker that sends another number of sums (another build) is an error on worker 0 naming it,
+// not a sum with values missing.
+TEST(SumToWorker0, AnotherNumberOfValuesIsAnError) {
+  try {
+    run_ranks(
+        2,
+        [](Comm& c) {
+          sum_to_worker0(c, std::vector<double>(c.rank() == 0 ? 5 : 3, 1.0), tags::kEvalSums);
+        },
+        Seconds(5));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "rank 0: rank 1 sent 24 bytes for its 5 sums (tag 101), expected 40");
+  }
+}
 
 }  // namespace
 }  // namespace starring
