@@ -1,6 +1,9 @@
 #include "trainer/step_losses.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <mutex>
 
 #include "common/error.h"
 
@@ -20,20 +23,46 @@ bool higher(double a, double b) {
 StepLosses::StepLosses(Comm& workers, MetricsWriter& metrics, bool on, int lag)
     : comm_(workers), metrics_(metrics), fields_(on), on_(on && workers.size() > 1), lag_(lag) {}
 
+namespace {
+
+// Sends given up on unfinished (see ~StepLosses): their buffers are kept until the process ends
+// (this vector's destructor runs after main has returned or std::exit was called, so after
+// MPI_Finalize), never freed while MPI may still read them. A static of its own: MPI's pending
+// sends are the process's, not any object's.
+std::vector<std::shared_ptr<void>>& given_up() {
+  static std::vector<std::shared_ptr<void>> kept;
+  return kept;
+}
+std::mutex given_up_mu;
+
+}  // namespace
+
 StepLosses::~StepLosses() {
-  // Abandoned (an error unwound the run): a send may still read its buffer after its request is
-  // released (MPI finishes it in the background), so unfinished sends keep theirs (16 bytes each;
-  // an eager send of 16 bytes is complete when posted, so in practice none). A failing test
-  // counts as unfinished: nothing is thrown from here.
+  // Abandoned (an error unwound the run): a send is freed once complete. Its request cannot be
+  // cancelled (Open MPI does not cancel sends) and, released unfinished, MPI still reads its
+  // buffer in the background; so every unfinished send is waited for, all of them within
+  // kGiveUpAfter (or --timeout, if shorter): a live peer's transport takes 16 bytes at once, a
+  // peer that is gone or stopped never does, and this must not hang then. What is still
+  // unfinished is released and its buffer kept until the process ends (given_up). A failing
+  // wait counts as unfinished: nothing is thrown from here.
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::min(comm_.timeout(), kGiveUpAfter));
   for (auto& s : sent_) {
     bool done = false;
     try {
       done = s->req->test();
+      if (!done) {
+        const auto left = std::max(Clock::duration::zero(), deadline - Clock::now());
+        s->req->wait(std::chrono::duration_cast<Seconds>(left));
+        done = true;
+      }
     } catch (...) {
     }
     if (done) continue;
     s->req.reset();
-    (void)s.release();
+    std::lock_guard<std::mutex> lk(given_up_mu);
+    given_up().emplace_back(std::move(s));
   }
 }
 
@@ -90,6 +119,10 @@ void StepLosses::complete(Held& h) {
       throw TimeoutError(detail::concat(e.what(), ": worker ", p, "'s loss of step ", h.step,
                                         " for the metrics file (--metrics-loss all) did not come"));
     }
+    const std::size_t bytes = h.reqs[i]->status().bytes;
+    STARRING_CHECK(bytes == 2 * sizeof(double), comm_.where(), ": worker ", p, " sent ", bytes,
+                   " bytes for its loss of step ", h.step, " (tag ", kLossTag, "), expected ",
+                   2 * sizeof(double));
     const double got = h.in[2 * i + 2];
     STARRING_CHECK(got == static_cast<double>(h.step), comm_.where(), ": worker ", p,
                    " sent its loss of step ", got, " where step ", h.step, " was expected");

@@ -18,7 +18,9 @@
 // drain(): every worker, after a barrier of the workers (evaluation, checkpoint, the end of the
 // run): worker 0 waits for every loss still to come and writes the lines, the others for their
 // sends. Every wait is bounded by the Comm's timeout (--timeout); a silent peer ends it with a
-// TimeoutError naming the peer and the step.
+// TimeoutError naming the peer and the step. Destroyed with sends unfinished (an error unwound
+// the run), a worker waits for them at most 1 s (--timeout, if shorter) and keeps the buffers of
+// any still unfinished until the process ends: never freed under MPI, never a hang.
 //
 // Cost per step: W-1 16-byte messages to worker 0, each tested after the step; waited for only
 // `lag` steps later, when synchronous training has delivered them (docs/RESULTS.md, *Every
@@ -51,6 +53,9 @@ class StepLosses {
   void drain();
   // Lines worker 0 holds, waiting for other workers' losses (tests).
   std::size_t held() const { return held_.size(); }
+
+  // The destructor's wait for unfinished sends, all together (or --timeout, if shorter).
+  static constexpr Seconds kGiveUpAfter{1.0};
 
  private:
   struct Held {

@@ -2,7 +2,9 @@
 //  - StepLosses alone, losses a closed-form function of (worker, step): global_loss, loss_min,
 //    loss_max and loss_max_worker exact, for 1..4 workers, lines in step order; under asp
 //    (no lag) lines wait for the drain; a silent worker ends the wait with a TimeoutError naming it
-//    and the step, within --timeout.
+//    and the step, within --timeout; a loss message of another size is an error; a run that
+//    unwinds with a loss on its way waits for that send (bounded), and keeps the buffer of one
+//    that never finishes.
 //  - Training on the ring and the parameter server (bsp, co-located, ssp, asp): the line's
 //    global_loss of every step is one worker's loss on the global batch (bsp, within float
 //    reassociation), between loss_min and loss_max, and the parameters are the same bits with
@@ -13,11 +15,13 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
 #include "common/gradient_sync.h"
 #include "common/inproc_comm.h"
+#include "tests/ps/forwarding_comm.h"
 #include "tests/scratch_dir.h"
 #include "train_fixture.h"
 #include "trainer/step_losses.h"
@@ -167,6 +171,124 @@ TEST(StepLosses, ASilentWorkerIsNamedWithinTheTimeout) {
     EXPECT_NE(what.find("worker 2's loss of step 1"), std::string::npos) << what;
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+}
+
+// A loss message of another size (another build) is an error naming the worker and the step; a
+// single double (the step alone) left worker 1's loss 0 in the line.
+TEST(StepLosses, ALossMessageOfAnotherSizeIsAnError) {
+  const std::string path = testing::scratch_dir("step_losses_size") + "/m.jsonl";
+  try {
+    run_ranks(
+        2,
+        [&](Comm& c) {
+          MetricsWriter m(c.rank() == 0 ? path : "");
+          StepLosses sl(c, m, true, 2);
+          if (c.rank() == 1) {
+            const double step_only = 1.0;
+            c.send(&step_only, sizeof step_only, 0, tags::kStepLosses, c.timeout());
+            c.barrier(c.timeout());
+            return;
+          }
+          sl.after_step(1, 1.0, {{"step", 1}});
+          c.barrier(c.timeout());
+          sl.drain();
+        },
+        Seconds(5));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0: worker 1 sent 8 bytes for its loss of step 1 "
+                                         "(tag 180), expected 16"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A worker's sends to worker 0, through a transport that finishes them `after` their posting
+// (never, if not set). Counts the requests released unfinished; `bufs` are their buffers.
+class SlowSendComm : public ps::ForwardingComm {
+ public:
+  SlowSendComm(std::shared_ptr<Comm> inner, std::optional<Seconds> after)
+      : ForwardingComm(std::move(inner)), after_(after) {}
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    auto at = std::chrono::steady_clock::time_point::max();
+    if (after_) at = std::chrono::steady_clock::now() + std::chrono::duration_cast<Dur>(*after_);
+    return std::make_unique<Slow>(this, inner().isend(buf, bytes, peer, tag), at, buf);
+  }
+  std::atomic<int> released_unfinished{0};
+  std::vector<const void*> bufs;
+
+ private:
+  using Dur = std::chrono::steady_clock::duration;
+  class Slow : public Request {
+   public:
+    Slow(SlowSendComm* o, std::unique_ptr<Request> r, std::chrono::steady_clock::time_point at,
+         const void* buf)
+        : o_(o), r_(std::move(r)), at_(at), buf_(buf) {}
+    ~Slow() override {
+      if (done_) return;
+      ++o_->released_unfinished;
+      o_->bufs.push_back(buf_);
+    }
+    bool test() override { return done_ = std::chrono::steady_clock::now() >= at_ && r_->test(); }
+    RecvStatus wait(Seconds timeout) override {
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::duration_cast<Dur>(timeout);
+      std::this_thread::sleep_until(std::min(at_, deadline));
+      if (!test()) throw TimeoutError("slow send: timeout");
+      return r_->status();
+    }
+    RecvStatus status() const override { return r_->status(); }
+
+   private:
+    SlowSendComm* o_;
+    std::unique_ptr<Request> r_;
+    std::chrono::steady_clock::time_point at_;
+    const void* buf_;
+    bool done_ = false;
+  };
+  std::optional<Seconds> after_;
+};
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A run that fails with a loss still on its way: the send is waited for (a transport that takes
+// a moment), not released unfinished with its buffer leaked (ASan's leak report).
+TEST(StepLosses, AnUnfinishedSendIsCompletedWhenTheRunUnwinds) {
+  InProcWorld world(2);
+  SlowSendComm c(world.comm(1), Seconds(0.05));
+  MetricsWriter m("");
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    StepLosses sl(c, m, true, 2);
+    sl.after_step(1, 2.5, nullptr);
+    throw Error("the step after failed");
+  } catch (const Error&) {
+  }
+  EXPECT_EQ(c.released_unfinished.load(), 0);
+  EXPECT_LT(since(t0), 0.9);  // the send's 50 ms, not the give-up time
+}
+
+// A peer that is gone: its sends never finish. The unwind gives up after --timeout (here 0.2 s,
+// below StepLosses::kGiveUpAfter), never hangs, and the buffer stays valid: the transport may
+// still read it (ASan: a use after free if it were freed).
+TEST(StepLosses, ASendThatNeverFinishesIsGivenUpWithoutAHangAndItsBufferKept) {
+  InProcWorld world(2);
+  SlowSendComm c(world.comm(1), std::nullopt);
+  c.set_timeout(Seconds(0.2));
+  MetricsWriter m("");
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    StepLosses sl(c, m, true, 2);
+    sl.after_step(7, 2.5, nullptr);
+  }
+  EXPECT_LT(since(t0), 2.0);
+  EXPECT_GE(since(t0), 0.15);
+  ASSERT_EQ(c.released_unfinished.load(), 1);
+  const auto* msg = static_cast<const double*>(c.bufs.at(0));
+  EXPECT_EQ(msg[0], 7.0);
+  EXPECT_EQ(msg[1], 2.5);
 }
 
 // --- training ---------------------------------------------------------------------------------
