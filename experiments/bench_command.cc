@@ -6,17 +6,19 @@
 #include "experiments/bench_harness.h"
 #include "experiments/bench_overlap.h"
 #include "experiments/commands.h"
+#include "experiments/preflight.h"
 
 namespace starring {
 
 int run_bench(Config& cfg, std::shared_ptr<Comm> world) {
   world->set_timeout(Seconds(cfg.sync.timeout_s));
+  const auto note = [&] { note_single_process(cfg, world->rank(), world->size()); };
   if (cfg.bench.mode == "overlap") {
-    run_overlap_bench(cfg, world);
+    run_overlap_bench(cfg, world, note);
     return 0;
   }
   auto device = make_device(cfg.train.device, cfg.train.threads, world->node_rank());
-  auto rows = run_bench_harness(cfg, world, device.get());
+  auto rows = run_bench_harness(cfg, world, device.get(), note);
   long wrong = 0;
   for (const auto& r : rows) wrong += r.wrong;
   return wrong ? 1 : 0;

@@ -328,13 +328,14 @@ void compare_to_base(std::vector<BenchRow>& size_rows, std::size_t base) {
 }  // namespace
 
 std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm> world,
-                                        Device* device) {
+                                        Device* device, const std::function<void()>& checked) {
   const BenchConfig& bc = cfg.bench;
   validate(bc);
   std::vector<std::string> names = bc.backends;
   if (names.empty()) names.push_back(cfg.sync.backend == "local" ? "ring" : cfg.sync.backend);
   const bool leader = world->rank() == 0;
   const std::vector<std::unique_ptr<BenchOp>> ops = make_ops_agreed(names, cfg, world, device);
+  if (checked) checked();
   std::size_t base = 0;  // the baseline column: "mpi" when present, else the first backend
   int width = 10;
   for (const auto& n : names) width = std::max(width, static_cast<int>(n.size()));

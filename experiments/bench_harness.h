@@ -190,9 +190,11 @@ nlohmann::json to_json(const BenchRow& row);
 std::string shape_label(const BenchRow& row);
 
 // Runs the whole bench on every rank of `world` (cfg.bench: sizes, iterations, backends) and
-// prints/writes on rank 0. Returns the rows (complete on rank 0). Throws on errors.
+// prints/writes on rank 0. Returns the rows (complete on rank 0). Throws on errors. `checked`
+// runs on every rank once the options are checked and every backend is made, before the table
+// (`starring bench`: its one-process note, after any refusal rather than before it).
 std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm> world,
-                                        Device* device);
+                                        Device* device, const std::function<void()>& checked = {});
 
 // This machine's memcpy bandwidth in GB/s (counted as bytes copied / time; one read + one write
 // per byte), measured on a buffer of `bytes` (at least 1 MiB).

@@ -394,7 +394,8 @@ std::vector<OverlapRow> overlap_rows(const OverlapRow& base, const std::vector<s
   return rows;
 }
 
-std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Comm> world) {
+std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Comm> world,
+                                          const std::function<void()>& checked) {
   const BenchConfig& bc = cfg.bench;
   STARRING_CONFIG_CHECK(bc.factor >= 2 && bc.min_bytes >= 4 && bc.min_bytes <= bc.max_bytes &&
                             bc.iters >= 1 && !bc.compute.empty(),
@@ -408,6 +409,7 @@ std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Com
     STARRING_CONFIG_CHECK(n <= world->size(), "bench backend '", name, "' on ", n,
                           " ranks, but only ", world->size(), " were started");
   }
+  if (checked) checked();
   const bool leader = world->rank() == 0;
   if (leader) print_header(cfg, world->size());
   std::vector<OverlapRow> rows;

@@ -33,6 +33,7 @@
 // a JSON line per row with --json, and a footer.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -94,7 +95,9 @@ std::unique_ptr<GradientSync> make_nothread_iallreduce(std::shared_ptr<Comm> wor
 
 // Runs the overlap benchmark on every rank of `world` (cfg.bench: sizes, -n, -w, backends,
 // compute kinds; cfg.sync for the backends) and prints on rank 0. Returns the rows (complete on
-// rank 0). Throws ConfigError for unknown backends or kinds.
-std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Comm> world);
+// rank 0). Throws ConfigError for unknown backends or kinds. `checked` runs on every rank once
+// the options and backends are checked, before the table (as run_bench_harness's).
+std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Comm> world,
+                                          const std::function<void()>& checked = {});
 
 }  // namespace starring

@@ -146,6 +146,8 @@ void check_fault_reached(const TrainConfig& t, long long n, int workers) {
                              " is never reached"));
 }
 
+}  // namespace
+
 // `starring train --backend ring` started without mpirun is a job of one process: it trains one
 // worker and moves nothing, which a user who forgot the launcher would not guess from the
 // summary alone (helper-100's audit). Open MPI sets OMPI_COMM_WORLD_SIZE in every process it
@@ -165,8 +167,6 @@ void note_single_process(const Config& cfg, int rank, int size) {
                  "bench ...\n");
 }
 
-}  // namespace
-
 void preflight(Config& cfg, int rank, int size) {
   test_host_index();  // a malformed test hook (common/test_hosts.h): one line, exit 2
   if (cfg.command == "bench") check_bench_memory(cfg.bench.max_bytes);
@@ -175,7 +175,6 @@ void preflight(Config& cfg, int rank, int size) {
   if (cfg.command == "bench")
     for (const auto& note : check_bench_options_apply(cfg))
       if (rank == 0) std::fprintf(stderr, "[starring] note: %s\n", note.c_str());
-  if (cfg.command == "bench") note_single_process(cfg, rank, size);
   // Only `train` writes these files (an INI shared with bench or env may still name them).
   if (cfg.command != "train") return;
   check_meaningful(cfg, size);

@@ -14,4 +14,9 @@ namespace starring {
 // as long as the run) on rank 0.
 void preflight(Config& cfg, int rank, int size);
 
+// `starring train` or `bench` started without mpirun (a job of one process, not -np 1): a note on
+// stderr that it moves no data, and how to start N ranks. Printed last, once every check passed:
+// by preflight() for train; by `bench` once its harness made its backends (bench_command.cc).
+void note_single_process(const Config& cfg, int rank, int size);
+
 }  // namespace starring

@@ -441,6 +441,18 @@ class CliErrors(unittest.TestCase):
                                text=True, timeout=60, cwd=tmp)
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertNotIn(note, p.stderr)
+            # bench: after its backends are made (it came before '2 ranks, but only 1')
+            sizes = ["-b", "1K", "-e", "1K", "-n", "1", "-w", "0"]
+            p = subprocess.run([BIN, "bench", "--backends", "ring"] + sizes, capture_output=True,
+                               text=True, timeout=60, cwd=tmp)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stderr.count(note), 1, p.stderr)
+            for mode in (["--mode", "overlap"], []):
+                p = subprocess.run([BIN, "bench", "--backends", "ring@2"] + mode + sizes,
+                                   capture_output=True, text=True, timeout=60, cwd=tmp)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn("2 ranks, but only 1 were started", p.stderr)
+                self.assertNotIn(note, p.stderr)
 
     def test_every_rank_failing_alike_is_one_line(self):
         # each rank's message starts with its own rank: they were printed once per rank
