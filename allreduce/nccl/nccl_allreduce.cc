@@ -35,6 +35,7 @@
 
 #include "allreduce/allreducer.h"
 #include "allreduce/progress_waiter.h"
+#include "common/comm_util.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "common/gpu_assignment.h"
@@ -188,14 +189,14 @@ class NcclAllreducer : public Allreducer {
     IdMessage msg{};
     if (comm_->rank() != 0) {
       comm_->send(&mine, sizeof mine, 0, kGpuIdTag, timeout_);
-      comm_->recv(&msg, sizeof msg, 0, kNcclIdTag, timeout_);
+      recv_exact(*comm_, &msg, sizeof msg, 0, kNcclIdTag, timeout_, "the NCCL unique id");
       return msg;
     }
     std::vector<GpuSlot> all(comm_->size());
     all[0] = from_message(mine);  // cut to the message's fields as the other ranks' are
     for (int r = 1; r < comm_->size(); ++r) {
       SlotMessage m{};
-      comm_->recv(&m, sizeof m, r, kGpuIdTag, timeout_);
+      recv_exact(*comm_, &m, sizeof m, r, kGpuIdTag, timeout_, "its GPU");
       all[r] = from_message(m);
     }
     const std::string problem = one_gpu_per_rank_problem(all, "backend 'nccl'");
