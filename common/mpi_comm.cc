@@ -28,14 +28,16 @@ using Clock = std::chrono::steady_clock;
 
 // Polls `req` until it completes or `timeout` passes. Spins on MPI_Test first (the fast path of
 // a ring step), then yields, then sleeps with a growing back-off so a silent peer costs no CPU.
-bool poll_until(MPI_Request* req, MPI_Status* st, Seconds timeout) {
+// An MPI_Test that fails (the communicator returns errors, see MpiComm::MpiComm) ends it too,
+// with its error code in *rc (MPI_SUCCESS otherwise).
+bool poll_until(MPI_Request* req, MPI_Status* st, Seconds timeout, int* rc) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(timeout);
   auto sleep = std::chrono::microseconds(5);
   for (long iter = 0;; ++iter) {
     int done = 0;
-    CHECK_MPI(MPI_Test(req, &done, st));
-    if (done) return true;
+    *rc = MPI_Test(req, &done, st);
+    if (done || *rc != MPI_SUCCESS) return true;
     const auto now = Clock::now();
     if (now >= deadline) return false;
     const auto waited = now - start;
@@ -63,8 +65,8 @@ int checked_count(const MpiComm& comm, std::size_t bytes, int peer, int tag, boo
 
 class MpiRequest : public Request {
  public:
-  MpiRequest(MpiComm* comm, bool is_send, int peer, int tag)
-      : comm_(comm), is_send_(is_send), peer_(peer), tag_(tag) {}
+  MpiRequest(MpiComm* comm, bool is_send, int peer, int tag, std::size_t bytes)
+      : comm_(comm), is_send_(is_send), peer_(peer), tag_(tag), bytes_(bytes) {}
   ~MpiRequest() override {
     if (req_ == MPI_REQUEST_NULL) return;
     // Abandoned: a receive is cancelled (then completed, so MPI never writes into freed memory);
@@ -79,10 +81,12 @@ class MpiRequest : public Request {
   MPI_Request* raw() { return &req_; }
 
   bool test() override {
+    if (!error_.empty()) throw Error(error_);
     if (done_) return true;
     MPI_Status st;
     int flag = 0;
-    CHECK_MPI(MPI_Test(&req_, &flag, &st));
+    const int rc = MPI_Test(&req_, &flag, &st);
+    if (rc != MPI_SUCCESS) failed(rc, st);
     if (flag) finish(st);
     return done_;
   }
@@ -95,11 +99,14 @@ class MpiRequest : public Request {
   }
 
   RecvStatus wait(Seconds timeout) override {
+    if (!error_.empty()) throw Error(error_);
     if (done_) return status_;
     MPI_Status st;
-    if (!poll_until(&req_, &st, timeout)) {
+    int rc = MPI_SUCCESS;
+    if (!poll_until(&req_, &st, timeout, &rc)) {
       throw TimeoutError(timeout_message(*comm_, timeout, describe_op(is_send_, peer_, tag_)));
     }
+    if (rc != MPI_SUCCESS) failed(rc, st);
     finish(st);
     return status_;
   }
@@ -107,6 +114,29 @@ class MpiRequest : public Request {
   RecvStatus status() const override { return status_; }
 
  private:
+  // A failed completion: a message longer than the receive buffer is named as InProcComm names
+  // it (common/inproc_comm.cc); any other error as CHECK_MPI does.
+  // Every later test() or wait() throws it again.
+  [[noreturn]] void failed(int rc, const MPI_Status& st) {
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+    if (!is_send_ && cls == MPI_ERR_TRUNCATE) {
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      error_ =
+          detail::concat(comm_->where(), ": message of ", count, " bytes from rank ", st.MPI_SOURCE,
+                         " (tag ", tag_, ") truncated: receive buffer holds ", bytes_);
+    } else {
+      try {
+        check_mpi(rc, is_send_ ? "MPI_Test (send)" : "MPI_Test (receive)", __FILE__, __LINE__);
+      } catch (const Error& e) {
+        error_ = e.what();
+      }
+    }
+    done_ = true;  // req_ as MPI left it: the destructor cancels one still active
+    throw Error(error_);
+  }
+
   void finish(const MPI_Status& st) {
     done_ = true;
     req_ = MPI_REQUEST_NULL;
@@ -121,7 +151,9 @@ class MpiRequest : public Request {
   MpiComm* comm_;
   bool is_send_;
   int peer_, tag_;
+  std::size_t bytes_;  // the buffer's size (a receive's capacity)
   bool done_ = false;
+  std::string error_;  // set when the request completed with an error (failed())
   MPI_Request req_ = MPI_REQUEST_NULL;
   RecvStatus status_;
 };
@@ -147,6 +179,11 @@ MpiComm::MpiComm(MPI_Comm parent, int thread_level) {
   {
     StallWatch watch("MPI_Comm_dup and MPI_Comm_split_type (setting up a communicator)");
     CHECK_MPI(MPI_Comm_dup(parent, &comm_));
+    // Errors come back as codes (thrown by CHECK_MPI and MpiRequest, naming the rank), not
+    // MPI_ERRORS_ARE_FATAL's abort of the job: a message longer than its receive buffer (a peer
+    // of another build, another protocol on a tag) ended every rank with Open MPI's banner.
+    // Communicators made from this one (SubComm's, the ring's private one) inherit it.
+    CHECK_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
     CHECK_MPI(MPI_Comm_size(comm_, &size_));
     MPI_Comm node = host_comm(comm_, rank_);  // the ranks sharing this host, ordered by rank
@@ -173,7 +210,7 @@ MpiComm::~MpiComm() {
 
 std::unique_ptr<Request> MpiComm::isend(const void* buf, std::size_t bytes, int peer, int tag) {
   int n = checked_count(*this, bytes, peer, tag, true);
-  auto r = std::make_unique<MpiRequest>(this, true, peer, tag);
+  auto r = std::make_unique<MpiRequest>(this, true, peer, tag, bytes);
   count_sent(bytes);  // before the peer can have it (see Comm::counters)
   CHECK_MPI(MPI_Isend(buf, n, MPI_BYTE, peer, tag, comm_, r->raw()));
   return r;
@@ -181,7 +218,7 @@ std::unique_ptr<Request> MpiComm::isend(const void* buf, std::size_t bytes, int 
 
 std::unique_ptr<Request> MpiComm::irecv(void* buf, std::size_t bytes, int peer, int tag) {
   int n = checked_count(*this, bytes, peer, tag, false);
-  auto r = std::make_unique<MpiRequest>(this, false, peer, tag);
+  auto r = std::make_unique<MpiRequest>(this, false, peer, tag, bytes);
   CHECK_MPI(MPI_Irecv(buf, n, MPI_BYTE, peer == kAnySource ? MPI_ANY_SOURCE : peer, tag, comm_,
                       r->raw()));
   return r;
@@ -191,11 +228,13 @@ void MpiComm::barrier(Seconds timeout) {
   MPI_Request req;
   CHECK_MPI(MPI_Ibarrier(comm_, &req));
   MPI_Status st;
-  if (!poll_until(&req, &st, timeout)) {
+  int rc = MPI_SUCCESS;
+  if (!poll_until(&req, &st, timeout, &rc)) {
     // MPI forbids freeing or cancelling a pending collective: the request is left behind (the
     // caller is about to fail the run anyway).
     throw TimeoutError(timeout_message(*this, timeout, "barrier"));
   }
+  CHECK_MPI(rc);
 }
 
 MPI_Comm mpi_comm_of(const Comm& comm, const char* what) {

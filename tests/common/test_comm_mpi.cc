@@ -118,6 +118,31 @@ TEST(MpiComm, BarrierTimeoutIsATimeoutError) {
   }
 }
 
+// A message longer than its receive buffer is an Error naming the receiving rank, the sender, the
+// tag and both sizes, as InProcComm's (MPI_ERRORS_ARE_FATAL ended the job with Open MPI's
+// banner); a shorter one than recv_exact was told to expect, an Error as well.
+TEST(MpiComm, TruncationAndAShortMessageAreErrorsNamingBothRanks) {
+  MPI_WORLD_ONLY();
+  char big[16] = {}, small[4];
+  if (mpi_world->rank() == 0) {
+    mpi_world->send(big, sizeof big, 1, 43, kLong);
+    mpi_world->send(big, 2, 1, 44, kLong);
+  } else if (mpi_world->rank() == 1) {
+    for (int tag : {43, 44}) {
+      try {
+        if (tag == 43) mpi_world->recv(small, sizeof small, 0, tag, kLong);
+        if (tag == 44) recv_exact(*mpi_world, small, sizeof small, 0, tag, kLong, "a note");
+        ADD_FAILURE() << "tag " << tag << ": no error";
+      } catch (const Error& e) {
+        EXPECT_STREQ(e.what(), tag == 43 ? "rank 1: message of 16 bytes from rank 0 (tag 43) "
+                                           "truncated: receive buffer holds 4"
+                                         : "rank 1: rank 0 sent 2 bytes for a note (tag 44), "
+                                           "expected 4");
+      }
+    }
+  }
+  mpi_world->barrier(kLong);
+}
 TEST(MpiComm, SubComm) {
   MPI_WORLD_ONLY();
   sub_comm_cases(mpi_world);
