@@ -216,13 +216,20 @@ void ServerLoop::on_message(const PsHeader& h, const float* data, const std::str
 }
 
 void ServerLoop::on_init(int w, const std::string& init) {
-  nlohmann::json j = nlohmann::json::parse(init), shm;
-  if (j.contains("shm")) {  // the worker's own segment, not part of what the workers agree on
-    shm = j["shm"];
-    j.erase("shm");
+  nlohmann::json j, shm;
+  PsInitSpec spec;
+  try {
+    j = nlohmann::json::parse(init);
+    if (j.contains("shm")) {  // the worker's own segment, not part of what the workers agree on
+      shm = j["shm"];
+      j.erase("shm");
+    }
+    spec = PsInitSpec::from_json(j);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where_ + ": the start message from " + who(w) + " (" + std::to_string(init.size()) +
+                " bytes) is not a start spec: " + e.what());
   }
   const std::string text = j.dump();
-  PsInitSpec spec = PsInitSpec::from_json(j);
   STARRING_CHECK(spec.num_workers == workers_ && spec.server_index == index_, where_,
                  ": start message from ", who(w), " is for server ", spec.server_index, " of a job",
                  " with ", spec.num_workers, " workers; this is server ", index_, " with ",

@@ -463,5 +463,16 @@ TEST(PsServerStats, StepBytesAreThePushesAndRepliesAloneAndBusyCountsEveryPush) 
   EXPECT_LE(busy, s["wall_s"].get<double>()) << s.dump();
 }
 
+TEST(PsServerLiveness, AStartMessageThatIsNotAStartSpecIsAnErrorNamingTheWorker) {
+  InProcWorld world(3);
+  send_to_server(*world.comm(1), Op::kInit, 0, {}, "{\"num_workers\": ");  // cut short
+  const std::string error = serve(world.comm(2));
+  EXPECT_NE(
+      error.find("server rank 2: the start message from worker rank 1 (16 bytes) is not a start "
+                 "spec: "),
+      std::string::npos)
+      << error;
+}
+
 }  // namespace
 }  // namespace starring::ps
