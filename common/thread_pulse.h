@@ -1,6 +1,7 @@
 // ThreadPulse: whether one thread (a worker's trainer thread) showed a sign of life lately, for a
 // watcher on another thread that vouches for it to peers (ps/worker_comm.cc's heartbeats to the
-// servers, trainer/peer_watch.cc's notes to the other workers) under asp and ssp.
+// servers under any --consistency, trainer/peer_watch.cc's notes to the other workers under asp
+// and ssp).
 //
 // Signs of life between two checks: a mark() (the trainer began a step, handed over a gradient,
 // got its parameters), simulated work announced with working_until() (a --straggler's sleep,

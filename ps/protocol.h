@@ -10,7 +10,7 @@
 //                timeout/4 while it has replies outstanding, so that a worker stalled by ANOTHER
 //                server is not mistaken for a silent one), or on a slower worker at a meeting
 //                of the workers (asp/ssp: an evaluation, a checkpoint, the end of the run), or
-//                (asp/ssp) its trainer shows signs of life in a step longer than that
+//                its trainer shows signs of life in a step longer than that
 //                (common/thread_pulse.h: computing, or a --straggler's sleep), sent then only to
 //                the servers this worker sent nothing else for timeout/4
 //   kDone        clean shutdown: this worker has nothing more to push
@@ -28,8 +28,8 @@
 //   kReplyTagBase + chunk id, received straight into the worker's parameter buffer;
 //   kAck (start accepted), kBye (text: the server's JSON statistics) and kAbort (text: why the
 //   server stopped; `step` 1 when it was a timeout) travel on kCtlTag with a header; so does
-//   kHeartbeat (ssp only, no payload: this server holds replies of the worker back for a slower,
-//   live one; sent every timeout/4 while it does, it renews the worker's reply deadlines);
+//   kHeartbeat (bsp and ssp, no payload: this server holds replies of the worker back for a
+//   slower, live one; sent every timeout/4 while it does, it renews the worker's reply deadlines);
 //   kState (header + floats: vector `step` of `chunk`) travels on kStateTag, in the order
 //   the kGetState requests arrived.
 // Shared memory (ps/shared_segment.h), between a worker and a server on the same host: the

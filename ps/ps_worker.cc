@@ -243,7 +243,7 @@ void PsWorker::wait_for(const std::function<bool()>& ready, const char* what, bo
     rethrow_if_failed();
     const auto now = Clock::now();
     deadline += watch.check(now);
-    // A server's heartbeat (ssp: it holds our reply for a slower, live worker) renews the wait.
+    // A server's heartbeat (bsp/ssp: it holds our reply for a slower, live worker) renews the wait.
     deadline =
         std::max(deadline, server_alive_last_ + std::chrono::duration_cast<Clock::duration>(limit));
     if (now >= deadline)
@@ -336,7 +336,7 @@ CommCounters PsWorker::counters() const {
   std::unique_lock<std::mutex> hb(hb_mu_);
   CommCounters c = comm_->counters();
   c.bytes_sent -= hb_sent_;  // heartbeats are control too (a worker that waited long sent some)
-  c.bytes_recv -= hb_recv_;  // and the servers' (ssp)
+  c.bytes_recv -= hb_recv_;  // and the servers' (bsp/ssp)
   hb.unlock();
   const std::uint64_t ctl = link_ ? link_->ctl_sent.load(std::memory_order_acquire) : 0;
   c.bytes_sent += shm_sent_.load(std::memory_order_relaxed);

@@ -25,13 +25,14 @@
 // (so that a server's report naming a silent worker arrives first), counting only time the comm
 // thread was running (common/watch_clock.h); on expiry, or when a server reports a failure, every
 // call throws, and the servers are told (kAbort) so that the whole job stops with an error naming
-// the rank that failed. Under ssp a server's heartbeat (it holds this worker's replies back for a
-// slower, live worker) renews the deadlines of that server's replies. Liveness (asp/ssp): besides
+// the rank that failed. Under bsp and ssp a server's heartbeat (it holds this worker's replies back
+// for a slower, live worker) renews the deadlines of that server's replies. Liveness: besides
 // the heartbeats while it waits (for a reply, or at a meeting), the comm thread heartbeats the
 // servers it sent nothing for timeout/4 while the trainer thread shows signs of life
 // (common/thread_pulse.h), so a live worker in a step longer than --timeout is not named by the
 // servers; a trainer asleep or blocked (`--fault hang`) stops them within about timeout/4, and a
-// stopped or dead process sends none. bsp sends only the heartbeats of a wait, as before.
+// stopped or dead process sends none. A run whose steps push to every server within timeout/4
+// (any normal bsp run with steps well under --timeout) sends no such heartbeat.
 //
 //   PsWorker ps(world, make_ps_group("2", world->size()), opts);
 //   ps.start(layout, {params, grads}, opt_cfg);
@@ -94,7 +95,7 @@ class PsWorker : public GradientSync {
   // Heartbeats to the servers (as while a reply is outstanding) while the trainer waits for a
   // slower worker at a meeting: the servers otherwise name this worker as silent.
   void waiting_for_workers(bool on) override { at_meeting_.store(on, std::memory_order_relaxed); }
-  // asp/ssp: the trainer sleeps until then as simulated work (--straggler): alive meanwhile.
+  // The trainer sleeps until then as simulated work (--straggler): alive meanwhile.
   void working_until(std::chrono::steady_clock::time_point until) override {
     pulse_.working_until(until);
   }
@@ -209,7 +210,7 @@ class PsWorker : public GradientSync {
   std::vector<char> bye_seen_;  // by server index: its goodbye came (to name those that did not)
   // by server index: the acknowledgements it sent (its start's, then one per kSetState)
   std::vector<int> acks_;
-  // by server index: its last heartbeat (ssp: it holds a reply of ours back for a slower live
+  // by server index: its last heartbeat (bsp/ssp: it holds a reply of ours back for a slower live
   // worker), which the reply deadlines count from; and the latest of any server
   std::vector<std::chrono::steady_clock::time_point> server_alive_at_;
   std::chrono::steady_clock::time_point server_alive_last_{};
@@ -225,7 +226,7 @@ class PsWorker : public GradientSync {
   WatchClock watch_;  // this thread's pauses between deadline checks (common/watch_clock.h)
   std::chrono::steady_clock::time_point last_heartbeat_;
   std::vector<std::chrono::steady_clock::time_point> last_sent_;  // by server index
-  // asp/ssp: the trainer thread's signs of life (common/thread_pulse.h): while it shows any,
+  // The trainer thread's signs of life (common/thread_pulse.h): while it shows any,
   // this thread heartbeats the servers it sends nothing else to (a step, an evaluation longer
   // than --timeout). Bound in start() (the trainer thread), marked at each call of the trainer.
   ThreadPulse pulse_;
@@ -241,7 +242,7 @@ class PsWorker : public GradientSync {
   // them out). hb_mu_ holds a heartbeat's send and its booking here together, and counters()'
   // read of both, so a step's figures never hold one without the other.
   mutable std::mutex hb_mu_;
-  std::uint64_t hb_sent_ = 0, hb_recv_ = 0;  // hb_recv_: the servers' (ssp, see server_alive_at_)
+  std::uint64_t hb_sent_ = 0, hb_recv_ = 0;                     // hb_recv_: the servers' (bsp/ssp)
   std::chrono::steady_clock::time_point win_start_, win_sent_;  // the current step's window
   std::size_t win_sends_ = 0, win_replies_ = 0;
   std::int64_t win_step_ = -1;

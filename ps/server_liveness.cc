@@ -64,15 +64,16 @@ void ServerLoop::check_liveness() {
                                     acked_ ? "" : " to start", " (", progress(now), ")"));
 }
 
-// ssp: a worker whose replies this server holds back (it is --staleness steps ahead of a slower
-// worker, which is alive: check_liveness names a silent one) would name this server when its reply
-// deadline ran out, and a slower worker's step may outlast --timeout (common/thread_pulse.h). So
-// a worker owed replies and sent nothing for timeout/4 gets a heartbeat (a 32-byte kHeartbeat on
-// the control tag, booked as control, as acks are), which renews its deadlines. Never under bsp,
-// whose traffic stays as it was (a bsp worker is at most a step from the others), nor under asp,
-// which holds no reply.
+// bsp and ssp: a worker whose replies this server holds back (bsp: the round waits for a slower
+// worker's push; ssp: it is --staleness steps ahead of a slower worker), which is alive
+// (check_liveness names a silent one), would name this server when its reply deadline ran out,
+// and a slower worker's step may outlast --timeout (common/thread_pulse.h). So a worker owed
+// replies that this server told nothing for timeout/4 gets a heartbeat (a 32-byte kHeartbeat on
+// the control tag, booked as control, as acks are), which renews its deadlines. A bsp run whose
+// rounds close within timeout/4 of the previous reply sends none. Never under asp, which holds
+// no reply.
 void ServerLoop::heartbeat_held() {
-  if (!core_ || !acked_ || core_->spec().consistency != "ssp") return;
+  if (!core_ || !acked_ || core_->spec().consistency == "asp") return;
   const auto now = Clock::now();
   for (int w = 0; w < workers_; ++w) {
     auto& told = last_told_[static_cast<std::size_t>(w)];
@@ -80,6 +81,7 @@ void ServerLoop::heartbeat_held() {
         now - told <= opt_.timeout / 4)
       continue;
     told = now;
+    ++heartbeats_out_;
     send_ctl(w, Op::kHeartbeat, "", false);
   }
 }

@@ -194,6 +194,7 @@ void ServerLoop::on_message(const PsHeader& h, const float* data, const std::str
       on_push(h, data, w, kept);
       break;
     case Op::kHeartbeat:
+      ++heartbeats_in_;
       break;
     case Op::kGetState:
       on_get_state(h, w);
@@ -275,6 +276,8 @@ void ServerLoop::on_push(const PsHeader& h, const float* data, int w, bool kept)
   const auto start = Clock::now();
   const std::uint64_t updates_before = core_->updates();
   replies_.clear();
+  // A worker owed nothing until now: its wait, and heartbeat_held's count, start here.
+  if (core_->awaiting(w) == 0) last_told_[static_cast<std::size_t>(w)] = start;
   core_->push(w, h.chunk, h.step, h.lr, data, h.count, replies_, kept);
   if (!replies_.empty()) {  // the round of this chunk is summed: held receive buffers are free
     auto it = held_bufs_.find(h.chunk);
@@ -451,6 +454,8 @@ nlohmann::json ServerLoop::stats() const {
           {"shm_reply_bytes", shm_reply_bytes_},
           {"msgs_in", msgs_in_},
           {"msgs_out", msgs_out_},
+          {"heartbeats_in", heartbeats_in_},
+          {"heartbeats_out", heartbeats_out_},
           {"busy_s", busy_s_},
           {"wall_s", wall_s_},
           {"pushes", core_ ? core_->pushes() : 0},

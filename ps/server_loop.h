@@ -14,8 +14,8 @@
 // or does not take a reply within it, is named in a TimeoutError (time the server itself was not
 // running is not counted: server_liveness.cc); a kAbort from a worker stops the server too. Any
 // message counts as a sign of life, its heartbeats included (a worker alive in a long step sends
-// them under asp/ssp, ps/ps_worker.h); under ssp this server heartbeats a worker whose replies it
-// holds back (heartbeat_held), so that the worker does not name it meanwhile.
+// them, ps/ps_worker.h); under bsp and ssp this server heartbeats a worker whose replies it holds
+// back for timeout/4 (heartbeat_held), so that the worker does not name it meanwhile.
 // Before throwing, the server sends kAbort with the reason to every worker, so every rank ends
 // with an error that names the rank that died or went silent.
 #pragma once
@@ -123,7 +123,8 @@ class ServerLoop {
   bool acked_ = false, finished_ = false;
   std::vector<char> done_;
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
-  // by worker: when this server last sent it a reply or a heartbeat (heartbeat_held)
+  // by worker: when this server last sent it a reply or a heartbeat (heartbeat_held), or took
+  // a push from it while it was owed nothing
   std::vector<std::chrono::steady_clock::time_point> last_told_;
   std::chrono::steady_clock::time_point started_;
   WatchClock watch_;  // the loop's pauses between liveness checks (see server_liveness.cc)
@@ -148,6 +149,7 @@ class ServerLoop {
   std::uint64_t setup_bytes_in_ = 0;
   std::uint64_t ctl_bytes_out_ = 0;
   std::uint64_t local_push_bytes_ = 0, msgs_in_ = 0, msgs_out_ = 0;
+  std::uint64_t heartbeats_in_ = 0, heartbeats_out_ = 0;  // from workers; heartbeat_held's
   std::uint64_t shm_push_bytes_ = 0, shm_reply_bytes_ = 0;
   std::int64_t fault_rank_ = -1, fault_step_ = -1;
   std::string fault_kind_;

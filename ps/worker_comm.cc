@@ -266,7 +266,7 @@ void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) 
     std::lock_guard<std::mutex> lk(mu_);
     if (op == Op::kAck) {
       ++acks_.at(static_cast<std::size_t>(server));
-    } else if (op == Op::kHeartbeat) {  // ssp: it holds a reply back for a slower, live worker
+    } else if (op == Op::kHeartbeat) {  // bsp/ssp: it holds a reply back for a slower, live worker
       server_alive_at_.at(static_cast<std::size_t>(server)) = server_alive_last_ = Clock::now();
     } else if (op == Op::kBye) {
       ++byes_;
@@ -329,17 +329,17 @@ void PsWorker::check_deadlines() {
     heartbeat();
     return;
   }
-  // asp/ssp: a trainer alive in a step (or an evaluation) longer than the servers' timeout. bsp
-  // keeps its traffic: a worker there is never more than a step from the others.
-  if (opt_.consistency == "bsp") return;
+  // A trainer alive in a step (or an evaluation) longer than the servers' timeout (any
+  // consistency). Only to a server this worker sent nothing else for timeout/4: a run whose steps
+  // are shorter than that (every step pushes to every server) sends no more than before.
   bool quiet = false;
   for (const auto& t : last_sent_) quiet |= now - t > opt_.timeout / 4;
   if (quiet && pulse_.alive_since_last_check(now)) heartbeat(true);
 }
 
 // Tells every server that this worker is alive (see Op::kHeartbeat): waiting for a reply or for a
-// slower worker at a meeting of the workers (waiting_for_workers), or, under asp/ssp, its trainer
-// alive in a long step (`only_quiet`: to the servers sent nothing for timeout/4).
+// slower worker at a meeting of the workers (waiting_for_workers), or its trainer alive in a long
+// step (`only_quiet`: to the servers sent nothing for timeout/4).
 void PsWorker::heartbeat(bool only_quiet) {
   const auto now = Clock::now();
   last_heartbeat_ = now;

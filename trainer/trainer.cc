@@ -214,7 +214,8 @@ double TrainLoop::micro_batch(std::int64_t s, int m, double* wait_s, double* gra
   // arrived, before backward hands over the first tensor).
   if (const long ms = straggler_.delay_ms(rank_, step_); ms > 0 && m == tc_.accum - 1) {
     TraceScope ts(trace_, "straggler_sleep", "compute");
-    // It stands for slow compute: the watchers that vouch for a live trainer (asp/ssp) count it.
+    // It stands for slow compute: the watchers that vouch for a live trainer (ps; the peers'
+    // under asp/ssp) count it.
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
     peer_watch_.working_until(until);
     env_.sync.working_until(until);

@@ -1,18 +1,18 @@
-// A worker alive in one step longer than the servers' --timeout, under asp and ssp, with ranks as
-// threads (InProcWorld: 2 workers + 1 server, or 2 co-located), --timeout 0.4 s:
+// A worker alive in one step longer than the servers' --timeout, under bsp, asp and ssp, with
+// ranks as threads (InProcWorld: 2 workers + 1 server, or 2 co-located), --timeout 0.4 s:
 //  - its trainer computes for 2 s (five timeouts: a wide model's step, an evaluation) or sleeps
 //    that long as announced simulated work (a --straggler's delay, working_until): the run ends
 //    without an error (its comm thread heartbeats the servers while its trainer shows signs of
-//    life, common/thread_pulse.h; under ssp the server heartbeats worker 0, whose replies it holds
-//    back meanwhile, so that its reply deadlines wait too), and, with a dedicated server, both
-//    workers' step bytes are those of a run without the long step (heartbeats are control);
+//    life, common/thread_pulse.h; under bsp and ssp the server heartbeats worker 0, whose replies
+//    it holds back meanwhile, so that its reply deadlines wait too), and, with a dedicated server,
+//    both workers' step bytes are those of a run without the long step (heartbeats are control);
 //  - its trainer sleeps without announcing it (as `--fault hang`: alive, no progress): the server
-//    still names it, within about the timeout;
-//  - under bsp nothing changed: the same computing worker is named ("sent nothing"), as before.
+//    still names it, within about the timeout.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -33,13 +33,15 @@ struct Outcome {
   std::vector<std::string> errors;        // by rank
   std::vector<std::uint64_t> sent, recv;  // by worker: the bytes its steps reported
   double took = 0;
+  nlohmann::json server;  // the dedicated server's stats
 };
 
-Outcome run(const std::string& consistency, const std::string& servers, Stall stall) {
+Outcome run(const std::string& consistency, const std::string& servers, Stall stall,
+            double timeout = 0.4) {
   const int n = servers == "colocated" ? 2 : 3;
   const PsGroup group = make_ps_group(servers, n);
   PsWorkerOptions opt = test_options(consistency);
-  opt.timeout = Seconds(0.4);
+  opt.timeout = Seconds(timeout);
   opt.shared_memory = false;
   Outcome out;
   out.sent.assign(2, 0);
@@ -48,7 +50,7 @@ Outcome run(const std::string& consistency, const std::string& servers, Stall st
   std::atomic<bool> there[2] = {false, false};  // by worker: at the last meeting, or gone
   const auto worker_or_server = [&](std::shared_ptr<Comm> comm) {
     if (group.is_dedicated_server(comm->rank())) {
-      ServerLoop(comm, group, server_options(opt)).run();
+      out.server = ServerLoop(comm, group, server_options(opt)).run();
       return;
     }
     const int w = group.worker_index(comm->rank());
@@ -90,7 +92,7 @@ Outcome run(const std::string& consistency, const std::string& servers, Stall st
 }
 
 TEST(PsLongStep, ALiveWorkerInAStepLongerThanTheTimeoutIsWaitedFor) {
-  for (const std::string consistency : {"asp", "ssp"})
+  for (const std::string consistency : {"bsp", "asp", "ssp"})
     for (const std::string servers : {"1", "colocated"}) {
       const Outcome plain = run(consistency, servers, Stall::kNone);
       for (const Stall stall : {Stall::kCompute, Stall::kAnnouncedSleep}) {
@@ -112,7 +114,7 @@ TEST(PsLongStep, ALiveWorkerInAStepLongerThanTheTimeoutIsWaitedFor) {
 // `--fault hang` as the servers see it: worker 1's trainer sleeps, unannounced; its comm thread
 // runs on but vouches for nothing, so the server names it after about the timeout.
 TEST(PsLongStep, AWorkerAsleepWithoutAnnouncingItIsStillNamed) {
-  for (const std::string consistency : {"asp", "ssp"}) {
+  for (const std::string consistency : {"bsp", "asp", "ssp"}) {
     const Outcome o = run(consistency, "1", Stall::kSilentSleep);
     const std::string& server = o.errors.at(2);
     EXPECT_NE(server.find("timeout after 0.4 s: worker rank 1 (worker 1) sent nothing"),
@@ -123,12 +125,22 @@ TEST(PsLongStep, AWorkerAsleepWithoutAnnouncingItIsStillNamed) {
   }
 }
 
-// bsp is as it was: a worker there is never more than a step from the others, and a step longer
-// than the timeout is named, alive or not (docs/LIMITS.md).
-TEST(PsLongStep, BspStillNamesAStepLongerThanTheTimeout) {
-  const Outcome o = run("bsp", "1", Stall::kCompute);
-  EXPECT_NE(o.errors.at(2).find("worker rank 1 (worker 1) sent nothing"), std::string::npos)
-      << o.errors.at(2);
+// bsp with steps well under the timeout (here 30 s) sends what it sent before these heartbeats: no
+// heartbeat either way (a worker's liveness heartbeats wait for timeout/4 without a push, the
+// server's for timeout/4 of a worker owed a reply since its push).
+TEST(PsLongStep, ABspRunWithShortStepsSendsNoHeartbeat) {
+  const Outcome o = run("bsp", "1", Stall::kNone, 30);
+  for (std::size_t r = 0; r < o.errors.size(); ++r) EXPECT_EQ(o.errors[r], "") << r;
+  EXPECT_EQ(o.server.value("heartbeats_in", -1), 0) << o.server.dump();
+  EXPECT_EQ(o.server.value("heartbeats_out", -1), 0) << o.server.dump();
+}
+
+// Under bsp the server's heartbeats went to worker 0, which waited for worker 1's long step.
+TEST(PsLongStep, UnderBspTheServerHeartbeatsTheWorkerItHoldsBack) {
+  const Outcome o = run("bsp", "1", Stall::kAnnouncedSleep);
+  for (std::size_t r = 0; r < o.errors.size(); ++r) EXPECT_EQ(o.errors[r], "") << r;
+  EXPECT_GT(o.server.value("heartbeats_out", 0), 0) << o.server.dump();
+  EXPECT_GT(o.server.value("heartbeats_in", 0), 0) << o.server.dump();
 }
 
 }  // namespace
