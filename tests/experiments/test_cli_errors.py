@@ -779,7 +779,7 @@ class CliErrors(unittest.TestCase):
         # compute; it was refused at start-up): the server named it ("sent nothing"). Now its
         # comm thread heartbeats the server while its trainer shows signs of life
         # (common/thread_pulse.h), and under ssp the server heartbeats worker 0, whose replies
-        # it holds back, so its reply deadlines wait too.
+        # it holds back, so its reply deadlines wait too (bsp: the next test).
         for consistency in ("asp", "ssp"):
             with self.subTest(consistency=consistency):
                 out = tempfile.mkdtemp(dir=self.tmp)
@@ -800,9 +800,36 @@ class CliErrors(unittest.TestCase):
                 # heartbeats, both ways, are control, not step traffic
                 self.assertEqual(workers[0]["bytes_sent"], workers[1]["bytes_sent"], where)
                 self.assertEqual(workers[0]["bytes_recv"], workers[1]["bytes_recv"], where)
-        # bsp and the ring still refuse it: their workers would wait it out and fail
-        self.run_case(0, ["train", "--backend", "ps", "--straggler", "1:3000", "--timeout", "2"]
-                      + TINY, 2, ["--straggler 1:3000", "shorter than --timeout"])
+        # the ring still refuses it: its ranks would wait it out inside the collective and fail
+        self.run_case(0, ["train", "--backend", "ring", "--straggler", "1:3000", "--timeout", "2"]
+                      + TINY, 2, ["--straggler 1:3000", "shorter than --timeout",
+                                  "only --backend ps waits"])
+
+    def test_bsp_step_longer_than_timeout_finishes(self):
+        # As above under bsp (it was refused at start-up): worker 0 waits each round for worker
+        # 1's push, heartbeated by the server, which worker 1's comm thread heartbeats. The
+        # heartbeats are control: each worker's step bytes are those of the run without the
+        # straggler.
+        runs = {}
+        for straggler in ([], ["--straggler", "1:3000"]):
+            out = tempfile.mkdtemp(dir=self.tmp)
+            argv = [MPIRUN, "-np", "3", BIN, "train", "--backend", "ps", "--servers", "1",
+                    "--consistency", "bsp", "--timeout", "2", *straggler,
+                    "--summary-file", f"{out}/s.json"] + with_opts(LONG, max_steps=4)
+            t0 = time.monotonic()
+            p = subprocess.run(argv, capture_output=True, text=True, cwd=out, timeout=90)
+            took = time.monotonic() - t0
+            where = f"\n$ {' '.join(argv)}\nexit {p.returncode} after {took:.1f} s\n" \
+                    f"{p.stdout}{p.stderr}"
+            self.assertEqual(p.returncode, 0, where)
+            if straggler:
+                self.assertGreater(took, 4 * 3, where)  # worker 1's sleeps alone
+            with open(f"{out}/s.json") as fh:
+                s = json.load(fh)
+            workers = [r for r in s["ranks"] if r["role"] == "worker"]
+            self.assertEqual([r["steps"] for r in workers], [4, 4], where)
+            runs[bool(straggler)] = [(r["bytes_sent"], r["bytes_recv"]) for r in workers]
+        self.assertEqual(runs[True], runs[False])
 
     def test_hung_asp_worker_still_named(self):
         # Worker 0 reaches the evaluation while worker 1 hangs at step 5 (its trainer asleep; its
@@ -842,6 +869,14 @@ class CliErrors(unittest.TestCase):
     def test_stopped_ssp_worker_named(self):
         timeout = 2
         self.run_case(3, ps1_run("ssp", timeout, "--straggler", "1:100"), 1,
+                      ["timeout after 2", "worker rank 1 (worker 1) sent nothing"],
+                      sigstop=(1, trained_a_step(1)), after_fault=(timeout, timeout + 8))
+
+    def test_stopped_bsp_worker_named(self):
+        # A straggler whose steps (3 s) outlast --timeout is waited for under bsp; stopped, its
+        # heartbeats stop too, and the server names it.
+        timeout = 2
+        self.run_case(3, ps1_run("bsp", timeout, "--straggler", "1:3000"), 1,
                       ["timeout after 2", "worker rank 1 (worker 1) sent nothing"],
                       sigstop=(1, trained_a_step(1)), after_fault=(timeout, timeout + 8))
 
