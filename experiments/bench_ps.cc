@@ -27,6 +27,7 @@
 #include "experiments/bench_harness.h"
 #include "ps/protocol.h"
 #include "ps/ps_worker.h"
+#include "ps/server_loop.h"
 
 namespace starring {
 namespace {

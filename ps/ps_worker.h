@@ -38,26 +38,18 @@
 //   ps.start(layout, {params, grads}, opt_cfg);
 //   ps.begin_step(1, lr); ...; ps.tensor_ready(i); ...; ps.wait_params(i); ...; ps.shutdown();
 #pragma once
-#include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <exception>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
+#include <string>
 #include <vector>
 
 #include "common/comm.h"
 #include "common/gradient_sync.h"
-#include "common/thread_pulse.h"
 #include "common/trace.h"
-#include "common/watch_clock.h"
-#include "ps/local_link.h"
-#include "ps/partition.h"
 #include "ps/ps_group.h"
-#include "ps/server_loop.h"
-#include "ps/shared_segment.h"
 
 namespace starring::ps {
 
@@ -94,14 +86,11 @@ class PsWorker : public GradientSync {
   std::string name() const override { return "ps"; }
   // Heartbeats to the servers (as while a reply is outstanding) while the trainer waits for a
   // slower worker at a meeting: the servers otherwise name this worker as silent.
-  void waiting_for_workers(bool on) override { at_meeting_.store(on, std::memory_order_relaxed); }
+  void waiting_for_workers(bool on) override;
   // The trainer sleeps until then as simulated work (--straggler): alive meanwhile.
-  void working_until(std::chrono::steady_clock::time_point until) override {
-    pulse_.working_until(until);
-  }
-  int max_step_skew() const override {
-    return opt_.consistency == "asp" ? -1 : opt_.consistency == "ssp" ? opt_.staleness : 0;
-  }
+  void working_until(std::chrono::steady_clock::time_point until) override;
+  // bsp: 0; ssp: --staleness; asp: -1 (no bound)
+  int max_step_skew() const override;
   // Checkpoints (worker_state.cc): worker 0 gathers every chunk's optimizer state from the
   // servers (kGetState) and restores it on resume (kSetState, acknowledged); no-ops elsewhere.
   void save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) override;
@@ -120,139 +109,11 @@ class PsWorker : public GradientSync {
   // After shutdown(): every server's statistics from its goodbye message, by server index.
   nlohmann::json server_stats() const;
   // After shutdown(), co-located mode: this process's own shard's statistics (else {}).
-  nlohmann::json local_server_stats() const { return local_server_stats_; }
+  nlohmann::json local_server_stats() const;
 
  private:
-  struct Job {
-    int bucket = 0;
-    std::int64_t step = 0;
-    float lr = 0;
-  };
-  struct Flight {  // comm-thread state of one chunk
-    std::vector<char> staging;
-    std::unique_ptr<Request> send, recv;
-    std::chrono::steady_clock::time_point since;
-    double trace_t0 = 0;
-    std::int64_t step = 0;
-    std::int64_t issued = 0;  // pushes issued (read under mu_ against completed_)
-    bool pushed = false;      // this push counted in its step's window (count_push)
-  };
-
-  // worker_comm.cc: the communication thread
-  void comm_main();
-  void comm_loop();
-  bool issue(const Job& job);
-  bool poll_flights();
-  bool poll_ctl();
-  void on_ctl(Op op, const std::string& text, bool timeout, int server);
-  void on_reply(int chunk);
-  void count_push(Flight& f);
-  void open_server_segment(int server, const std::string& ack_text);
-  void check_deadlines();
-  // Heartbeats every server (`only_quiet`: those sent nothing for timeout/4).
-  void heartbeat(bool only_quiet = false);
-  void fail(std::exception_ptr e);
-  void send_abort(const std::string& why, bool timeout);
-
-  // worker_state.cc helpers
-  void on_state(const PsHeader& h, const float* data);
-  // `limit`: how long to wait for the answers (0: the timeout plus the grace).
-  CommCounters fetch_from_servers(int parts, float* const dsts[3], Seconds limit = Seconds(0));
-
-  // ps_worker.cc helpers
-  void make_start_plan(const ParamLayout& layout);  // plan_, or ConfigError
-  void send_init(const ParamLayout& layout);
-  // `limit`: the safety net's wait (zero: 2 x --timeout + 2 x grace). `silent` (called under
-  // mu_): what a timeout of this wait adds, e.g. "; no goodbye from server rank 2 (...)".
-  void wait_for(const std::function<bool()>& ready, const char* what, bool count_wait,
-                Seconds limit = Seconds(0), const std::function<std::string()>& silent = {});
-  // Waits, within --timeout + grace, until every server s has sent owed[s] acknowledgements more
-  // than before[s] (acks_ then); a timeout names the servers short of theirs ("; no <missing>
-  // from server rank 2 (...)"). Co-located, an error of this rank's own shard ends it, thrown.
-  void wait_acks(const std::vector<int>& before, const std::vector<int>& owed, const char* what,
-                 const char* missing);
-  // "server rank 2, server rank 3": the servers whose `seen` flag is 0 (under mu_)
-  std::string servers_without(const std::vector<char>& seen) const;
-  void wait_chunks(const std::vector<int>& chunks, const char* what);
-  void rethrow_if_failed();
-  int server_rank(int chunk) const;
-  bool local_chunk(int chunk) const;
-  void start_local_server();
-  Seconds grace() const;
-
-  std::shared_ptr<Comm> comm_;
-  PsGroup group_;
-  PsWorkerOptions opt_;
-  int rank_ = 0, index_ = 0;
-  std::string where_;
-  PsPlan plan_;
-  SyncBuffers buf_;
-  OptimizerConfig opt_cfg_;
-  bool started_ = false, shut_ = false;
-  std::int64_t step_ = 0;
-  float lr_ = 0;
-  std::vector<char> ready_;        // per tensor, this step
-  std::vector<int> bucket_ready_;  // tensors ready per bucket
-  std::vector<int> held_;          // overlap off: complete buckets not pushed yet
-  std::vector<int> all_chunks_;
-
-  // shared with the comm thread (and the co-located server thread), under mu_
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> jobs_;
-  bool stop_ = false;
-  std::exception_ptr error_;
-  std::vector<std::int64_t> requested_, completed_;
-  int byes_ = 0;
-  float* state_dst_[3] = {nullptr, nullptr, nullptr};  // save_optimizer_state: params, s1, s2
-  std::size_t state_got_ = 0;                          // state vectors received locally
-  std::vector<std::string> bye_text_;
-  std::vector<char> bye_seen_;  // by server index: its goodbye came (to name those that did not)
-  // by server index: the acknowledgements it sent (its start's, then one per kSetState)
-  std::vector<int> acks_;
-  // by server index: its last heartbeat (bsp/ssp: it holds a reply of ours back for a slower live
-  // worker), which the reply deadlines count from; and the latest of any server
-  std::vector<std::chrono::steady_clock::time_point> server_alive_at_;
-  std::chrono::steady_clock::time_point server_alive_last_{};
-  double wait_s_ = 0, push_s_ = 0, pull_s_ = 0, comm_s_ = 0, stage_s_ = 0;
-  std::uint64_t steps_done_ = 0;
-  CommCounters last_counters_;
-
-  // comm thread only
-  std::vector<Flight> flights_;
-  std::vector<int> active_;  // chunks with a request in flight
-  std::vector<char> ctl_buf_, abort_msg_;
-  std::unique_ptr<Request> ctl_req_;
-  WatchClock watch_;  // this thread's pauses between deadline checks (common/watch_clock.h)
-  std::chrono::steady_clock::time_point last_heartbeat_;
-  std::vector<std::chrono::steady_clock::time_point> last_sent_;  // by server index
-  // The trainer thread's signs of life (common/thread_pulse.h): while it shows any,
-  // this thread heartbeats the servers it sends nothing else to (a step, an evaluation longer
-  // than --timeout). Bound in start() (the trainer thread), marked at each call of the trainer.
-  ThreadPulse pulse_;
-  std::atomic<bool> at_meeting_{false};  // the trainer waits for a slower worker (any thread)
-  PsHeader heartbeat_msg_;
-  std::vector<std::unique_ptr<Request>> heartbeats_;
-  // shared memory: this worker's push segment; per server index, its parameter segment (null:
-  // data travels in the messages)
-  std::unique_ptr<SharedSegment> push_seg_;
-  std::vector<std::unique_ptr<SharedSegment>> server_seg_;
-  std::atomic<std::uint64_t> shm_sent_{0}, shm_recv_{0};  // bytes through the segments
-  // Heartbeats this worker sent through the Comm: control, not step traffic (counters() takes
-  // them out). hb_mu_ holds a heartbeat's send and its booking here together, and counters()'
-  // read of both, so a step's figures never hold one without the other.
-  mutable std::mutex hb_mu_;
-  std::uint64_t hb_sent_ = 0, hb_recv_ = 0;                     // hb_recv_: the servers' (bsp/ssp)
-  std::chrono::steady_clock::time_point win_start_, win_sent_;  // the current step's window
-  std::size_t win_sends_ = 0, win_replies_ = 0;
-  std::int64_t win_step_ = -1;
-  std::thread comm_thread_;
-
-  // co-located server
-  std::unique_ptr<LocalLink> link_;
-  std::thread server_thread_;
-  std::exception_ptr server_error_;
-  nlohmann::json local_server_stats_ = nlohmann::json::object();
+  class Impl;  // ps/ps_worker_impl.h: the state, the comm thread, the co-located shard
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace starring::ps

@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 #include "ps/backoff.h"
-#include "ps/ps_worker.h"
+#include "ps/ps_worker_impl.h"
 
 namespace starring::ps {
 
@@ -13,7 +13,7 @@ using Clock = std::chrono::steady_clock;
 
 static double seconds(Clock::duration d) { return Seconds(d).count(); }
 
-void PsWorker::comm_main() {
+void PsWorker::Impl::comm_main() {
   if (opt_.trace) opt_.trace->set_thread_name("comm");
   try {
     comm_loop();
@@ -38,7 +38,7 @@ void PsWorker::comm_main() {
   ctl_req_.reset();
 }
 
-void PsWorker::comm_loop() {
+void PsWorker::Impl::comm_loop() {
   ctl_buf_.resize(kMaxCtlBytes);
   ctl_req_ = comm_->irecv(ctl_buf_.data(), ctl_buf_.size(), kAnySource, kCtlTag);
   last_heartbeat_ = Clock::now();
@@ -66,7 +66,7 @@ void PsWorker::comm_loop() {
   }
 }
 
-bool PsWorker::issue(const Job& job) {
+bool PsWorker::Impl::issue(const Job& job) {
   const auto now = Clock::now();
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -139,7 +139,7 @@ bool PsWorker::issue(const Job& job) {
   return true;
 }
 
-bool PsWorker::poll_flights() {
+bool PsWorker::Impl::poll_flights() {
   bool progress = false;
   for (std::size_t k = 0; k < active_.size();) {
     const int c = active_[k];
@@ -179,7 +179,7 @@ bool PsWorker::poll_flights() {
 // its send's completion or at its reply, whichever the thread sees first: MPI may report a send
 // complete on a later test than the reply that proves it arrived, and a window closed by the
 // replies first would measure pull time from the previous step's last push.
-void PsWorker::count_push(Flight& f) {
+void PsWorker::Impl::count_push(Flight& f) {
   if (f.pushed) return;
   f.pushed = true;
   std::lock_guard<std::mutex> lk(mu_);
@@ -190,7 +190,7 @@ void PsWorker::count_push(Flight& f) {
 }
 
 // A chunk's updated parameters have landed (comm thread, or the co-located server thread).
-void PsWorker::on_reply(int c) {
+void PsWorker::Impl::on_reply(int c) {
   const Flight& f = flights_[static_cast<std::size_t>(c)];
   if (opt_.trace && opt_.trace->enabled())
     opt_.trace->complete("push_pull", "comm", f.trace_t0, opt_.trace->now_us() - f.trace_t0,
@@ -210,7 +210,7 @@ void PsWorker::on_reply(int c) {
   cv_.notify_all();
 }
 
-bool PsWorker::poll_ctl() {
+bool PsWorker::Impl::poll_ctl() {
   {  // a server's heartbeat is booked with the Comm's count of it (as this worker's: hb_mu_)
     std::lock_guard<std::mutex> lk(hb_mu_);
     if (!ctl_req_->test()) return false;
@@ -234,7 +234,7 @@ bool PsWorker::poll_ctl() {
 // A server's start acknowledgement (the only kAck with text) says whether it maps this worker's
 // push segment and where its own parameters live; both directions go through shared memory
 // only if both are reachable.
-void PsWorker::open_server_segment(int server, const std::string& ack_text) {
+void PsWorker::Impl::open_server_segment(int server, const std::string& ack_text) {
   if (!push_seg_ || ack_text.empty()) return;
   const auto j = nlohmann::json::parse(ack_text, nullptr, false);
   if (!j.is_object() || !j.value("reads_shm", false) || !j.contains("shm")) return;
@@ -261,7 +261,7 @@ static std::string without_details(const std::string& text) {
   return "";
 }
 
-void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) {
+void PsWorker::Impl::on_ctl(Op op, const std::string& text, bool timeout, int server) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (op == Op::kAck) {
@@ -297,7 +297,7 @@ void PsWorker::on_ctl(Op op, const std::string& text, bool timeout, int server) 
 // A reply's deadline counts only time this comm thread was watching, and no server is named
 // while its reply is waiting to be polled (the rule of common/watch_clock.h, as on the servers): a
 // comm thread that stood still past the deadline named a server whose reply had arrived.
-void PsWorker::check_deadlines() {
+void PsWorker::Impl::check_deadlines() {
   const auto now = Clock::now();
   const auto excused = watch_.check(now);
   const auto limit = opt_.timeout + grace();
@@ -340,7 +340,7 @@ void PsWorker::check_deadlines() {
 // Tells every server that this worker is alive (see Op::kHeartbeat): waiting for a reply or for a
 // slower worker at a meeting of the workers (waiting_for_workers), or its trainer alive in a long
 // step (`only_quiet`: to the servers sent nothing for timeout/4).
-void PsWorker::heartbeat(bool only_quiet) {
+void PsWorker::Impl::heartbeat(bool only_quiet) {
   const auto now = Clock::now();
   last_heartbeat_ = now;
   for (std::size_t k = 0; k < heartbeats_.size();)
@@ -365,7 +365,7 @@ void PsWorker::heartbeat(bool only_quiet) {
   }
 }
 
-void PsWorker::fail(std::exception_ptr e) {
+void PsWorker::Impl::fail(std::exception_ptr e) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!error_) error_ = e;
@@ -374,7 +374,7 @@ void PsWorker::fail(std::exception_ptr e) {
 }
 
 // Tells every server this worker has failed (best effort, never blocks for long).
-void PsWorker::send_abort(const std::string& why, bool timeout) {
+void PsWorker::Impl::send_abort(const std::string& why, bool timeout) {
   PsHeader h;
   h.op = Op::kAbort;
   h.worker = index_;

@@ -12,13 +12,13 @@
 
 #include "common/error.h"
 #include "ps/backoff.h"
-#include "ps/ps_worker.h"
+#include "ps/ps_worker_impl.h"
 
 namespace starring::ps {
 
 using Clock = std::chrono::steady_clock;
 
-void PsWorker::on_state(const PsHeader& h, const float* data) {
+void PsWorker::Impl::on_state(const PsHeader& h, const float* data) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     const ChunkSpec& ch = plan_.chunks.at(static_cast<std::size_t>(h.chunk));
@@ -29,7 +29,7 @@ void PsWorker::on_state(const PsHeader& h, const float* data) {
   cv_.notify_all();
 }
 
-void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) {
+void PsWorker::Impl::save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) {
   STARRING_CHECK(started_ && !shut_, where_, ": save_optimizer_state outside start()..shutdown()");
   flush();
   if (index_ != 0) return;
@@ -45,7 +45,7 @@ void PsWorker::save_optimizer_state(std::vector<float>& s1, std::vector<float>& 
 // Under bsp every worker holds the servers' values already (each reply is the round's result);
 // under asp/ssp a worker's last reply lags the pushes applied after it, so an evaluation asks
 // for the master copy (the trainer calls this after a flush and a barrier on every worker).
-void PsWorker::refresh_params() {
+void PsWorker::Impl::refresh_params() {
   STARRING_CHECK(started_ && !shut_, where_, ": refresh_params outside start()..shutdown()");
   flush();
   if (opt_.consistency == "bsp") return;
@@ -60,7 +60,7 @@ void PsWorker::refresh_params() {
 // A barrier of the trainer's timed out: under asp a worker that waits there for a worker that
 // waits for a stopped server timed out first (the barrier's wait began earlier and is shorter than
 // a reply's deadline), and named that worker. A server that does not answer now is named instead.
-void PsWorker::check_peers() {
+void PsWorker::Impl::check_peers() {
   if (!started_ || shut_) return;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -74,7 +74,7 @@ void PsWorker::check_peers() {
 // Asks every chunk's server for its parameters and `parts` optimizer-state vectors (kGetState)
 // and writes vector p of each chunk at its offset in dsts[p]. Returns the bytes of the messages
 // it exchanged over the Comm.
-CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Seconds limit) {
+CommCounters PsWorker::Impl::fetch_from_servers(int parts, float* const dsts[3], Seconds limit) {
   CommCounters moved;
   struct Pending {
     int chunk, part;
@@ -95,7 +95,7 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
   // write nothing into dsts afterwards: an answer it sends after a timeout lands nowhere (a
   // check_peers' dsts are its own scratch buffer, freed when the timeout is thrown).
   struct Forget {
-    PsWorker* w;
+    Impl* w;
     ~Forget() {
       std::lock_guard<std::mutex> lk(w->mu_);
       std::fill(w->state_dst_, w->state_dst_ + 3, nullptr);
@@ -165,7 +165,8 @@ CommCounters PsWorker::fetch_from_servers(int parts, float* const dsts[3], Secon
   return moved;
 }
 
-void PsWorker::load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) {
+void PsWorker::Impl::load_optimizer_state(const std::vector<float>& s1,
+                                          const std::vector<float>& s2) {
   STARRING_CHECK(started_ && !shut_, where_, ": load_optimizer_state outside start()..shutdown()");
   if (index_ != 0) return;
   const int parts = opt_cfg_.type == "adamw" ? 2 : 1;
