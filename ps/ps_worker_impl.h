@@ -31,6 +31,8 @@
 
 namespace starring::ps {
 
+struct StateFetch;  // worker_state.cc: one fetch_from_servers' outstanding answers
+
 class PsWorker::Impl {
  public:
   Impl(std::shared_ptr<Comm> comm, PsGroup group, PsWorkerOptions opt);
@@ -93,6 +95,9 @@ class PsWorker::Impl {
   void on_state(const PsHeader& h, const float* data);
   // `limit`: how long to wait for the answers (0: the timeout plus the grace).
   CommCounters fetch_from_servers(int parts, float* const dsts[3], Seconds limit = Seconds(0));
+  void request_state(int parts, StateFetch& fetch);
+  void await_state(int parts, StateFetch& fetch, Seconds limit);
+  void unpack_state(const StateFetch& fetch, float* const dsts[3]) const;
 
   // worker_start.cc helpers
   void make_start_plan(const ParamLayout& layout);  // plan_, or ConfigError

@@ -8,6 +8,7 @@
 // one). Part 0 of a chunk's answer is the server's master copy of its parameters, written into this
 // worker's parameter buffer: the checkpoint then holds parameters and state of the same moment
 // under asp/ssp too (under bsp the values are the ones this worker already has, bit for bit).
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -71,21 +72,29 @@ void PsWorker::Impl::check_peers() {
   fetch_from_servers(0, dsts, grace());
 }
 
-// Asks every chunk's server for its parameters and `parts` optimizer-state vectors (kGetState)
-// and writes vector p of each chunk at its offset in dsts[p]. Returns the bytes of the messages
-// it exchanged over the Comm.
-CommCounters PsWorker::Impl::fetch_from_servers(int parts, float* const dsts[3], Seconds limit) {
-  CommCounters moved;
-  struct Pending {
+// One fetch_from_servers' answers: the state vectors that come over the Comm, each into its own
+// buffer (header + data) on kStateTag, and how many this process's own shard writes directly.
+struct StateFetch {
+  struct Remote {
     int chunk, part;
     std::vector<char> buf;
     std::unique_ptr<Request> req;
   };
-  std::vector<Pending> remote;
+  explicit StateFetch(Comm& comm) : sends(comm) {}
+  std::vector<Remote> remote;  // in the order posted (one server's answers come in that order)
   // Requests not sent when this throws keep their buffers: a server that goes on may still match
   // them (ps/protocol.h, PendingSends).
-  PendingSends sends(*comm_);
-  std::size_t local_parts = 0;
+  PendingSends sends;
+  std::size_t local_parts = 0;  // vectors the own shard writes (on_state counts them)
+  int first_local = -1;         // named when every remote answer is in and the own shard's is not
+  CommCounters moved;           // the bytes of the messages exchanged over the Comm
+};
+
+// Asks every chunk's server for its parameters and `parts` optimizer-state vectors (kGetState)
+// and writes vector p of each chunk at its offset in dsts[p]. Returns the bytes of the messages
+// it exchanged over the Comm.
+CommCounters PsWorker::Impl::fetch_from_servers(int parts, float* const dsts[3], Seconds limit) {
+  StateFetch fetch(*comm_);
   {
     std::lock_guard<std::mutex> lk(mu_);
     std::copy(dsts, dsts + 3, state_dst_);
@@ -101,9 +110,17 @@ CommCounters PsWorker::Impl::fetch_from_servers(int parts, float* const dsts[3],
       std::fill(w->state_dst_, w->state_dst_ + 3, nullptr);
     }
   } forget{this};
-  int first_local = -1;  // named when every remote answer is in and the own shard's is not
   if (link_) link_->on_state = [this](const PsHeader& h, const float* d) { on_state(h, d); };
-  remote.reserve(plan_.chunks.size() * static_cast<std::size_t>(parts + 1));
+  request_state(parts, fetch);
+  await_state(parts, fetch, limit > Seconds(0) ? limit : opt_.timeout + grace());
+  fetch.sends.wait(opt_.timeout);  // matched already (the answers came): completes at once
+  unpack_state(fetch, dsts);
+  return fetch.moved;
+}
+
+// One kGetState per chunk; the receives of a remote chunk's answers are posted before it is sent.
+void PsWorker::Impl::request_state(int parts, StateFetch& fetch) {
+  fetch.remote.reserve(plan_.chunks.size() * static_cast<std::size_t>(parts + 1));
   for (std::size_t c = 0; c < plan_.chunks.size(); ++c) {
     const int ci = static_cast<int>(c);
     PsHeader h;
@@ -112,24 +129,28 @@ CommCounters PsWorker::Impl::fetch_from_servers(int parts, float* const dsts[3],
     h.chunk = ci;
     h.step = parts;
     if (local_chunk(ci)) {
-      if (first_local < 0) first_local = ci;
-      local_parts += static_cast<std::size_t>(parts + 1);
+      if (fetch.first_local < 0) fetch.first_local = ci;
+      fetch.local_parts += static_cast<std::size_t>(parts + 1);
       link_->post({h, nullptr, {}});
       continue;
     }
     for (int p = 0; p <= parts; ++p) {
-      Pending& r = remote.emplace_back(Pending{ci, p, {}, nullptr});
+      StateFetch::Remote& r = fetch.remote.emplace_back(StateFetch::Remote{ci, p, {}, nullptr});
       r.buf.resize(sizeof(PsHeader) + plan_.chunks[c].count * sizeof(float));
       r.req = comm_->irecv(r.buf.data(), r.buf.size(), server_rank(ci), kStateTag);
-      moved.bytes_recv += r.buf.size();
+      fetch.moved.bytes_recv += r.buf.size();
     }
-    sends.send(make_message(h, nullptr, 0), server_rank(ci), kReqTag);
-    moved.bytes_sent += sizeof h;
+    fetch.sends.send(make_message(h, nullptr, 0), server_rank(ci), kReqTag);
+    fetch.moved.bytes_sent += sizeof h;
   }
-  // Poll until every vector has landed; the comm thread keeps reporting server failures.
-  if (limit <= Seconds(0)) limit = opt_.timeout + grace();
+}
+
+// Polls until every vector has landed, within `limit`; the comm thread keeps reporting server
+// failures. A timeout names the first chunk still missing and its server.
+void PsWorker::Impl::await_state(int parts, StateFetch& fetch, Seconds limit) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(limit);
   Backoff backoff;
+  const auto& remote = fetch.remote;
   for (std::size_t next = 0;;) {
     // Read before the poll: a thread that stood still past the deadline right after a poll looks
     // again before it names a server whose answer may have arrived meanwhile
@@ -139,10 +160,10 @@ CommCounters PsWorker::Impl::fetch_from_servers(int parts, float* const dsts[3],
     {
       std::lock_guard<std::mutex> lk(mu_);
       rethrow_if_failed();
-      if (next == remote.size() && state_got_ == local_parts) break;
+      if (next == remote.size() && state_got_ == fetch.local_parts) return;
     }
     if (late) {
-      const int c = next < remote.size() ? remote[next].chunk : first_local;
+      const int c = next < remote.size() ? remote[next].chunk : fetch.first_local;
       throw TimeoutError(
           detail::concat(where_, ": timeout after ", limit.count(), " s waiting for ",
                          parts > 0 ? "the optimizer state" : "the parameters", " of chunk ", c,
@@ -150,8 +171,12 @@ CommCounters PsWorker::Impl::fetch_from_servers(int parts, float* const dsts[3],
     }
     backoff.idle();
   }
-  sends.wait(opt_.timeout);  // matched already (the answers came): completes at once
-  for (auto& r : remote) {
+}
+
+// Checks each remote answer's header and copies its vector to its offset in dsts[part] (the own
+// shard's answers were written as they came, by on_state).
+void PsWorker::Impl::unpack_state(const StateFetch& fetch, float* const dsts[3]) const {
+  for (const auto& r : fetch.remote) {
     const RecvStatus st = r.req->status();
     const PsHeader& h = header_of(r.buf.data(), st.bytes, where_);
     const ChunkSpec& ch = plan_.chunks[static_cast<std::size_t>(r.chunk)];
@@ -162,7 +187,6 @@ CommCounters PsWorker::Impl::fetch_from_servers(int parts, float* const dsts[3],
                    ", expected chunk ", r.chunk, " part ", r.part, ")");
     std::memcpy(dsts[r.part] + ch.begin, r.buf.data() + sizeof(PsHeader), ch.count * sizeof(float));
   }
-  return moved;
 }
 
 void PsWorker::Impl::load_optimizer_state(const std::vector<float>& s1,
