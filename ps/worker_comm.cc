@@ -66,68 +66,13 @@ void PsWorker::Impl::comm_loop() {
   }
 }
 
+// Pushes every chunk of a complete bucket: to this process's own shard through the LocalLink, to
+// the others over the Comm, each with its reply's receive posted first.
 bool PsWorker::Impl::issue(const Job& job) {
-  const auto now = Clock::now();
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (job.step != win_step_) {  // the first bucket of a new step opens its window
-      win_step_ = job.step;
-      win_start_ = now;
-      win_sends_ = win_replies_ = 0;
-    }
-  }
+  open_window(job.step);
   std::size_t sent_now = 0;
-  for (int c : plan_.chunks_of_bucket[static_cast<std::size_t>(job.bucket)]) {
-    const ChunkSpec& ch = plan_.chunks[static_cast<std::size_t>(c)];
-    Flight& f = flights_[static_cast<std::size_t>(c)];
-    f.since = Clock::now();
-    f.step = job.step;
-    f.trace_t0 = opt_.trace ? opt_.trace->now_us() : 0;
-    ++f.issued;
-    PsHeader h;
-    h.op = Op::kPush;
-    h.worker = index_;
-    h.chunk = c;
-    h.step = job.step;
-    h.lr = job.lr;
-    h.count = static_cast<std::uint32_t>(ch.count);
-    last_sent_[static_cast<std::size_t>(ch.server)] = f.since;
-    if (local_chunk(c)) {
-      link_->post({h, buf_.grads + ch.begin, {}});
-      ++sent_now;
-      continue;
-    }
-    const int dst = server_rank(c);
-    const std::size_t bytes = ch.count * sizeof(float);
-    const bool listed = f.send || f.recv;  // still in active_
-    if (f.send) {
-      // The previous push's reply came before MPI reported its send complete (poll_flights):
-      // the reply proves the data arrived, but MPI still owns the staging until the send is
-      // completed, so it is completed before the staging is rewritten (at once in practice).
-      f.send->wait(comm_->timeout());
-      f.send.reset();
-    }
-    f.pushed = false;
-    f.recv = comm_->irecv(buf_.params + ch.begin, bytes, dst, kReplyTagBase + c);
-    const auto t0 = Clock::now();
-    if (server_seg_[static_cast<std::size_t>(ch.server)]) {
-      // The chunk goes into this worker's segment, where the server reads it; the message is
-      // the header alone. The slot is rewritten only after this chunk's reply, when the server
-      // is done with it.
-      std::memcpy(push_seg_->floats() + ch.begin, buf_.grads + ch.begin, bytes);
-      f.staging.assign(reinterpret_cast<const char*>(&h), reinterpret_cast<const char*>(&h + 1));
-      shm_sent_.fetch_add(bytes, std::memory_order_relaxed);
-    } else {
-      f.staging.resize(sizeof(PsHeader) + bytes);
-      std::memcpy(f.staging.data(), &h, sizeof(h));
-      std::memcpy(f.staging.data() + sizeof(h), buf_.grads + ch.begin, bytes);
-    }
-    const double staged = seconds(Clock::now() - t0);
-    f.send = comm_->isend(f.staging.data(), f.staging.size(), dst, kReqTag);
-    if (!listed) active_.push_back(c);  // listed once: poll_flights would test it twice
-    std::lock_guard<std::mutex> lk(mu_);
-    stage_s_ += staged;
-  }
+  for (int c : plan_.chunks_of_bucket[static_cast<std::size_t>(job.bucket)])
+    if (push_chunk(c, job)) ++sent_now;
   if (sent_now) {
     std::lock_guard<std::mutex> lk(mu_);
     win_sends_ += sent_now;
@@ -137,6 +82,71 @@ bool PsWorker::Impl::issue(const Job& job) {
     }
   }
   return true;
+}
+
+// The first bucket of a new step opens its window (push, pull and comm times are measured in it).
+void PsWorker::Impl::open_window(std::int64_t step) {
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lk(mu_);
+  if (step != win_step_) {
+    win_step_ = step;
+    win_start_ = now;
+    win_sends_ = win_replies_ = 0;
+  }
+}
+
+// Returns true for a chunk handed to this process's own shard (counted as sent at once); a
+// chunk sent over the Comm is counted when its send completes or its reply comes (count_push).
+bool PsWorker::Impl::push_chunk(int c, const Job& job) {
+  const ChunkSpec& ch = plan_.chunks[static_cast<std::size_t>(c)];
+  Flight& f = flights_[static_cast<std::size_t>(c)];
+  f.since = Clock::now();
+  f.step = job.step;
+  f.trace_t0 = opt_.trace ? opt_.trace->now_us() : 0;
+  ++f.issued;
+  PsHeader h;
+  h.op = Op::kPush;
+  h.worker = index_;
+  h.chunk = c;
+  h.step = job.step;
+  h.lr = job.lr;
+  h.count = static_cast<std::uint32_t>(ch.count);
+  last_sent_[static_cast<std::size_t>(ch.server)] = f.since;
+  if (local_chunk(c)) {
+    link_->post({h, buf_.grads + ch.begin, {}});
+    return true;
+  }
+  const int dst = server_rank(c);
+  const std::size_t bytes = ch.count * sizeof(float);
+  const bool listed = f.send || f.recv;  // still in active_
+  if (f.send) {
+    // The previous push's reply came before MPI reported its send complete (poll_flights):
+    // the reply proves the data arrived, but MPI still owns the staging until the send is
+    // completed, so it is completed before the staging is rewritten (at once in practice).
+    f.send->wait(comm_->timeout());
+    f.send.reset();
+  }
+  f.pushed = false;
+  f.recv = comm_->irecv(buf_.params + ch.begin, bytes, dst, kReplyTagBase + c);
+  const auto t0 = Clock::now();
+  if (server_seg_[static_cast<std::size_t>(ch.server)]) {
+    // The chunk goes into this worker's segment, where the server reads it; the message is
+    // the header alone. The slot is rewritten only after this chunk's reply, when the server
+    // is done with it.
+    std::memcpy(push_seg_->floats() + ch.begin, buf_.grads + ch.begin, bytes);
+    f.staging.assign(reinterpret_cast<const char*>(&h), reinterpret_cast<const char*>(&h + 1));
+    shm_sent_.fetch_add(bytes, std::memory_order_relaxed);
+  } else {
+    f.staging.resize(sizeof(PsHeader) + bytes);
+    std::memcpy(f.staging.data(), &h, sizeof(h));
+    std::memcpy(f.staging.data() + sizeof(h), buf_.grads + ch.begin, bytes);
+  }
+  const double staged = seconds(Clock::now() - t0);
+  f.send = comm_->isend(f.staging.data(), f.staging.size(), dst, kReqTag);
+  if (!listed) active_.push_back(c);  // listed once: poll_flights would test it twice
+  std::lock_guard<std::mutex> lk(mu_);
+  stage_s_ += staged;
+  return false;
 }
 
 bool PsWorker::Impl::poll_flights() {
