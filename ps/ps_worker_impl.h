@@ -105,6 +105,8 @@ class PsWorker::Impl {
   void make_start_plan(const ParamLayout& layout);  // plan_, or ConfigError
   void start_local_server();
   void send_init(const ParamLayout& layout);
+  PsInitSpec init_spec(const ParamLayout& layout, int server) const;
+  void say_goodbye();  // kDone to every server, then their goodbyes (kBye)
   // Waits, within --timeout + grace, until every server s has sent owed[s] acknowledgements more
   // than before[s] (acks_ then); a timeout names the servers short of theirs ("; no <missing>
   // from server rank 2 (...)"). Co-located, an error of this rank's own shard ends it, thrown.

@@ -130,25 +130,31 @@ void PsWorker::Impl::start_local_server() {
   });
 }
 
+// What server `server` is told at the start (kInit): what every worker agrees on, and its chunks.
+PsInitSpec PsWorker::Impl::init_spec(const ParamLayout& layout, int server) const {
+  PsInitSpec spec;
+  spec.num_workers = group_.num_workers();
+  spec.server_index = server;
+  spec.total = layout.total();
+  spec.chunk_bytes = opt_.chunk_bytes;
+  spec.consistency = opt_.consistency;
+  spec.staleness = opt_.staleness;
+  spec.update = opt_.update;
+  spec.opt = opt_cfg_;
+  for (int c : plan_.chunks_of_server[static_cast<std::size_t>(server)])
+    spec.chunks.push_back({c, plan_.chunks[c].begin, plan_.chunks[c].count});
+  return spec;
+}
+
+// Every server's start message (kInit); worker 0 also sends every chunk's initial parameters.
 void PsWorker::Impl::send_init(const ParamLayout& layout) {
   PendingSends sends(*comm_);
   const std::size_t cap = max_request_bytes(opt_.chunk_bytes);
   for (int s = 0; s < group_.num_servers(); ++s) {
-    PsInitSpec spec;
-    spec.num_workers = group_.num_workers();
-    spec.server_index = s;
-    spec.total = layout.total();
-    spec.chunk_bytes = opt_.chunk_bytes;
-    spec.consistency = opt_.consistency;
-    spec.staleness = opt_.staleness;
-    spec.update = opt_.update;
-    spec.opt = opt_cfg_;
-    for (int c : plan_.chunks_of_server[static_cast<std::size_t>(s)])
-      spec.chunks.push_back({c, plan_.chunks[c].begin, plan_.chunks[c].count});
     PsHeader h;
     h.op = Op::kInit;
     h.worker = index_;
-    nlohmann::json j = spec.to_json();
+    nlohmann::json j = init_spec(layout, s).to_json();
     if (push_seg_) j["shm"] = push_seg_->describe();  // not part of what the workers agree on
     const std::string text = j.dump();
     STARRING_CONFIG_CHECK(sizeof(PsHeader) + text.size() <= cap, "the parameter-server start ",
@@ -200,35 +206,7 @@ void PsWorker::Impl::shutdown() {
   if (!failing) {
     try {
       flush();
-      PsHeader h;
-      h.op = Op::kDone;
-      h.worker = index_;
-      for (int s = 0; s < group_.num_servers(); ++s) {
-        const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
-        if (link_ && dst == rank_)
-          link_->post({h, nullptr, {}});
-        else
-          comm_->send(&h, sizeof(h), dst, kReqTag, opt_.timeout);
-      }
-      const int servers = group_.num_servers();
-      // --timeout + grace, as for a push's reply (a silent server): the workers got here
-      // together (the last evaluation and checkpoint wait for each other within --timeout),
-      // and each server says goodbye once every worker's kDone is in; the general 2 x (--timeout
-      // + grace) made a server stopped after the last step cost 19 s at --timeout 5. A timeout
-      // names the servers that are silent (stopped, stuck). Co-located, this rank's own shard
-      // names a silent worker within --timeout of its last message (which may come after ours)
-      // and ends the wait with that error, a better one than the goodbyes missing because of
-      // it: the wait is then only a safety net.
-      wait_for([&] { return byes_ == servers || server_error_; }, "the servers' goodbye", false,
-               (opt_.timeout + grace()) * (group_.colocated ? 2 : 1),
-               [&] {
-                 return "; no goodbye from " + servers_without(bye_seen_) +
-                        " (stopped, stuck or slow)";
-               });
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        if (server_error_) std::rethrow_exception(server_error_);
-      }
+      say_goodbye();
     } catch (...) {
       err = std::current_exception();
       std::lock_guard<std::mutex> lk(mu_);
@@ -245,6 +223,34 @@ void PsWorker::Impl::shutdown() {
   if (server_thread_.joinable()) server_thread_.join();
   if (failing) return;
   if (err) std::rethrow_exception(err);
+  if (server_error_) std::rethrow_exception(server_error_);
+}
+
+void PsWorker::Impl::say_goodbye() {
+  PsHeader h;
+  h.op = Op::kDone;
+  h.worker = index_;
+  for (int s = 0; s < group_.num_servers(); ++s) {
+    const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
+    if (link_ && dst == rank_)
+      link_->post({h, nullptr, {}});
+    else
+      comm_->send(&h, sizeof(h), dst, kReqTag, opt_.timeout);
+  }
+  const int servers = group_.num_servers();
+  // --timeout + grace, as for a push's reply (a silent server): the workers got here together
+  // (the last evaluation and checkpoint wait for each other within --timeout), and each server
+  // says goodbye once every worker's kDone is in; the general 2 x (--timeout + grace) made a
+  // server stopped after the last step cost 19 s at --timeout 5. A timeout names the servers that
+  // are silent (stopped, stuck). Co-located, this rank's own shard names a silent worker within
+  // --timeout of its last message (which may come after ours) and ends the wait with that error,
+  // a better one than the goodbyes missing because of it: the wait is then only a safety net.
+  wait_for([&] { return byes_ == servers || server_error_; }, "the servers' goodbye", false,
+           (opt_.timeout + grace()) * (group_.colocated ? 2 : 1),
+           [&] {
+             return "; no goodbye from " + servers_without(bye_seen_) + " (stopped, stuck or slow)";
+           });
+  std::lock_guard<std::mutex> lk(mu_);
   if (server_error_) std::rethrow_exception(server_error_);
 }
 
