@@ -31,7 +31,7 @@ double timed_await(PeerWatch& w, const char* where, std::string& what) {
   return since(t);
 }
 
-// Rank 1 begins one step, then runs `rest` (asleep) while rank 0 waits for it at the
+// Rank 1 begins one step, then runs `rest(w)` (w: its watch) while rank 0 waits for it at the
 // evaluation of epoch 1. Returns how long rank 0 waited; its error's text goes to `what`.
 template <typename Rest>
 double rank0_waits_for_one_step_of_rank1(Rest rest, std::string& what) {
@@ -41,7 +41,7 @@ double rank0_waits_for_one_step_of_rank1(Rest rest, std::string& what) {
     PeerWatch w(c, true);
     if (c.rank() == 1) {
       w.begin_step();
-      rest();
+      rest(w);
       return;
     }
     took = timed_await(w, "the evaluation of epoch 1", what);
@@ -77,7 +77,7 @@ TEST(PeerWatch, WaitsForASlowPeerThatBeginsSteps) {
 TEST(PeerWatch, NamesAPeerThatBeginsNoStep) {
   std::string what;
   const double took = rank0_waits_for_one_step_of_rank1(
-      [] { std::this_thread::sleep_for(std::chrono::milliseconds(2500)); }, what);
+      [](PeerWatch&) { std::this_thread::sleep_for(std::chrono::milliseconds(2500)); }, what);
   EXPECT_NE(
       what.find("rank 0: timeout after 0.4 s waiting for rank 1 at the evaluation of epoch 1"),
       std::string::npos)
@@ -93,21 +93,15 @@ TEST(PeerWatch, NamesAPeerThatBeginsNoStep) {
 // read, rank 0 named it after about the timeout: "it began no step for 0.4 s".)
 TEST(PeerWatch, WaitsForAPeerInALongStepThatComputes) {
   std::string what;
-  double took = 0;
-  run_ranks(2, [&](Comm& c) {
-    c.set_timeout(kTimeout);
-    PeerWatch w(c, true);
-    if (c.rank() == 1) {
-      w.begin_step();
-      const auto t = Clock::now();
-      volatile double x = 1;
-      while (since(t) < 2.0)
-        for (int i = 0; i < 10000; ++i) x = x * 1.0000001 + 1e-9;
-      w.await("the evaluation of epoch 1");
-      return;
-    }
-    took = timed_await(w, "the evaluation of epoch 1", what);
-  });
+  const double took = rank0_waits_for_one_step_of_rank1(
+      [](PeerWatch& w) {
+        const auto t = Clock::now();
+        volatile double x = 1;
+        while (since(t) < 2.0)
+          for (int i = 0; i < 10000; ++i) x = x * 1.0000001 + 1e-9;
+        w.await("the evaluation of epoch 1");
+      },
+      what);
   EXPECT_EQ(what, "");
   EXPECT_GE(took, 1.9);
 }
@@ -116,20 +110,14 @@ TEST(PeerWatch, WaitsForAPeerInALongStepThatComputes) {
 // waited for too, while a sleep it does not announce is named (NamesAPeerThatBeginsNoStep).
 TEST(PeerWatch, WaitsForAPeerWhoseSleepIsSimulatedWork) {
   std::string what;
-  double took = 0;
-  run_ranks(2, [&](Comm& c) {
-    c.set_timeout(kTimeout);
-    PeerWatch w(c, true);
-    if (c.rank() == 1) {
-      w.begin_step();
-      const auto until = Clock::now() + std::chrono::milliseconds(2000);
-      w.working_until(until);
-      std::this_thread::sleep_until(until);
-      w.await("the evaluation of epoch 1");
-      return;
-    }
-    took = timed_await(w, "the evaluation of epoch 1", what);
-  });
+  const double took = rank0_waits_for_one_step_of_rank1(
+      [](PeerWatch& w) {
+        const auto until = Clock::now() + std::chrono::milliseconds(2000);
+        w.working_until(until);
+        std::this_thread::sleep_until(until);
+        w.await("the evaluation of epoch 1");
+      },
+      what);
   EXPECT_EQ(what, "");
   EXPECT_GE(took, 1.9);
 }
