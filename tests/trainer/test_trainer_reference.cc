@@ -58,13 +58,18 @@ std::vector<nlohmann::json> step_lines(const std::string& path) {
   return out;
 }
 
-Reference hand_written_loop(const Config& cfg, const Dataset& train) {
-  const TrainConfig& t = cfg.train;
-  auto dev = make_device("cpu", 1, 0);
+// The model's layer widths, input to output, as the trainer builds them.
+std::vector<int> layer_widths(const Config& cfg, const Dataset& train) {
   std::vector<int> widths{train.dim};
   widths.insert(widths.end(), cfg.model.hidden.begin(), cfg.model.hidden.end());
   widths.push_back(train.classes);
-  Mlp mlp(*dev, widths, t.batch, t.seed);
+  return widths;
+}
+
+Reference hand_written_loop(const Config& cfg, const Dataset& train) {
+  const TrainConfig& t = cfg.train;
+  auto dev = make_device("cpu", 1, 0);
+  Mlp mlp(*dev, layer_widths(cfg, train), t.batch, t.seed);
   DistributedSampler sampler(train.n, 0, 1, t.batch, t.seed);
   Optimizer opt(t.opt, 0, mlp.num_params());
   const std::int64_t steps_per_epoch =
@@ -148,10 +153,7 @@ INSTANTIATE_TEST_SUITE_P(Accum, TrainerReference, ::testing::Values(1, 2));
 std::vector<float> first_gradient(const Config& cfg, const Dataset& train, int rank, int world) {
   const TrainConfig& t = cfg.train;
   auto dev = make_device("cpu", 1, 0);
-  std::vector<int> widths{train.dim};
-  widths.insert(widths.end(), cfg.model.hidden.begin(), cfg.model.hidden.end());
-  widths.push_back(train.classes);
-  Mlp mlp(*dev, widths, t.batch, t.seed);
+  Mlp mlp(*dev, layer_widths(cfg, train), t.batch, t.seed);
   DistributedSampler sampler(train.n, rank, world, t.batch, t.seed);
   const auto idx = sampler.batch(0);
   std::vector<float> x(static_cast<std::size_t>(t.batch) * train.dim);
