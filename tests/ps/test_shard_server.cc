@@ -25,6 +25,13 @@ PsInitSpec spec(int workers, const std::string& consistency, int staleness = 0) 
   return s;
 }
 
+// Both chunks' initial parameters: zeros (the start is acknowledged; pushes may come).
+void start_at_zero(ShardServer& s) {
+  const float zero[3] = {0, 0, 0};
+  s.set_params(0, zero, 3);
+  s.set_params(1, zero, 3);
+}
+
 std::vector<int> workers_of(const std::vector<PsReply>& r) {
   std::vector<int> w;
   for (const auto& x : r) w.push_back(x.worker);
@@ -53,9 +60,8 @@ TEST(ShardServer, InitialParametersCountOncePerChunk) {
 
 TEST(ShardServer, BspRepliesToEveryWorkerOnceAllHavePushed) {
   ShardServer s(spec(2, "bsp"));
-  const float zero[3] = {0, 0, 0}, g0[3] = {1, 2, 3}, g1[3] = {3, 2, 1};
-  s.set_params(0, zero, 3);
-  s.set_params(1, zero, 3);
+  const float g0[3] = {1, 2, 3}, g1[3] = {3, 2, 1};
+  start_at_zero(s);
   ASSERT_TRUE(s.all_params_set());
   std::vector<PsReply> out;
   s.push(0, 0, 1, 0.5f, g0, 3, out);
@@ -179,9 +185,8 @@ TEST(ShardServer, BspEarlyCopiesAreReusedAcrossRoundsAndChunks) {
 
 TEST(ShardServer, SspWithholdsRepliesBeyondTheBound) {
   ShardServer s(spec(2, "ssp", 1));
-  const float z[3] = {0, 0, 0}, g[3] = {1, 1, 1};
-  s.set_params(0, z, 3);
-  s.set_params(1, z, 3);
+  const float g[3] = {1, 1, 1};
+  start_at_zero(s);
   std::vector<PsReply> out;
   s.push(0, 0, 1, 0.1f, g, 3, out);  // worker 0 at clock 1, slowest 0: may run 1 ahead
   ASSERT_EQ(workers_of(out), (std::vector<int>{0}));
@@ -206,9 +211,8 @@ TEST(ShardServer, SspWithholdsRepliesBeyondTheBound) {
 // every other test: they all run ssp with s = 1.)
 TEST(ShardServer, SspWithStalenessZeroRunsInLockStep) {
   ShardServer s(spec(3, "ssp", 0));
-  const float z[3] = {0, 0, 0}, g[3] = {3, 3, 3};
-  s.set_params(0, z, 3);
-  s.set_params(1, z, 3);
+  const float g[3] = {3, 3, 3};
+  start_at_zero(s);
   std::vector<PsReply> out;
   for (int step = 1; step <= 2; ++step) {
     s.push(2, 0, step, 0.1f, g, 3, out);
@@ -229,9 +233,8 @@ TEST(ShardServer, SspWithStalenessZeroRunsInLockStep) {
 
 TEST(ShardServer, AspRepliesAtOnceAndRecordsUnboundedStaleness) {
   ShardServer s(spec(2, "asp"));
-  const float z[3] = {0, 0, 0}, g[3] = {1, 1, 1};
-  s.set_params(0, z, 3);
-  s.set_params(1, z, 3);
+  const float g[3] = {1, 1, 1};
+  start_at_zero(s);
   std::vector<PsReply> out;
   for (int t = 1; t <= 5; ++t) s.push(0, 1, t, 0.1f, g, 3, out);
   EXPECT_EQ(out.size(), 5u);
@@ -243,9 +246,8 @@ TEST(ShardServer, AspRepliesAtOnceAndRecordsUnboundedStaleness) {
 // which read it only at the end of a run, where all chunks agree).
 TEST(ShardServer, RoundsCountOnlyStepsEveryWorkerPushedForEveryChunk) {
   ShardServer s(spec(2, "asp"));
-  const float z[3] = {0, 0, 0}, g[3] = {1, 1, 1};
-  s.set_params(0, z, 3);
-  s.set_params(1, z, 3);
+  const float g[3] = {1, 1, 1};
+  start_at_zero(s);
   std::vector<PsReply> out;
   for (int t = 1; t <= 3; ++t) s.push(0, 0, t, 0.1f, g, 3, out);
   for (int t = 1; t <= 2; ++t) s.push(1, 0, t, 0.1f, g, 3, out);
@@ -260,9 +262,8 @@ TEST(ShardServer, SumUpdateForTheBench) {
   auto sp = spec(3, "bsp");
   sp.update = "sum";
   ShardServer s(sp);
-  const float z[3] = {0, 0, 0}, g[3] = {1, 2, 4};
-  s.set_params(0, z, 3);
-  s.set_params(1, z, 3);
+  const float g[3] = {1, 2, 4};
+  start_at_zero(s);
   std::vector<PsReply> out;
   for (int w = 0; w < 3; ++w) s.push(w, 1, 1, 0, g, 3, out);
   ASSERT_EQ(out.size(), 3u);
