@@ -281,6 +281,25 @@ class CliErrors(unittest.TestCase):
         return self.run_case(np, args, None, [f"rank {rank}", "killed by signal 9"], killed=True,
                              after_fault=(0, 30))
 
+    def run_ps1_to_the_end(self, consistency, timeout, *extra, steps):
+        """ps1_run(consistency, timeout, *extra) for `steps` steps, with a summary file: it exits
+        0 and each worker trains every step. Returns (seconds it took, the command and its output
+        for messages, the summary's worker rows, the summary)."""
+        out = tempfile.mkdtemp(dir=self.tmp)
+        argv = [MPIRUN, "-np", "3", BIN] + with_opts(ps1_run(consistency, timeout, *extra),
+                                                     max_steps=steps, summary_file=f"{out}/s.json")
+        t0 = time.monotonic()
+        p = subprocess.run(argv, capture_output=True, text=True, cwd=out, timeout=90)
+        took = time.monotonic() - t0
+        where = f"\n$ {' '.join(argv)}\nexit {p.returncode} after {took:.1f} s\n" \
+                f"{p.stdout}{p.stderr}"
+        self.assertEqual(p.returncode, 0, where)
+        with open(f"{out}/s.json") as fh:
+            s = json.load(fh)
+        workers = [r for r in s["ranks"] if r["role"] == "worker"]
+        self.assertEqual([r["steps"] for r in workers], [steps, steps], where)
+        return took, where, workers, s
+
     # --- bad input: exit 2, one line, no MPI_Abort ------------------------------------------
     def test_unknown_flag(self):
         err, _ = self.run_case(0, ["train", "--bogus"] + TINY, 2, ["'--bogus'"])
@@ -753,23 +772,11 @@ class CliErrors(unittest.TestCase):
         # before it. That failed 3-10 s in with "rank 0: timeout after 1.0 s in recv from rank 1
         # (tag 1)" (and the server named worker 0, silent at that barrier); now worker 0 waits
         # while worker 1 begins steps, and its heartbeats to the server say it is alive.
-        for consistency in (["asp"], ["ssp", "--staleness", "100"]):
-            with self.subTest(consistency=consistency[0]):
-                out = tempfile.mkdtemp(dir=self.tmp)
-                argv = [MPIRUN, "-np", "3", BIN, "train", "--backend", "ps", "--servers", "1",
-                        "--consistency", *consistency, "--straggler", "1:600", "--timeout", "1",
-                        "--summary-file", f"{out}/s.json"] + with_opts(LONG, max_steps=12)
-                t0 = time.monotonic()
-                p = subprocess.run(argv, capture_output=True, text=True, cwd=out, timeout=90)
-                took = time.monotonic() - t0
-                where = f"\n$ {' '.join(argv)}\nexit {p.returncode} after {took:.1f} s\n" \
-                        f"{p.stdout}{p.stderr}"
-                self.assertEqual(p.returncode, 0, where)
+        for consistency, *staleness in (["asp"], ["ssp", "--staleness", "100"]):
+            with self.subTest(consistency=consistency):
+                took, where, workers, s = self.run_ps1_to_the_end(
+                    consistency, 1, *staleness, "--straggler", "1:600", steps=12)
                 self.assertGreater(took, 12 * 0.6, where)  # worker 1's sleeps alone
-                with open(f"{out}/s.json") as fh:
-                    s = json.load(fh)
-                workers = [r for r in s["ranks"] if r["role"] == "worker"]
-                self.assertEqual([r["steps"] for r in workers], [12, 12], where)
                 # the heartbeats sent while worker 0 waited are control, not step traffic
                 self.assertEqual(workers[0]["bytes_sent"], workers[1]["bytes_sent"], where)
                 self.assertEqual(len(s["history"]), 1, where)
@@ -782,21 +789,9 @@ class CliErrors(unittest.TestCase):
         # it holds back, so its reply deadlines wait too (bsp: the next test).
         for consistency in ("asp", "ssp"):
             with self.subTest(consistency=consistency):
-                out = tempfile.mkdtemp(dir=self.tmp)
-                argv = [MPIRUN, "-np", "3", BIN, "train", "--backend", "ps", "--servers", "1",
-                        "--consistency", consistency, "--straggler", "1:3000", "--timeout", "2",
-                        "--summary-file", f"{out}/s.json"] + with_opts(LONG, max_steps=4)
-                t0 = time.monotonic()
-                p = subprocess.run(argv, capture_output=True, text=True, cwd=out, timeout=90)
-                took = time.monotonic() - t0
-                where = f"\n$ {' '.join(argv)}\nexit {p.returncode} after {took:.1f} s\n" \
-                        f"{p.stdout}{p.stderr}"
-                self.assertEqual(p.returncode, 0, where)
+                took, where, workers, _ = self.run_ps1_to_the_end(
+                    consistency, 2, "--straggler", "1:3000", steps=4)
                 self.assertGreater(took, 4 * 3, where)  # worker 1's sleeps alone
-                with open(f"{out}/s.json") as fh:
-                    s = json.load(fh)
-                workers = [r for r in s["ranks"] if r["role"] == "worker"]
-                self.assertEqual([r["steps"] for r in workers], [4, 4], where)
                 # heartbeats, both ways, are control, not step traffic
                 self.assertEqual(workers[0]["bytes_sent"], workers[1]["bytes_sent"], where)
                 self.assertEqual(workers[0]["bytes_recv"], workers[1]["bytes_recv"], where)
@@ -812,22 +807,9 @@ class CliErrors(unittest.TestCase):
         # straggler.
         runs = {}
         for straggler in ([], ["--straggler", "1:3000"]):
-            out = tempfile.mkdtemp(dir=self.tmp)
-            argv = [MPIRUN, "-np", "3", BIN, "train", "--backend", "ps", "--servers", "1",
-                    "--consistency", "bsp", "--timeout", "2", *straggler,
-                    "--summary-file", f"{out}/s.json"] + with_opts(LONG, max_steps=4)
-            t0 = time.monotonic()
-            p = subprocess.run(argv, capture_output=True, text=True, cwd=out, timeout=90)
-            took = time.monotonic() - t0
-            where = f"\n$ {' '.join(argv)}\nexit {p.returncode} after {took:.1f} s\n" \
-                    f"{p.stdout}{p.stderr}"
-            self.assertEqual(p.returncode, 0, where)
+            took, where, workers, _ = self.run_ps1_to_the_end("bsp", 2, *straggler, steps=4)
             if straggler:
                 self.assertGreater(took, 4 * 3, where)  # worker 1's sleeps alone
-            with open(f"{out}/s.json") as fh:
-                s = json.load(fh)
-            workers = [r for r in s["ranks"] if r["role"] == "worker"]
-            self.assertEqual([r["steps"] for r in workers], [4, 4], where)
             runs[bool(straggler)] = [(r["bytes_sent"], r["bytes_recv"]) for r in workers]
         self.assertEqual(runs[True], runs[False])
 
