@@ -134,10 +134,16 @@ void add_rank_figures(nlohmann::json& j, const TrainResult& res, std::int64_t gl
   j["untimed_steps"] = static_cast<long long>(untimed);
   j["samples_per_s_all_steps"] =
       max_all_wall > 0 && res.steps > res.resumed_step ? steps * global_batch / max_all_wall : 0.0;
+  // other: the training thread's time in none of compute and wait (the loop's own work between
+  // steps: the step's bookkeeping, worker 0's metrics line and the gathering of every worker's
+  // loss for it, the stop vote), so that total = compute + wait + other. On 3 ranks time-sharing
+  // 2 cores it was 18-44% of worker 0's step (2026-12-01), while the line said total = compute +
+  // wait.
   j["step_time"] = {{"total_s", tsum[3] / nw},
                     {"compute_s", tsum[0] / nw},
                     {"comm_s", tsum[1] / nw},
-                    {"wait_s", tsum[2] / nw}};
+                    {"wait_s", tsum[2] / nw},
+                    {"other_s", (tsum[3] - tsum[0] - tsum[2]) / nw}};
   j["bytes_per_step"] = {
       {"worker_sent", sums[0] / nw},
       {"worker_recv", sums[1] / nw},
@@ -295,7 +301,8 @@ void print_summary(const nlohmann::json& j) {
       "\n== StarRing train summary ==\n"
       "backend %s  workers %d  servers %s  model %s (%zu params)  global batch %lld%s\n"
       "steps %lld%s  wall %.2f s  throughput %.0f samples/s%s\n%s"
-      "step time %.2f ms = compute %.2f + wait %.2f ms  (backend comm %.2f ms, may overlap)\n"
+      "step time %.2f ms = compute %.2f + wait %.2f + other %.2f ms  (backend comm %.2f ms, may "
+      "overlap)\n"
       "%s%s"
       "test accuracy %.4f  test loss %.4f\n%s%s",
       j["backend"].get<std::string>().c_str(), j["workers"].get<int>(),
@@ -316,7 +323,8 @@ void print_summary(const nlohmann::json& j) {
                 .c_str()
           : "",
       st["total_s"].get<double>() * 1e3, st["compute_s"].get<double>() * 1e3,
-      st["wait_s"].get<double>() * 1e3, st["comm_s"].get<double>() * 1e3,
+      st["wait_s"].get<double>() * 1e3, st["other_s"].get<double>() * 1e3,
+      st["comm_s"].get<double>() * 1e3,
       bytes_line(j, "worker").c_str(), bytes_line(j, "server").c_str(),
       j["test_accuracy"].get<double>(), j["test_loss"].get<double>(), checkpoint_line(j).c_str(),
       job_line(j).c_str());

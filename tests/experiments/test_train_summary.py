@@ -146,9 +146,16 @@ class StepFigures(unittest.TestCase):
                           ("wait_s", "wait_s"), ("total_s", "wall_s")):
             want = sum(r[key] / 6 for r in workers) / 2
             self.assertAlmostEqual(st[part], want, delta=1e-9 * max(want, 1e-9), msg=part)
+        # other: the rest of the step, so that the parts add up to total (the line read "total =
+        # compute + wait" with up to 44% of worker 0's step in neither, under time-sharing)
+        want = sum((r["wall_s"] - r["compute_s"] - r["wait_s"]) / 6 for r in workers) / 2
+        self.assertAlmostEqual(st["other_s"], want, delta=1e-9 * max(abs(want), 1e-9))
+        self.assertAlmostEqual(st["compute_s"] + st["wait_s"] + st["other_s"], st["total_s"],
+                               delta=1e-12)
         # the line: ms, in the order its words name them
         self.assertIn(f"step time {st['total_s'] * 1e3:.2f} ms = compute "
-                      f"{st['compute_s'] * 1e3:.2f} + wait {st['wait_s'] * 1e3:.2f} ms  "
+                      f"{st['compute_s'] * 1e3:.2f} + wait {st['wait_s'] * 1e3:.2f} + other "
+                      f"{st['other_s'] * 1e3:.2f} ms  "
                       f"(backend comm {st['comm_s'] * 1e3:.2f} ms, may overlap)\n", p.stdout)
         self.assertIn(f"throughput {j['samples_per_s']:.0f} samples/s (steps after the first 2; "
                       f"all steps: {j['samples_per_s_all_steps']:.0f})", p.stdout)
