@@ -86,6 +86,9 @@ class TrainLoop {
   TrainResult res_;
   std::int64_t step_ = 0;
   double loss_acc_ = 0, epoch_loss_ = 0, eval_s_ = 0;
+  // The metrics line's span begins at the previous line's time_s; waits for the backend between
+  // steps (before an evaluation or a checkpoint) go into the next line's wait_s.
+  double last_line_s_ = 0, wait_between_s_ = 0;
   int loss_n_ = 0, epoch_batches_ = 0;
   Clock::time_point t_start_;
   // The totals when the untimed steps were done (wall, compute, comm, wait), see TrainResult.

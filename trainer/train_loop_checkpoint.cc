@@ -126,7 +126,9 @@ void TrainLoop::stop() {
 void TrainLoop::checkpoint() {
   const auto t_wait = Clock::now();
   env_.sync.flush();
-  res_.wait_s += seconds_since(t_wait);
+  const double flush_s = seconds_since(t_wait);
+  res_.wait_s += flush_s;
+  wait_between_s_ += flush_s;  // the next step line's
   const auto t0 = Clock::now();
   TraceScope tc(trace_, "checkpoint", "checkpoint");
   const std::string at = detail::concat("the checkpoint at step ", step_);

@@ -251,6 +251,16 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
   add_sync_stats(st);
   res_.compute_s += step_s - wait_s;
   res_.wait_s += wait_s;
+  // The line's figures cover its whole iteration, from the previous line's time_s to its own:
+  // compute + wait + other = that span, and samples_per_s is over it, as the summary's and the
+  // progress line's rates are (over the step alone it read 10-40% above them where the loop's
+  // work between steps was long: ps np 3 time-shared, 2026-12-01). A wait for the backend outside
+  // a step (the flush before an evaluation or a checkpoint) is the next line's wait.
+  const double now_s = seconds_since(t_start_) - eval_s_;
+  const double line_s = now_s - last_line_s_;
+  const double line_wait_s = wait_s + wait_between_s_;
+  last_line_s_ = now_s;
+  wait_between_s_ = 0;
   if (!std::isfinite(loss) && res_.diverged_step < 0) {
     res_.diverged_step = step_;
     if (rank_ == 0) {
@@ -270,14 +280,15 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
   if (metrics_.enabled()) {
     j = nlohmann::json{{"step", step_},
                        {"epoch", epoch + 1},
-                       {"time_s", seconds_since(t_start_) - eval_s_},  // as the history's
+                       {"time_s", now_s},  // as the history's
                        {"loss", loss},
                        {"grad_norm", std::sqrt(grad_sq)},
                        {"lr", json_float(lr)},
-                       {"samples_per_s", samples_per_step() / step_s},
+                       {"samples_per_s", samples_per_step() / line_s},
                        {"compute_s", step_s - wait_s},
                        {"comm_s", st.comm_s},
-                       {"wait_s", wait_s},
+                       {"wait_s", line_wait_s},
+                       {"other_s", line_s - (step_s - wait_s) - line_wait_s},
                        {"bytes_sent", st.bytes_sent},
                        {"bytes_recv", st.bytes_recv}};
     for (auto& [k, v] : st.extra) j[k] = v;
@@ -330,7 +341,9 @@ void TrainLoop::evaluate(int epoch) {
   // as wait and stays in the wall time (step time = compute + wait + the loop's own work).
   const auto t_wait = Clock::now();
   env_.sync.flush();
-  res_.wait_s += seconds_since(t_wait);
+  const double flush_s = seconds_since(t_wait);
+  res_.wait_s += flush_s;
+  wait_between_s_ += flush_s;
   const auto t_eval = Clock::now();
   TraceScope te(trace_, "evaluate", "eval");
   // Every worker's pushes applied (ps asp/ssp), then every worker takes the same parameters, and
