@@ -215,7 +215,9 @@ def busbw(bench, out_dir):
                   "From `starring bench`: for all-reduce, busbw = algbw x 2(n-1)/n with algbw = "
                   "message bytes / time, the rate comparable across rank counts (nccl-tests' "
                   "definition); for parameter-server push+pull, busbw is the rate through the "
-                  "busiest link (the servers'). For scale, the legend gives this machine's memcpy "
+                  "busiest link in one direction: a dedicated server's, algbw x W/S (a worker's, "
+                  "algbw, when W < S), and co-located every rank's, algbw x 2(W-1)/W, as the "
+                  "ring's. For scale, the legend gives this machine's memcpy "
                   "bandwidth measured in the same run (a dotted line when it fits the axis), the "
                   "mean over the bench jobs with no more ranks than cores where there are any. "
                   "Color: backend; line style: number of workers. \"(of np=N)\": the operation "
@@ -225,7 +227,20 @@ def busbw(bench, out_dir):
                             oversubscribed=b.get("oversubscribed", False)) for b in rows])
                   + (" Hollow markers are those jobs." if any(b.get("oversubscribed")
                                                              for b in rows) else "")
-                  + busy_note(rows))
+                  + busy_note(rows) + compress_note(rows))
+
+
+def compress_note(rows):
+    """The busbw caption's sentence for `bench --compress` rows: their size, algbw and busbw
+    count the float32 data while half of it crossed the wire, so their line stood at twice the
+    rate of the bytes sent, beside float32 series, with nothing to say so."""
+    kinds = sorted({b["compress"] for b in rows if b.get("compress")})
+    if not kinds:
+        return ""
+    return (f" Series marked {'/'.join(kinds)} (triangles, `bench --compress`) send the data as "
+            "16-bit floats: their size, algbw and busbw count the float32 data reduced, while "
+            "half as many bytes crossed the wire, so their busbw is twice the rate of the bytes "
+            "sent (bytes_sent_per_rank in bench.jsonl).")
 
 
 BUSY_ALPHA = 0.4

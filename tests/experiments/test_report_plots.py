@@ -181,6 +181,32 @@ class CompressedBenchRows(unittest.TestCase):
         self.assertEqual(len(sr.collapse_bench_repeats(rows + [dict(rows[0], compress=None)])),
                          3)
 
+    def test_the_caption_says_their_busbw_counts_the_float32_data(self):
+        # size, algbw and busbw of a --compress row count the float32 data, the wire half of it:
+        # the fp16 line stood at twice the rate of its bytes with no word in the caption
+        import report_traffic as rt
+        rows = [{"bench": "allreduce", "backend": "ring", "np": 2, "workers": 2, "size": size,
+                 "busbw_GBps": 2.0, "compress": c} for size in (1 << 20, 1 << 22)
+                for c in ("fp16", None)]
+        with mock.patch.object(rt, "_save", lambda fig, out_dir, name: name):
+            fig = rt.busbw(rows, None)
+        self.assertIn("Series marked fp16 (triangles, `bench --compress`)", fig.caption)
+        self.assertIn("twice the rate of the bytes sent", fig.caption)
+        with mock.patch.object(rt, "_save", lambda fig, out_dir, name: name):
+            plain = rt.busbw([r for r in rows if not r["compress"]], None)
+        self.assertNotIn("--compress", plain.caption)
+
+    def test_the_caption_gives_each_push_pull_bus_factor(self):
+        # "the rate through the busiest link (the servers')": co-located rows (every rank's
+        # link, 2(W-1)/W as the ring's) and W < S (the worker's link) are not the servers'
+        import report_traffic as rt
+        rows = [{"bench": "pushpull", "backend": "ps", "np": 3, "workers": 2, "servers": 1,
+                 "size": 1 << 20, "busbw_GBps": 2.0}]
+        with mock.patch.object(rt, "_save", lambda fig, out_dir, name: name):
+            fig = rt.busbw(rows, None)
+        self.assertIn("algbw x W/S", fig.caption)
+        self.assertIn("co-located every rank's, algbw x 2(W-1)/W", fig.caption)
+
 
 class TheLinesThePlotsAreReadAgainst(unittest.TestCase):
     """The lines a reader compares the measurements with: the bytes theory in units of D (ring
