@@ -393,11 +393,17 @@ def breakdown(runs, out_dir):
     name = _save(fig, out_dir, "breakdown.png")
     return Figure(name, "Step-time breakdown",
                   "Mean wall-clock time of one training step per backend and worker count. The "
-                  "wide bar is the training thread's step: computing (forward, backward, "
-                  "optimizer where it runs on the worker) and waiting (blocked until gradients "
-                  "are reduced or parameters pulled: communication that was not hidden, and slow "
-                  "peers). The narrow bar is the time the backend spent communicating; when it is "
-                  "taller than the wait segment, that much communication overlapped computation."
+                  "wide bar is the training thread's step: computing (forward, backward, and the "
+                  "optimizer on one worker, where the local backend applies it) and waiting "
+                  "(blocked until gradients are reduced or parameters pulled: communication that "
+                  "was not hidden, the optimizer's update after it, and slow peers). The narrow "
+                  "bar is the time the backend spent communicating; when it is taller than the "
+                  "wait segment, that much communication overlapped computation. It is measured "
+                  "differently per backend: ring, mpi and nccl sum their all-reduce calls over "
+                  "the buckets (the optimizer each bucket's update then runs is in neither bar "
+                  "unless it is waited for: ranks[].extra.optimizer_s in the summary); the "
+                  "parameter server counts each step from its first push to its last reply, so "
+                  "the servers' aggregation and update are inside it."
                   + (" Grey (other): the rest of the training thread's step, its total less "
                      "compute and wait (the loop's own work between steps)." if grey else "")
                   + oversub_note(runs) + (" Those runs are marked * (a dedicated-PS run has "

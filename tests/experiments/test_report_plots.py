@@ -87,6 +87,21 @@ class BreakdownOther(unittest.TestCase):
                           rp.breakdown(runs, None).caption)
 
 
+    def test_the_caption_says_where_the_optimizer_and_comm_are_counted(self):
+        # "computing (forward, backward, optimizer where it runs on the worker)": the ring, mpi
+        # and nccl apply it after each bucket's all-reduce, outside the training thread's compute
+        # (0.05 ms a step, 2 ring workers) and outside comm_s; the PS's comm_s is a step's
+        # push-to-last-reply window, the ring's its all-reduce calls: not the same measure
+        import report_plots as rp
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        runs = [r for r in runs if r["status"] == "ok" and r.get("step_time")]
+        with mock.patch.object(rp, "_save", lambda fig, out_dir, name: name):
+            caption = rp.breakdown(runs, None).caption
+        self.assertNotIn("optimizer where it runs on the worker", caption)
+        self.assertIn("ranks[].extra.optimizer_s", caption)
+        self.assertIn("from its first push to its last reply", caption)
+
+
 class StragglerLabels(unittest.TestCase):
     def test_an_accuracy_fall_is_labelled_above_both_bars(self):
         # '-0.6 pt' sat on the colored bar, lower than the gray one beside it, and ran into it
