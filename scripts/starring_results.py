@@ -342,7 +342,10 @@ def deviation_pct(measured, theory):
 
 def worker_rates(rec):
     """Samples/s each worker sustained over its own training loop: batch x accum x its steps /
-    (its compute + wait time), from the per-rank entries (totals over the timed steps). With a straggler
+    its training seconds (wall_s: the timed steps' loop, evaluation and checkpoints out; records
+    without it: compute + wait, which leave out the loop's work between steps, step_time.other_s:
+    on a time-shared machine 20-40% of worker 0's step, so the summed rates of a synchronous
+    run read above the job's by as much), from the per-rank entries (totals over the timed steps). With a straggler
     under ASP/SSP the fast workers keep their own rate while rank 0's wall clock (samples_per_s)
     says little about the others; the sum of these rates is the aggregate the cluster sustains.
     Returns [] when the ranks lack what is needed."""
@@ -351,7 +354,9 @@ def worker_rates(rec):
     for r in rec.get("ranks", []):
         if r.get("role") != "worker":
             continue
-        t = r.get("compute_s", 0.0) + r.get("wait_s", 0.0)
+        t = r.get("wall_s")
+        if not isinstance(t, (int, float)) or t <= 0:
+            t = r.get("compute_s", 0.0) + r.get("wait_s", 0.0)
         if "steps" not in r or t <= 0:
             return []
         # compute_s and wait_s leave out the run's first untimed_steps steps, so do the steps

@@ -90,6 +90,16 @@ class WorkerRates(unittest.TestCase):
         del rec["ranks"][0]["steps"]  # a summary without per-rank steps: no rates
         self.assertEqual(sr.worker_rates(rec), [])
 
+    def test_the_loop_time_is_the_workers_wall_time_where_recorded(self):
+        # compute + wait leave out the loop's work between steps (step_time.other_s), 20-40% of
+        # worker 0's step time-shared: the summed rates of a synchronous run read above the job's
+        rec = {"batch": 32, "accum": 1, "ranks": [
+            {"role": "worker", "steps": 105, "untimed_steps": 5, "compute_s": 1.5, "wait_s": 0.5,
+             "wall_s": 2.5},
+            {"role": "worker", "steps": 105, "untimed_steps": 5, "compute_s": 2.0, "wait_s": 0.4,
+             "wall_s": 2.5}]}
+        self.assertEqual(sr.worker_rates(rec), [32 * 100 / 2.5, 32 * 100 / 2.5])
+
 
 class RecoveryAndTraceChecks(unittest.TestCase):
     def test_a_resumed_run_has_two_legs(self):
