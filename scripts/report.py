@@ -162,6 +162,12 @@ def text_table(rows):
                      for c in cells) + star_note(rows, "\n")
 
 
+STEP_MS_NOTE = ("In step ms, total is the training thread's step: compute + wait + other, other "
+                "being the loop's own work between steps (step_time.other_s, total less compute "
+                "and wait); comm is the backend's communication thread, which overlaps them, so "
+                "compute + comm + wait is not the total.")
+
+
 def star_note(rows, sep=" "):
     """What the * after samples/s means, when a row has one (samples/s is column 4)."""
     if not any(row[4].endswith("*") for row in rows):
@@ -238,7 +244,8 @@ def write_summary(out, runs, bench, figures):
              "", "Samples/s and step ms (the mean per step over workers) leave out each run's "
              "first steps (`--untimed-steps`, 5 by default, at most a quarter of the run: GPU "
              "kernel loading, first-touch memory, connection set-up); the summary's "
-             "`samples_per_s_all_steps` counts them. Bytes are per rank per optimizer "
+             "`samples_per_s_all_steps` counts them. " + STEP_MS_NOTE + " Bytes are per rank "
+             "per optimizer "
              "step; theory: ring/MPI/co-located 2(N-1)/N x D per rank, dedicated PS D per "
              "worker and W x D/S per server, the busiest worker and server shown (a mean "
              "hides --ps-partition tensor's unbalanced shards; D = model bytes, halved "
@@ -284,7 +291,7 @@ def write_html(out, results, runs, bench, figures, rows, problems):
     if rows:
         body.append("<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER)
                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)
-                                        + "</tr>" for row in rows) + "</table>"
+                                        + "</tr>" for row in rows) + "</table>" + f"<p>{e(STEP_MS_NOTE)}</p>"
                     + (f"<p>{e(star_note(rows, ''))}</p>" if star_note(rows) else "")
                     + (f"<p>{e(load_note(runs, bench, ''))}</p>" if load_note(runs, bench)
                        else ""))

@@ -162,6 +162,16 @@ class ReportOnFixture(unittest.TestCase):
                          "1.88 / 1.88 (0%)")  # W x D / S
         self.assertEqual(cells["test acc"], f"{rec['test_accuracy']:.4f}")
 
+    def test_the_step_ms_parts_are_said_not_to_add_up(self):
+        # the table's step ms read "total / compute / comm / wait" with nothing saying that comm
+        # overlaps the rest and that total holds the loop's work between steps (other): a ps run
+        # read 2.48 / 0.71 / 1.39 / 1.51, neither sum equal to its total
+        note = "In step ms, total is the training thread's step: compute + wait + other"
+        with open(os.path.join(self.out, "summary.md"), encoding="utf-8") as f:
+            self.assertIn(note, f.read())
+        with open(os.path.join(self.out, "report.html"), encoding="utf-8") as f:
+            self.assertIn(note, html.unescape(f.read()))
+
     def test_time_shared_runs_are_starred_and_the_star_is_said_everywhere(self):
         # the table's * after samples/s (more ranks than cores) and the sentence saying what it
         # means: in the terminal, in summary.md and on the page
