@@ -291,7 +291,8 @@ def write_html(out, results, runs, bench, figures, rows, problems):
     if rows:
         body.append("<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER)
                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)
-                                        + "</tr>" for row in rows) + "</table>" + f"<p>{e(STEP_MS_NOTE)}</p>"
+                                        + "</tr>" for row in rows) + "</table>"
+                    + f"<p>{e(STEP_MS_NOTE)}</p>"
                     + (f"<p>{e(star_note(rows, ''))}</p>" if star_note(rows) else "")
                     + (f"<p>{e(load_note(runs, bench, ''))}</p>" if load_note(runs, bench)
                        else ""))

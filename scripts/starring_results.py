@@ -344,9 +344,9 @@ def worker_rates(rec):
     """Samples/s each worker sustained over its own training loop: batch x accum x its steps /
     its training seconds (wall_s: the timed steps' loop, evaluation and checkpoints out; records
     without it: compute + wait, which leave out the loop's work between steps, step_time.other_s:
-    on a time-shared machine 18-45% of worker 0's step (np 3), so the summed rates of a synchronous
-    run read above the job's by as much), from the per-rank entries (totals over the timed steps). With a straggler
-    under ASP/SSP the fast workers keep their own rate while rank 0's wall clock (samples_per_s)
+    on a time-shared machine 18-45% of worker 0's step (np 3), so the summed rates of a
+    synchronous run read above the job's by as much), from the per-rank entries (totals over the
+    timed steps). With a straggler under ASP/SSP the fast workers keep their own rate while rank 0's wall clock (samples_per_s)
     says little about the others; the sum of these rates is the aggregate the cluster sustains.
     Returns [] when the ranks lack what is needed."""
     rates = []

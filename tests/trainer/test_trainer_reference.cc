@@ -13,8 +13,8 @@
 // (accumulated) gradient and its `samples_per_s` batch x accum over the step's time; nothing read
 // these fields, so printing the base --lr, the squared norm or a rate without accum passed every
 // test (helper-112's mutation test). Its span is the whole iteration (time_s less the previous
-// line's), which compute_s + wait_s + other_s add up to. Under the ring the norm is worker 0's local gradient, read
-// before the backend averages it in place.
+// line's), which compute_s + wait_s + other_s add up to. Under the ring the norm is worker 0's
+// local gradient, read before the backend averages it in place.
 #include <gtest/gtest.h>
 
 #include <cmath>
