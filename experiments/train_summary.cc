@@ -324,10 +324,9 @@ void print_summary(const nlohmann::json& j) {
           : "",
       st["total_s"].get<double>() * 1e3, st["compute_s"].get<double>() * 1e3,
       st["wait_s"].get<double>() * 1e3, st["other_s"].get<double>() * 1e3,
-      st["comm_s"].get<double>() * 1e3,
-      bytes_line(j, "worker").c_str(), bytes_line(j, "server").c_str(),
-      j["test_accuracy"].get<double>(), j["test_loss"].get<double>(), checkpoint_line(j).c_str(),
-      job_line(j).c_str());
+      st["comm_s"].get<double>() * 1e3, bytes_line(j, "worker").c_str(),
+      bytes_line(j, "server").c_str(), j["test_accuracy"].get<double>(),
+      j["test_loss"].get<double>(), checkpoint_line(j).c_str(), job_line(j).c_str());
   std::fflush(stdout);
 }
 

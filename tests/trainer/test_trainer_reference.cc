@@ -148,8 +148,7 @@ TEST_P(TrainerReference, SameParametersAndLossAsTheLoopWrittenOut) {
                 static_cast<double>(cfg.train.batch) * cfg.train.accum, 1e-6)
         << "step " << k + 1;
     const double parts = lines[k].at("compute_s").get<double>() +
-                         lines[k].at("wait_s").get<double>() +
-                         lines[k].value("other_s", -1.0);
+                         lines[k].at("wait_s").get<double>() + lines[k].value("other_s", -1.0);
     EXPECT_NEAR(parts, span_s, 1e-9) << "step " << k + 1;
     EXPECT_GE(lines[k].value("other_s", -1.0), -1e-12) << "step " << k + 1;
   }
