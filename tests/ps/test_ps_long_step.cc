@@ -10,13 +10,17 @@
 //    still names it, within about the timeout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "ps_test_util.h"
+#include "tests/ps/forwarding_comm.h"
 
 namespace starring::ps {
 namespace {
@@ -141,6 +145,59 @@ TEST(PsLongStep, UnderBspTheServerHeartbeatsTheWorkerItHoldsBack) {
   for (std::size_t r = 0; r < o.errors.size(); ++r) EXPECT_EQ(o.errors[r], "") << r;
   EXPECT_GT(o.server.value("heartbeats_out", 0), 0) << o.server.dump();
   EXPECT_GT(o.server.value("heartbeats_in", 0), 0) << o.server.dump();
+}
+
+// What a worker sends the servers (kReqTag), in order: the ops of its messages.
+class ReqLog : public ForwardingComm {
+ public:
+  using ForwardingComm::ForwardingComm;
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    if (tag == kReqTag && bytes >= sizeof(PsHeader)) {
+      PsHeader h;
+      std::memcpy(&h, buf, sizeof h);
+      std::lock_guard<std::mutex> lk(mu);
+      ops.push_back(h.op);
+    }
+    return inner().isend(buf, bytes, peer, tag);
+  }
+  std::mutex mu;
+  std::vector<Op> ops;
+};
+
+// kDone is a worker's last message to a server (ServerLoop::finish cancels its receives then, and
+// a next session on the Comm would take a later one). Worker 0 says goodbye while worker 1 still
+// trains (an announced 0.3 s sleep, 3 x timeout/4): its trainer, just active, showed signs of
+// life since its comm thread's previous check, so that thread's liveness heartbeats
+// (common/thread_pulse.h) went to the server quiet for timeout/4 after the kDone.
+TEST(PsLongStep, NoHeartbeatFollowsAWorkersGoodbye) {
+  const PsGroup group = make_ps_group("1", 3);
+  PsWorkerOptions opt = test_options("asp");
+  opt.timeout = Seconds(0.4);
+  opt.shared_memory = false;
+  std::shared_ptr<ReqLog> log;
+  const auto errors = run_world(3, [&](std::shared_ptr<Comm> comm) {
+    if (group.is_dedicated_server(comm->rank())) {
+      ServerLoop(comm, group, server_options(opt)).run();
+      return;
+    }
+    const int w = group.worker_index(comm->rank());
+    std::shared_ptr<Comm> mine = comm;
+    if (w == 0) mine = log = std::make_shared<ReqLog>(comm);
+    PsWorker ps(mine, group, opt);
+    const auto slow = [&](int t) {
+      if (w != 1 || t != 2) return;
+      const auto until = Clock::now() + std::chrono::milliseconds(300);
+      ps.working_until(until);
+      std::this_thread::sleep_until(until);
+    };
+    train_worker(ps, w, 2, test_opt("sgd"), slow);
+  });
+  for (std::size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << r;
+  ASSERT_TRUE(log);
+  const auto done = std::find(log->ops.begin(), log->ops.end(), Op::kDone);
+  ASSERT_NE(done, log->ops.end());
+  EXPECT_EQ(done + 1, log->ops.end()) << "messages after kDone: " << log->ops.end() - done - 1
+                                      << ", the first " << op_name(*(done + 1));
 }
 
 }  // namespace
