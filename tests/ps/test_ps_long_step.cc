@@ -196,8 +196,66 @@ TEST(PsLongStep, NoHeartbeatFollowsAWorkersGoodbye) {
   ASSERT_TRUE(log);
   const auto done = std::find(log->ops.begin(), log->ops.end(), Op::kDone);
   ASSERT_NE(done, log->ops.end());
-  EXPECT_EQ(done + 1, log->ops.end()) << "messages after kDone: " << log->ops.end() - done - 1
-                                      << ", the first " << op_name(*(done + 1));
+  const auto after = log->ops.end() - done - 1;
+  EXPECT_EQ(after, 0) << "the first: " << (after ? op_name(*(done + 1)) : "");
+}
+
+// A server that sends its goodbye (kBye) `delay` late.
+class LateBye : public ForwardingComm {
+ public:
+  LateBye(std::shared_ptr<Comm> inner, std::chrono::milliseconds delay)
+      : ForwardingComm(std::move(inner)), delay_(delay) {}
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    PsHeader h;
+    if (tag == kCtlTag && bytes >= sizeof h) std::memcpy(&h, buf, sizeof h);
+    if (tag == kCtlTag && bytes >= sizeof h && h.op == Op::kBye)
+      std::this_thread::sleep_for(delay_);
+    return inner().isend(buf, bytes, peer, tag);
+  }
+
+ private:
+  std::chrono::milliseconds delay_;
+};
+
+// Two sessions on one Comm (as bench runs one per size), 2 workers and 2 servers. In the first,
+// server rank 3 says goodbye 0.3 s late: the workers wait for it, past timeout/4 after their
+// last push, while server rank 2 has finished (its receives cancelled). A heartbeat sent then
+// reached the second session's server rank 2 as a message of its own.
+TEST(PsLongStep, AGoodbyeWaitSendsNothingIntoTheNextSession) {
+  InProcWorld world(4);
+  const PsGroup group = make_ps_group("2", 4);
+  const auto session = [&](Seconds timeout, bool late_bye) {
+    PsWorkerOptions opt = test_options("asp");
+    opt.timeout = timeout;
+    opt.shared_memory = false;
+    std::vector<nlohmann::json> stats(4);
+    std::vector<std::string> errors(4);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 4; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          std::shared_ptr<Comm> comm = world.comm(r);
+          if (group.is_dedicated_server(r)) {
+            if (late_bye && r == 3)
+              comm = std::make_shared<LateBye>(comm, std::chrono::milliseconds(300));
+            stats[static_cast<std::size_t>(r)] = ServerLoop(comm, group, server_options(opt)).run();
+            return;
+          }
+          PsWorker ps(comm, group, opt);
+          train_worker(ps, group.worker_index(r), 2, test_opt("sgd"));
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(r)] = e.what();
+        }
+      });
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+    return stats;
+  };
+  session(Seconds(0.4), true);
+  const auto next = session(Seconds(20.0), false);  // no heartbeat of its own
+  for (int r : {2, 3})
+    EXPECT_EQ(next[static_cast<std::size_t>(r)].value("heartbeats_in", -1), 0)
+        << "server rank " << r << ": " << next[static_cast<std::size_t>(r)].dump();
 }
 
 }  // namespace
