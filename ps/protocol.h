@@ -13,7 +13,8 @@
 //                its trainer shows signs of life in a step longer than that
 //                (common/thread_pulse.h: computing, or a --straggler's sleep), sent then only to
 //                the servers this worker sent nothing else for timeout/4
-//   kDone        clean shutdown: this worker has nothing more to push
+//   kDone        clean shutdown: this worker has nothing more to push; no heartbeat follows it
+//                (ServerLoop::finish cancels its receives; only a failure's kAbort may)
 //   kAbort       text: this worker failed (`step` 1: by a timeout, so the server stops with a
 //                TimeoutError; 0: any other failure); the server stops and tells every worker why
 //   kGetState    after every worker flushed: send me `chunk`'s parameters and its first `step`
