@@ -190,9 +190,9 @@ class PsWorker::Impl {
   mutable std::mutex hb_mu_;
   std::uint64_t hb_sent_ = 0,
                 hb_recv_ = 0;  // hb_recv_: the servers' (bsp/ssp, see server_alive_at_)
-  // Under hb_mu_: the goodbye began (say_goodbye). kDone is a worker's last message to a server
-  // (ServerLoop::finish), so no heartbeat goes out from then on.
-  bool goodbye_ = false;
+  // The goodbye began (say_goodbye; set under hb_mu_, under which heartbeat() reads it before
+  // each send over the Comm): no heartbeat follows a kDone (ServerLoop::finish).
+  std::atomic<bool> goodbye_{false};
   std::chrono::steady_clock::time_point win_start_, win_sent_;  // the current step's window
   std::size_t win_sends_ = 0, win_replies_ = 0;
   std::int64_t win_step_ = -1;

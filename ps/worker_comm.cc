@@ -365,14 +365,16 @@ void PsWorker::Impl::heartbeat(bool only_quiet) {
     auto& sent = last_sent_[static_cast<std::size_t>(s)];
     if (only_quiet && now - sent <= opt_.timeout / 4) continue;
     sent = now;
-    std::lock_guard<std::mutex> lk(hb_mu_);
-    if (goodbye_) return;  // sent before the kDone or not at all (say_goodbye)
     if (link_ && dst == rank_) {
-      link_->post({heartbeat_msg_, nullptr, {}});
-    } else {
-      heartbeats_.push_back(comm_->isend(&heartbeat_msg_, sizeof(PsHeader), dst, kReqTag));
-      hb_sent_ += sizeof(PsHeader);
+      // This session's own link: one racing the kDone is taken or dropped with it, never a
+      // next session's.
+      if (!goodbye_.load(std::memory_order_relaxed)) link_->post({heartbeat_msg_, nullptr, {}});
+      continue;
     }
+    std::lock_guard<std::mutex> lk(hb_mu_);
+    if (goodbye_.load(std::memory_order_relaxed)) continue;  // before the kDone or not at all
+    heartbeats_.push_back(comm_->isend(&heartbeat_msg_, sizeof(PsHeader), dst, kReqTag));
+    hb_sent_ += sizeof(PsHeader);
   }
 }
 

@@ -232,7 +232,7 @@ void PsWorker::Impl::say_goodbye() {
   h.worker = index_;
   {  // no heartbeat after the kDone: the comm thread's next one, if any, is not sent
     std::lock_guard<std::mutex> lk(hb_mu_);
-    goodbye_ = true;
+    goodbye_.store(true, std::memory_order_relaxed);
   }
   for (int s = 0; s < group_.num_servers(); ++s) {
     const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
