@@ -452,6 +452,8 @@ nlohmann::json ServerLoop::stats() const {
           {"local_push_bytes", local_push_bytes_},
           {"shm_push_bytes", shm_push_bytes_},
           {"shm_reply_bytes", shm_reply_bytes_},
+          // Messages over the Comm; a co-located worker's own messages to its shard (LocalLink)
+          // are not, though its heartbeats count in heartbeats_in, which may then exceed msgs_in.
           {"msgs_in", msgs_in_},
           {"msgs_out", msgs_out_},
           {"heartbeats_in", heartbeats_in_},
