@@ -37,6 +37,11 @@ class RingAllreducer : public Allreducer {
   void close(bool failed) override {
     if (shm_) shm_->close(failed);
   }
+  bool can_watch_peers() const override { return true; }
+  void watch_peers(PeerLiveness* liveness) override {
+    ring_.watch_peers(liveness);
+    if (shm_) shm_->watch_peers(liveness);
+  }
 
  private:
   std::shared_ptr<Comm> comm_;

@@ -14,6 +14,7 @@
 
 #include "allreduce/ring_allreduce.h"
 #include "common/comm.h"
+#include "common/peer_liveness.h"
 
 namespace starring {
 
@@ -39,6 +40,11 @@ class Allreducer {
   // for the peers, and do not throw. Optional: the destructor releases it too, with a longer
   // fixed grace.
   virtual void close(bool /*failed*/) {}
+  // Whether the engine's waits can ask a PeerLiveness before they time out (ring; mpi when
+  // non-blocking), so that a live peer in a step longer than the timeout is waited for; and the
+  // one to ask (nullptr: none), set while no run() is in progress.
+  virtual bool can_watch_peers() const { return false; }
+  virtual void watch_peers(PeerLiveness* /*liveness*/) {}
 };
 
 // The reference wire bytes of an opaque engine (MPI collectives, NCCL): what the ring sends per

@@ -64,6 +64,12 @@ void BucketSync::start(const ParamLayout& layout, SyncBuffers buffers, const Opt
   thread_ = std::thread([this] { comm_loop(); });
 }
 
+void BucketSync::watch_peers(PeerLiveness* liveness) {
+  std::lock_guard<std::mutex> lk(mu_);
+  liveness_ = can_watch_peers() ? liveness : nullptr;
+  engine_->watch_peers(liveness_);
+}
+
 void BucketSync::begin_step(std::int64_t step, float lr) {
   std::lock_guard<std::mutex> lk(mu_);
   step_ = step;
@@ -117,6 +123,13 @@ void BucketSync::wait_bucket(std::size_t b) {
     auto deadline = last_progress + std::chrono::duration_cast<Clock::duration>(timeout);
     if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && done_[b] < submitted_[b] &&
         !error_ && Clock::now() >= deadline) {
+      // A peer is alive (a straggler's long step): the communication thread's wait goes on too,
+      // and it names a peer that stops. Asked again a timeout later.
+      std::string why;
+      if (liveness_ && liveness_->peers_alive(&why)) {
+        last_progress = Clock::now();
+        continue;
+      }
       // The communication thread's own wait started later (when the bucket's job did) and its
       // error names the peer that went silent: give it a moment to say so before ours, which
       // can only name this rank.

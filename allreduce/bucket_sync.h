@@ -52,6 +52,8 @@ class BucketSync : public GradientSync {
   void save_optimizer_state(std::vector<float>& s1, std::vector<float>& s2) override;
   void load_optimizer_state(const std::vector<float>& s1, const std::vector<float>& s2) override;
   bool accepts_device_buffers() const override { return engine_->on_device(); }
+  bool can_watch_peers() const override { return engine_->can_watch_peers(); }
+  void watch_peers(PeerLiveness* liveness) override;
   std::string name() const override { return name_; }
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
@@ -75,6 +77,7 @@ class BucketSync : public GradientSync {
   SyncConfig cfg_;
   Trace* trace_;
   float inv_workers_;
+  PeerLiveness* liveness_ = nullptr;  // watch_peers: also asked by wait_bucket past its deadline
 
   ParamLayout layout_;
   SyncBuffers buf_;

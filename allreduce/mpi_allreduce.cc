@@ -37,7 +37,8 @@ class MpiAllreducer : public Allreducer {
       // waiter's back-off sleeps (up to 500 us) stalled every round. Wide MLP, 2 ranks on 2
       // cores: communication per step 141 ms with sleeps, 58 ms yielding; 4 ranks (two per
       // core) 511 -> 981 samples/s.
-      ProgressWaiter waiter(*comm_, timeout_, std::chrono::microseconds(0), /*max_sleep_us=*/0);
+      ProgressWaiter waiter(*comm_, timeout_, std::chrono::microseconds(0), /*max_sleep_us=*/0,
+                            liveness_);
       for (;;) {
         int done = 0;
         CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
@@ -52,12 +53,15 @@ class MpiAllreducer : public Allreducer {
   std::uint64_t wire_bytes(std::size_t count) const override {
     return reference_wire_bytes(comm_->size(), count);
   }
+  bool can_watch_peers() const override { return mode_ == MpiMode::kNonBlocking; }
+  void watch_peers(PeerLiveness* liveness) override { liveness_ = liveness; }
 
  private:
   std::shared_ptr<Comm> comm_;
   MPI_Comm mpi_;
   MpiMode mode_;
   Seconds timeout_;
+  PeerLiveness* liveness_ = nullptr;
 };
 
 }  // namespace

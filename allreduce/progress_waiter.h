@@ -7,6 +7,10 @@
 // until they complete and that advance only while tested). When no progress happened for `timeout`
 // it throws TimeoutError with `what()` describing the operation that is stuck, and a census
 // (common/census.h) of which ranks are stuck in it too: the one that is not is the one to look at.
+// With a PeerLiveness (common/peer_liveness.h: the trainer's PeerWatch, handed over by
+// BucketSync), a wait past `timeout` first asks it, every 10 ms: while a peer's trainer is alive
+// (a straggler in a step longer than the timeout) the wait goes on, spent as the loop's back-off;
+// a silent peer (stopped, dead) is named in the error instead of the census.
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -18,6 +22,7 @@
 #include "common/comm.h"
 #include "common/comm_util.h"
 #include "common/error.h"
+#include "common/peer_liveness.h"
 
 namespace starring {
 
@@ -29,8 +34,12 @@ class ProgressWaiter {
   // that spins steals the core its peer needs, so spin ~0 there.
   ProgressWaiter(Comm& comm, Seconds timeout,
                  std::chrono::microseconds spin = std::chrono::microseconds(0),
-                 int max_sleep_us = 500)
-      : comm_(comm), timeout_(timeout), spin_(spin), max_sleep_us_(max_sleep_us) {
+                 int max_sleep_us = 500, PeerLiveness* liveness = nullptr)
+      : comm_(comm),
+        timeout_(timeout),
+        spin_(spin),
+        max_sleep_us_(max_sleep_us),
+        liveness_(liveness) {
     progressed();
   }
   void progressed() {
@@ -42,9 +51,11 @@ class ProgressWaiter {
   void idle(const std::function<std::string()>& what) {
     ++idle_iters_;
     if (idle_iters_ < 64) return;  // spin (each iteration already tested the requests)
-    const auto waited = Clock::now() - last_;
-    if (waited > timeout_) {
+    const auto now = Clock::now();
+    const auto waited = now - last_;
+    if (waited > timeout_ && !peers_alive(now)) {
       const std::string msg = timeout_message(comm_, timeout_, what());
+      if (!why_.empty()) throw TimeoutError(msg + "; " + why_);
       throw TimeoutError(msg + census(comm_, census_grace(timeout_)));
     }
     if (waited < spin_) return;
@@ -57,11 +68,22 @@ class ProgressWaiter {
   }
 
  private:
+  // Past the deadline: whether the liveness (if any) says to wait on; asked every 10 ms.
+  bool peers_alive(Clock::time_point now) {
+    if (!liveness_) return false;
+    if (now < next_ask_) return true;
+    if (!liveness_->peers_alive(&why_)) return false;
+    next_ask_ = now + std::chrono::milliseconds(10);
+    return true;
+  }
+
   Comm& comm_;
   std::chrono::duration<double> timeout_;
   std::chrono::microseconds spin_;
   int max_sleep_us_;
-  Clock::time_point last_;
+  PeerLiveness* liveness_;
+  Clock::time_point last_, next_ask_{};
+  std::string why_;
   long idle_iters_ = 0;
   int sleep_us_ = 2;
 };

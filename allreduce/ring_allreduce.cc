@@ -193,7 +193,8 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
   send_base_ = sends_.size();  // a failed run's sends, still unfinished, come first
   plan_reuse(in == out || opt_.wire != WireType::kFloat32, count);
   post_initial_sends(in, count);
-  ProgressWaiter waiter(comm_, opt_.timeout, std::chrono::microseconds(opt_.spin_us));
+  ProgressWaiter waiter(comm_, opt_.timeout, std::chrono::microseconds(opt_.spin_us), 500,
+                        liveness_);
   while (head_ < items_.size()) {
     post_receives(out);
     if (head_ < posted_ && recvs_[head_]->test()) {

@@ -45,6 +45,7 @@
 
 #include "allreduce/wire_codec.h"
 #include "common/comm.h"
+#include "common/peer_liveness.h"
 
 namespace starring {
 
@@ -83,6 +84,8 @@ class RingAllreduce {
 
   // Wire bytes this rank sends (= receives) in one run on `count` floats.
   std::uint64_t wire_bytes_per_run(std::size_t count) const;
+  // A wait past the timeout asks `l` whether a peer is alive (ProgressWaiter); set between runs.
+  void watch_peers(PeerLiveness* l) { liveness_ = l; }
 
  private:
   using Item = RingItem;
@@ -110,6 +113,7 @@ class RingAllreduce {
   std::vector<std::unique_ptr<Request>> sends_;  // this run's from send_base_ (first sends, then
   std::size_t send_base_ = 0;                    // one per item forwarded, in item order)
   std::vector<std::ptrdiff_t> reuses_;  // per item: the send whose memory it receives into, or -1
+  PeerLiveness* liveness_ = nullptr;
 };
 
 }  // namespace starring

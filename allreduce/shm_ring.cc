@@ -316,7 +316,8 @@ void ShmRing::process(const float* in, float* out, float scale) {
 }
 
 void ShmRing::run_loop(const float* in, float* out, float scale) {
-  ProgressWaiter waiter(comm_, opt_.timeout, std::chrono::microseconds(opt_.spin_us));
+  ProgressWaiter waiter(comm_, opt_.timeout, std::chrono::microseconds(opt_.spin_us), 500,
+                        liveness_);
   while (seg_done_ < seg_total_ || !pending_.empty()) {
     bool progress = drain();
     if (seg_done_ < seg_total_ && load(prev_head_) > consumed_) {

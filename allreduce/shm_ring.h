@@ -51,6 +51,8 @@ class ShmRing {
   void run(const float* in, float* out, std::size_t count, float scale);
   // Bytes and messages moved through the shared window so far.
   CommCounters counters() const;
+  // A wait past the timeout asks `l` whether a peer is alive (ProgressWaiter); set between runs.
+  void watch_peers(PeerLiveness* l) { liveness_ = l; }
   // The run is over on this rank (collective on the node's ranks): the vote and window free of
   // the destructor, its wait bounded by the Comm's timeout instead of a fixed grace. A rank that
   // is not there by then (stopped, stuck) gets a TimeoutError naming it (census); the window is
@@ -96,6 +98,7 @@ class ShmRing {
   std::size_t count_ = 0, seg_total_ = 0, seg_done_ = 0;  // this run: segments to receive
   std::deque<Pending> pending_;
   bool failed_ = false;
+  PeerLiveness* liveness_ = nullptr;
   bool closed_ = false;  // close() ran: the destructor has nothing left to do
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_recv_{0}, msgs_sent_{0}, msgs_recv_{0};
 };

@@ -28,6 +28,7 @@
 #include "common/error.h"
 #include "common/optimizer.h"
 #include "common/param_layout.h"
+#include "common/peer_liveness.h"
 
 namespace starring {
 
@@ -130,6 +131,15 @@ class GradientSync {
   // which stands for a slow computation): a backend that vouches for a live trainer to its peers
   // (ps under asp/ssp: common/thread_pulse.h) counts it as alive meanwhile. Trainer thread.
   virtual void working_until(std::chrono::steady_clock::time_point until) { (void)until; }
+
+  // Whether the backend's waits inside a collective can ask the trainer whether the peers are
+  // alive before they time out (BucketSync over ring / ring-p2p / mpi): the trainer then runs
+  // its PeerWatch under synchronous training too and hands it over with watch_peers, from the
+  // trainer thread, before start() (and nullptr once the run is over, before it goes). A live
+  // straggler in a step longer than --timeout is then waited for inside the collective, and a
+  // peer that is stopped, dead or stuck still named (common/peer_liveness.h).
+  virtual bool can_watch_peers() const { return false; }
+  virtual void watch_peers(PeerLiveness* liveness) { (void)liveness; }
 
   // True when the backend works on GPU buffers directly (nccl); others get host buffers.
   virtual bool accepts_device_buffers() const { return false; }
