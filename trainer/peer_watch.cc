@@ -114,6 +114,42 @@ void PeerWatch::send_notes() {
   }
 }
 
+bool PeerWatch::peers_alive(std::string* why) {
+  why->clear();
+  if (!enabled()) return false;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!error_.empty()) {
+    *why = "this worker's notes failed: " + error_;
+    return false;
+  }
+  const auto now = Clock::now();
+  const auto limit = std::chrono::duration_cast<Clock::duration>(timeout_);
+  int silent = -1;
+  Clock::duration quiet{};
+  bool alive = false;
+  for (int r = 0; r < comm_.size(); ++r) {
+    if (r == comm_.rank()) continue;
+    const Heard& h = heard_[static_cast<std::size_t>(r)];
+    if (now - h.at > limit) {
+      if (silent < 0) silent = r, quiet = now - h.at;
+    } else if (now - h.at + h.idle <= limit) {
+      alive = true;
+    }
+  }
+  if (silent < 0) {
+    silent_recheck_ = -1;
+    return alive;
+  }
+  // Its note may be waiting for the next drain (this process was descheduled): named only after
+  // one whole drain that brought nothing from it.
+  if (silent_recheck_ < 0) silent_recheck_ = drains_ + 2;
+  if (drains_ < silent_recheck_) return true;
+  *why = detail::concat("rank ", silent, " sent nothing for ", secs(quiet),
+                        " s (stopped, dead or stuck; a live peer in a step longer than the timeout "
+                        "is waited for while its notes come)");
+  return false;
+}
+
 void PeerWatch::await(const std::string& what) {
   if (!enabled()) return;
   begin_step();

@@ -24,6 +24,15 @@
 // Silence counts only time await() itself was watching (common/watch_clock.h). The barrier that
 // follows, with its usual timeout, stays the meeting: a note only lets the wait before it go on.
 //
+// Under the collective backends (ring, ring-p2p, mpi: GradientSync::can_watch_peers) it runs
+// under synchronous training too, without meetings (TrainLoop::meet: the barriers alone, as
+// before), and answers their waits inside a collective (PeerLiveness, peers_alive): a rank whose
+// predecessor sent nothing for --timeout waits on while some peer's trainer showed a sign of life
+// within the timeout (a straggler in a long step; the others wait in the collective, idle), and
+// ends naming a peer whose notes stopped for the timeout (SIGSTOP, dead). When every peer is idle
+// (`--fault hang`: its trainer asleep, the others blocked on it) the wait ends as before and the
+// collective's census names the one not in it.
+//
 //   PeerWatch watch(workers, /*on=*/skew != 0);
 //   watch.begin_step();  // each step
 //   watch.await("the evaluation of epoch 1");  // then workers.barrier(...)
@@ -40,18 +49,19 @@
 #include <vector>
 
 #include "common/comm.h"
+#include "common/peer_liveness.h"
 #include "common/thread_pulse.h"
 
 namespace starring {
 
-class PeerWatch {
+class PeerWatch : public PeerLiveness {
  public:
   using Clock = std::chrono::steady_clock;
 
   // Off (no thread; await() returns at once) unless `on` and there is more than one worker.
   // Constructed on the trainer thread (whose CPU clock the notes read).
   PeerWatch(Comm& workers, bool on);
-  ~PeerWatch();
+  ~PeerWatch() override;
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
 
@@ -66,6 +76,8 @@ class PeerWatch {
   void await(const std::string& what);
   // The trainer thread sleeps until `until` as simulated work (a --straggler's delay): not idle.
   void working_until(Clock::time_point until) { pulse_.working_until(until); }
+  // PeerLiveness, for a wait inside a collective past its deadline (any thread; above).
+  bool peers_alive(std::string* why) override;
 
  private:
   struct Heard {
@@ -89,7 +101,8 @@ class PeerWatch {
   bool stop_ = false, send_now_ = false;
   std::vector<Heard> heard_;  // by worker rank
   std::int64_t drains_ = 0;   // the thread's rounds (await() names no peer whose note is waiting)
-  std::string error_;         // the thread's failure, thrown by await()
+  std::int64_t silent_recheck_ = -1;  // peers_alive: a silent peer is named at this drain
+  std::string error_;                 // the thread's failure, thrown by await()
 
   // the thread's own
   struct Note {

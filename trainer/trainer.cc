@@ -61,7 +61,10 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
                    lag_for_skew(env.sync.max_step_skew())),
       progress_(cfg.out.progress, 0, cfg.out.log_every, false),
       evaluator_(model_, env.workers, eval_batch(cfg.train)),
-      peer_watch_(env.workers, env.sync.max_step_skew() != 0) {
+      // asp/ssp: workers far apart meet; ring/mpi: their waits in the collective ask it whether
+      // a slower peer is alive (trainer/peer_watch.h).
+      peer_watch_(env.workers, env.sync.max_step_skew() != 0 || env.sync.can_watch_peers()) {
+  if (peer_watch_.enabled() && env_.sync.can_watch_peers()) env_.sync.watch_peers(&peer_watch_);
   steps_per_epoch_ = static_cast<std::int64_t>(sampler_.batches_per_epoch()) / tc_.accum;
   STARRING_CONFIG_CHECK(steps_per_epoch_ > 0, "batch ", tc_.batch, " x accum ", tc_.accum,
                         " is larger than this worker's shard (", train.n / world_, " of ", train.n,
@@ -85,6 +88,9 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
 }
 
 TrainLoop::~TrainLoop() {
+  // Its communication thread is idle or joined by now (run() flushed, or Trainer::run shut the
+  // backend down): nothing asks the PeerWatch that goes with this loop.
+  if (env_.sync.can_watch_peers()) env_.sync.watch_peers(nullptr);
   env_.device.free(dx_);
   env_.device.free_int(dy_);
 }
@@ -325,7 +331,10 @@ void TrainLoop::barrier(const std::string& what) {
 }
 
 void TrainLoop::meet(const std::string& what) {
-  if (!peer_watch_.enabled()) return;
+  // Under synchronous training (the ring's PeerWatch answers only its collective's waits) no
+  // worker gets far ahead: the barrier alone is the meeting (each await costs a round of notes,
+  // 10-20 ms).
+  if (!peer_watch_.enabled() || env_.sync.max_step_skew() == 0) return;
   env_.sync.waiting_for_workers(true);
   try {
     peer_watch_.await(what);

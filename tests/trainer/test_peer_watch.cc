@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -139,6 +140,48 @@ TEST(PeerWatch, NamesAPeerThatSendsNothing) {
             std::string::npos)
       << what;
   EXPECT_LT(took, 1.5);
+}
+
+// As a ring rank's wait inside the collective asks it once past its deadline (PeerLiveness):
+// rank 1 computes for 1 s (alive), then sleeps 1 s unannounced (`--fault hang`: idle, its notes
+// going on: no peer alive, none named, the collective's census names it), then its watch goes (as
+// SIGSTOP or death: nothing comes): rank 1 named. Rank 0 asks at 0.8 s, then from 1.0 s and
+// from 2.5 s until the answer is "no" (a silent peer is named after one more round of notes).
+TEST(PeerWatch, TellsAWaitInACollectiveWhetherAPeerIsAlive) {
+  bool computing = false;
+  std::string idle_why = "-", gone_why;
+  double idle_at = 0, gone_at = 0;
+  run_ranks(2, [&](Comm& c) {
+    c.set_timeout(kTimeout);
+    auto w = std::make_unique<PeerWatch>(c, true);
+    const auto t0 = Clock::now();
+    if (c.rank() == 1) {
+      w->begin_step();
+      volatile double x = 1;
+      while (since(t0) < 1.0)
+        for (int i = 0; i < 10000; ++i) x = x * 1.0000001 + 1e-9;
+      std::this_thread::sleep_until(t0 + std::chrono::milliseconds(2000));
+      w.reset();
+      std::this_thread::sleep_until(t0 + std::chrono::milliseconds(3000));
+      return;
+    }
+    const auto ask_until_no = [&](double from, double to, std::string& why) {
+      std::this_thread::sleep_until(t0 + std::chrono::milliseconds(int(from * 1000)));
+      while (w->peers_alive(&why) && since(t0) < to)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return since(t0);
+    };
+    std::this_thread::sleep_until(t0 + std::chrono::milliseconds(800));
+    std::string why;
+    computing = w->peers_alive(&why) && why.empty();
+    idle_at = ask_until_no(1.0, 1.95, idle_why);
+    gone_at = ask_until_no(2.5, 2.95, gone_why);
+  });
+  EXPECT_TRUE(computing);
+  EXPECT_LT(idle_at, 1.95);  // 0.4 s after its last sign of life, plus a note's period
+  EXPECT_EQ(idle_why, "");
+  EXPECT_LT(gone_at, 2.95);
+  EXPECT_NE(gone_why.find("rank 1 sent nothing for"), std::string::npos) << gone_why;
 }
 
 // Off (bsp, the ring; one worker): no thread, await() returns at once.
