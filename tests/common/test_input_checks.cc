@@ -143,21 +143,28 @@ TEST(TrainingRanges, ValuesAtTheEdgeAreRefusedNamingTheOption) {
       {"--max-steps", "-1"},
       {"--weight-decay", "0", "--momentum", "0"},
       {"--momentum", "0.999"},
-      {"--backend", "ring", "--straggler", "0:29999", "--timeout", "30"},
-      // ps waits for a live worker's longer step (common/thread_pulse.h)
+      {"--backend", "nccl", "--straggler", "0:29999", "--timeout", "30"},
+      // ps waits for a live worker's longer step (common/thread_pulse.h), and so do the
+      // collective backends whose waits ask the trainer's PeerWatch (common/peer_liveness.h)
       {"--backend", "ps", "--straggler", "0:30000", "--timeout", "30"},
       {"--backend", "ps", "--consistency", "asp", "--straggler", "0:30000", "--timeout", "30"},
       {"--backend", "ps", "--consistency", "ssp", "--straggler", "0:30000", "--timeout", "30"},
+      {"--backend", "ring", "--straggler", "0:30000", "--timeout", "30"},
+      {"--backend", "ring-p2p", "--straggler", "0:30000", "--timeout", "30"},
+      {"--backend", "mpi", "--straggler", "0:30000", "--timeout", "30"},
   };
   for (const auto& args : accepted) EXPECT_EQ(train_error(args), "") << args[0] << " " << args[1];
-  // A straggler's sleep as long as --timeout: the other ranks would time out waiting for it.
-  const std::string msg =
-      train_error({"--backend", "ring", "--straggler", "0:30000", "--timeout", "30"});
-  EXPECT_NE(msg.find("--straggler 0:30000: a delay of 30000 ms per step must be shorter than "
-                     "--timeout (30 s)"),
-            std::string::npos)
-      << msg;
-  EXPECT_NE(msg.find("(only --backend ps waits for a longer step)"), std::string::npos) << msg;
+  // A straggler's sleep as long as --timeout where nothing waits for it: nccl (its waits do not
+  // ask) and one worker alone (local: it would only sleep).
+  for (const std::string backend : {"nccl", "local"}) {
+    const std::string msg =
+        train_error({"--backend", backend, "--straggler", "0:30000", "--timeout", "30"});
+    EXPECT_NE(msg.find("--straggler 0:30000: a delay of 30000 ms per step must be shorter than "
+                       "--timeout (30 s): backend '" +
+                       backend + "' does not wait for a longer step"),
+              std::string::npos)
+        << msg;
+  }
 }
 
 }  // namespace

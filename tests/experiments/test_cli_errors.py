@@ -795,10 +795,10 @@ class CliErrors(unittest.TestCase):
                 # heartbeats, both ways, are control, not step traffic
                 self.assertEqual(workers[0]["bytes_sent"], workers[1]["bytes_sent"], where)
                 self.assertEqual(workers[0]["bytes_recv"], workers[1]["bytes_recv"], where)
-        # the ring still refuses it: its ranks would wait it out inside the collective and fail
-        self.run_case(0, ["train", "--backend", "ring", "--straggler", "1:3000", "--timeout", "2"]
-                      + TINY, 2, ["--straggler 1:3000", "shorter than --timeout",
-                                  "only --backend ps waits"])
+        # one worker alone (local) still refuses it: no peer waits, it would only sleep
+        self.run_case(0, ["train", "--straggler", "0:3000", "--timeout", "2"] + TINY, 2,
+                      ["--straggler 0:3000", "shorter than --timeout",
+                       "backend 'local' does not wait for a longer step"])
 
     def test_bsp_step_longer_than_timeout_finishes(self):
         # As above under bsp (it was refused at start-up): worker 0 waits each round for worker
@@ -861,6 +861,36 @@ class CliErrors(unittest.TestCase):
         self.run_case(3, ps1_run("bsp", timeout, "--straggler", "1:3000"), 1,
                       ["timeout after 2", "worker rank 1 (worker 1) sent nothing"],
                       sigstop=(1, trained_a_step(1)), after_fault=(timeout, timeout + 8))
+
+    def test_ring_mpi_step_longer_than_timeout_finishes(self):
+        # Worker 1's steps (1.2 s) outlast --timeout 1 (it was refused at start-up: worker 0
+        # timed out inside the collective, naming it). Worker 0's wait in the collective asks its
+        # PeerWatch whether a peer's trainer is alive (common/peer_liveness.h) and goes on.
+        for backend in ("ring", "mpi"):
+            with self.subTest(backend=backend):
+                out = tempfile.mkdtemp(dir=self.tmp)
+                argv = [MPIRUN, "-np", "2", BIN, "train", "--backend", backend, "--timeout", "1",
+                        "--straggler", "1:1200"] + with_opts(TINY, max_steps=2,
+                                                             summary_file=f"{out}/s.json")
+                t0 = time.monotonic()
+                p = subprocess.run(argv, capture_output=True, text=True, cwd=out, timeout=90)
+                took = time.monotonic() - t0
+                where = f"\n$ {' '.join(argv)}\nexit {p.returncode} after {took:.1f} s\n" \
+                        f"{p.stdout}{p.stderr}"
+                self.assertEqual(p.returncode, 0, where)
+                self.assertGreater(took, 2 * 1.2, where)
+                with open(f"{out}/s.json") as fh:
+                    ranks = json.load(fh)["ranks"]
+                self.assertEqual([r["steps"] for r in ranks], [2, 2], where)
+                self.assertEqual(ranks[0]["bytes_sent"], ranks[1]["bytes_sent"], where)
+
+    def test_stopped_ring_straggler_named(self):
+        # A ring straggler whose steps (1.5 s) outlast --timeout is waited for; stopped by
+        # SIGSTOP, its PeerWatch notes stop too, and worker 0's wait in the collective names it.
+        timeout = 1
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", str(timeout), "--straggler",
+                          "1:1500"] + LONG, 1, ["timeout after 1", "rank 1 sent nothing"],
+                      rank=0, sigstop=(1, trained_a_step(1)), after_fault=(timeout, timeout + 8))
 
     # --- a rank stopped (SIGSTOP: alive, silent) where no --fault step reaches ---------------
     # Each ended the job only by mpirun's own wait (forever), or after 120 s: every other rank
