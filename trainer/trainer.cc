@@ -64,7 +64,6 @@ TrainLoop::TrainLoop(const Config& cfg, TrainerEnv env, const Dataset& train, co
       // asp/ssp: workers far apart meet; ring/mpi: their waits in the collective ask it whether
       // a slower peer is alive (trainer/peer_watch.h).
       peer_watch_(env.workers, env.sync.max_step_skew() != 0 || env.sync.can_watch_peers()) {
-  if (peer_watch_.enabled() && env_.sync.can_watch_peers()) env_.sync.watch_peers(&peer_watch_);
   steps_per_epoch_ = static_cast<std::int64_t>(sampler_.batches_per_epoch()) / tc_.accum;
   STARRING_CONFIG_CHECK(steps_per_epoch_ > 0, "batch ", tc_.batch, " x accum ", tc_.accum,
                         " is larger than this worker's shard (", train.n / world_, " of ", train.n,
@@ -97,6 +96,8 @@ TrainLoop::~TrainLoop() {
 
 TrainResult TrainLoop::run() {
   if (trace_) trace_->set_thread_name("compute");
+  // Before the backend's threads start; taken back by the destructor.
+  if (peer_watch_.enabled() && env_.sync.can_watch_peers()) env_.sync.watch_peers(&peer_watch_);
   env_.sync.start(model_.layout(), staging_.buffers(), tc_.opt);
   if (!resume_.path.empty()) {
     env_.sync.load_optimizer_state(resume_.data.state1, resume_.data.state2);
