@@ -205,24 +205,23 @@ void check_sync(const SyncConfig& s) {
 
 // A live worker's long step is waited for (its sleep counts as work: common/thread_pulse.h) under
 // ps (bsp, asp, ssp: heartbeats) and the collective backends whose waits ask the trainer's
-// PeerWatch (ring, ring-p2p, mpi: common/peer_liveness.h), up to the range of --timeout itself.
-// Elsewhere a delay of --timeout or more is refused: nccl's waits do not ask (not wired: no GPU
-// to run it on here), and local has no peer to wait (alone, 0:99999999999 slept for three years).
+// PeerWatch (ring, ring-p2p, mpi, nccl: common/peer_liveness.h), up to the range of --timeout
+// itself. Under local a delay of --timeout or more is refused: it has no peer to wait for it
+// (alone, 0:99999999999 slept for three years).
 void check_straggler_delay(const std::string& spec, const SyncConfig& s) {
   if (spec.empty()) return;
   std::int64_t ms = 0;
   parse_int64(spec.substr(spec.find(':') + 1), ms);  // the format is already checked
-  const bool waited =
-      s.backend == "ps" || s.backend == "ring" || s.backend == "ring-p2p" || s.backend == "mpi";
+  const bool waited = s.backend != "local";
   if (waited && double(ms) > 1e9)
     throw ConfigError(
         detail::concat("--straggler ", spec, ": a delay of ", ms, " ms per step is above 10^6 s"));
   if (!waited && double(ms) >= s.timeout_s * 1000)
-    throw ConfigError(detail::concat("--straggler ", spec, ": a delay of ", ms,
-                                     " ms per step must be shorter than --timeout (", s.timeout_s,
-                                     " s): backend '", s.backend,
-                                     "' does not wait for a longer step (ps, ring, ring-p2p and "
-                                     "mpi do; nccl's waits do not ask whether a peer is alive)"));
+    throw ConfigError(detail::concat(
+        "--straggler ", spec, ": a delay of ", ms, " ms per step must be shorter than --timeout (",
+        s.timeout_s, " s): backend '", s.backend,
+        "' does not wait for a longer step (it has no peer to wait for "
+        "it; the other backends do)"));
 }
 
 void check_checkpoint(const CheckpointConfig& k) {

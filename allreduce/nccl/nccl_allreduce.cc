@@ -124,6 +124,10 @@ class NcclAllreducer : public Allreducer {
 
   std::string name() const override { return "nccl"; }
   bool on_device() const override { return true; }
+  // Its wait for the stream asks the trainer's PeerWatch past --timeout, as the ring's do
+  // (common/peer_liveness.h); the ncclAllReduce's own progress is the GPU's.
+  bool can_watch_peers() const override { return true; }
+  void watch_peers(PeerLiveness* liveness) override { liveness_ = liveness; }
 
   void run(const float* in, float* out, std::size_t count, float scale) override {
     if (count == 0) return;
@@ -136,7 +140,8 @@ class NcclAllreducer : public Allreducer {
       wait_ready("ncclAllReduce");
       // Yield, never sleep, as for MPI_Iallreduce: a sleep of up to 500 us would be added to
       // every all-reduce longer than 2 ms (not measured: one GPU runs NCCL on one rank only).
-      ProgressWaiter waiter(*comm_, timeout_, std::chrono::microseconds(0), /*max_sleep_us=*/0);
+      ProgressWaiter waiter(*comm_, timeout_, std::chrono::microseconds(0), /*max_sleep_us=*/0,
+                            liveness_);
       for (;;) {
         cudaError_t q = cudaStreamQuery(stream_);
         if (q == cudaSuccess) break;
@@ -277,6 +282,7 @@ class NcclAllreducer : public Allreducer {
   std::shared_ptr<Comm> comm_;
   Device* device_;
   Seconds timeout_;
+  PeerLiveness* liveness_ = nullptr;  // watch_peers: asked by run()'s wait past its deadline
   int ordinal_ = -1;
   cudaStream_t stream_ = nullptr;
   ncclComm_t nccl_ = nullptr;
