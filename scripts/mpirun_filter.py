@@ -12,7 +12,7 @@ ones are replaced by at most one line per job, e.g.
 
 (the program has already said why on its own line). mpirun may print its MPI_Abort banner
 before it relays the `starring: error:` line the aborting rank wrote just before (seen under
-load in test_cli_errors' hung-peer case): until such a line has passed, that one line is held
+load in test_cli_faults' hung-peer case): until such a line has passed, that one line is held
 back and written right after the first one, or when mpirun closes its stderr. Frames this
 filter does not know are passed on unchanged, so nothing mpirun says is lost except the known
 boilerplate. With `--launcher-pid PID` (mpirun's pid, as scripts/mpirun.sh passes it), a crash of

@@ -4,7 +4,7 @@
 Open MPI's banners for MPI_Abort, a non-zero exit and a rank killed by a signal become one
 `mpirun: job stopped: ...` line after the ranks' own lines; a stopped note goes last unless
 mpirun names a failed rank; everything else passes unchanged, in whatever pieces it arrives.
-What a user sees from the real executable under scripts/mpirun.sh: test_cli_errors.py.
+What a user sees from the real executable under scripts/mpirun.sh: test_cli_*.py.
 """
 import os
 import subprocess
@@ -49,7 +49,7 @@ UNKNOWN = (DASH + "mpirun was unable to launch the specified application as it c
 
 
 # Open MPI 4.1's mpirun crashing as it stopped a job whose rank 1 was stopped (SIGSTOP) after
-# rank 0's error (test_cli_errors' test_rank_stopped_at_its_exit, once in a loaded run); a rank's
+# rank 0's error (test_cli_stopped's test_rank_stopped_at_its_exit, once in a loaded run); a rank's
 # own backtrace has the same shape with the rank's pid.
 CRASH = "".join("[vm:02956] " + l + "\n" for l in [
     "*** Process received signal ***", "Signal: Segmentation fault (11)",
@@ -168,7 +168,7 @@ class Filter(unittest.TestCase):
 
     def test_a_stopped_ranks_late_shared_memory_frame_after_an_error(self):
         # A rank stopped before MPI_Init, resumed as mpirun stops the job another rank failed
-        # (test_cli_errors' test_rank_stopped_before_mpi_init): its frame is noise then
+        # (test_cli_stopped's test_rank_stopped_before_mpi_init): its frame is noise then
         err = "starring: error: rank 0: MPI_Init did not complete within 11 s (...)\n"
         exited = (DASH + "mpirun detected that one or more processes exited with non-zero status, "
                   "thus causing\nthe job to be terminated. The first process to do so was:\n\n"

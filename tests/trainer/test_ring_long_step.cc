@@ -6,7 +6,7 @@
 // sleeping 1.3 s in each of 3 steps. Before: rank 0 timed out inside the collective
 // ("timeout after 0.6 s in ring step ... waiting for data from rank 1"). A stopped or dead peer is
 // still named: test_peer_watch's TellsAWaitInACollectiveWhetherAPeerIsAlive, and, under mpirun
-// with SIGSTOP, test_cli_errors' test_stopped_ring_straggler_named.
+// with SIGSTOP, test_cli_faults' test_stopped_ring_straggler_named.
 #include <gtest/gtest.h>
 
 #include <chrono>

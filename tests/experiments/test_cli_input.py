@@ -1,0 +1,463 @@
+#!/usr/bin/env python3
+"""What a user sees on bad input (exit 2, one line, no MPI_Abort): flags, values, commands, config
+and data files, outputs; a failure on one rank, a diverged run, SIGTERM and Ctrl-C.
+  test_cli_input.py --bin build/bin/starring
+The checks every case shares, and why some cases run at once: cli_case.py.
+"""
+import glob
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import bin_main
+import cli_case
+from cli_case import BIN, MPIRUN, TINY, LONG, CliCase, with_opts, write_idx_dir
+
+
+class BadInput(CliCase):
+    """Each case is a few short runs (launch and refusal): three at once."""
+    overlap = 3
+
+    def test_bad_values(self):
+        self.run_case(2, ["train", "--lr", "-1"] + TINY, 2, ["--lr", "> 0", "-1"])
+        self.run_case(2, ["train", "--backend", "ps", "--servers", "0"] + TINY, 2, ["--servers"])
+        # a number beyond int, or no rank left for a worker: named, exit 2 (not std::stoi's text)
+        self.run_case(2, ["train", "--backend", "ps", "--servers", "3000000000"] + TINY, 2,
+                      ["--servers", "3000000000"])
+        self.run_case(2, ["train", "--backend", "ps", "--servers", "2"] + TINY, 2,
+                      ["--servers 2", "needs at least 3 ranks"])
+        self.run_case(0, ["train"] + with_opts(TINY, hidden="0,5"), 2, ["--hidden", "width 1"])
+        # options that would be ignored are refused: relaxed consistency outside the PS, a
+        # fault on a rank that was not started
+        self.run_case(2, ["train", "--backend", "ring", "--consistency", "asp"] + TINY, 2,
+                      ["--consistency asp", "synchronous"])
+        self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:5:3"] + TINY, 2,
+                      ["--fault kill:5:3", "no rank 5", "2 ranks"])
+        # a stop request the run could not act on: nowhere to save it, under asp, or a
+        # server's rank (RANK is a worker index); --resume auto with no folder to look in
+        self.run_case(0, ["train", "--fault", "stop:0:2"] + TINY, 2,
+                      ["--fault stop:0:2", "needs --checkpoint-dir"])
+        ck = os.path.join(self.tmp, "ck-stop")
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--consistency", "asp",
+                          "--checkpoint-dir", ck, "--fault", "stop:0:2"] + TINY, 2,
+                      ["--fault stop:0:2", "asp"])
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--checkpoint-dir", ck,
+                          "--fault", "stop:2:2"] + TINY, 2,
+                      ["--fault stop:2:2", "worker's index", "2 workers"])
+        self.run_case(0, ["train", "--resume", "auto"] + TINY, 2,
+                      ["--resume auto", "needs --checkpoint-dir"])
+        # a fault after the last step never fired
+        self.run_case(0, ["train", "--fault", "hang:0:5"] + TINY, 2,
+                      ["--fault hang:0:5", "--max-steps 4"])
+        # ... nor after the last step of the last epoch (512 samples, 2 x 16 a step: 16 steps):
+        # the run ended with exit 0 as if the fault had been survived
+        self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:1:17"]
+                      + with_opts(TINY, max_steps=-1), 2, ["--fault kill:1:17", "16 steps"])
+        # values that overflowed where they are converted: 'inf' s timed out at once
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", "inf"] + TINY, 2,
+                      ["--timeout", "inf"])
+        self.run_case(0, ["train", "--lr", "inf"] + TINY, 2, ["--lr", "finite", "inf"])
+        # more threads than OpenBLAS runs (its MAX_THREADS, 64 here): capped without a word
+        self.run_case(0, ["train", "--threads", "100000"] + TINY, 2,
+                      ["--threads", "between 1 and", "MAX_THREADS", "100000"])
+        # a straggler that outsleeps --timeout (alone, 0:99999999999 slept for years)
+        self.run_case(0, ["train", "--straggler", "0:99999999999"] + TINY, 2,
+                      ["--straggler 0:99999999999", "--timeout"])
+        # a bench message no rank can hold: refused before rank 0 alone failed to allocate it
+        # (the others sat at a barrier for minutes)
+        self.run_case(2, ["bench", "--backends", "ring", "-b", "4", "-e", "65536G"], 2,
+                      ["--max-bytes", "memory"])
+
+    def test_data_files(self):
+        gone = os.path.join(self.tmp, "no-data")
+        self.run_case(0, ["train", "--data-dir", gone, "--max-steps", "1"], 2,
+                      ["--data-dir: folder", gone, "does not exist"])
+        plain = os.path.abspath(__file__)
+        self.run_case(0, ["train", "--data-dir", plain, "--max-steps", "1"], 2,
+                      ["--data-dir", plain, "is not a folder"])
+        empty = os.path.join(self.tmp, "empty")
+        os.mkdir(empty)
+        self.run_case(0, ["train", "--data-dir", empty, "--max-steps", "1"], 2,
+                      ["cannot find", empty, "train-images-idx3-ubyte.gz"])
+        magic = os.path.join(self.tmp, "magic")
+        write_idx_dir(magic, magic=0x801)
+        self.run_case(2, ["train", "--backend", "ring", "--data-dir", magic, "--batch", "8"], 2,
+                      ["wrong magic", "train-images"])
+        mismatch = os.path.join(self.tmp, "mismatch")
+        write_idx_dir(mismatch, n_labels=32)
+        self.run_case(2, ["train", "--backend", "ring", "--data-dir", mismatch, "--batch", "8"],
+                      2, ["64 images", "32 labels"])
+        # test images of another shape: found before training, not by the first evaluation
+        shape = os.path.join(self.tmp, "shape")
+        write_idx_dir(shape, test_side=32)
+        self.run_case(0, ["train", "--data-dir", shape, "--batch", "8"], 2,
+                      ["t10k-images", "32x32", "28x28"])
+        # Found only when the payload is read, by every rank at once: agreed, not aborted.
+        trunc = os.path.join(self.tmp, "trunc")
+        write_idx_dir(trunc, cut=500)
+        err, _ = self.run_case(2, ["train", "--backend", "ring", "--data-dir", trunc, "--batch",
+                                   "8"], 2, ["truncated", "train-images"])
+        self.assertNotIn("MPI_Abort", err)
+        # ... also with a dedicated server, which loads no data: the ranks agree before the
+        # parameter server starts, so it is not left waiting for the workers
+        err, _ = self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--data-dir",
+                                   trunc, "--batch", "8"], 2, ["truncated", "train-images"])
+        self.assertNotIn("MPI_Abort", err)
+
+    def test_commands(self):
+        self.run_case(0, [], 2, ["no command"])
+        self.run_case(2, ["frobnicate"], 2, ["unknown command 'frobnicate'"])
+        self.run_case(2, ["bench", "--backends", "ring", "-b", "1X"], 2, ["--min-bytes", "1X"])
+        # a training option that would do nothing in a benchmark is refused, not ignored
+        self.run_case(0, ["bench", "--summary-file", "s.json"], 2, ["'--summary-file'"])
+        self.run_case(0, ["bench-model", "--epochs", "3"], 2, ["'--epochs'"])
+        # so is a sync option the benchmark would not use (they ran without it, exit 0)
+        self.run_case(0, ["bench", "--backends", "ring", "--servers", "2"], 2,
+                      ["--servers 2", "--backends is 'ring'"])
+        self.run_case(2, ["bench", "--backends", "ps", "--consistency", "asp", "-b", "1K"], 2,
+                      ["--consistency asp", "push-pull is synchronous"])
+
+    def test_config_files(self):
+        ini = os.path.join(self.tmp, "bad.ini")
+        with open(ini, "w") as f:
+            f.write("[train]\nbatch = 16\nlearning_rate = 0.1\n")
+        self.run_case(2, ["train", "--config", ini] + TINY, 2, [ini + ":3", "learning_rate"])
+        self.run_case(1, ["train", "--config", ini + ".missing"] + TINY, 2,
+                      ["--config", ini + ".missing"])
+        # a folder opened as an empty file: every option silently stayed at its default
+        self.run_case(0, ["train", "--config", self.tmp] + TINY, 2, ["--config", "is a folder"])
+        # a bad value is named with its line (the parser's error had none); ';' after a value
+        # starts a comment, as '#' does; --run-name is a key like any other (it was unknown)
+        with open(ini, "w") as f:
+            f.write("[train]\nrun-name = x ; a label\nmomentum = 0.5 ; sgd\nbatch = many\n")
+        self.run_case(0, ["train", "--config", ini] + TINY[:-4], 2,
+                      [ini + ":4", "'many'", "batch"])
+
+    def test_a_worker_that_cannot_set_up(self):
+        # Worker 0 cannot open its metrics file (a folder holds its .partial name), found after
+        # the ranks agreed on the data. The workers agree on it before the backend starts, and a
+        # dedicated server is told: one line, exit 2, no MPI_Abort, within --timeout (the ring's
+        # rank 1 sat out --timeout at its first barrier; with a dedicated server the job ended
+        # by MPI_Abort after 3 s).
+        def plant(out):
+            os.mkdir(os.path.join(out, "m.jsonl.partial"))
+            return ["m.jsonl.partial"]
+        for backend in (["ring"], ["ps", "--servers", "1"]):
+            err, _ = self.run_case(3 if backend[0] == "ps" else 2,
+                                   ["train", "--backend", *backend, "--timeout", "30"] + TINY, 2,
+                                   ["cannot open metrics file", "m.jsonl.partial"], rank=0,
+                                   bound=20, prepare=plant)
+            self.assertNotIn("MPI_Abort", err)
+
+    def test_outputs_on_one_path(self):
+        # the file renamed last silently replaced the other
+        same = os.path.join(self.tmp, "same.json")
+        self.run_case(0, ["train", "--metrics-file", same, "--summary-file", same] + TINY, 2,
+                      ["--metrics-file and --summary-file", "same file"], outputs=False)
+        self.run_case(2, ["train", "--backend", "ring", "--trace", same] + TINY, 2,
+                      ["--trace", "2 ranks", "%r"], outputs=False)
+        # rank 0's summary on rank 1's trace: the summary replaced the trace (exit 0)
+        t1 = os.path.join(self.tmp, "t1.json")
+        self.run_case(2, ["train", "--backend", "ring", "--summary-file", t1, "--trace",
+                          os.path.join(self.tmp, "t%r.json")] + TINY, 2,
+                      ["--summary-file and --trace", "rank 1", "same file"], outputs=False)
+        self.assertFalse(os.path.exists(t1))
+        # an output on one of the run's inputs replaced it: the INI file (exit 0, the INI
+        # became the summary), the checkpoint to resume from, a data file
+        ini = os.path.join(self.tmp, "run.ini")
+        with open(ini, "w") as f:
+            f.write("progress = off\n")
+        self.run_case(0, ["train", "--config", ini, "--summary-file", ini] + TINY, 2,
+                      ["--summary-file", "the --config file"], outputs=False)
+        with open(ini) as f:
+            self.assertEqual(f.read(), "progress = off\n")
+        ck = os.path.join(self.tmp, "ck", "ckpt-0000000004.ckpt")
+        self.run_case(0, ["train", "--resume", ck, "--metrics-file", ck] + TINY, 2,
+                      ["--metrics-file", "the --resume checkpoint"], outputs=False)
+        data = os.path.join(self.tmp, "outdata")
+        write_idx_dir(data)
+        self.run_case(0, ["train", "--data-dir", data, "--batch", "8", "--max-steps", "1",
+                          "--trace", os.path.join(data, "train-labels-idx1-ubyte.gz")], 2,
+                      ["--trace", "a --data-dir file"], outputs=False)
+
+    def test_data_payload_bad_on_one_rank_names_it(self):
+        # Each rank reads its own --data-dir (a node's local copy): rank 1's is truncated, found
+        # only when the payload is read. The line named the file but not the rank, although the
+        # other ranks' data was sound (an MPMD launch stands in for two nodes).
+        good, trunc = os.path.join(self.tmp, "pgood"), os.path.join(self.tmp, "ptrunc")
+        write_idx_dir(good)
+        write_idx_dir(trunc, cut=500)
+        base = ["train", "--epochs", "1", "--max-steps", "4", "--batch", "8", "--progress", "off"]
+        for backend, np_, bad in ((["ring"], 2, 1), (["ps", "--servers", "1"], 3, 1)):
+            dirs = [good] * (np_ - 1)
+            dirs.insert(bad, trunc)
+            args = base + ["--backend", *backend, "--data-dir", dirs[0]]
+            for d in dirs[1:]:
+                args += [":", "-np", "1", BIN] + base + ["--backend", *backend, "--data-dir", d]
+            err, _ = self.run_case(1, args, 2, ["truncated", trunc], rank=bad, outputs=False)
+            self.assertNotIn("MPI_Abort", err)
+
+    def test_batch_larger_than_shard(self):
+        self.run_case(2, ["train", "--backend", "ring"] + with_opts(TINY, batch=300), 2,
+                      ["batch 300", "shard"])
+        # with a dedicated server too: checked before any communication, so one line, exit 2
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1"] + with_opts(TINY, batch=300),
+                      2, ["batch 300", "shard", "over 2 workers"])
+
+    def test_interrupted_bench_says_no_word_of_checkpoints(self):
+        # bench writes no checkpoints or metrics: its line said they were kept, as train's does
+        p = subprocess.Popen([BIN, "bench", "--backends", "ring", "-b", "1M", "-e", "64M",
+                              "-n", "100000", "-w", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for line in p.stdout:  # the first row: the handlers are in place long before
+            if line.startswith("   ring"):
+                break
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, -signal.SIGTERM, err)
+        self.assertIn("starring: rank 0: stopped by SIGTERM\n", err)
+        self.assertNotIn("checkpoint", err)
+
+    def test_one_process_without_mpirun_is_noted(self):
+        # a ring of one moves nothing: said once, for a run that goes ahead, not before a refusal
+        note = "one process (not started by mpirun)"
+        with tempfile.TemporaryDirectory() as tmp:
+            p = subprocess.run([BIN, "train", "--backend", "ring"] + TINY, capture_output=True,
+                               text=True, timeout=60, cwd=tmp)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stderr.count(note), 1, p.stderr)
+            p = subprocess.run([BIN, "train", "--backend", "ps", "--servers", "1"] + TINY,
+                               capture_output=True, text=True, timeout=60, cwd=tmp)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--servers 1 needs at least 2 ranks", p.stderr)
+            self.assertNotIn(note, p.stderr)
+            p = subprocess.run([BIN, "train", "--backend", "local"] + TINY, capture_output=True,
+                               text=True, timeout=60, cwd=tmp)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertNotIn(note, p.stderr)
+            # bench: after its backends are made (it came before '2 ranks, but only 1')
+            sizes = ["-b", "1K", "-e", "1K", "-n", "1", "-w", "0"]
+            p = subprocess.run([BIN, "bench", "--backends", "ring"] + sizes, capture_output=True,
+                               text=True, timeout=60, cwd=tmp)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stderr.count(note), 1, p.stderr)
+            for mode in (["--mode", "overlap"], []):
+                p = subprocess.run([BIN, "bench", "--backends", "ring@2"] + mode + sizes,
+                                   capture_output=True, text=True, timeout=60, cwd=tmp)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn("2 ranks, but only 1 were started", p.stderr)
+                self.assertNotIn(note, p.stderr)
+
+    def test_unknown_flag(self):
+        err, _ = self.run_case(0, ["train", "--bogus"] + TINY, 2, ["'--bogus'"])
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.run_case(2, ["train", "--bogus"] + TINY, 2, ["'--bogus'"])
+
+    def test_output_not_a_plain_file(self):
+        # Outputs are renamed over their path: as root, --metrics-file /dev/null replaced the
+        # device with a regular file. A FIFO stands in for the device here.
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        self.run_case(0, ["train", "--metrics-file", fifo] + TINY, 2,
+                      ["--metrics-file", "not a regular file"], outputs=False)
+        self.assertFalse(os.path.isfile(fifo))
+        # --checkpoint-dir that cannot be created: refused up front, not after the training
+        plain = os.path.join(self.tmp, "plain")
+        open(plain, "w").close()
+        self.run_case(2, ["train", "--backend", "ring", "--checkpoint-dir", plain + "/ck"]
+                      + TINY, 2, ["--checkpoint-dir", "not a folder"])
+        # a folder that mkdir refuses: the error is creating it, not writing in its parent
+        # (read "cannot write in folder '/proc' (No such file or directory)")
+        err, _ = self.run_case(0, ["train", "--checkpoint-dir", "/proc/x"] + TINY, 2,
+                               ["--checkpoint-dir: cannot create folder '/proc/x' (No such file "
+                                "or directory)"])
+        self.assertNotIn("'/proc'", err)
+
+    def test_every_rank_failing_alike_is_one_line(self):
+        # each rank's message starts with its own rank: they were printed once per rank
+        p = subprocess.run([BIN, "train", "--backend", "nccl"] + TINY, capture_output=True,
+                           text=True, timeout=60)
+        if "not available" not in p.stderr:
+            self.skipTest("built with NCCL")
+        self.run_case(3, ["train", "--backend", "nccl"] + TINY, 2, ["'nccl' is not available"])
+
+    def test_output_folder_missing(self):
+        missing = os.path.join(self.tmp, "no", "such", "folder")
+        self.run_case(2, ["train", "--backend", "ring", "--summary-file", f"{missing}/s.json"]
+                      + TINY, 2, ["--summary-file", missing], outputs=False)
+        self.run_case(0, ["train", "--trace", self.tmp] + TINY, 2, ["--trace", "is a folder"],
+                      outputs=False)
+
+    def test_more_chunks_than_reply_tags(self):
+        # a 16.9M-parameter model cut into 4-byte chunks: more chunks than the worker has reply
+        # tags for (ps/protocol.h kMaxChunks, 15.7M); refused, not run with tags that collide
+        widths = "4096,4096"
+        self.run_case(0, ["train"] + with_opts(TINY, hidden=widths, backend="ps",
+                                               servers="colocated", ps_chunk_bytes=4), 2,
+                      ["16891914 parameter-server chunks", "more than the 15728624",
+                       "raise --ps-chunk-bytes"])
+
+    def test_late_failure_on_one_rank(self):
+        # The summary cannot be written (its temporary name is taken by a folder) after rank 1
+        # has finished: rank 0 fails alone, at the end. Agreed with rank 1, not aborted (an
+        # MPI_Abort while a peer sits in MPI_Finalize can deadlock mpirun).
+        def plant(out):
+            os.mkdir(os.path.join(out, "s.json.tmp"))
+            return ["s.json.tmp"]
+        err, _ = self.run_case(2, ["train", "--backend", "ring"] + TINY, 1,
+                               ["cannot write", "s.json.tmp"], rank=0, bound=30, prepare=plant,
+                               trained=True)
+        self.assertNotIn("MPI_Abort", err)
+
+    def resume_with_a_dedicated_server(self, name, args, says):
+        """Writes a checkpoint of one worker's TINY run, then resumes it with a dedicated server
+        and `args`: bad input, one line naming rank 0, exit 2, no MPI_Abort."""
+        ck = os.path.join(self.tmp, name)
+        p = subprocess.run([BIN, "train", "--checkpoint-dir", ck] + TINY, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        err, _ = self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--resume",
+                                   "latest", "--checkpoint-dir", ck] + args, 2, says, rank=0)
+        self.assertNotIn("MPI_Abort", err)
+
+    def test_resume_misfit_with_a_dedicated_server(self):
+        # A checkpoint that does not fit is bad input found before any communication: one line,
+        # exit 2 (found by the workers later, the server waited for them until MPI_Abort).
+        self.resume_with_a_dedicated_server("ck-misfit", TINY,
+                                            ["does not fit", "global batch 16", "32"])
+
+    def test_resume_misfit_found_by_the_workers_with_a_dedicated_server(self):
+        # The model's input width comes from the data, which only the workers read: a checkpoint
+        # of another width is found by them, after the ranks agreed on the data. The workers tell
+        # the server: one line, exit 2 (the server waited for them, and the job ended by
+        # MPI_Abort after 3 s with each worker's line).
+        self.resume_with_a_dedicated_server("ck-width", with_opts(TINY, synthetic_dim=20, batch=8),
+                                            ["does not fit", "model widths 16,16,10", "20,16,10"])
+
+    def test_a_size_the_code_rounds_is_a_note_not_an_error(self):
+        # accepted, as nccl-tests and BytePS accept sizes they align, with one note from rank 0
+        # saying what is used (common/config_use.cc size_notes); the run trains to its end
+        for args, says in (
+                (["--backend", "ps", "--servers", "colocated", "--ps-chunk-bytes", "1000001"],
+                 "--ps-chunk-bytes 1000001 is used as 1000000 bytes"),
+                (["--backend", "ring-p2p", "--segment-bytes", "1000"],
+                 "--segment-bytes 1000 is used as 960 bytes")):
+            with self.subTest(args=args):
+                p = subprocess.run([MPIRUN, "-np", "2", BIN, "train"] + args + TINY,
+                                   capture_output=True, text=True, timeout=90)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                notes = [l for l in p.stderr.splitlines() if l.startswith("[starring] note: ")]
+                self.assertEqual(len(notes), 1, p.stderr)
+                self.assertIn(says, notes[0])
+                self.assertIn("the nearest valid values are", notes[0])
+                self.assertIn("== StarRing train summary ==", p.stdout)
+
+    def test_a_warm_up_as_long_as_the_run_is_a_note(self):
+        # experiments/fmnist_mlp.ini's 100 warm-up steps in a run cut short: the rate never
+        # reached the scaled one and the cosine never began, without a word
+        p = subprocess.run([MPIRUN, "-np", "2", BIN, "train", "--backend", "ring", "--lr-scale",
+                            "linear", "--warmup-steps", "100", "--lr-schedule", "cosine"] + TINY, capture_output=True, text=True,
+                           timeout=90)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        notes = [l for l in p.stderr.splitlines() if l.startswith("[starring] note: ")]
+        self.assertEqual(notes, ["[starring] note: --warmup-steps 100 is not shorter than the run "
+                                 "(4 steps): the rate never reaches --lr x the --lr-scale linear "
+                                 "factor, and the cosine decay never starts"], p.stderr)
+        p = subprocess.run([MPIRUN, "-np", "2", BIN, "train", "--backend", "ring", "--lr-scale",
+                            "linear", "--warmup-steps", "2"] + TINY,
+                           capture_output=True, text=True, timeout=90)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertNotIn("note:", p.stderr)
+
+    def test_diverged_run_fails_after_its_summary(self):
+        out = tempfile.mkdtemp(dir=self.tmp)
+        argv = [BIN, "train", *with_opts(TINY, lr="1e30"), "--summary-file", f"{out}/s.json"]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("starring: error: training diverged: the loss was not finite from step",
+                      p.stderr)
+        with open(f"{out}/s.json") as fh:  # the results are kept, and say so
+            self.assertIn("diverged_at_step", json.load(fh))
+
+    def test_interrupted_run_says_so_and_leaves_whole_files(self):
+        out = tempfile.mkdtemp(dir=self.tmp)
+        long_run = [a if a != "4" else "100000" for a in TINY]  # --max-steps 100000
+        long_run[long_run.index("--epochs") + 1] = "1000"
+        p = subprocess.Popen([BIN, "train", *long_run, "--metrics-file", f"{out}/m.jsonl",
+                              "--checkpoint-dir", f"{out}/ck", "--checkpoint-every", "20",
+                              "--trace", f"{out}/t.json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not glob.glob(f"{out}/ck/*.ckpt") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, -signal.SIGTERM, err)  # still ended by the signal
+        self.assertIn("starring: rank 0: stopped by SIGTERM", err)
+        self.assertTrue(glob.glob(f"{out}/ck/*.ckpt"), os.listdir(out))
+        self.assertFalse(os.path.exists(f"{out}/m.jsonl"), os.listdir(out))
+        with open(f"{out}/m.jsonl.partial") as fh:
+            lines = fh.read().splitlines()
+        for line in lines[:-1]:  # whole lines (the last may be cut by the signal)
+            json.loads(line)
+        # the timeline up to the signal is kept (a stopped run used to leave no trace file)
+        self.assertIn("; writing the --trace events recorded so far", err)
+        with open(f"{out}/t.json") as fh:
+            names = {e["name"] for e in json.load(fh)["traceEvents"]}
+        self.assertTrue({"forward", "backward"} <= names, names)
+
+
+class OneAtATime(CliCase):
+    """A preexec_fn (not safe beside threads), and a Ctrl-C whose traces must be written
+    within mpirun's grace period: alone."""
+    overlap = 1
+
+    def test_model_beyond_memory(self):
+        # refused before any allocation (the OOM killer ended such a run with no word); only
+        # where a model under the 2^31-parameter cap can exceed memory
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        params = 1.5 * memory / 20  # the check counts 20 bytes a parameter
+        if params > 2.0e9:
+            self.skipTest(f"{memory / 2**30:.0f} GiB of memory holds every model under 2^31")
+        widths = f"60000,{int(params / 60000) + 1}"
+
+        def cap():  # a binary without the check fails to allocate instead of calling the OOM killer
+            resource.setrlimit(resource.RLIMIT_AS, (memory // 2, memory // 2))
+        self.run_case(0, ["train"] + with_opts(TINY, hidden=widths), 2,
+                      ["--hidden", widths, "memory"], preexec=cap)
+
+    def test_interrupted_job_keeps_every_ranks_trace(self):
+        # Ctrl-C on mpirun: it passes SIGTERM to every rank; each writes its own trace file
+        out = tempfile.mkdtemp(dir=self.tmp)
+        # 2 ms a step on worker 0: a small trace, written well within mpirun's grace period
+        long_run = with_opts(LONG, max_steps=100000, epochs=100000, straggler="0:2")
+        p = subprocess.Popen([MPIRUN, "-np", "2", BIN, "train", *long_run, "--backend", "ring",
+                              "--metrics-file", f"{out}/m.jsonl", "--trace", f"{out}/t.%r.json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if os.path.getsize(f"{out}/m.jsonl.partial") > 2000:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        self.assertNotEqual(p.returncode, 0, err)
+        self.assertIn("starring: rank 0: stopped by SIG", err)
+        self.assertIn("writing the --trace events recorded so far", err)
+        for rank in (0, 1):
+            with open(f"{out}/t.{rank}.json") as fh:
+                events = json.load(fh)["traceEvents"]
+            self.assertTrue(any(e["name"] == "backward" for e in events), rank)
+            self.assertTrue(all(e["pid"] == rank for e in events), rank)
+
+
+if __name__ == "__main__":
+    bin_main.main(sys.modules[__name__], shared=[cli_case])
