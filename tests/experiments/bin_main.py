@@ -3,11 +3,12 @@ test module's BIN (and that of the modules in `shared`) to its absolute path, an
 module's unittest cases with the other arguments (unittest's own: -k, test names, ...).
   if __name__ == "__main__":
       bin_main.main(sys.modules[__name__])
-Without such arguments, a test class whose `overlap` is above 1 has that many of its cases run at
-once (threads; each case is its own TestCase instance and result): for cases that spend their
-time waiting on child processes (a stopped rank, --timeout, a straggler's sleeps), which one
-ctest entry holding both cores would otherwise run one after another. The classes themselves run
-one after another, in the module's order, each between its setUpClass and tearDownClass.
+Without such arguments, a test class whose `overlap` (or else the module's OVERLAP) is above 1
+has up to that many cases run at once, with those of the classes next to it that allow it too
+(threads; each case is its own TestCase instance and result; a class's setUpClass before its
+cases, its tearDownClass after them): for cases that spend their time waiting on child processes
+(a stopped rank, --timeout, a straggler's sleeps), which one ctest entry holding both cores would
+otherwise run one after another. A class of overlap 1 runs alone, in the module's order.
 """
 import argparse
 import concurrent.futures
@@ -27,12 +28,31 @@ def main(module, shared=()):
         m.BIN = os.path.abspath(a.bin)
     classes = [c for _, c in inspect.getmembers(module, inspect.isclass)
                if issubclass(c, unittest.TestCase) and c.__module__ == module.__name__]
-    if rest or not any(getattr(c, "overlap", 1) > 1 for c in classes):
+    default = getattr(module, "OVERLAP", 1)
+    width = {c: max(1, getattr(c, "overlap", default)) for c in classes}
+    if rest or max(width.values(), default=1) == 1:
         unittest.main(module=module, argv=[sys.argv[0]] + rest, verbosity=2)
         return
-    # the classes in the order of the file; their cases in the order of the class
+    # the classes in the order of the file, their cases in the order of the class; consecutive
+    # classes that allow it share one pool, a class of overlap 1 runs alone
     classes.sort(key=lambda c: inspect.getsourcelines(c)[1])
-    sys.exit(0 if run_overlapping(classes) else 1)
+    groups = []
+    for c in classes:
+        if groups and width[c] > 1 and width[groups[-1][-1]] > 1:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    t0 = time.monotonic()
+    failed, ran = [], 0
+    for group in groups:
+        n, bad = run_overlapping(group, max(width[c] for c in group))
+        ran += n
+        failed += bad
+    for name, text in failed:
+        print("=" * 70 + f"\nFAIL: {name}\n" + "-" * 70 + f"\n{text}", flush=True)
+    print("-" * 70 + f"\nRan {ran} tests in {time.monotonic() - t0:.1f} s "
+          f"({'OK' if not failed else f'FAILED ({len(failed)})'})", flush=True)
+    sys.exit(1 if failed else 0)
 
 
 def run_one(case):
@@ -42,35 +62,39 @@ def run_one(case):
     return case, result, time.monotonic() - t0
 
 
-def run_overlapping(classes):
-    """Runs each class's cases, `overlap` at a time; prints a line per case as it ends, then the
-    failures as unittest does. True if every case passed (or was skipped)."""
-    t0 = time.monotonic()
+def run_overlapping(classes, width):
+    """Runs the classes' cases, `width` at a time: a class's setUpClass first (in the pool too),
+    then its cases, then its tearDownClass once they have all ended. Prints a line per case as it
+    ends. Returns (cases run, [(name, traceback text)] of each failure or error)."""
     failed, ran = [], 0
-    for cls in classes:
-        names = [n for n in vars(cls) if n.startswith("test") and callable(getattr(cls, n))]
-        try:
-            cls.setUpClass()
-        except Exception:  # noqa: BLE001 - reported as the class's error, as unittest does
-            failed.append((f"setUpClass ({cls.__name__})", traceback.format_exc()))
-            continue
-        width = max(1, getattr(cls, "overlap", 1))
-        with concurrent.futures.ThreadPoolExecutor(width) as pool:
-            futures = [pool.submit(run_one, cls(n)) for n in names]
-            for f in concurrent.futures.as_completed(futures):
-                case, result, took = f.result()
-                ran += 1
-                bad = result.failures + result.errors
-                word = ("FAIL" if result.failures else "ERROR" if result.errors else
-                        "skipped" if result.skipped else "ok")
-                print(f"{case.id()} ... {word} ({took:.1f} s)", flush=True)
-                failed += [(str(c), text) for c, text in bad]
-        try:
-            cls.tearDownClass()
-        except Exception:  # noqa: BLE001
-            failed.append((f"tearDownClass ({cls.__name__})", traceback.format_exc()))
-    for name, text in failed:
-        print("=" * 70 + f"\nFAIL: {name}\n" + "-" * 70 + f"\n{text}", flush=True)
-    print("-" * 70 + f"\nRan {ran} tests in {time.monotonic() - t0:.1f} s "
-          f"({'OK' if not failed else f'FAILED ({len(failed)})'})", flush=True)
-    return not failed
+    pool = concurrent.futures.ThreadPoolExecutor(width)
+    setups = {pool.submit(c.setUpClass): c for c in classes}
+    left = {c: [n for n in vars(c) if n.startswith("test") and callable(getattr(c, n))]
+            for c in classes}
+    pending = set(setups)
+    while pending:
+        done, pending = concurrent.futures.wait(pending, return_when="FIRST_COMPLETED")
+        for f in done:
+            if f in setups:
+                c = setups[f]
+                if f.exception() is not None:
+                    failed.append((f"setUpClass ({c.__name__})", "".join(
+                        traceback.format_exception(f.exception()))))
+                    continue
+                pending |= {pool.submit(run_one, c(n)) for n in left[c]}
+                continue
+            case, result, took = f.result()
+            ran += 1
+            word = ("FAIL" if result.failures else "ERROR" if result.errors else
+                    "skipped" if result.skipped else "ok")
+            print(f"{case.id()} ... {word} ({took:.1f} s)", flush=True)
+            failed += [(str(c), text) for c, text in result.failures + result.errors]
+            c = type(case)
+            left[c].remove(case._testMethodName)
+            if not left[c]:
+                try:
+                    c.tearDownClass()
+                except Exception:  # noqa: BLE001 - reported as the class's error, as unittest does
+                    failed.append((f"tearDownClass ({c.__name__})", traceback.format_exc()))
+    pool.shutdown()
+    return ran, failed

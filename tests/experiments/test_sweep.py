@@ -28,6 +28,10 @@ import starring_results as sr  # noqa: E402
 import sweep as driver  # noqa: E402
 
 BIN = None  # set from --bin
+# Each case runs its own sweeps (a few tiny runs, mostly mpirun's start and the driver's Python)
+# in its own folder, with no bound on their time but the sweep's timeout_s: three at once
+# (bin_main.py), the tiny sweep of TinySweep's setUpClass among them.
+OVERLAP = 3
 
 TINY = """
 [sweep]
