@@ -32,12 +32,29 @@ class BadInput(CliCase):
         self.run_case(2, ["train", "--backend", "ps", "--servers", "2"] + TINY, 2,
                       ["--servers 2", "needs at least 3 ranks"])
         self.run_case(0, ["train"] + with_opts(TINY, hidden="0,5"), 2, ["--hidden", "width 1"])
-        # options that would be ignored are refused: relaxed consistency outside the PS, a
-        # fault on a rank that was not started
+        # values that overflowed where they are converted: 'inf' s timed out at once
+        self.run_case(2, ["train", "--backend", "ring", "--timeout", "inf"] + TINY, 2,
+                      ["--timeout", "inf"])
+        self.run_case(0, ["train", "--lr", "inf"] + TINY, 2, ["--lr", "finite", "inf"])
+        # more threads than OpenBLAS runs (its MAX_THREADS, 64 here): capped without a word
+        self.run_case(0, ["train", "--threads", "100000"] + TINY, 2,
+                      ["--threads", "between 1 and", "MAX_THREADS", "100000"])
+        # a straggler that outsleeps --timeout (alone, 0:99999999999 slept for years)
+        self.run_case(0, ["train", "--straggler", "0:99999999999"] + TINY, 2,
+                      ["--straggler 0:99999999999", "--timeout"])
+        # a bench message no rank can hold: refused before rank 0 alone failed to allocate it
+        # (the others sat at a barrier for minutes)
+        self.run_case(2, ["bench", "--backends", "ring", "-b", "4", "-e", "65536G"], 2,
+                      ["--max-bytes", "memory"])
+
+    def test_options_that_would_be_ignored_are_refused(self):
+        # relaxed consistency outside the PS, a fault on a rank that was not started
         self.run_case(2, ["train", "--backend", "ring", "--consistency", "asp"] + TINY, 2,
                       ["--consistency asp", "synchronous"])
         self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:5:3"] + TINY, 2,
                       ["--fault kill:5:3", "no rank 5", "2 ranks"])
+
+    def test_a_stop_or_fault_the_run_could_not_act_on_is_refused(self):
         # a stop request the run could not act on: nowhere to save it, under asp, or a
         # server's rank (RANK is a worker index); --resume auto with no folder to look in
         self.run_case(0, ["train", "--fault", "stop:0:2"] + TINY, 2,
@@ -58,20 +75,6 @@ class BadInput(CliCase):
         # the run ended with exit 0 as if the fault had been survived
         self.run_case(2, ["train", "--backend", "ring", "--fault", "kill:1:17"]
                       + with_opts(TINY, max_steps=-1), 2, ["--fault kill:1:17", "16 steps"])
-        # values that overflowed where they are converted: 'inf' s timed out at once
-        self.run_case(2, ["train", "--backend", "ring", "--timeout", "inf"] + TINY, 2,
-                      ["--timeout", "inf"])
-        self.run_case(0, ["train", "--lr", "inf"] + TINY, 2, ["--lr", "finite", "inf"])
-        # more threads than OpenBLAS runs (its MAX_THREADS, 64 here): capped without a word
-        self.run_case(0, ["train", "--threads", "100000"] + TINY, 2,
-                      ["--threads", "between 1 and", "MAX_THREADS", "100000"])
-        # a straggler that outsleeps --timeout (alone, 0:99999999999 slept for years)
-        self.run_case(0, ["train", "--straggler", "0:99999999999"] + TINY, 2,
-                      ["--straggler 0:99999999999", "--timeout"])
-        # a bench message no rank can hold: refused before rank 0 alone failed to allocate it
-        # (the others sat at a barrier for minutes)
-        self.run_case(2, ["bench", "--backends", "ring", "-b", "4", "-e", "65536G"], 2,
-                      ["--max-bytes", "memory"])
 
     def test_data_files(self):
         gone = os.path.join(self.tmp, "no-data")

@@ -16,8 +16,8 @@ from cli_case import TINY, CliCase
 
 class LooselyBounded(CliCase):
     """Waits of --timeout + 10 s and the like, each bounded by 30-40 s or by 8 s over
-    its wait and start-up: four at once."""
-    overlap = 4
+    its wait and start-up: six at once."""
+    overlap = 6
 
     def test_rank_stopped_in_the_mpi_bench_row(self):
         # bench's mpi rows call the blocking MPI_Allreduce (as nccl-tests does): it waited for the
