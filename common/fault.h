@@ -36,8 +36,8 @@ FaultSpec parse_fault(const std::string& spec);
 // "server-start" (a parameter server before its start acknowledgement), "server-end" (a parameter
 // server before its goodbye to the workers), "summary" (train, after the figures of every rank went
 // to rank 0 and it wrote the summary: the ranks have nothing left to exchange), "exit" (after the
-// ranks agreed on the outcome, before MPI_Finalize). tests/experiments/test_cli_stopped.py times the
-// others' exit at each ("load": they wait --timeout plus an allowance by the data's size,
+// ranks agreed on the outcome, before MPI_Finalize). tests/experiments/test_cli_stopped.py times
+// the others' exit at each ("load": they wait --timeout plus an allowance by the data's size,
 // experiments/train_run.h: 5 s for a small set).
 void test_stop_point(const char* where, int rank);
 

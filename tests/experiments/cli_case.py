@@ -284,13 +284,13 @@ class CliCase(unittest.TestCase):
         return self.run_case(np, args, None, [f"rank {rank}", "killed by signal 9"], killed=True,
                              after_fault=(0, 30))
 
-    def run_ps1_to_the_end(self, consistency, timeout, *extra, steps):
-        """ps1_run(consistency, timeout, *extra) for `steps` steps, with a summary file: it exits
-        0 and each worker trains every step. Returns (seconds it took, the command and its output
-        for messages, the summary's worker rows, the summary)."""
+    def run_to_the_end(self, np, args, *, steps):
+        """`args` (a train command line) on `np` ranks for `steps` steps, with a summary file: it
+        exits 0 and each of the two workers trains every step. Returns (seconds it took, the
+        command and its output for messages, the summary's worker rows, the summary)."""
         out = tempfile.mkdtemp(dir=self.tmp)
-        argv = [MPIRUN, "-np", "3", BIN] + with_opts(ps1_run(consistency, timeout, *extra),
-                                                     max_steps=steps, summary_file=f"{out}/s.json")
+        argv = [MPIRUN, "-np", str(np), BIN] + with_opts(args, max_steps=steps,
+                                                         summary_file=f"{out}/s.json")
         t0 = time.monotonic()
         p = subprocess.run(argv, capture_output=True, text=True, cwd=out, timeout=90)
         took = time.monotonic() - t0
@@ -302,3 +302,7 @@ class CliCase(unittest.TestCase):
         workers = [r for r in s["ranks"] if r["role"] == "worker"]
         self.assertEqual([r["steps"] for r in workers], [steps, steps], where)
         return took, where, workers, s
+
+    def run_ps1_to_the_end(self, consistency, timeout, *extra, steps):
+        """run_to_the_end of ps1_run(consistency, timeout, *extra): 2 workers, 1 server."""
+        return self.run_to_the_end(3, ps1_run(consistency, timeout, *extra), steps=steps)
