@@ -9,6 +9,10 @@ has up to that many cases run at once, with those of the classes next to it that
 cases, its tearDownClass after them): for cases that spend their time waiting on child processes
 (a stopped rank, --timeout, a straggler's sleeps), which one ctest entry holding both cores would
 otherwise run one after another. A class of overlap 1 runs alone, in the module's order.
+A failure's traceback is printed as its case ends, and the cases still running are named every
+STILL_RUNNING_S seconds in which none ended: a ctest entry killed at its TIMEOUT keeps both in
+its log (they were printed only at the end, so such a log named neither the hung case nor the
+failures before it).
 """
 import argparse
 import concurrent.futures
@@ -18,6 +22,8 @@ import sys
 import time
 import traceback
 import unittest
+
+STILL_RUNNING_S = 30  # with no case ended for this long, the running ones are named
 
 
 def main(module, shared=()):
@@ -48,18 +54,22 @@ def main(module, shared=()):
         n, bad = run_overlapping(group, max(width[c] for c in group))
         ran += n
         failed += bad
-    for name, text in failed:
-        print("=" * 70 + f"\nFAIL: {name}\n" + "-" * 70 + f"\n{text}", flush=True)
+    for name, _ in failed:  # their tracebacks were printed as they ended
+        print(f"FAIL: {name}", flush=True)
     print("-" * 70 + f"\nRan {ran} tests in {time.monotonic() - t0:.1f} s "
           f"({'OK' if not failed else f'FAILED ({len(failed)})'})", flush=True)
     sys.exit(1 if failed else 0)
 
 
-def run_one(case):
+def run_one(case, started):
     result = unittest.TestResult()
-    t0 = time.monotonic()
+    t0 = started[case.id()] = time.monotonic()
     case(result)
     return case, result, time.monotonic() - t0
+
+
+def print_failure(name, text):
+    print("=" * 70 + f"\nFAIL: {name}\n" + "-" * 70 + f"\n{text}", flush=True)
 
 
 def run_overlapping(classes, width):
@@ -71,30 +81,50 @@ def run_overlapping(classes, width):
     setups = {pool.submit(c.setUpClass): c for c in classes}
     left = {c: [n for n in vars(c) if n.startswith("test") and callable(getattr(c, n))]
             for c in classes}
+    names = {f: f"setUpClass ({c.__name__})" for f, c in setups.items()}
+    started = dict.fromkeys(names.values(), time.monotonic())  # by name; run_one's own start
     pending = set(setups)
+
+    def fail(name, text):
+        failed.append((name, text))
+        print_failure(name, text)
+
     while pending:
-        done, pending = concurrent.futures.wait(pending, return_when="FIRST_COMPLETED")
+        done, pending = concurrent.futures.wait(pending, timeout=STILL_RUNNING_S,
+                                                return_when="FIRST_COMPLETED")
+        if not done:
+            now = time.monotonic()
+            running = sorted((started[names[f]], names[f]) for f in pending
+                             if names[f] in started)
+            print("still running: " + ", ".join(f"{n} ({now - t:.0f} s)" for t, n in running),
+                  flush=True)
+            continue
         for f in done:
             if f in setups:
                 c = setups[f]
                 if f.exception() is not None:
-                    failed.append((f"setUpClass ({c.__name__})", "".join(
-                        traceback.format_exception(f.exception()))))
+                    fail(f"setUpClass ({c.__name__})",
+                         "".join(traceback.format_exception(f.exception())))
                     continue
-                pending |= {pool.submit(run_one, c(n)) for n in left[c]}
+                for n in left[c]:
+                    case = c(n)
+                    g = pool.submit(run_one, case, started)
+                    names[g] = case.id()
+                    pending.add(g)
                 continue
             case, result, took = f.result()
             ran += 1
             word = ("FAIL" if result.failures else "ERROR" if result.errors else
                     "skipped" if result.skipped else "ok")
             print(f"{case.id()} ... {word} ({took:.1f} s)", flush=True)
-            failed += [(str(c), text) for c, text in result.failures + result.errors]
+            for c, text in result.failures + result.errors:
+                fail(str(c), text)
             c = type(case)
             left[c].remove(case._testMethodName)
             if not left[c]:
                 try:
                     c.tearDownClass()
                 except Exception:  # noqa: BLE001 - reported as the class's error, as unittest does
-                    failed.append((f"tearDownClass ({c.__name__})", traceback.format_exc()))
+                    fail(f"tearDownClass ({c.__name__})", traceback.format_exc())
     pool.shutdown()
     return ran, failed
