@@ -141,8 +141,15 @@ bool PeerWatch::peers_alive(std::string* why) {
     return alive;
   }
   // Its note may be waiting for the next drain (this process was descheduled): named only after
-  // one whole drain that brought nothing from it.
-  if (silent_recheck_ < 0) silent_recheck_ = drains_ + 2;
+  // one whole drain that brought nothing from it. Counted afresh for each silence (another rank,
+  // or a note came since): a wait that ended before it asked again left the grace set, and a
+  // later silence was named at its first ask.
+  const Clock::time_point heard_at = heard_[static_cast<std::size_t>(silent)].at;
+  if (silent_recheck_ < 0 || silent != silent_rank_ || heard_at != silent_heard_at_) {
+    silent_recheck_ = drains_ + 2;
+    silent_rank_ = silent;
+    silent_heard_at_ = heard_at;
+  }
   if (drains_ < silent_recheck_) return true;
   *why = detail::concat("rank ", silent, " sent nothing for ", secs(quiet),
                         " s (stopped, dead or stuck; a live peer in a step longer than the timeout "

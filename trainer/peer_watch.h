@@ -101,8 +101,10 @@ class PeerWatch : public PeerLiveness {
   bool stop_ = false, send_now_ = false;
   std::vector<Heard> heard_;  // by worker rank
   std::int64_t drains_ = 0;   // the thread's rounds (await() names no peer whose note is waiting)
-  std::int64_t silent_recheck_ = -1;  // peers_alive: a silent peer is named at this drain
-  std::string error_;                 // the thread's failure, thrown by await()
+  std::int64_t silent_recheck_ = -1;  // peers_alive: a silent peer is named at this drain,
+  int silent_rank_ = -1;              // this one, while nothing more came from it since
+  Clock::time_point silent_heard_at_{};
+  std::string error_;  // the thread's failure, thrown by await()
 
   // the thread's own
   struct Note {

@@ -184,6 +184,40 @@ TEST(PeerWatch, TellsAWaitInACollectiveWhetherAPeerIsAlive) {
   EXPECT_NE(gone_why.find("rank 1 sent nothing for"), std::string::npos) << gone_why;
 }
 
+// A silent peer is named only after one more round of notes, in every wait: rank 1 looks silent
+// at rank 0's first ask (it has no watch yet), then sends notes for 0.5 s, then goes silent. The
+// first ask of that second silence waits on too (its note may be waiting for the next drain); the
+// grace of the first silence, left set because no ask followed it, named it at once.
+TEST(PeerWatch, EachSilenceGetsOneMoreRoundOfNotes) {
+  bool first = false, second = false;
+  std::string first_why = "-", second_why = "-", gone_why;
+  run_ranks(2, [&](Comm& c) {
+    c.set_timeout(kTimeout);
+    const auto t0 = Clock::now();
+    const auto at = [&](int ms) { return t0 + std::chrono::milliseconds(ms); };
+    if (c.rank() == 1) {
+      std::this_thread::sleep_until(at(500));
+      {
+        PeerWatch w(c, true);
+        w.begin_step();
+        std::this_thread::sleep_until(at(1000));
+      }
+      std::this_thread::sleep_until(at(2200));
+      return;
+    }
+    PeerWatch w(c, true);
+    std::this_thread::sleep_until(at(450));
+    first = w.peers_alive(&first_why);
+    std::this_thread::sleep_until(at(1600));
+    second = w.peers_alive(&second_why);
+    while (w.peers_alive(&gone_why) && Clock::now() < at(2100))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  EXPECT_TRUE(first) << first_why;
+  EXPECT_TRUE(second) << second_why;
+  EXPECT_NE(gone_why.find("rank 1 sent nothing for"), std::string::npos) << gone_why;
+}
+
 // Off (bsp, the ring; one worker): no thread, await() returns at once.
 TEST(PeerWatch, OffWaitsForNobody) {
   run_ranks(2, [&](Comm& c) {
