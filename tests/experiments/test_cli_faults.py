@@ -41,6 +41,14 @@ class LooselyTimed(CliCase):
                       ["--straggler 0:3000", "shorter than --timeout",
                        "backend 'local' does not wait for a longer step"])
 
+    def test_hung_ring_peer_named_beside_a_straggler(self):
+        # np 3: rank 2 hangs at step 5 while rank 1 sleeps 0.7 s a step (under --timeout 1). The
+        # census of rank 1's collective names rank 2; the trainer's own wait for the bucket, which
+        # names nobody, gave it a grace of --timeout only, the census's own 1 s with it: 'rank 1:
+        # timeout after 1.0 s in waiting for gradient bucket 0 (step 5)' came first (12 of 13 runs)
+        self.run_case(3, ["train", "--backend", "ring", "--timeout", "1", "--fault", "hang:2:5",
+                          "--straggler", "1:700"] + LONG, 1, ["rank 2 did not"], bound=40)
+
     def test_ring_mpi_step_longer_than_timeout_finishes(self):
         # Worker 1's steps (1.2 s) outlast --timeout 1 (it was refused at start-up: worker 0
         # timed out inside the collective, naming it). Worker 0's wait in the collective asks its
