@@ -139,7 +139,19 @@ std::vector<std::string> check_train_options_apply(const Config& cfg, int worker
                                    ? " (the dedicated servers are not workers)"
                                    : ""));
   }
-  return std::move(u).notes();
+  std::vector<std::string> notes = std::move(u).notes();
+  // Under asp/ssp a server applies each push as an optimizer step of its own (W momentum steps
+  // of g/W per training step): at --momentum 0.9 the largest stable learning rate shrinks about
+  // tenfold even at --staleness 0, and runs diverged (docs/REFERENCE.md). Run, but say so.
+  const auto& o = cfg.train.opt;
+  if (cfg.sync.backend == "ps" && cfg.sync.consistency != "bsp" && workers >= 2 &&
+      o.type == "sgd" && o.momentum > 0.5)
+    notes.push_back(concat("--consistency ", cfg.sync.consistency, " with --momentum ", o.momentum,
+                           ": each of the ", workers,
+                           " workers' pushes is a momentum step of its own, which shrinks the "
+                           "stable learning rate about tenfold at 0.9 (training may diverge); "
+                           "--momentum 0.5 trains (docs/REFERENCE.md)"));
+  return notes;
 }
 
 namespace {

@@ -132,6 +132,31 @@ TEST(ConfigUse, OptionsFromTheConfigFileThatDoNotApplyAreNotes) {
   EXPECT_EQ(refusal({"--config", ini, "--backend", "ring"}).rfind("--straggler 5:10: ", 0), 0u);
 }
 
+// Under asp/ssp a server steps the optimizer once per push: momentum 0.9 diverged where bsp
+// trained (docs/REFERENCE.md), so the run goes on with a note; bsp, one worker, a low momentum
+// and adamw get none.
+TEST(ConfigUse, AsyncPushesWithHighMomentumGetANote) {
+  const auto notes = [](std::vector<std::string> args, int workers) {
+    return check_train_options_apply(parse_train(std::move(args)), workers);
+  };
+  const std::vector<std::string> asp = {"--backend", "ps", "--consistency", "asp"};
+  const auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = asp;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  const auto n = notes(with({"--momentum", "0.9"}), 2);
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0].rfind("--consistency asp with --momentum 0.9: each of the 2 workers' pushes", 0),
+            0u)
+      << n[0];
+  EXPECT_EQ(notes({"--backend", "ps", "--consistency", "ssp", "--momentum", "0.9"}, 4).size(), 1u);
+  EXPECT_TRUE(notes(with({"--momentum", "0.9"}), 1).empty());
+  EXPECT_TRUE(notes(with({"--momentum", "0.5"}), 4).empty());
+  EXPECT_TRUE(notes(with({"--optimizer", "adamw"}), 4).empty());
+  EXPECT_TRUE(notes({"--backend", "ps", "--momentum", "0.9"}, 4).empty());
+}
+
 // check_bench_options_apply: the same rule for `starring bench`. It accepted every sync option
 // and ran without it: `bench --backends ps --consistency asp` timed bsp push-pulls, --overlap off
 // and --bucket-mb outside --mode overlap, and --servers beside --backends ring, changed nothing.
