@@ -11,6 +11,8 @@ import subprocess
 import tempfile
 import unittest
 
+from unprivileged import open_to_all, unprivileged
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 BUILD_SH = os.path.join(REPO, "scripts", "build.sh")
@@ -105,6 +107,86 @@ class QuickstartArguments(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("scripts/test.sh --sanitize address|thread [ctest args...]", p.stdout)
         self.assertNotIn("[setup]", p.stdout + p.stderr)
+
+
+STUB_SH = """#!/bin/sh
+echo "$(basename "$0") $*" >> "$(dirname "$0")/calls"
+"""
+STUB_REPORT = """import os, sys
+with open(os.path.join(os.path.dirname(__file__), "calls"), "a") as f:
+    f.write("report.py " + " ".join(sys.argv[1:]) + "\\n")
+sys.exit(int(os.environ.get("STUB_REPORT_RC", "0")))
+"""
+
+
+class QuickstartResultsFolder(unittest.TestCase):
+    # As a user, `quickstart.sh --out DIR` where the user cannot write DIR ran the set-up and the
+    # build (minutes on a fresh clone), three sweeps that each refused the folder, report.py ('no
+    # such folder'), and ended '[quickstart] done in 24 s; open DIR/report/report.html'. Here
+    # quickstart.sh runs from a copy of scripts/ whose setup.sh, build.sh, sweep.sh and
+    # report.py only log their calls.
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="starring_quickstart_test_")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        open_to_all(self.tmp)
+        self.scripts = os.path.join(self.tmp, "scripts")
+        os.mkdir(self.scripts, 0o777)
+        os.chmod(self.scripts, 0o777)  # the stubs' log, written by whoever runs them
+        shutil.copy(QUICKSTART, self.scripts)
+        for name, body in [("setup.sh", STUB_SH), ("build.sh", STUB_SH), ("sweep.sh", STUB_SH),
+                           ("report.py", STUB_REPORT)]:
+            with open(os.path.join(self.scripts, name), "w") as f:
+                f.write(body)
+            os.chmod(os.path.join(self.scripts, name), 0o755)
+
+    def run_quickstart(self, out, drop=None, **env):
+        p = subprocess.run(["bash", os.path.join(self.scripts, "quickstart.sh"), "--out", out],
+                           capture_output=True, text=True, timeout=30, preexec_fn=drop,
+                           env=dict(os.environ, **env))
+        log = os.path.join(self.scripts, "calls")
+        calls = []
+        if os.path.exists(log):
+            with open(log) as f:
+                calls = [c.split()[0] for c in f.read().splitlines()]
+        return p, calls
+
+    def assert_refused(self, p, calls, says):
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertTrue(lines[0].startswith("[quickstart] error: cannot write the results to"),
+                        lines)
+        self.assertIn(says, lines[0])
+        self.assertEqual(calls, [])  # before the set-up, the build and the sweeps
+
+    def test_a_folder_that_cannot_take_the_results_is_refused_before_any_work(self):
+        plain = os.path.join(self.tmp, "a-file")
+        open(plain, "w").close()
+        p, calls = self.run_quickstart(os.path.join(plain, "res"))
+        self.assert_refused(p, calls, f"'{plain}' is not a folder")
+
+    def test_a_folder_this_user_cannot_write_is_refused_before_any_work(self):
+        drop = unprivileged(self)
+        ro = os.path.join(self.tmp, "ro")
+        os.makedirs(os.path.join(ro, "earlier"))
+        os.chmod(ro, 0o555)
+        # DIR to be made in it, and an earlier DIR there that could not be moved aside (that mv
+        # failed in an && list, which set -e lets pass, and the run went on)
+        for out in (os.path.join(ro, "res", "main"), os.path.join(ro, "earlier")):
+            p, calls = self.run_quickstart(out, drop)
+            self.assert_refused(p, calls, f"'{ro}' is a folder this user")
+
+    def test_no_report_no_page_to_open(self):
+        out = os.path.join(self.tmp, "res")
+        p, calls = self.run_quickstart(out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(calls, ["setup.sh", "build.sh", "sweep.sh", "sweep.sh", "sweep.sh",
+                                 "report.py"])
+        self.assertIn(f"open {out}/report/report.html", p.stdout)
+        p, calls = self.run_quickstart(out, STUB_REPORT_RC="1")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertNotIn("open ", p.stdout + p.stderr)
+        self.assertIn("no report was written", p.stderr)
 
 
 def run_setup(tmp, extra_stubs, *args):
