@@ -409,13 +409,21 @@ def main(argv=None):
         os.makedirs(out, exist_ok=True)
     except OSError as e:  # a file of that name, no right to write there: one line
         sys.exit(f"report.py: cannot create the report folder {out}: {e.strerror}")
+    try:  # ... or one that exists and takes no files (a read-only copy of the results): one
+        sr.check_writable_folder(out)  # line before the first plot, not a PermissionError's trace
+    except OSError as e:
+        sys.exit(f"report.py: cannot write in the report folder {out}: {e.strerror}")
     try:
         runs, bench, metrics, problems = load(a.results)
     except OSError as e:  # runs.jsonl a folder, or not readable: one line, not a traceback
         sys.exit(f"report.py: cannot read {e.filename or a.results}: {e.strerror or e}")
-    figures = make_figures(runs, bench, metrics, out)
-    rows = write_summary(out, runs, bench, figures)
-    write_html(out, a.results, runs, bench, figures, rows, problems)
+    try:  # a full disk, or a plot's name taken by a folder: one line, not a traceback
+        figures = make_figures(runs, bench, metrics, out)
+        rows = write_summary(out, runs, bench, figures)
+        write_html(out, a.results, runs, bench, figures, rows, problems)
+    except OSError as e:
+        sys.exit(f"report.py: cannot write the report in {out}: {e.strerror}"
+                 f"{f' ({e.filename})' if e.filename else ''}")
     if not a.quiet:
         shown, shown_bench = sweep_scope(runs, bench, a.table_sweep)
         if a.table_sweep:

@@ -21,6 +21,7 @@ FIXTURE = os.path.join(HERE, "fixtures", "results")
 REPORT = os.path.join(REPO, "scripts", "report.py")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import starring_results as sr  # noqa: E402
+from unprivileged import open_to_all, unprivileged  # noqa: E402
 
 ALL_PLOTS = ["throughput.png", "efficiency.png", "breakdown.png", "bytes_per_rank.png",
              "busbw.png", "overlap.png", "convergence.png", "straggler.png", "staleness.png", "crossover.png",
@@ -302,6 +303,37 @@ class ReportWithPartialData(unittest.TestCase):
             self.assertNotEqual(proc.returncode, 0)
             self.assertEqual(proc.stderr.strip().splitlines(),
                              [f"report.py: cannot create the report folder {taken}: File exists"])
+
+    def test_a_report_folder_that_takes_no_files_is_one_line(self):
+        # As a user (not root), report.py on a read-only copy of a results folder: a
+        # PermissionError traceback from matplotlib's savefig of the first plot.
+        drop = unprivileged(self)
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            open_to_all(tmp)
+            out = os.path.join(tmp, "report")
+            os.mkdir(out, 0o555)
+            os.chmod(out, 0o555)
+            mpl = os.path.join(tmp, "mpl")  # matplotlib's cache, where `nobody` has no home
+            os.mkdir(mpl)
+            os.chmod(mpl, 0o777)
+            proc = subprocess.run([sys.executable, REPORT, FIXTURE, "--out", out],
+                                  capture_output=True, text=True, timeout=300, preexec_fn=drop,
+                                  env=dict(os.environ, MPLCONFIGDIR=mpl))
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertEqual(proc.stderr.strip().splitlines(),
+                             [f"report.py: cannot write in the report folder {out}: "
+                              "Permission denied"])
+            self.assertEqual(os.listdir(out), [])
+        # ... and a failure while it writes (a full disk; here a plot's name taken by a folder,
+        # which fails for root too): one line naming the file, not an IsADirectoryError's trace
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            taken = os.path.join(tmp, "throughput.png")
+            os.mkdir(taken)
+            proc = run_report(FIXTURE, tmp)
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertEqual(proc.stderr.strip().splitlines(),
+                             [f"report.py: cannot write the report in {tmp}: Is a directory "
+                              f"({taken})"])
 
     def test_an_unreadable_results_file_is_one_line(self):
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
