@@ -10,12 +10,17 @@ ones are replaced by at most one line per job, e.g.
     mpirun: job stopped: rank 0 called MPI_Abort (error code 1)
     mpirun: job stopped: rank 1 exited with code 2
 
-(the program has already said why on its own line). mpirun may print its MPI_Abort banner
-before it relays the `starring: error:` line the aborting rank wrote just before (seen under
-load in test_cli_faults' hung-peer case): until such a line has passed, that one line is held
-back and written right after the first one, or when mpirun closes its stderr. Frames this
-filter does not know are passed on unchanged, so nothing mpirun says is lost except the known
-boilerplate. With `--launcher-pid PID` (mpirun's pid, as scripts/mpirun.sh passes it), a crash of
+(the program has already said why on its own line), or, when the program could not be started
+at all (a wrong path, not built yet),
+
+    mpirun: job stopped: cannot start build/bin/starring on node vm: no such file from this
+    folder, or not executable (scripts/build.sh builds build/bin/starring)
+
+mpirun may print its MPI_Abort banner before it relays the `starring: error:` line the aborting
+rank wrote just before (seen under load in test_cli_faults' hung-peer case): until such a line
+has passed, that one line is held back and written right after the first one, or when mpirun
+closes its stderr. Frames this filter does not know are passed on unchanged, so nothing mpirun
+says is lost except the known boilerplate. With `--launcher-pid PID` (mpirun's pid, as scripts/mpirun.sh passes it), a crash of
 mpirun itself (Open MPI 4.1's mpirun sometimes segfaults in PMIx_server_finalize while it stops a
 job whose rank is stopped, after the program's own error line) is one line too, e.g.
 
@@ -72,6 +77,13 @@ def condense(frame):
         rank, _, node, how = m.groups()
         what = b"called abort" if b"abort" in how else b"exited without calling MPI_Finalize"
         return b"rank %s on node %s %s" % (rank, node, what)
+    # help-orterun.txt's orterun:proc-not-found: the program's path is wrong from the folder
+    # mpirun runs in, or it is not built yet (mpirun then exits 132); nothing has started
+    m = re.search(rb"unable to launch the specified application as it could not access or execute "
+                  rb"an executable: Executable: (\S+) Node: (\S+)", text)
+    if m:
+        return (b"cannot start %s on node %s: no such file from this folder, or not executable "
+                b"(scripts/build.sh builds build/bin/starring)" % m.groups())
     return None
 
 

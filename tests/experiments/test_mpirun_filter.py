@@ -44,8 +44,14 @@ SHMINIT = (DASH + "A system call failed during shared memory initialization that
            "  It is likely that your MPI job will now either abort or\nexperience performance "
            "degradation.\n\n  Local host:  vm\n  System call: open(2) \n  Error:       No such "
            "file or directory (errno 2)\n" + DASH)
-UNKNOWN = (DASH + "mpirun was unable to launch the specified application as it could not "
-           "access\nor execute an executable:\n\nExecutable: ./nonexist\nNode: vm\n" + DASH)
+# A program that cannot be started (help-orterun.txt's orterun:proc-not-found), and a frame
+# this filter does not know (orte_rmaps_base:all-available-resources-used).
+MISSING = (DASH + "mpirun was unable to launch the specified application as it could not "
+           "access\nor execute an executable:\n\nExecutable: build/bin/starring\nNode: vm\n\n"
+           "while attempting to start process rank 0.\n" + DASH)
+UNKNOWN = (DASH + "There are not enough slots available in the system to satisfy the 4\nslots "
+           "that were requested by the application:\n\n  ./a.out\n\nEither request fewer slots "
+           "for your application, or make more slots\navailable for use.\n" + DASH)
 
 
 # Open MPI 4.1's mpirun crashing as it stopped a job whose rank 1 was stopped (SIGSTOP) after
@@ -128,6 +134,13 @@ class Filter(unittest.TestCase):
         self.assertEqual(filtered(NONZERO.replace("Exit code:    2", "Exit code:    75")),
                          "mpirun: job stopped: rank 3 exited with code 75 (stopped on request "
                          "after a checkpoint)\n")
+
+    def test_a_program_that_cannot_be_started_is_one_line(self):
+        # the new user's mistake (a relative path from another folder, or not built yet): Open
+        # MPI's 9-line frame on stderr (its 'N total processes failed to start' goes to stdout)
+        self.assertEqual(filtered(MISSING), "mpirun: job stopped: cannot start build/bin/starring "
+                         "on node vm: no such file from this folder, or not executable "
+                         "(scripts/build.sh builds build/bin/starring)\n")
 
     def test_a_frame_that_arrives_in_pieces_is_condensed(self):
         # the dash line that opens a frame cut short by a read: held until its newline
