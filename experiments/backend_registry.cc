@@ -14,12 +14,22 @@ void BackendRegistry::add(const std::string& name, BackendFactory f) {
   factories_.emplace_back(name, std::move(f));
 }
 
-Backend BackendRegistry::create(const std::string& name, const BackendContext& ctx) const {
+const BackendFactory* BackendRegistry::find(const std::string& name) const {
   for (auto& [n, f] : factories_)
-    if (n == name) return f(ctx);
+    if (n == name) return &f;
+  return nullptr;
+}
+
+void BackendRegistry::require(const std::string& name) const {
+  if (find(name)) return;
   std::string known;
   for (auto& [n, _] : factories_) known += (known.empty() ? "" : ", ") + n;
   throw ConfigError("unknown backend '" + name + "' (known: " + known + ")");
+}
+
+Backend BackendRegistry::create(const std::string& name, const BackendContext& ctx) const {
+  require(name);
+  return (*find(name))(ctx);
 }
 
 std::vector<std::string> BackendRegistry::names() const {

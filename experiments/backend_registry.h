@@ -51,9 +51,14 @@ class BackendRegistry {
   void add(const std::string& name, BackendFactory f);  // Error if `name` is taken
   Backend create(const std::string& name,
                  const BackendContext& ctx) const;  // ConfigError if unknown
+  // ConfigError naming the known backends if `name` is not one: preflight's check, before any
+  // rank loads its data (create() found a typo only after that, and after the note that one
+  // process of backend 'rign' would run a single worker).
+  void require(const std::string& name) const;
   std::vector<std::string> names() const;
 
  private:
+  const BackendFactory* find(const std::string& name) const;
   std::vector<std::pair<std::string, BackendFactory>> factories_;
 };
 

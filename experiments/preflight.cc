@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/fault.h"
 #include "common/test_hosts.h"
+#include "experiments/backend_registry.h"
 #include "experiments/output_checks.h"
 #include "ps/ps_group.h"
 #include "trainer/checkpoint.h"
@@ -177,6 +178,7 @@ void preflight(Config& cfg, int rank, int size) {
       if (rank == 0) std::fprintf(stderr, "[starring] note: %s\n", note.c_str());
   // Only `train` writes these files (an INI shared with bench or env may still name them).
   if (cfg.command != "train") return;
+  BackendRegistry::instance().require(cfg.sync.backend);  // a typo: before the data is loaded
   check_meaningful(cfg, size);
   check_distinct_outputs(cfg, size);
   if (rank == 0) {  // rank 0 writes the metrics and the summary

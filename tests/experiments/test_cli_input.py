@@ -125,6 +125,18 @@ class BadInput(CliCase):
         self.run_case(2, ["bench", "--backends", "ps", "--consistency", "asp", "-b", "1K"], 2,
                       ["--consistency asp", "push-pull is synchronous"])
 
+    def test_unknown_backend(self):
+        # a typo in the backend's name was found only when the backend was made: after every
+        # rank had loaded its data (np 2 on Fashion-MNIST under load: 10 s) and, without mpirun,
+        # after the note that backend 'rign' runs a single worker
+        err, _ = self.run_case(0, ["train", "--backend", "rign"] + TINY, 2,
+                               ["unknown backend 'rign'", "known: local, ps, ring"])
+        self.assertNotIn("single worker", err)
+        # found before the data is looked at (here a folder that does not exist)
+        self.run_case(2, ["train", "--backend", "rign", "--data-dir",
+                          os.path.join(self.tmp, "no-data"), "--max-steps", "1"], 2,
+                      ["unknown backend 'rign'"])
+
     def test_config_files(self):
         ini = os.path.join(self.tmp, "bad.ini")
         with open(ini, "w") as f:
