@@ -83,6 +83,15 @@ std::vector<std::int64_t> metric_steps(const std::string& file) {
   return steps;
 }
 
+// The `lr` of each step line of a metrics file, in order.
+std::vector<double> step_rates(const std::string& file) {
+  std::vector<double> lr;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (auto j = nlohmann::json::parse(line); j.contains("loss")) lr.push_back(j.at("lr"));
+  return lr;
+}
+
 class Resume : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Resume, StoppingAndResumingChangesNoBit) {
@@ -191,6 +200,34 @@ TEST(ResumeAcrossBackends, TwoRingWorkersResumedOnOneWorkerOfTheSameGlobalBatch)
     auto saved = read_checkpoint(ckpt(b.ckpt.dir, 14), "test");
     EXPECT_EQ(saved.meta.value("lr_workers", 0), 2);
   }
+}
+
+// A checkpoint inside a warm-up that rises (--lr-scale linear; the cases above keep the default
+// none, whose warm-up is flat): the resumed run goes on up the same ramp from the checkpoint's
+// step, not from its own first step, and reaches the same bits. Checkpoint at step 7 of a 10-step
+// warm-up on 2 ring workers, SGD with momentum (its update scales with the rate); every step
+// line's rate is the uninterrupted run's.
+TEST(ResumeMidWarmUp, TheRampGoesOnFromTheCheckpointsStep) {
+  Config a = make_cfg(Case{"ring", "", 2, "sgd"});
+  a.train.lr_scale = "linear";
+  a.train.warmup_steps = 10;
+  a.ckpt.dir = fresh_dir("warmup_a");
+  a.ckpt.every = kEvery;
+  a.ckpt.keep = 10;
+  a.out.metrics_file = a.ckpt.dir + "/m.jsonl";
+  const TrainResult straight = train(a, 2);
+  const std::vector<double> want = step_rates(a.out.metrics_file);
+  Config b = a;  // its metrics file too: the resumed run keeps its lines up to step 7
+  b.ckpt.resume = ckpt(a.ckpt.dir, kEvery);
+  b.ckpt.dir = fresh_dir("warmup_b");
+  const TrainResult resumed = train(b, 2);
+  EXPECT_EQ(resumed.resumed_step, kEvery);
+  EXPECT_EQ(resumed.params, straight.params)
+      << "max |diff| " << testing::max_abs_diff(resumed.params, straight.params);
+  const std::vector<double> got = step_rates(b.out.metrics_file);
+  ASSERT_EQ(want.size(), static_cast<std::size_t>(kSteps));
+  EXPECT_EQ(got, want);
+  EXPECT_LT(want[kEvery], want[10]);  // not vacuous: step 8 is still below the peak of step 11
 }
 
 // Under asp and ssp a checkpoint comes after every worker's flush: no deadlock, a valid file.

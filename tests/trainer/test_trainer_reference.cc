@@ -157,6 +157,28 @@ TEST_P(TrainerReference, SameParametersAndLossAsTheLoopWrittenOut) {
 
 INSTANTIATE_TEST_SUITE_P(Accum, TrainerReference, ::testing::Values(1, 2));
 
+// AdamW under accumulation: the bias corrections 1 - beta^t count optimizer steps, not
+// micro-batches, and the decay is the step's. The cases above are SGD, which has no step count;
+// test_equivalence's accumulation case compares W workers with one worker that also accumulates,
+// so a count that advanced per micro-batch would pass it on both sides alike.
+TEST(TrainerReference, AdamWWithAccumulationCountsOptimizerSteps) {
+  Config cfg = testing::small_config();
+  cfg.data.synthetic_train = 96;  // batch 16, accum 3: 2 steps an epoch
+  cfg.train.epochs = 3;
+  cfg.train.accum = 3;
+  cfg.train.opt.type = "adamw";
+  cfg.train.opt.weight_decay = 0.01f;
+  cfg.train.lr = 0.01f;
+  cfg.train.warmup_steps = 2;
+  cfg.train.lr_schedule = "cosine";
+  const auto data = load_data(cfg);
+  const Reference ref = hand_written_loop(cfg, data.first);
+  const TrainResult r = testing::train_inproc(cfg, 1)[0].result;
+  EXPECT_EQ(r.steps, 6);
+  EXPECT_LT(testing::max_abs_diff(r.params, ref.params), 1e-6);
+  EXPECT_NEAR(r.final_train_loss, ref.last_epoch_loss, 1e-6 * ref.last_epoch_loss);
+}
+
 // Worker `rank`'s gradient of step 1 (of `world`), from the initial parameters, by hand.
 std::vector<float> first_gradient(const Config& cfg, const Dataset& train, int rank, int world) {
   const TrainConfig& t = cfg.train;
