@@ -120,8 +120,11 @@ void check_resume_fits_run(const CheckpointData& c, const Config& cfg, int worke
 // --momentum, --weight-decay, --beta1, --beta2, --eps) this run changes from the checkpoint's, as
 // "--lr 0.01 (0.02 in the checkpoint), ..."; empty when none (or the file did not record them).
 // A resume may change them on purpose (a lower rate to fine-tune), so they are reported, not
-// refused.
-std::string resume_setting_changes(const CheckpointData& c, const Config& cfg);
+// refused. Under --lr-schedule cosine in both runs, `total_steps` (this run's, >= 0) against
+// the checkpoint's names a changed schedule length too: --epochs and --max-steps set it, and a
+// run cut short by --max-steps then resumed for longer jumped from its decayed rate back up.
+std::string resume_setting_changes(const CheckpointData& c, const Config& cfg,
+                                   std::int64_t total_steps = -1);
 
 // Worker 0 tells every other worker of `workers` whether its part of a collective step succeeded
 // (`error_on_0` empty: yes). On the others a failure throws Error naming `what` and worker 0's

@@ -102,7 +102,8 @@ void check_resume_fits_run(const CheckpointData& c, const Config& cfg, int worke
                         " in this run (the epoch's order and the position in it depend on them)"));
 }
 
-std::string resume_setting_changes(const CheckpointData& c, const Config& cfg) {
+std::string resume_setting_changes(const CheckpointData& c, const Config& cfg,
+                                   std::int64_t total_steps) {
   const TrainConfig& t = cfg.train;
   std::string out;
   const auto note = [&](const std::string& option, const nlohmann::json& saved, const auto& now) {
@@ -131,6 +132,12 @@ std::string resume_setting_changes(const CheckpointData& c, const Config& cfg) {
     note("eps", at(m, "optimizer", "eps"), t.opt.eps);
   }
   note("weight-decay", at(m, "optimizer", "weight_decay"), t.opt.weight_decay);
+  const nlohmann::json was = at(m, "lr", "schedule_steps");
+  if (total_steps >= 0 && t.lr_schedule == "cosine" && at(m, "lr", "lr_schedule") == "cosine" &&
+      was.is_number_integer() && was.get<std::int64_t>() != total_steps)
+    out += detail::concat(out.empty() ? "" : ", ", "the cosine schedule's length ", total_steps,
+                          " steps (", was.get<std::int64_t>(),
+                          " in the checkpoint; --epochs and --max-steps set it)");
   return out;
 }
 

@@ -38,7 +38,7 @@ void TrainLoop::resume() {
   progress_.resume_at(step_);
   // Also in the summary (printed and in its JSON): under --progress off this note was the only
   // word of a changed rate, and it was not shown.
-  res_.resumed_with_changes = resume_setting_changes(c, cfg_);
+  res_.resumed_with_changes = resume_setting_changes(c, cfg_, total_steps_);
   if (rank_ == 0) {
     progress_.message("resuming from " + resume_.path + " at step " + std::to_string(step_) +
                       " (epoch " + std::to_string(pos_epoch_ + 1) + ", " +
@@ -161,6 +161,7 @@ void TrainLoop::checkpoint() {
       c.meta = checkpoint_meta(cfg_, model_.widths(), model_.num_params(), env_.sync.name(), world_,
                                train_.n);
       c.meta["lr_workers"] = lr_workers_;
+      c.meta["lr"]["schedule_steps"] = total_steps_;  // the cosine's length (--epochs, --max-steps)
       c.step = step_;
       c.epoch = pos_epoch_;
       c.next_batch = pos_batch_;

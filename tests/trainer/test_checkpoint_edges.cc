@@ -157,6 +157,27 @@ TEST(ResumeSettings, ChangedRateAndOptimizerSettingsAreNamedWithTheCheckpointsVa
   EXPECT_EQ(resume_setting_changes(c, now), "");
 }
 
+// The cosine's length is the run's step count (--epochs, --max-steps): a run cut short by
+// --max-steps 40 and resumed for 99 went from its decayed rate (7.7e-5 at step 40) back up to
+// 0.032 at step 41 without a word. Named only when both runs decay by the cosine.
+TEST(ResumeSettings, ALongerCosineIsNamed) {
+  Config cfg;
+  cfg.train.lr_schedule = "cosine";
+  CheckpointData c;
+  c.meta = checkpoint_meta(cfg, {4, 3, 2}, 29, "ring", 2, 100);
+  EXPECT_EQ(resume_setting_changes(c, cfg, 99), "");  // a file that did not record it
+  c.meta["lr"]["schedule_steps"] = 40;
+  EXPECT_EQ(resume_setting_changes(c, cfg, 40), "");
+  EXPECT_EQ(resume_setting_changes(c, cfg, 99),
+            "the cosine schedule's length 99 steps (40 in the checkpoint; --epochs and "
+            "--max-steps set it)");
+  EXPECT_EQ(resume_setting_changes(c, cfg), "");  // no length given
+  Config constant = cfg;
+  constant.train.lr_schedule = "constant";
+  EXPECT_EQ(resume_setting_changes(c, constant, 99),
+            "--lr-schedule constant (cosine in the checkpoint)");
+}
+
 // A length worker 0 sends (its verdict, the checkpoint's path) beyond what it can be is refused by
 // the worker that receives it, naming both: it was allocated as sent (std::string(n)).
 TEST(ResumeOnWorkers, ALengthBeyondWhatItCanBeIsRefused) {
