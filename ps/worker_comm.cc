@@ -221,6 +221,11 @@ void PsWorker::Impl::on_reply(int c) {
 }
 
 bool PsWorker::Impl::poll_ctl() {
+  // hb_mu_ only around a receive that is there (Request::may_be_done: no completion), as the
+  // co-located shard's loop takes LocalLink::count_mu: held around every poll, the compute
+  // thread's per-step counters() waited for it whenever this thread lost its core inside the
+  // test (ps co-located np 4 on 2 cores: 0.5-8 ms a step in take_stats, counted as other).
+  if (!ctl_req_->may_be_done()) return false;
   {  // a server's heartbeat is booked with the Comm's count of it (as this worker's: hb_mu_)
     std::lock_guard<std::mutex> lk(hb_mu_);
     if (!ctl_req_->test()) return false;
