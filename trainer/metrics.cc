@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +61,39 @@ void MetricsWriter::write(const nlohmann::json& record) {
   } else {
     out_ << record.dump() << '\n';
   }
+  check_stream("writing");
+}
+
+void MetricsLine::format(std::string& out, double time_offset) const {
+  char num[32];
+  out += '{';
+  for (const Field& f : fields_) {
+    if (&f != fields_.data()) out += ',';
+    out += '"';
+    out += f.key;
+    out += "\":";
+    if (f.integer) {
+      out.append(num, std::to_chars(num, num + sizeof num, f.ivalue).ptr);
+      continue;
+    }
+    const double v = f.key == "time_s" ? f.value + time_offset : f.value;
+    if (!std::isfinite(v)) {
+      out += "null";
+      continue;
+    }
+    char* end = std::to_chars(num, num + sizeof num, v).ptr;  // shortest round trip
+    out.append(num, end);
+    if (std::find_if(num, end, [](char c) { return c == '.' || c == 'e'; }) == end) out += ".0";
+  }
+  out += "}\n";
+}
+
+void MetricsWriter::write(const MetricsLine& line) {
+  if (!enabled() || !failure_.empty()) return;
+  errno = 0;
+  buf_.clear();
+  line.format(buf_, time_offset_);
+  out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
   check_stream("writing");
 }
 

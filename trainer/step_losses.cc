@@ -66,7 +66,7 @@ StepLosses::~StepLosses() {
   }
 }
 
-void StepLosses::after_step(std::int64_t step, double loss, nlohmann::json line) {
+void StepLosses::after_step(std::int64_t step, double loss, MetricsLine line) {
   if (!on_) {
     if (!metrics_.enabled()) return;
     auto h = std::make_unique<Held>();
@@ -141,10 +141,10 @@ void StepLosses::write(Held& h) {
       if (std::isnan(lo) || l < lo) lo = l;
       if (higher(l, hi)) hi = l, arg = w;
     }
-    h.line["global_loss"] = sum / static_cast<double>(W);
-    h.line["loss_min"] = lo;
-    h.line["loss_max"] = hi;
-    h.line["loss_max_worker"] = arg;
+    h.line.add("global_loss", sum / static_cast<double>(W));
+    h.line.add("loss_min", lo);
+    h.line.add("loss_max", hi);
+    h.line.add_int("loss_max_worker", static_cast<std::int64_t>(arg));
   }
   metrics_.write(h.line);
 }

@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "common/comm.h"
@@ -48,7 +47,7 @@ class StepLosses {
   StepLosses& operator=(const StepLosses&) = delete;
 
   // After step `step` on every worker, with its loss; worker 0 passes the step's metrics line.
-  void after_step(std::int64_t step, double loss, nlohmann::json line);
+  void after_step(std::int64_t step, double loss, MetricsLine line);
   // See above. Throws TimeoutError naming a silent peer.
   void drain();
   // Lines worker 0 holds, waiting for other workers' losses (tests).
@@ -60,7 +59,7 @@ class StepLosses {
  private:
   struct Held {
     std::int64_t step = 0;
-    nlohmann::json line;
+    MetricsLine line;
     std::vector<double> in;  // per worker: step, loss (worker 0's own filled at once)
     std::vector<std::unique_ptr<Request>> reqs;  // after `in`: destroyed (cancelled) first
   };

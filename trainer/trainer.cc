@@ -283,25 +283,25 @@ void TrainLoop::record_step(int epoch, float lr, double loss, double step_s, dou
   ++epoch_batches_;
   loss_acc_ += loss;
   ++loss_n_;
-  nlohmann::json j;
+  MetricsLine line;
   if (metrics_.enabled()) {
-    j = nlohmann::json{{"step", step_},
-                       {"epoch", epoch + 1},
-                       {"time_s", now_s},  // as the history's
-                       {"loss", loss},
-                       {"grad_norm", std::sqrt(grad_sq)},
-                       {"lr", json_float(lr)},
-                       {"samples_per_s", samples_per_step() / line_s},
-                       {"compute_s", step_s - wait_s},
-                       {"comm_s", st.comm_s},
-                       {"wait_s", line_wait_s},
-                       {"other_s", line_s - (step_s - wait_s) - line_wait_s},
-                       {"bytes_sent", st.bytes_sent},
-                       {"bytes_recv", st.bytes_recv}};
-    for (auto& [k, v] : st.extra) j[k] = v;
+    line.add_int("step", step_);
+    line.add_int("epoch", epoch + 1);
+    line.add("time_s", now_s);  // as the history's
+    line.add("loss", loss);
+    line.add("grad_norm", std::sqrt(grad_sq));
+    line.add("lr", json_float(lr));
+    line.add("samples_per_s", samples_per_step() / line_s);
+    line.add("compute_s", step_s - wait_s);
+    line.add("comm_s", st.comm_s);
+    line.add("wait_s", line_wait_s);
+    line.add("other_s", line_s - (step_s - wait_s) - line_wait_s);
+    line.add_int("bytes_sent", static_cast<std::int64_t>(st.bytes_sent));
+    line.add_int("bytes_recv", static_cast<std::int64_t>(st.bytes_recv));
+    for (auto& [k, v] : st.extra) line.add(k, v);
   }
   // Written now, or (--metrics-loss all) once every worker's loss of the step is in.
-  step_losses_.after_step(step_, loss, std::move(j));
+  step_losses_.after_step(step_, loss, std::move(line));
   if (rank_ == 0) {
     const double elapsed = seconds_since(t_start_) - eval_s_;
     progress_.update(step_, epoch + 1, loss_acc_ / std::max(loss_n_, 1),

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -158,6 +159,52 @@ TEST(MetricsWriter, ResumedLinesContinueTheEarlierClock) {
   ASSERT_EQ(got.size(), 4u);
   EXPECT_DOUBLE_EQ(got[1]["time_s"].get<double>(), 3.0);
   EXPECT_DOUBLE_EQ(got[2]["time_s"].get<double>(), 7.5);
+}
+
+// A step's line is formatted without a JSON object (per-step cost on worker 0): every number
+// reads back as the same double, integers stay integers, an integral double keeps its ".0" (as
+// nlohmann::json writes it), not-a-number and infinities are null, keys keep their order, and a
+// resumed run's time_s goes on from the earlier clock as a JSON record's does.
+TEST(MetricsLine, NumbersReadBackExactly) {
+  const std::vector<double> values = {0.1,    0.1 + 0.2,  1e-7,    2.0,      -0.0, 1e300,
+                                      5e-324, 123456.789, -3.5e-5, 0.75 / 3, 1e21, 1.0 / 3};
+  MetricsLine l;
+  l.add_int("step", 12);
+  l.add_int("bytes_sent", std::int64_t{1} << 40);
+  for (std::size_t i = 0; i < values.size(); ++i) l.add("v" + std::to_string(i), values[i]);
+  l.add("nan", std::nan(""));
+  l.add("inf", -HUGE_VAL);
+  std::string text;
+  l.format(text);
+  ASSERT_EQ(text.back(), '\n');
+  EXPECT_EQ(text.rfind(R"({"step":12,"bytes_sent":1099511627776,"v0":0.1,)", 0), 0u) << text;
+  EXPECT_NE(text.find(R"("v3":2.0,"v4":-0.0,)"), std::string::npos) << text;
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_TRUE(j["step"].is_number_integer());
+  EXPECT_EQ(j["bytes_sent"].get<std::int64_t>(), std::int64_t{1} << 40);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const auto& v = j["v" + std::to_string(i)];
+    EXPECT_TRUE(v.is_number_float()) << i << ": " << text;
+    EXPECT_EQ(v.get<double>(), values[i]) << i;
+  }
+  EXPECT_TRUE(j["nan"].is_null());
+  EXPECT_TRUE(j["inf"].is_null());
+
+  TempDir d;
+  const std::string file = (d.path / "l.jsonl").string();
+  MetricsWriter w(file);
+  w.write_earlier({R"({"step":1,"time_s":4.0})"}, 0);
+  MetricsLine later;
+  later.add_int("step", 2);
+  later.add("time_s", 0.5);
+  w.write(later);
+  w.finish();
+  std::ifstream in(file);
+  std::vector<nlohmann::json> got;
+  for (std::string s; std::getline(in, s);) got.push_back(nlohmann::json::parse(s));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1]["step"], 2);
+  EXPECT_DOUBLE_EQ(got[1]["time_s"].get<double>(), 4.5);
 }
 
 TEST(MetricsWriter, PartialUntilFinished) {

@@ -45,14 +45,24 @@ std::vector<nlohmann::json> step_lines(const std::string& path) {
 
 double loss_of(int worker, std::int64_t step) { return 1.0 + 0.5 * worker + 0.01 * step; }
 
+// Worker 0's line of step s (the trainer adds the rest of its fields).
+MetricsLine line_of(std::int64_t s) {
+  MetricsLine l;
+  l.add_int("step", s);
+  return l;
+}
+
 // Runs `steps` steps of StepLosses on `workers` in-process workers; worker 0 writes `path`.
 void gather(int workers, int steps, int lag, const std::string& path) {
   run_ranks(workers, [&](Comm& c) {
     MetricsWriter m(c.rank() == 0 ? path : "");
     StepLosses sl(c, m, true, lag);
     for (int s = 1; s <= steps; ++s) {
-      nlohmann::json line;
-      if (c.rank() == 0) line = {{"step", s}, {"loss", loss_of(0, s)}};
+      MetricsLine line;
+      if (c.rank() == 0) {
+        line = line_of(s);
+        line.add("loss", loss_of(0, s));
+      }
       sl.after_step(s, loss_of(c.rank(), s), std::move(line));
     }
     c.barrier(c.timeout());
@@ -99,8 +109,8 @@ TEST(StepLosses, ADivergedWorkerIsTheHighest) {
     run_ranks(k.workers, [&](Comm& c) {
       MetricsWriter m(c.rank() == 0 ? path : "");
       StepLosses sl(c, m, true, 2);
-      nlohmann::json line;
-      if (c.rank() == 0) line = {{"step", 1}};
+      MetricsLine line;
+      if (c.rank() == 0) line = line_of(1);
       const bool nan =
           std::find(k.diverged.begin(), k.diverged.end(), c.rank()) != k.diverged.end();
       sl.after_step(1, nan ? std::nan("") : 2.0 + c.rank(), std::move(line));
@@ -125,7 +135,7 @@ TEST(StepLosses, WithoutALagLinesWaitForTheDrainInOrder) {
     MetricsWriter m(c.rank() == 0 ? path : "");
     StepLosses sl(c, m, true, lag_for_skew(-1));
     if (c.rank() == 0) {
-      for (int s = 1; s <= 6; ++s) sl.after_step(s, 1.0, {{"step", s}});
+      for (int s = 1; s <= 6; ++s) sl.after_step(s, 1.0, line_of(s));
       EXPECT_EQ(sl.held(), 6u);  // worker 1 has sent nothing yet
       c.send("go", 2, 1, 5, c.timeout());
     } else {
@@ -158,7 +168,7 @@ TEST(StepLosses, ASilentWorkerIsNamedWithinTheTimeout) {
           StepLosses sl(c, m, true, 2);
           for (int s = 1; s <= 3; ++s) {
             if (c.rank() == 2) return;  // silent from the start
-            sl.after_step(s, 1.0, c.rank() == 0 ? nlohmann::json{{"step", s}} : nullptr);
+            sl.after_step(s, 1.0, c.rank() == 0 ? line_of(s) : nullptr);
           }
           if (c.rank() == 0) ADD_FAILURE() << "worker 0 went past step 3";
         },
@@ -189,7 +199,7 @@ TEST(StepLosses, ALossMessageOfAnotherSizeIsAnError) {
             c.barrier(c.timeout());
             return;
           }
-          sl.after_step(1, 1.0, {{"step", 1}});
+          sl.after_step(1, 1.0, line_of(1));
           c.barrier(c.timeout());
           sl.drain();
         },
