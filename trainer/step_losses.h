@@ -8,12 +8,14 @@
 //   global_loss      the mean over the workers: the global batch's loss (equal local batches);
 //   loss_min, loss_max, loss_max_worker  (the worker with the highest loss, the lowest on a tie;
 //                    a worker whose loss is not a number counts as the highest).
-// Lines are written in step order. Worker 0 only tests the receives after a step, except one
-// `lag` steps old: after step t + lag it waits for step t's. Under synchronous training (lag 2)
-// that wait finds the losses there: worker 0 ends step t + 2 only with every peer's gradients of
-// step t + 1, which a peer hands over after it sent step t's loss. A backend whose workers run
-// `skew` steps ahead of the slowest (ps ssp) gets lag = skew + 2; under asp (unbounded) no wait in
-// the loop, lines wait for the next drain() (waiting would bound asp's skew).
+// Lines are written in step order, each `lag` steps late: after step t + lag worker 0 waits for
+// step t's receives, not testing them before (a test makes MPI progress on the compute thread:
+// costly beside the backend's communication thread, see write_ready). Under synchronous training
+// (lag 2) that wait finds the losses there: worker 0 ends step t + 2 only with every peer's
+// gradients of step t + 1, which a peer hands over after it sent step t's loss. A backend whose
+// workers run `skew` steps ahead of the slowest (ps ssp) gets lag = skew + 2; under asp (unbounded)
+// no wait in the loop: the receives are tested after each step, and lines not complete wait for the
+// next drain() (waiting would bound asp's skew).
 //
 // drain(): every worker, after a barrier of the workers (evaluation, checkpoint, the end of the
 // run): worker 0 waits for every loss still to come and writes the lines, the others for their
@@ -22,9 +24,9 @@
 // the run), a worker waits for them at most 1 s (--timeout, if shorter) and keeps the buffers of
 // any still unfinished until the process ends: never freed under MPI, never a hang.
 //
-// Cost per step: W-1 16-byte messages to worker 0, each tested after the step; waited for only
-// `lag` steps later, when synchronous training has delivered them (docs/RESULTS.md, *Every
-// worker's loss in the metrics file*: about 1% of a 0.75 ms step on 2 cores, inside the noise).
+// Cost per step: W-1 16-byte messages to worker 0, waited for `lag` steps later, when synchronous
+// training has delivered them (docs/RESULTS.md, *Every worker's loss in the metrics file* and
+// *Do the figures add up*).
 #pragma once
 #include <cstdint>
 #include <deque>
