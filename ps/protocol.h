@@ -11,7 +11,7 @@
 //                server is not mistaken for a silent one), or on a slower worker at a meeting
 //                of the workers (asp/ssp: an evaluation, a checkpoint, the end of the run), or
 //                its trainer shows signs of life in a step longer than that
-//                (common/thread_pulse.h: computing, or a --straggler's sleep), sent then only to
+//                (common/thread_pulse.h: computing, or a --straggler's sleep); sent only to
 //                the servers this worker sent nothing else for timeout/4
 //   kDone        clean shutdown: this worker has nothing more to push; no heartbeat follows it
 //                (ServerLoop::finish cancels its receives; only a failure's kAbort may)

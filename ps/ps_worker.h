@@ -26,9 +26,9 @@
 // thread was running (common/watch_clock.h); on expiry, or when a server reports a failure, every
 // call throws, and the servers are told (kAbort) so that the whole job stops with an error naming
 // the rank that failed. Under bsp and ssp a server's heartbeat (it holds this worker's replies back
-// for a slower, live worker) renews the deadlines of that server's replies. Liveness: besides
-// the heartbeats while it waits (for a reply, or at a meeting), the comm thread heartbeats the
-// servers it sent nothing for timeout/4 while the trainer thread shows signs of life
+// for a slower, live worker) renews the deadlines of that server's replies. Liveness: the comm
+// thread heartbeats the servers it sent nothing for timeout/4 while it waits (for a reply, or at
+// a meeting) or while the trainer thread shows signs of life
 // (common/thread_pulse.h), so a live worker in a step longer than --timeout is not named by the
 // servers; a trainer asleep or blocked (`--fault hang`) stops them within about timeout/4, and a
 // stopped or dead process sends none. A run whose steps push to every server within timeout/4

@@ -340,21 +340,27 @@ void PsWorker::Impl::check_deadlines() {
         watch_.summary(), ")"));
   }
   if (now - last_heartbeat_ <= opt_.timeout / 4) return;
+  // Only to a server this worker sent nothing else for timeout/4: a run whose steps are shorter
+  // than that (every step pushes to every server) sends no more than before. Waiting for a reply
+  // (or at a meeting): the servers that owe it none watch it for silence, the one that holds its
+  // reply does not (ServerLoop::check_liveness). Every server got these heartbeats, so a bsp
+  // worker that waited for a slower one heartbeated each every timeout/4 although it pushed to
+  // each in every step (5 in a 3.1 s run at --timeout 4 s, steps of 10 ms: test_ps_long_step).
   if (waiting || at_meeting_.load(std::memory_order_relaxed)) {
-    heartbeat();
+    heartbeat(true);
     return;
   }
   // A trainer alive in a step (or an evaluation) longer than the servers' timeout (any
-  // consistency). Only to a server this worker sent nothing else for timeout/4: a run whose steps
-  // are shorter than that (every step pushes to every server) sends no more than before.
+  // consistency).
   bool quiet = false;
   for (const auto& t : last_sent_) quiet |= now - t > opt_.timeout / 4;
   if (quiet && pulse_.alive_since_last_check(now)) heartbeat(true);
 }
 
-// Tells every server that this worker is alive (see Op::kHeartbeat): waiting for a reply or for a
+// Tells the servers that this worker is alive (see Op::kHeartbeat): waiting for a reply or for a
 // slower worker at a meeting of the workers (waiting_for_workers), or its trainer alive in a long
-// step (`only_quiet`: to the servers sent nothing for timeout/4).
+// step (`only_quiet`, as check_deadlines sends them all: to the servers sent nothing for
+// timeout/4).
 void PsWorker::Impl::heartbeat(bool only_quiet) {
   const auto now = Clock::now();
   last_heartbeat_ = now;

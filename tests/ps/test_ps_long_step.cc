@@ -32,7 +32,9 @@ constexpr int kSteps = 5;
 constexpr int kLongStep = 3;
 constexpr auto kLong = std::chrono::milliseconds(2000);
 
-enum class Stall { kNone, kCompute, kAnnouncedSleep, kSilentSleep };
+// kShortSteps: worker 1 sleeps 10 ms in every step (well under --timeout/4), worker 0 waits for
+// it in each (bsp: the server holds its reply for worker 1's push).
+enum class Stall { kNone, kCompute, kAnnouncedSleep, kSilentSleep, kShortSteps };
 
 struct Outcome {
   std::vector<std::string> errors;        // by rank
@@ -42,7 +44,7 @@ struct Outcome {
 };
 
 Outcome run(const std::string& consistency, const std::string& servers, Stall stall,
-            double timeout = 0.4) {
+            double timeout = 0.4, int steps = kSteps) {
   const int n = servers == "colocated" ? 2 : 3;
   const PsGroup group = make_ps_group(servers, n);
   PsWorkerOptions opt = test_options(consistency);
@@ -61,7 +63,9 @@ Outcome run(const std::string& consistency, const std::string& servers, Stall st
     const int w = group.worker_index(comm->rank());
     PsWorker ps(comm, group, opt);
     const auto slow = [&](int t) {
-      if (w != 1 || t != kLongStep) return;
+      if (w == 1 && stall == Stall::kShortSteps)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (w != 1 || t != kLongStep || stall == Stall::kShortSteps) return;
       const auto until = Clock::now() + kLong;
       if (stall == Stall::kCompute) {
         volatile double x = 1;
@@ -85,7 +89,7 @@ Outcome run(const std::string& consistency, const std::string& servers, Stall st
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       ps.waiting_for_workers(false);
     };
-    train_worker(ps, w, kSteps, test_opt("sgd"), slow, count, meet);
+    train_worker(ps, w, steps, test_opt("sgd"), slow, count, meet);
   };
   const auto gone = [&](int rank) {  // a worker that failed meets nobody
     if (!group.is_dedicated_server(rank))
@@ -132,12 +136,18 @@ TEST(PsLongStep, AWorkerAsleepWithoutAnnouncingItIsStillNamed) {
   }
 }
 
-// bsp with steps well under the timeout (here 30 s) sends what it sent before these heartbeats: no
-// heartbeat either way (a worker's liveness heartbeats wait for timeout/4 without a push, the
-// server's for timeout/4 of a worker owed a reply since its push).
+// bsp with steps well under the timeout sends what it sent before these heartbeats: no heartbeat
+// either way. A worker's liveness heartbeats go only to a server it sent nothing for timeout/4
+// (waiting for a reply, at a meeting, or its trainer alive in a long step); the server's only to a
+// worker owed a reply for timeout/4 since its push. The run lasts several timeout/4 (250 steps of
+// 10 ms or more, --timeout 4 s): worker 1's trainer shows signs of life throughout, and worker 0's
+// comm thread waits for a reply most of the time. (At --timeout 30 s and 5 steps, as before, the
+// run ended before any timeout/4 had passed and no heartbeat could be sent either way; worker 0,
+// waiting, heartbeated every server every timeout/4 although it pushed to each in every step.)
 TEST(PsLongStep, ABspRunWithShortStepsSendsNoHeartbeat) {
-  const Outcome o = run("bsp", "1", Stall::kNone, 30);
+  const Outcome o = run("bsp", "1", Stall::kShortSteps, 4.0, 250);
   for (std::size_t r = 0; r < o.errors.size(); ++r) EXPECT_EQ(o.errors[r], "") << r;
+  EXPECT_GE(o.took, 2.5);  // 2.5 timeout/4s at least: a heartbeat could have gone
   EXPECT_EQ(o.server.value("heartbeats_in", -1), 0) << o.server.dump();
   EXPECT_EQ(o.server.value("heartbeats_out", -1), 0) << o.server.dump();
 }
