@@ -10,7 +10,8 @@
 // With a PeerLiveness (common/peer_liveness.h: the trainer's PeerWatch, handed over by
 // BucketSync), a wait past `timeout` first asks it, every 10 ms: while a peer's trainer is alive
 // (a straggler in a step longer than the timeout) the wait goes on, spent as the loop's back-off;
-// a silent peer (stopped, dead) is named in the error instead of the census.
+// a silent peer (stopped, dead) is named in the error instead of the census (this rank's note still
+// goes out, census_join, so a peer whose census this is counts it as timed out).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -55,7 +56,10 @@ class ProgressWaiter {
     const auto waited = now - last_;
     if (waited > timeout_ && !peers_alive(now)) {
       const std::string msg = timeout_message(comm_, timeout_, what());
-      if (!why_.empty()) throw TimeoutError(msg + "; " + why_);
+      if (!why_.empty()) {
+        census_join(comm_);  // stuck here too, for a peer's census (common/census.h)
+        throw TimeoutError(msg + "; " + why_);
+      }
       throw TimeoutError(msg + census(comm_, census_grace(timeout_)));
     }
     if (waited < spin_) return;

@@ -61,6 +61,13 @@ std::string census_heard(Comm& comm, int tag, Seconds grace, const char* did, co
   }
 }
 
+void census_join(Comm& comm) {
+  try {
+    census_announce(comm, tags::kCensus);
+  } catch (...) {
+  }
+}
+
 std::string census(Comm& comm, Seconds grace) {
   if (comm.size() < 2) return "";
   try {

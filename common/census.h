@@ -39,6 +39,13 @@ inline Seconds census_grace(Seconds timeout) { return std::min(timeout, Seconds(
 void census_announce(Comm& comm, int tag);
 std::string census_heard(Comm& comm, int tag, Seconds grace, const char* did, const char* not_do);
 
+// census()'s note alone, for a rank that timed out in the collective but names the peer at fault
+// itself (a PeerLiveness's silent peer, allreduce/progress_waiter.h) and takes no census: a peer
+// that takes one counts it among the ranks that "timed out here too". Without it, np 3 with rank 2
+// silent, rank 0's census read '; ranks 1 and 2 did not time out here' while rank 1, stuck beside
+// it, named rank 2. Never throws.
+void census_join(Comm& comm);
+
 // "rank 3", "ranks 1 and 3", "ranks 0, 2 and 3": how errors name a list of ranks.
 std::string rank_list(const std::vector<int>& ranks);
 
