@@ -268,9 +268,14 @@ def write_summary(out, runs, bench, figures):
     parts += rrec.summary_lines(runs)
     parts += ["## Plots", ""] + [f"- `{f.file}`: {f.title}" for f in figures
                                  if isinstance(f, rp.Figure)]
-    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
-        f.write("\n".join(parts) + "\n")
+    text = "\n".join(parts) + "\n"
+    sr.write_whole(os.path.join(out, "summary.md"), lambda tmp: _write_text(tmp, text))
     return rows
+
+
+def _write_text(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 CSS = """body{font-family:sans-serif;max-width:1300px;margin:2em auto;padding:0 1em;color:#222}
@@ -352,10 +357,7 @@ def write_html(out, results, runs, bench, figures, rows, problems):
             f"<li>{e(p)}</li>" for p in problems[:50]) + "</ul>")
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>StarRing report</title>"
             f"<style>{CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n")
-    tmp = os.path.join(out, "report.html.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(page)
-    os.replace(tmp, os.path.join(out, "report.html"))
+    sr.write_whole(os.path.join(out, "report.html"), lambda tmp: _write_text(tmp, page))
 
 
 def make_figures(runs, bench, metrics, out):
@@ -417,13 +419,13 @@ def main(argv=None):
         runs, bench, metrics, problems = load(a.results)
     except OSError as e:  # runs.jsonl a folder, or not readable: one line, not a traceback
         sys.exit(f"report.py: cannot read {e.filename or a.results}: {e.strerror or e}")
-    try:  # a full disk, or a plot's name taken by a folder: one line, not a traceback
+    try:
         figures = make_figures(runs, bench, metrics, out)
         rows = write_summary(out, runs, bench, figures)
         write_html(out, a.results, runs, bench, figures, rows, problems)
-    except OSError as e:
-        sys.exit(f"report.py: cannot write the report in {out}: {e.strerror}"
-                 f"{f' ({e.filename})' if e.filename else ''}")
+    except OSError as e:  # a full disk: one line; each file is whole or absent (write_whole)
+        sys.exit(f"report.py: cannot write the report in {out}: "
+                 f"{e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}")
     if not a.quiet:
         shown, shown_bench = sweep_scope(runs, bench, a.table_sweep)
         if a.table_sweep:

@@ -156,8 +156,11 @@ def _spread_bars(ax, xs, items, ys, field, color):
 
 def _save(fig, out_dir, name):
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, name), dpi=DPI)
-    plt.close(fig)
+    try:  # whole or not at all: a full disk left a cut (0-byte) PNG
+        sr.write_whole(os.path.join(out_dir, name),
+                       lambda tmp: fig.savefig(tmp, dpi=DPI, format="png"))
+    finally:
+        plt.close(fig)
     return name
 
 

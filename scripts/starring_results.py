@@ -94,6 +94,24 @@ def read_jsonl(path):
     return records, bad
 
 
+def write_whole(path, write):
+    """Writes a file whole or not at all: `write(tmp)` writes it to `path`.tmp, which then
+    replaces `path`. A write that fails (a full disk) removes the .tmp and raises, so no cut
+    file is left looking complete and an earlier good one stays."""
+    tmp = path + ".tmp"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException as e:
+        if isinstance(e, OSError) and e.filename in (None, tmp):
+            e.filename = path  # the file meant, not its temporary (which is gone)
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def append_jsonl(path, record):
     """Appends one record as one line (a single write, so concurrent readers see whole lines).
     A file whose last line was cut (a full disk, a killed writer) gets its newline first: the

@@ -332,8 +332,8 @@ class ReportWithPartialData(unittest.TestCase):
             proc = run_report(FIXTURE, tmp)
             self.assertEqual(proc.returncode, 1, proc.stderr)
             self.assertEqual(proc.stderr.strip().splitlines(),
-                             [f"report.py: cannot write the report in {tmp}: Is a directory "
-                              f"({taken})"])
+                             [f"report.py: cannot write the report in {tmp}: {taken}: "
+                              "Is a directory"])
 
     def test_an_unreadable_results_file_is_one_line(self):
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
@@ -347,6 +347,38 @@ class ReportWithPartialData(unittest.TestCase):
                 f.write(b"\xff\xfe garbage\n")
             records, bad = sr.read_jsonl(os.path.join(tmp, "bench.jsonl"))
             self.assertEqual((records, len(bad)), ([], 1))  # was a UnicodeDecodeError
+
+    def test_a_full_disk_is_one_line_and_keeps_the_earlier_report(self):
+        # A file-size limit stands in for a full disk (EFBIG where ENOSPC would come): a
+        # traceback, and the earlier report's first plot cut to the limit (0 bytes on a full
+        # tmpfs), before write_whole.
+        def full_disk():
+            import resource
+            import signal
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            out = os.path.join(tmp, "report")
+            self.assertEqual(run_report(FIXTURE, out).returncode, 0)
+
+            def files():
+                found = {}
+                for name in sorted(os.listdir(out)):
+                    with open(os.path.join(out, name), "rb") as f:
+                        found[name] = f.read()
+                return found
+
+            before = files()
+            proc = subprocess.run([sys.executable, REPORT, FIXTURE, "--out", out],
+                                  capture_output=True, text=True, timeout=300,
+                                  preexec_fn=full_disk)
+            self.assertNotEqual(proc.returncode, 0)
+            lines = proc.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, proc.stderr)
+            self.assertRegex(lines[0], rf"^report.py: cannot write the report in {re.escape(out)}: "
+                             rf"{re.escape(out)}/[a-z_]+\.(png|md|html): File too large$")
+            self.assertEqual(files(), before)  # every file whole, the earlier ones kept
 
     def test_a_folder_without_results_is_an_error(self):
         tmp = tempfile.mkdtemp(prefix="starring_report_test_")
