@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -345,6 +346,21 @@ void print_all(MPI_Comm comm, const std::string& what, int rank, int size) {
   }
 }
 
+// What the command printed must reach its standard output: a full disk (`bench --json > rows` on
+// a full file system, /dev/full) failed silently with exit 0 and an empty or cut file, as stdio
+// reports a failed write only to the flush that makes it (here, at exit, unchecked).
+void check_stdout() {
+  errno = 0;
+  std::cout.flush();  // fflush(stdout) where cout shares stdio's buffer (the default)
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stdout) && std::cout) return;
+  std::clearerr(stdout);  // the error is reported once, here; MPI_Finalize's flush adds nothing
+  throw starring::Error(concat("writing the standard output failed",
+                               err ? concat(": ", std::strerror(err)) : std::string(),
+                               " (what this command printed there is incomplete)"));
+}
+
 // Runs the command; on failure returns its message and exit code instead of throwing, and in
 // `brief` the short line of a failure another rank reported (starring::Relayed; else empty).
 int run_command(Command command, Config& cfg, int provided, std::string& what, std::string& brief) {
@@ -352,7 +368,9 @@ int run_command(Command command, Config& cfg, int provided, std::string& what, s
     if (provided < MPI_THREAD_MULTIPLE)
       throw starring::Error("the MPI library does not provide MPI_THREAD_MULTIPLE");
     auto world = std::make_shared<starring::MpiComm>(MPI_COMM_WORLD);
-    return command(cfg, world);
+    const int code = command(cfg, world);
+    check_stdout();
+    return code;
   } catch (const std::bad_alloc&) {
     what = "out of memory (std::bad_alloc): ask for less (--max-bytes, --hidden, --batch)";
     return 1;

@@ -16,7 +16,7 @@ import time
 
 import bin_main
 import cli_case
-from cli_case import BIN, MPIRUN, TINY, LONG, CliCase, with_opts, write_idx_dir
+from cli_case import BIN, CRASH, MPIRUN, TINY, LONG, CliCase, with_opts, write_idx_dir
 
 
 class BadInput(CliCase):
@@ -237,6 +237,27 @@ class BadInput(CliCase):
         self.assertEqual(p.returncode, -signal.SIGTERM, err)
         self.assertIn("starring: rank 0: stopped by SIGTERM\n", err)
         self.assertNotIn("checkpoint", err)
+
+    def test_standard_output_on_a_full_disk_is_an_error(self):
+        # /dev/full: every write fails with ENOSPC, as on a full disk. `bench --json > rows` and
+        # train's summary table ended with exit 0 and an empty or cut file, the failure unsaid.
+        # One process only: under mpirun the ranks write to mpirun, which writes the file and
+        # does not report a failed write (Open MPI 4.1: exit 0).
+        for args in (["bench", "--json", "-b", "1K", "-e", "4K"], ["train"] + TINY):
+            argv = [BIN] + args
+            with open("/dev/full", "w") as full:
+                p = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True,
+                                   cwd=self.tmp, timeout=120)
+            where = f"\n$ {' '.join(argv)}\nexit {p.returncode}\n{p.stderr}"
+            self.assertEqual(p.returncode, 1, where)
+            for bad in CRASH:
+                self.assertNotIn(bad, p.stderr, where)
+            errors = [l for l in p.stderr.splitlines() if l.startswith("starring: error: ")]
+            self.assertEqual(len(errors), 1, where)  # the reason is lost when an earlier flush
+            # failed (stdio keeps only the error flag)
+            self.assertRegex(errors[0], r"^starring: error: writing the standard output failed"
+                             r"(: No space left on device)? \(what this command printed there is "
+                             r"incomplete\)$", where)
 
     def test_one_process_without_mpirun_is_noted(self):
         # a ring of one moves nothing: said once, for a run that goes ahead, not before a refusal
