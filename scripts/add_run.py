@@ -100,6 +100,37 @@ def add_summary(out, a):
                             f"{a.sweep}-{next_index(out):03d}-{slug(label)}-w{summary['workers']}")
     rdir = os.path.join(out, "runs", run_id)
     os.makedirs(rdir, exist_ok=True)
+    try:
+        record_run(out, a, summary, run_id, rdir, label, traces)
+    except BaseException:  # a full disk: no half-made run (cut copies, no record) is left
+        shutil.rmtree(rdir, ignore_errors=True)
+        raise
+    print(f"add_run.py: {run_id} ({label}, W={summary['workers']}, np={summary['world_size']}, "
+          f"{summary['samples_per_s']:,.0f} samples/s) -> {os.path.join(out, 'runs.jsonl')}")
+
+
+def copy_file(src, dst):
+    """shutil.copyfile, whose errors name the file they come from: a full disk named `src`."""
+    with open(src, "rb") as fin, open(dst, "wb", buffering=0) as fout:
+        while True:
+            try:
+                block = fin.read(1 << 20)
+            except OSError as e:
+                e.filename = src
+                raise
+            if not block:
+                return
+            view = memoryview(block)
+            while view:
+                try:
+                    view = view[fout.write(view):]
+                except OSError as e:
+                    e.filename = dst
+                    raise
+
+
+def record_run(out, a, summary, run_id, rdir, label, traces):
+    """add_summary's writes: the run's files into `rdir`, then its record."""
     rel = lambda p: os.path.relpath(p, out)  # noqa: E731
     rec = {"record_schema": sr.RECORD_SCHEMA, "sweep": a.sweep, "run_id": run_id,
            "variant": label, "config": config_of(summary), "grid_point": {},
@@ -114,24 +145,22 @@ def add_summary(out, a):
     if summary.get("diverged_at_step") is not None:  # the run exited 1: not a measurement
         rec.update(status="failed", exit_code=1,
                    log_tail=f"loss not finite from step {summary['diverged_at_step']}\n")
-    shutil.copyfile(a.summary, os.path.join(rdir, "summary.json"))
+    copy_file(a.summary, os.path.join(rdir, "summary.json"))
     rec["summary_file"] = rel(os.path.join(rdir, "summary.json"))
     if a.metrics:
-        shutil.copyfile(a.metrics, os.path.join(rdir, "metrics.jsonl"))
+        copy_file(a.metrics, os.path.join(rdir, "metrics.jsonl"))
         rec["metrics_file"] = rel(os.path.join(rdir, "metrics.jsonl"))
     if traces:
         copied = []
         for rank, src in traces.items():
             dst = os.path.join(rdir, f"trace.{rank}.json")
-            shutil.copyfile(src, dst)
+            copy_file(src, dst)
             copied.append(dst)
         rec["trace_files"] = [rel(p) for p in copied]
         merged = os.path.join(rdir, "trace.json")
         if sr.merge_traces(copied, merged):
             rec["trace_merged"] = rel(merged)
     sr.append_jsonl(os.path.join(out, "runs.jsonl"), rec)
-    print(f"add_run.py: {run_id} ({label}, W={summary['workers']}, np={summary['world_size']}, "
-          f"{summary['samples_per_s']:,.0f} samples/s) -> {os.path.join(out, 'runs.jsonl')}")
 
 
 def read_bench(a):

@@ -5,6 +5,7 @@ The summaries are the committed fixture's runs (tests/experiments/fixtures/resul
 `starring` binary needed."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -186,6 +187,32 @@ class AddRun(unittest.TestCase):
         self.assertNotIn("Traceback", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.out, "runs.jsonl")))
 
+
+    def test_a_full_disk_leaves_no_half_made_run_and_names_the_file_written(self):
+        # A file-size limit stands in for a full disk (EFBIG where ENOSPC would come). The
+        # run's folder was left with a cut metrics.jsonl and no record, and the line named the
+        # metrics file copied from, not the one it could not write.
+        summary = self.write("s.json", as_summary(fixture_run("main-ring-w2")))
+        metrics = self.write("m.jsonl", "".join(json.dumps({"step": i, "loss": 1.0 / (i + 1)})
+                                                + "\n" for i in range(400)))
+        self.assertGreater(os.path.getsize(metrics), 8192)
+
+        def full_disk():
+            import resource
+            import signal
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+
+        p = subprocess.run([sys.executable, ADD, self.out, summary, "--metrics", metrics],
+                           capture_output=True, text=True, timeout=60, preexec_fn=full_disk)
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+        self.assertRegex(p.stderr.strip(), r"^add_run.py: cannot add the run: "
+                         + re.escape(os.path.join(self.out, "runs")) + r"/[^/]+/metrics\.jsonl: "
+                         r"File too large$")
+        self.assertEqual(os.listdir(os.path.join(self.out, "runs")), [])
+        self.assertFalse(os.path.exists(os.path.join(self.out, "runs.jsonl")))
+        self.assertEqual(add(self.out, summary, "--metrics", metrics).returncode, 0)  # retried
 
     def test_a_diverged_run_is_recorded_as_failed(self):
         # `starring train` exits 1 after writing the summary of a run whose loss stopped being
