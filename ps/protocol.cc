@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 #include "common/error.h"
 
@@ -111,32 +112,49 @@ PsInitSpec PsInitSpec::from_json(const nlohmann::json& j) {
 
 namespace {
 
-// The buffers of sends released unfinished (PendingSends): kept for the rest of the process, and
-// reachable from here, so that a leak checker (ASan's) does not report what is kept on purpose.
+// The buffers of sends released unfinished: kept for the rest of the process, and reachable from
+// here, so that a leak checker (ASan's) does not report what is kept on purpose.
 std::mutex kept_mu;
-std::vector<std::unique_ptr<std::vector<char>>>& kept_buffers() {
-  static auto* kept = new std::vector<std::unique_ptr<std::vector<char>>>();  // never destroyed
+std::vector<std::shared_ptr<const void>>& kept_buffers() {
+  static auto* kept = new std::vector<std::shared_ptr<const void>>();  // never destroyed
   return *kept;
 }
 
 }  // namespace
 
-PendingSends::~PendingSends() {
-  for (std::size_t i = 0; i < reqs_.size(); ++i) {
-    bool done = false;
-    try {
-      done = reqs_[i]->test();
-    } catch (...) {  // a failing test counts as unfinished: nothing is thrown from here
-    }
-    reqs_[i].reset();
-    if (done) continue;
-    try {
-      std::lock_guard<std::mutex> lk(kept_mu);
-      kept_buffers().push_back(std::move(msgs_[i]));
-    } catch (...) {  // no memory to remember it: leaked all the same, never freed under MPI
-      (void)msgs_[i].release();
-    }
+bool release_unfinished(std::unique_ptr<Request>& req) noexcept {
+  if (!req) return false;
+  bool done = false;
+  try {
+    done = req->test();
+  } catch (...) {  // a failing test counts as unfinished
   }
+  req.reset();
+  return !done;
+}
+
+void keep_for_process(std::shared_ptr<const void> buf) noexcept {
+  if (!buf) return;
+  try {
+    std::lock_guard<std::mutex> lk(kept_mu);
+    kept_buffers().push_back(std::move(buf));
+  } catch (...) {  // no memory to remember it: leaked all the same (buf still holds it)
+    (void)new (std::nothrow) std::shared_ptr<const void>(std::move(buf));
+  }
+}
+
+void keep_for_process(std::unique_ptr<std::vector<char>> buf) noexcept {
+  if (!buf) return;
+  try {
+    keep_for_process(std::shared_ptr<const void>(std::move(buf)));
+  } catch (...) {  // no memory for the shared owner: leaked all the same, never freed under MPI
+    (void)buf.release();
+  }
+}
+
+PendingSends::~PendingSends() {
+  for (std::size_t i = 0; i < reqs_.size(); ++i)
+    if (release_unfinished(reqs_[i])) keep_for_process(std::move(msgs_[i]));
 }
 
 void PendingSends::send(std::vector<char> msg, int dst, int tag) {

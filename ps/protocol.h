@@ -127,6 +127,17 @@ struct PsInitSpec {
   static PsInitSpec from_json(const nlohmann::json& j);
 };
 
+// The rule PendingSends follows, for a buffer whose sends are released elsewhere (a push's
+// staging, a heartbeat, an abort, a server's control message): a send that is not complete when
+// its request is released may still be read by MPI afterwards (a send matched late by a stopped
+// peer that goes on), so its buffer is kept until the process ends (the job is ending) instead of
+// freed under it. release_unfinished releases `req` (null: nothing) and says whether its send
+// was not complete (a failing test counts as not complete); keep_for_process keeps `buf`.
+// Neither throws.
+bool release_unfinished(std::unique_ptr<Request>& req) noexcept;
+void keep_for_process(std::unique_ptr<std::vector<char>> buf) noexcept;
+void keep_for_process(std::shared_ptr<const void> buf) noexcept;
+
 // A worker's batch of messages sent at once (the start, the optimizer state, the state requests
 // of a checkpoint, an evaluation or check_peers), each with its buffer. An error that unwinds
 // before wait() (a server's acknowledgement, a send or an answer timed out) releases the

@@ -74,8 +74,10 @@ PsWorker::Impl::Impl(std::shared_ptr<Comm> comm, PsGroup group, PsWorkerOptions 
                         "--ps-chunk-bytes must be between 4 bytes and 1 GiB, got ",
                         opt_.chunk_bytes);
   where_ = "rank " + std::to_string(rank_) + " (worker " + std::to_string(index_) + ")";
-  heartbeat_msg_.op = Op::kHeartbeat;  // never changes: sends of it may overlap
-  heartbeat_msg_.worker = index_;
+  PsHeader hb;
+  hb.op = Op::kHeartbeat;
+  hb.worker = index_;
+  heartbeat_msg_ = std::make_unique<std::vector<char>>(make_message(hb, nullptr, 0));
 }
 
 Seconds PsWorker::Impl::grace() const {

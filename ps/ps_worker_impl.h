@@ -66,7 +66,9 @@ class PsWorker::Impl {
     float lr = 0;
   };
   struct Flight {  // comm-thread state of one chunk
-    std::vector<char> staging;
+    // the push's message; a send to a dead or stopped server may still read it when this worker
+    // ends: then kept for the process (release_sends)
+    std::unique_ptr<std::vector<char>> staging = std::make_unique<std::vector<char>>();
     std::unique_ptr<Request> send, recv;
     std::chrono::steady_clock::time_point since;
     double trace_t0 = 0;
@@ -92,6 +94,9 @@ class PsWorker::Impl {
   void heartbeat(bool only_quiet = false);
   void fail(std::exception_ptr e);
   void send_abort(const std::string& why, bool timeout);
+  // The comm thread's end: its sends still in flight (to a dead or stopped server) keep their
+  // buffers for the rest of the process (ps/protocol.h, release_unfinished), as PendingSends'.
+  void release_sends();
 
   // worker_state.cc helpers
   void on_state(const PsHeader& h, const float* data);
@@ -167,7 +172,7 @@ class PsWorker::Impl {
   // comm thread only
   std::vector<Flight> flights_;
   std::vector<int> active_;  // chunks with a request in flight
-  std::vector<char> ctl_buf_, abort_msg_;
+  std::vector<char> ctl_buf_;
   std::unique_ptr<Request> ctl_req_;
   WatchClock watch_;  // this thread's pauses between deadline checks (common/watch_clock.h)
   std::chrono::steady_clock::time_point last_heartbeat_;
@@ -177,7 +182,8 @@ class PsWorker::Impl {
   // than --timeout). Bound in start() (the trainer thread), marked at each call of the trainer.
   ThreadPulse pulse_;
   std::atomic<bool> at_meeting_{false};  // the trainer waits for a slower worker (any thread)
-  PsHeader heartbeat_msg_;
+  // A heartbeat's message (never changes: sends of it may overlap), and its sends in flight
+  std::unique_ptr<std::vector<char>> heartbeat_msg_;
   std::vector<std::unique_ptr<Request>> heartbeats_;
   // shared memory: this worker's push segment; per server index, its parameter segment (null:
   // data travels in the messages)

@@ -36,6 +36,16 @@ void PsWorker::Impl::comm_main() {
   }
   for (auto& f : flights_) f.recv.reset();  // cancels receives into the parameter buffer
   ctl_req_.reset();
+  release_sends();
+}
+
+void PsWorker::Impl::release_sends() {
+  for (auto& f : flights_)
+    if (release_unfinished(f.send)) keep_for_process(std::move(f.staging));
+  bool heartbeat_in_flight = false;
+  for (auto& r : heartbeats_) heartbeat_in_flight |= release_unfinished(r);
+  heartbeats_.clear();
+  if (heartbeat_in_flight) keep_for_process(std::move(heartbeat_msg_));
 }
 
 void PsWorker::Impl::comm_loop() {
@@ -134,15 +144,15 @@ bool PsWorker::Impl::push_chunk(int c, const Job& job) {
     // the header alone. The slot is rewritten only after this chunk's reply, when the server
     // is done with it.
     std::memcpy(push_seg_->floats() + ch.begin, buf_.grads + ch.begin, bytes);
-    f.staging.assign(reinterpret_cast<const char*>(&h), reinterpret_cast<const char*>(&h + 1));
+    f.staging->assign(reinterpret_cast<const char*>(&h), reinterpret_cast<const char*>(&h + 1));
     shm_sent_.fetch_add(bytes, std::memory_order_relaxed);
   } else {
-    f.staging.resize(sizeof(PsHeader) + bytes);
-    std::memcpy(f.staging.data(), &h, sizeof(h));
-    std::memcpy(f.staging.data() + sizeof(h), buf_.grads + ch.begin, bytes);
+    f.staging->resize(sizeof(PsHeader) + bytes);
+    std::memcpy(f.staging->data(), &h, sizeof(h));
+    std::memcpy(f.staging->data() + sizeof(h), buf_.grads + ch.begin, bytes);
   }
   const double staged = seconds(Clock::now() - t0);
-  f.send = comm_->isend(f.staging.data(), f.staging.size(), dst, kReqTag);
+  f.send = comm_->isend(f.staging->data(), f.staging->size(), dst, kReqTag);
   if (!listed) active_.push_back(c);  // listed once: poll_flights would test it twice
   std::lock_guard<std::mutex> lk(mu_);
   stage_s_ += staged;
@@ -379,13 +389,16 @@ void PsWorker::Impl::heartbeat(bool only_quiet) {
     if (link_ && dst == rank_) {
       // This session's own link: one racing the kDone is taken or dropped with it, never a
       // next session's.
-      if (!goodbye_.load(std::memory_order_relaxed)) link_->post({heartbeat_msg_, nullptr, {}});
+      if (!goodbye_.load(std::memory_order_relaxed))
+        link_->post(
+            {header_of(heartbeat_msg_->data(), heartbeat_msg_->size(), where_), nullptr, {}});
       continue;
     }
     std::lock_guard<std::mutex> lk(hb_mu_);
     if (goodbye_.load(std::memory_order_relaxed)) continue;  // before the kDone or not at all
-    heartbeats_.push_back(comm_->isend(&heartbeat_msg_, sizeof(PsHeader), dst, kReqTag));
-    hb_sent_ += sizeof(PsHeader);
+    heartbeats_.push_back(
+        comm_->isend(heartbeat_msg_->data(), heartbeat_msg_->size(), dst, kReqTag));
+    hb_sent_ += heartbeat_msg_->size();
   }
 }
 
@@ -403,8 +416,8 @@ void PsWorker::Impl::send_abort(const std::string& why, bool timeout) {
   h.op = Op::kAbort;
   h.worker = index_;
   h.step = timeout ? 1 : 0;
-  abort_msg_ = make_text_message(h, why);  // a member: outlives a send left in flight
-  const auto& msg = abort_msg_;
+  // kept for the process if a send of it is still in flight at the end (to a dead server)
+  auto msg = std::make_unique<std::vector<char>>(make_text_message(h, why));
   std::vector<std::unique_ptr<Request>> reqs;
   for (int s = 0; s < group_.num_servers(); ++s) {
     const int dst = group_.server_ranks[static_cast<std::size_t>(s)];
@@ -412,17 +425,20 @@ void PsWorker::Impl::send_abort(const std::string& why, bool timeout) {
       if (link_ && dst == rank_)
         link_->post({h, nullptr, why});
       else
-        reqs.push_back(comm_->isend(msg.data(), msg.size(), dst, kReqTag));
+        reqs.push_back(comm_->isend(msg->data(), msg->size(), dst, kReqTag));
     } catch (const std::exception&) {
     }
   }
   const auto wait = std::min(opt_.timeout, Seconds(1.0));
+  bool in_flight = false;
   for (auto& r : reqs) {
     try {
       r->wait(wait);
     } catch (const std::exception&) {
     }
+    in_flight |= release_unfinished(r);
   }
+  if (in_flight) keep_for_process(std::move(msg));
 }
 
 }  // namespace starring::ps

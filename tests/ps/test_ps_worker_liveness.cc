@@ -12,7 +12,7 @@
 //    went on) writes nothing: it wrote into check_peers' freed scratch buffer (glibc: "malloc():
 //    unaligned tcache chunk detected", abort);
 //  - check_peers' requests whose sends did not complete before it gave up keep their buffers (MPI
-//    may read them later);
+//    may read them later), and so do a failed worker's push, heartbeats and abort;
 //  - restoring a checkpoint's optimizer state (kSetState, each acknowledged) waits --timeout +
 //    grace, as the start's acknowledgements, and names the server that did not acknowledge; it
 //    waited 2 x (--timeout + grace) and named none;
@@ -24,11 +24,15 @@
 // itself, longer than the deadline, and the real deadline of the silent-server case.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
@@ -420,6 +424,88 @@ TEST(PsWorkerRestore, AServerThatDoesNotAcknowledgeTheStateIsNamedWithinTheDeadl
     EXPECT_NE(error.find(part), std::string::npos) << part << "\nnot in: " << error;
   EXPECT_EQ(error.find("rank 1"), std::string::npos) << error;  // it acknowledged
   EXPECT_EQ(server_error, "");
+}
+
+// Forwards to another Comm, except the sends of a request whose op is in `held`: never complete
+// (a dead or stopped server), and the first of each op is remembered, so that the test can read
+// its buffer afterwards, as MPI does when it moves a send left in flight.
+class HoldSendsComm : public ForwardingComm {
+ public:
+  HoldSendsComm(std::shared_ptr<Comm> inner, std::vector<Op> held)
+      : ForwardingComm(std::move(inner)), held_(std::move(held)) {}
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    const Op op = bytes >= sizeof(PsHeader) ? static_cast<const PsHeader*>(buf)->op : Op::kPush;
+    if (tag != kReqTag || bytes < sizeof(PsHeader) ||
+        std::find(held_.begin(), held_.end(), op) == held_.end())
+      return inner().isend(buf, bytes, peer, tag);
+    std::lock_guard<std::mutex> lk(mu_);
+    bufs_.emplace(op, buf);  // the first of each op
+    return std::make_unique<Held>();
+  }
+  // The header of the first held send of `op` as that send would read it now (nullopt: none).
+  std::optional<PsHeader> read_held(Op op) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    const auto it = bufs_.find(op);
+    if (it == bufs_.end()) return std::nullopt;
+    PsHeader h;
+    std::memcpy(&h, it->second, sizeof h);
+    return h;
+  }
+
+ private:
+  struct Held : Request {
+    bool test() override { return false; }
+    bool may_be_done() override { return false; }
+    RecvStatus wait(Seconds) override { throw TimeoutError("held send (test)"); }
+    RecvStatus status() const override { return {}; }
+  };
+  const std::vector<Op> held_;
+  mutable std::mutex mu_;
+  std::map<Op, const void*> bufs_;
+};
+
+// A worker whose server died with a push in flight: the push, the heartbeats sent while it waited
+// for the reply and the abort sent after the timeout stay in flight, and MPI may still read them
+// when the worker is gone (a stopped server that goes on, the sender's own progress). Their
+// buffers were freed with the worker (in Release glibc's free list wrote over all three headers:
+// the push's magic read 1397773138), as the start and state messages were before PendingSends.
+TEST(PsWorkerFailure, SendsLeftInFlightWhenTheWorkerFailsKeepTheirBuffers) {
+  InProcWorld world(2);
+  const PsGroup group = make_ps_group("1", 2);
+  auto worker_comm = std::make_shared<HoldSendsComm>(
+      world.comm(0), std::vector<Op>{Op::kPush, Op::kHeartbeat, Op::kAbort});
+  std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
+  std::string error;
+  {
+    PsWorker ps(worker_comm, group, worker_options());
+    std::thread server([&] {  // acknowledges the start, then is gone
+      PsHeader h;
+      h.op = Op::kAck;
+      world.comm(1)->send(&h, sizeof(h), 0, kCtlTag, kWait);
+    });
+    try {
+      ps.start(layout(), {p.data(), g.data(), false, nullptr}, sgd());
+      push_step_1(ps, g);
+      ps.wait_params(0);
+    } catch (const TimeoutError& e) {
+      error = e.what();
+    }
+    server.join();
+    try {
+      ps.shutdown();
+    } catch (const std::exception&) {
+    }
+  }
+  EXPECT_NE(error.find("no reply to the push of chunk 0 (step 1"), std::string::npos) << error;
+  for (const Op op : {Op::kPush, Op::kHeartbeat, Op::kAbort}) {
+    const std::optional<PsHeader> h = worker_comm->read_held(op);
+    ASSERT_TRUE(h) << "no " << op_name(op) << " was sent";
+    EXPECT_EQ(h->magic, PsHeader::kMagic) << op_name(op);
+    EXPECT_EQ(h->op, op) << op_name(op);
+    EXPECT_EQ(h->worker, 0) << op_name(op);
+    if (op == Op::kPush) EXPECT_EQ(h->chunk, 0);
+    if (op == Op::kPush) EXPECT_EQ(h->step, 1);
+  }
 }
 
 // Forwards to another Comm; posting a request receive (kReqTag: only a server posts those)
