@@ -127,8 +127,8 @@ struct PsInitSpec {
   static PsInitSpec from_json(const nlohmann::json& j);
 };
 
-// The rule PendingSends follows, for a buffer whose sends are released elsewhere (a push's
-// staging, a heartbeat, an abort, a server's control message): a send that is not complete when
+// The rule PendingSends follows, for a buffer whose sends are released elsewhere (a worker's
+// push staging, heartbeat and abort messages): a send that is not complete when
 // its request is released may still be read by MPI afterwards (a send matched late by a stopped
 // peer that goes on), so its buffer is kept until the process ends (the job is ending) instead of
 // freed under it. release_unfinished releases `req` (null: nothing) and says whether its send
