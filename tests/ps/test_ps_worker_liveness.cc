@@ -158,13 +158,14 @@ TEST(PsWorkerLiveness, AStoppedCommThreadDoesNotNameAServerWhoseReplyIsWaiting) 
   if (error.empty()) EXPECT_EQ(server_error, "");
 }
 
-TEST(PsWorkerLiveness, AServerThatDoesNotReplyIsNamedByRank) {
-  InProcWorld world(2);
+// Rank 0's worker (through `comm`) pushes step 1 to a server, rank 1 of `world`, that
+// acknowledges the start and then never replies; returns the worker's timeout, after its shutdown.
+std::string push_to_a_silent_server(InProcWorld& world, std::shared_ptr<Comm> comm) {
   const PsGroup group = make_ps_group("1", 2);
   std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
   std::string error;
   {
-    PsWorker ps(world.comm(0), group, worker_options());
+    PsWorker ps(std::move(comm), group, worker_options());
     std::thread server([&] {  // acknowledges the start, then never replies
       PsHeader h;
       h.op = Op::kAck;
@@ -183,6 +184,12 @@ TEST(PsWorkerLiveness, AServerThatDoesNotReplyIsNamedByRank) {
     } catch (const std::exception&) {
     }
   }
+  return error;
+}
+
+TEST(PsWorkerLiveness, AServerThatDoesNotReplyIsNamedByRank) {
+  InProcWorld world(2);
+  const std::string error = push_to_a_silent_server(world, world.comm(0));
   std::printf("the worker said: %s\n", error.c_str());
   for (const char* part : {"rank 0 (worker 0): timeout after 0.2 s waiting for server rank 1: ",
                            "no reply to the push of chunk 0 (step 1"})
@@ -313,26 +320,31 @@ TEST(PsWorkerCheckPeers, ALocalShardThatAnswersAfterTheGraceWritesNowhere) {
   EXPECT_EQ(p, std::vector<float>(kFloats, 1.0f));
 }
 
-// Forwards to another Comm, except a kGetState request: its send is held, never complete (a
-// server stopped before it received it), and the test reads its buffer afterwards, as MPI does
-// when a server that went on matches the send late.
-class HoldGetStateComm : public ForwardingComm {
+// Forwards to another Comm, except the sends of a request whose op is in `held`: never complete
+// (a dead or stopped server), and the first of each op is remembered, so that the test can read
+// its buffer afterwards, as MPI does when it moves a send left in flight.
+class HoldSendsComm : public ForwardingComm {
  public:
-  using ForwardingComm::ForwardingComm;
+  HoldSendsComm(std::shared_ptr<Comm> inner, std::vector<Op> held)
+      : ForwardingComm(std::move(inner)), held_(std::move(held)) {}
   std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    const Op op = bytes >= sizeof(PsHeader) ? static_cast<const PsHeader*>(buf)->op : Op::kPush;
     if (tag != kReqTag || bytes < sizeof(PsHeader) ||
-        static_cast<const PsHeader*>(buf)->op != Op::kGetState)
+        std::find(held_.begin(), held_.end(), op) == held_.end())
       return inner().isend(buf, bytes, peer, tag);
-    held_ = buf;
+    std::lock_guard<std::mutex> lk(mu_);
+    bufs_.emplace(op, buf);  // the first of each op
     return std::make_unique<Held>();
   }
-  // The held request's header as the send would read it now.
-  PsHeader read_held() const {
+  // The header of the first held send of `op` as that send would read it now (nullopt: none).
+  std::optional<PsHeader> read_held(Op op) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    const auto it = bufs_.find(op);
+    if (it == bufs_.end()) return std::nullopt;
     PsHeader h;
-    std::memcpy(&h, held_, sizeof h);
+    std::memcpy(&h, it->second, sizeof h);
     return h;
   }
-  bool holds() const { return held_ != nullptr; }
 
  private:
   struct Held : Request {
@@ -341,7 +353,9 @@ class HoldGetStateComm : public ForwardingComm {
     RecvStatus wait(Seconds) override { throw TimeoutError("held send (test)"); }
     RecvStatus status() const override { return {}; }
   };
-  const void* held_ = nullptr;
+  const std::vector<Op> held_;
+  mutable std::mutex mu_;
+  std::map<Op, const void*> bufs_;
 };
 
 // check_peers' kGetState requests whose sends are not complete when it gives up (the grace
@@ -352,7 +366,7 @@ class HoldGetStateComm : public ForwardingComm {
 TEST(PsWorkerCheckPeers, AGetStateRequestNotSentWhenItGivesUpKeepsItsBuffer) {
   InProcWorld world(2);
   const PsGroup group = make_ps_group("1", 2);
-  auto worker_comm = std::make_shared<HoldGetStateComm>(world.comm(0));
+  auto worker_comm = std::make_shared<HoldSendsComm>(world.comm(0), std::vector<Op>{Op::kGetState});
   std::string server_error;
   std::thread server = run_server(world.comm(1), group, server_error);
   std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
@@ -365,11 +379,11 @@ TEST(PsWorkerCheckPeers, AGetStateRequestNotSentWhenItGivesUpKeepsItsBuffer) {
     } catch (const TimeoutError& e) {
       error = e.what();
     }
-    ASSERT_TRUE(worker_comm->holds());
-    const PsHeader h = worker_comm->read_held();
-    EXPECT_EQ(h.magic, PsHeader::kMagic);
-    EXPECT_EQ(h.op, Op::kGetState);
-    EXPECT_EQ(h.chunk, 0);
+    const std::optional<PsHeader> h = worker_comm->read_held(Op::kGetState);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->magic, PsHeader::kMagic);
+    EXPECT_EQ(h->op, Op::kGetState);
+    EXPECT_EQ(h->chunk, 0);
     try {
       ps.shutdown();
     } catch (const std::exception& e) {
@@ -426,44 +440,6 @@ TEST(PsWorkerRestore, AServerThatDoesNotAcknowledgeTheStateIsNamedWithinTheDeadl
   EXPECT_EQ(server_error, "");
 }
 
-// Forwards to another Comm, except the sends of a request whose op is in `held`: never complete
-// (a dead or stopped server), and the first of each op is remembered, so that the test can read
-// its buffer afterwards, as MPI does when it moves a send left in flight.
-class HoldSendsComm : public ForwardingComm {
- public:
-  HoldSendsComm(std::shared_ptr<Comm> inner, std::vector<Op> held)
-      : ForwardingComm(std::move(inner)), held_(std::move(held)) {}
-  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
-    const Op op = bytes >= sizeof(PsHeader) ? static_cast<const PsHeader*>(buf)->op : Op::kPush;
-    if (tag != kReqTag || bytes < sizeof(PsHeader) ||
-        std::find(held_.begin(), held_.end(), op) == held_.end())
-      return inner().isend(buf, bytes, peer, tag);
-    std::lock_guard<std::mutex> lk(mu_);
-    bufs_.emplace(op, buf);  // the first of each op
-    return std::make_unique<Held>();
-  }
-  // The header of the first held send of `op` as that send would read it now (nullopt: none).
-  std::optional<PsHeader> read_held(Op op) const {
-    std::lock_guard<std::mutex> lk(mu_);
-    const auto it = bufs_.find(op);
-    if (it == bufs_.end()) return std::nullopt;
-    PsHeader h;
-    std::memcpy(&h, it->second, sizeof h);
-    return h;
-  }
-
- private:
-  struct Held : Request {
-    bool test() override { return false; }
-    bool may_be_done() override { return false; }
-    RecvStatus wait(Seconds) override { throw TimeoutError("held send (test)"); }
-    RecvStatus status() const override { return {}; }
-  };
-  const std::vector<Op> held_;
-  mutable std::mutex mu_;
-  std::map<Op, const void*> bufs_;
-};
-
 // A worker whose server died with a push in flight: the push, the heartbeats sent while it waited
 // for the reply and the abort sent after the timeout stay in flight, and MPI may still read them
 // when the worker is gone (a stopped server that goes on, the sender's own progress). Their
@@ -471,31 +447,9 @@ class HoldSendsComm : public ForwardingComm {
 // the push's magic read 1397773138), as the start and state messages were before PendingSends.
 TEST(PsWorkerFailure, SendsLeftInFlightWhenTheWorkerFailsKeepTheirBuffers) {
   InProcWorld world(2);
-  const PsGroup group = make_ps_group("1", 2);
   auto worker_comm = std::make_shared<HoldSendsComm>(
       world.comm(0), std::vector<Op>{Op::kPush, Op::kHeartbeat, Op::kAbort});
-  std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
-  std::string error;
-  {
-    PsWorker ps(worker_comm, group, worker_options());
-    std::thread server([&] {  // acknowledges the start, then is gone
-      PsHeader h;
-      h.op = Op::kAck;
-      world.comm(1)->send(&h, sizeof(h), 0, kCtlTag, kWait);
-    });
-    try {
-      ps.start(layout(), {p.data(), g.data(), false, nullptr}, sgd());
-      push_step_1(ps, g);
-      ps.wait_params(0);
-    } catch (const TimeoutError& e) {
-      error = e.what();
-    }
-    server.join();
-    try {
-      ps.shutdown();
-    } catch (const std::exception&) {
-    }
-  }
+  const std::string error = push_to_a_silent_server(world, worker_comm);
   EXPECT_NE(error.find("no reply to the push of chunk 0 (step 1"), std::string::npos) << error;
   for (const Op op : {Op::kPush, Op::kHeartbeat, Op::kAbort}) {
     const std::optional<PsHeader> h = worker_comm->read_held(op);
