@@ -147,6 +147,7 @@ ShmRing::ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node)
                                  : oversubscribed   ? 16 << 20
                                                     : 2 << 20;
   slots_ = std::max<std::size_t>(opt.window, ring_bytes / (slot_elems_ * sizeof(float)));
+  own_cap_ = std::max<std::size_t>(1, slots_ / 2);
   MPI_Info info;
   CHECK_MPI(MPI_Info_create(&info));
   CHECK_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
@@ -251,12 +252,36 @@ void ShmRing::publish(std::uint64_t step, std::uint64_t lo) {
   msgs_sent_.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Copies queued messages into free slots. Returns true if any moved.
+// Whether this rank's own chunk may take one more slot now. While messages to forward are still
+// to come, its segments in flight are capped at half the slots (see drain()).
+bool ShmRing::own_may_go() {
+  if (fwd_left_ == 0) return true;
+  const std::uint64_t tail = load(my_tail_);
+  while (!own_sent_.empty() && own_sent_.front() < tail) own_sent_.pop_front();
+  return own_sent_.size() < own_cap_;
+}
+
+// Copies queued messages into free slots, forwards first. Returns true if any moved.
+// While messages to forward are still to come, it leaves one slot free and lets this rank's own
+// chunk hold at most half of them, so that a reduced segment usually finds a free slot and is
+// written there as it is computed (process()), not reduced into the output and copied from there
+// into a slot later: a fourth pass over the data. Taking every free slot, the own chunk kept
+// them all whenever it was longer than the slots: np 2, 16 MiB (an 8 MiB chunk, 2 MiB of slots)
+// and 64 MiB copied 32 of 32 and 128 of 128 forwards so (the fused path moves the same data in
+// three passes). Neither limit can stall the ring: each holds only while messages of this rank
+// wait in its slots, which the successor consumes without waiting for anything (process()).
 bool ShmRing::drain() {
   bool moved = false;
-  while (!pending_.empty() && slot_free()) {
-    const Pending p = pending_.front();
-    pending_.pop_front();
+  const std::size_t keep = fwd_left_ > 0 && slots_ >= 2 ? 1 : 0;
+  while (produced_ - load(my_tail_) + keep < slots_) {
+    std::deque<Pending>* q = &pending_;
+    if (q->empty()) {
+      if (own_.empty() || !own_may_go()) break;
+      own_sent_.push_back(produced_);
+      q = &own_;
+    }
+    const Pending p = q->front();
+    q->pop_front();
     std::memcpy(my_slot(produced_), p.src, p.n * sizeof(float));
     bytes_sent_.fetch_add(p.n * sizeof(float), std::memory_order_relaxed);
     publish(p.step, p.lo);
@@ -304,6 +329,7 @@ void ShmRing::process(const float* in, float* out, float scale) {
     copy_to(data, dst, nullptr, n);
   }
   store(prev_tail_, ++consumed_);  // the predecessor may reuse that slot
+  if (forward) --fwd_left_;
   ++seg_done_;
   bytes_recv_.fetch_add(n * sizeof(float), std::memory_order_relaxed);
   msgs_recv_.fetch_add(1, std::memory_order_relaxed);
@@ -318,7 +344,7 @@ void ShmRing::process(const float* in, float* out, float scale) {
 void ShmRing::run_loop(const float* in, float* out, float scale) {
   ProgressWaiter waiter(comm_, opt_.timeout, std::chrono::microseconds(opt_.spin_us), 500,
                         liveness_);
-  while (seg_done_ < seg_total_ || !pending_.empty()) {
+  while (seg_done_ < seg_total_ || !pending_.empty() || !own_.empty()) {
     bool progress = drain();
     if (seg_done_ < seg_total_ && load(prev_head_) > consumed_) {
       process(in, out, scale);
@@ -345,18 +371,23 @@ void ShmRing::run(const float* in, float* out, std::size_t count, float scale) {
   STARRING_CHECK(!closed_, comm_.where(), ": shared-memory ring used after close()");
   if (count == 0) return;
   count_ = count;
-  seg_total_ = ring_receives(rank_, n_, count, slot_elems_).size();
+  const std::vector<RingItem> items = ring_receives(rank_, n_, count, slot_elems_);
+  seg_total_ = items.size();
   seg_done_ = 0;
+  fwd_left_ = static_cast<std::size_t>(std::count_if(
+      items.begin(), items.end(), [&](const RingItem& it) { return it.step + 1 <= 2 * n_ - 3; }));
+  own_sent_.clear();
   const std::size_t lo0 = ring_chunk_begin(rank_, n_, count);
   const std::size_t end = ring_chunk_begin(rank_ + 1, n_, count);
   for (std::size_t lo = lo0; lo < end; lo += slot_elems_)
-    pending_.push_back(Pending{in + lo, std::min(end, lo + slot_elems_) - lo, 0, lo});
+    own_.push_back(Pending{in + lo, std::min(end, lo + slot_elems_) - lo, 0, lo});
   try {
     run_loop(in, out, scale);
     fence();  // streamed stores to the output are visible before run() returns
   } catch (...) {
     failed_ = true;
     pending_.clear();
+    own_.clear();
     throw;
   }
 }

@@ -19,11 +19,13 @@
 // consumer handles them in arrival order (the schedule still fixes what is added to what, so
 // results do not depend on the order). A rank never blocks on its successor while data is
 // waiting for it: when no slot is free it reduces into the output and queues a copy for later,
-// so the ring cannot deadlock. Every wait polls with a deadline and throws TimeoutError naming
-// the peer. The destructor frees the window (collective) only when every rank votes that its
-// ring did not fail; a rank whose ring failed votes and leaks the window at once, and a vote that
-// does not complete within a deadline is left too, so a rank whose peer is gone never hangs here
-// and can still abort.
+// so the ring cannot deadlock. Queued copies go first; while segments to forward are still to
+// come, a rank keeps one slot free for the next and lets its own chunk hold at most half the
+// slots, so that the copy is rarely needed (drain()). Every wait polls with a deadline and throws
+// TimeoutError naming the peer. The destructor frees the window (collective) only when every rank
+// votes that its ring did not fail; a rank whose ring failed votes and leaks the window at once,
+// and a vote that does not complete within a deadline is left too, so a rank whose peer is gone
+// never hangs here and can still abort.
 #pragma once
 #include <mpi.h>
 
@@ -74,6 +76,7 @@ class ShmRing {
   bool slot_free() const;
   float* my_slot(std::uint64_t m) const;
   void publish(std::uint64_t step, std::uint64_t lo);
+  bool own_may_go();
   bool drain();
   void process(const float* in, float* out, float scale);
   void run_loop(const float* in, float* out, float scale);
@@ -96,7 +99,11 @@ class ShmRing {
   const float* prev_slots_ = nullptr;
   std::uint64_t produced_ = 0, consumed_ = 0;
   std::size_t count_ = 0, seg_total_ = 0, seg_done_ = 0;  // this run: segments to receive
-  std::deque<Pending> pending_;
+  std::deque<Pending> pending_;         // forwards that found no free slot (they go first)
+  std::deque<Pending> own_;             // this rank's own chunk (step 0), not yet in a slot
+  std::deque<std::uint64_t> own_sent_;  // messages of own_ published, maybe not yet consumed
+  std::size_t own_cap_ = 0;             // at most this many of those in flight (own_may_go)
+  std::size_t fwd_left_ = 0;            // this run: messages still to receive and forward
   bool failed_ = false;
   PeerLiveness* liveness_ = nullptr;
   bool closed_ = false;  // close() ran: the destructor has nothing left to do

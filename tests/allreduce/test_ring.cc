@@ -340,6 +340,30 @@ TEST(RingMpi, ChunksLargerThanASmallSlotRing) {
   }
 }
 
+// The fewest slots the shared-memory ring runs with (RingOptions::window: slots are at least that
+// many): one, where no slot can be kept free for a forward, and two, where one is kept free and
+// the own chunk may hold the other only (shm_ring.cc, drain()). Chunks of several segments, so a
+// rank holds back its own chunk while its successor has not taken what it published.
+TEST(RingMpi, OneOrTwoSlots) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  const int n = world->size();
+  for (int slots : {1, 2}) {
+    RingOptions o;
+    o.segment_bytes = 4096;
+    o.window = slots;
+    o.shm_ring_bytes = 4096;  // one slot's worth: the window decides
+    const std::size_t count = (1024 * 5 + 77) * static_cast<std::size_t>(n);
+    auto ring = make_ring_allreducer(world, o);
+    auto in = closed_form_input(world->rank(), count);
+    std::vector<float> out(count, -1.0f);
+    ring->run(in.data(), out.data(), count, 0.25f);
+    EXPECT_EQ(count_wrong(out.data(), count, n, 0.25f), 0) << slots << " slots";
+    ring->run(in.data(), in.data(), count, 0.25f);
+    EXPECT_EQ(count_wrong(in.data(), count, n, 0.25f), 0) << slots << " slots, in place";
+  }
+}
+
 // Which path carries the bytes: shared_memory = false (the ring-p2p backend) keeps every byte on
 // the Comm; the default takes the shared-memory window on one node and sends nothing over the
 // Comm, except with a half wire, which only the Comm path narrows (ShmRing is float32 only).
