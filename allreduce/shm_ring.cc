@@ -147,7 +147,13 @@ ShmRing::ShmRing(Comm& comm, const RingOptions& opt, MPI_Comm node)
                                  : oversubscribed   ? 16 << 20
                                                     : 2 << 20;
   slots_ = std::max<std::size_t>(opt.window, ring_bytes / (slot_elems_ * sizeof(float)));
-  own_cap_ = std::max<std::size_t>(1, slots_ / 2);
+  // While every rank has a core, slots are shared out so that reduced segments find one free
+  // (drain()); with more ranks than cores a rank publishes all it can within its time slice, as
+  // the 16 MiB of slots are there for (np 4 on 2 cores, 64 MiB: the shared-out slots read 0.30,
+  // 0.38, 0.29 GB/s busbw against 0.42, 0.57, 0.52 taking every free slot, alternating runs at
+  // load 9-15).
+  own_cap_ = oversubscribed ? slots_ : std::max<std::size_t>(1, slots_ / 2);
+  keep_free_ = !oversubscribed && slots_ >= 2 ? 1 : 0;
   MPI_Info info;
   CHECK_MPI(MPI_Info_create(&info));
   CHECK_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
@@ -262,17 +268,18 @@ bool ShmRing::own_may_go() {
 }
 
 // Copies queued messages into free slots, forwards first. Returns true if any moved.
-// While messages to forward are still to come, it leaves one slot free and lets this rank's own
-// chunk hold at most half of them, so that a reduced segment usually finds a free slot and is
-// written there as it is computed (process()), not reduced into the output and copied from there
-// into a slot later: a fourth pass over the data. Taking every free slot, the own chunk kept
-// them all whenever it was longer than the slots: np 2, 16 MiB (an 8 MiB chunk, 2 MiB of slots)
-// and 64 MiB copied 32 of 32 and 128 of 128 forwards so (the fused path moves the same data in
-// three passes). Neither limit can stall the ring: each holds only while messages of this rank
-// wait in its slots, which the successor consumes without waiting for anything (process()).
+// While messages to forward are still to come (and every rank has a core: see the constructor),
+// it leaves one slot free and lets this rank's own chunk hold at most half of them, so that a
+// reduced segment usually finds a free slot and is written there as it is computed (process()), not
+// reduced into the output and copied from there into a slot later: a fourth pass over the data.
+// Taking every free slot, the own chunk kept them all whenever it was longer than the slots: np 2,
+// 16 MiB (an 8 MiB chunk, 2 MiB of slots) and 64 MiB copied 32 of 32 and 128 of 128 forwards so
+// (the fused path moves the same data in three passes). Neither limit can stall the ring: each
+// holds only while messages of this rank wait in its slots, which the successor consumes without
+// waiting for anything (process()).
 bool ShmRing::drain() {
   bool moved = false;
-  const std::size_t keep = fwd_left_ > 0 && slots_ >= 2 ? 1 : 0;
+  const std::size_t keep = fwd_left_ > 0 ? keep_free_ : 0;
   while (produced_ - load(my_tail_) + keep < slots_) {
     std::deque<Pending>* q = &pending_;
     if (q->empty()) {

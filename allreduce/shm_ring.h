@@ -20,12 +20,12 @@
 // results do not depend on the order). A rank never blocks on its successor while data is
 // waiting for it: when no slot is free it reduces into the output and queues a copy for later,
 // so the ring cannot deadlock. Queued copies go first; while segments to forward are still to
-// come, a rank keeps one slot free for the next and lets its own chunk hold at most half the
-// slots, so that the copy is rarely needed (drain()). Every wait polls with a deadline and throws
-// TimeoutError naming the peer. The destructor frees the window (collective) only when every rank
-// votes that its ring did not fail; a rank whose ring failed votes and leaks the window at once,
-// and a vote that does not complete within a deadline is left too, so a rank whose peer is gone
-// never hangs here and can still abort.
+// come and every rank has a core, a rank keeps one slot free for the next and lets its own chunk
+// hold at most half the slots, so that the copy is rarely needed (drain()). Every wait polls with a
+// deadline and throws TimeoutError naming the peer. The destructor frees the window (collective)
+// only when every rank votes that its ring did not fail; a rank whose ring failed votes and leaks
+// the window at once, and a vote that does not complete within a deadline is left too, so a rank
+// whose peer is gone never hangs here and can still abort.
 #pragma once
 #include <mpi.h>
 
@@ -103,6 +103,7 @@ class ShmRing {
   std::deque<Pending> own_;             // this rank's own chunk (step 0), not yet in a slot
   std::deque<std::uint64_t> own_sent_;  // messages of own_ published, maybe not yet consumed
   std::size_t own_cap_ = 0;             // at most this many of those in flight (own_may_go)
+  std::size_t keep_free_ = 0;           // slots drain() leaves free for reduced segments
   std::size_t fwd_left_ = 0;            // this run: messages still to receive and forward
   bool failed_ = false;
   PeerLiveness* liveness_ = nullptr;
