@@ -35,10 +35,11 @@ FaultSpec parse_fault(const std::string& spec);
 // file), "sync-end" (a worker after its last step and evaluation, before its backend's shutdown),
 // "server-start" (a parameter server before its start acknowledgement), "server-end" (a parameter
 // server before its goodbye to the workers), "summary" (train, after the figures of every rank went
-// to rank 0 and it wrote the summary: the ranks have nothing left to exchange), "exit" (after the
-// ranks agreed on the outcome, before MPI_Finalize). tests/experiments/test_cli_stopped.py times
-// the others' exit at each ("load": they wait --timeout plus an allowance by the data's size,
-// experiments/train_run.h: 5 s for a small set).
+// to rank 0 and it wrote the summary: the ranks have nothing left to exchange), "command-end"
+// (any command, once it has returned or failed, before the ranks agree on the outcome), "exit"
+// (after the ranks agreed on the outcome, before MPI_Finalize). test_cli_stopped.py (in
+// tests/experiments) times the others' exit at each ("load": they wait --timeout plus an
+// allowance by the data's size, experiments/train_run.h: 5 s for a small set).
 void test_stop_point(const char* where, int rank);
 
 // SIGINT, SIGTERM and SIGHUP (Ctrl-C, mpirun passing one on, a batch system's time limit) print

@@ -20,9 +20,9 @@
 //     which makes mpirun stop every rank. A rank whose failure another rank reported to it (a
 //     parameter server's stop, starring::Relayed) waits kRelayedWait longer, so that the
 //     reporting rank's line comes first and its MPI_Abort ends this one before it speaks; if
-//     it speaks all the same (mpirun slow to stop it), its line is the short form. A train rank
-//     that succeeded waits there at most 2 x --timeout + 10 s, then names the ranks that did not
-//     come.
+//     it speaks all the same (mpirun slow to stop it), its line is the short form. A rank that
+//     succeeded waits there at most 2 x --timeout + 10 s (train, bench, env), then names the
+//     ranks that did not come.
 // scripts/mpirun.sh condenses what mpirun prints after that to one line.
 #include <mpi.h>
 #include <unistd.h>
@@ -74,9 +74,9 @@ constexpr std::chrono::seconds kInterruptWait{2};  // Ctrl-C: for the host's oth
 constexpr double kInitAllowance = 10;  // the options agreement: --timeout plus this, as MPI_Init
 constexpr int kExitTag = 1;            // the exit notes (leave_together), on the `agree` comm
 constexpr int kArriveTag = 2;          // the notes of the outcome's agreement, on `agree` too
-// train: a rank that finished waits at most 2 x --timeout plus this for the others at the
-// outcome's agreement (see run).
-constexpr double kTrainEndAllowance = 10;
+// train, bench, env: a rank that finished waits at most 2 x --timeout plus this for the others
+// at the outcome's agreement (see run).
+constexpr double kEndAllowance = 10;
 // The start-up notes (setup), on MPI_COMM_WORLD before any other message: a tag no other
 // message on it uses (common/comm.h: tags), all received before setup returns.
 constexpr int kSetupTag = starring::tags::kStartup;
@@ -390,13 +390,16 @@ int run_command(Command command, Config& cfg, int provided, std::string& what, s
 // with the job's exit code. When a failing rank's grace runs out (the others wait for it
 // elsewhere), it prints its own line and calls MPI_Abort: never while the others sit in
 // MPI_Finalize, which can deadlock Open MPI 4.1's mpirun.
-// `ends_together` (train): the ranks' last exchanges (the backend's close, each rank's figures
-// sent to rank 0) end within 2 x --timeout of each other, so a rank that succeeded waits that
-// plus kTrainEndAllowance and then names the ranks that did not come (stopped, stuck or slow
-// after their last message: rank 0 stopped after the others' figures had left, at sync-end or
-// later, held them here for good). bench and env wait without a limit (rank 0 alone runs the
-// memcpy baseline, as long as it takes).
-int run(Command command, Config& cfg, int provided, int rank, int size, bool ends_together) {
+// `ends_together` (train, bench, env): the ranks' last exchanges end within 2 x --timeout of each
+// other (train: the backend's close, each rank's figures sent to rank 0; bench: each row's
+// figures gathered to rank 0, the ops' close; env: the host lines gathered to rank 0), after which
+// a rank has only its own output left (rank 0: the summary, the table's last rows, env's GPU
+// query), so a rank that succeeded waits that plus kEndAllowance and then names the ranks that
+// did not come (stopped, stuck or slow after their last message: rank 0 stopped after the others'
+// figures had left held them here for good). bench-model waits without a limit: rank 0 alone
+// measures, as long as it takes, while the others wait here from the start.
+int run(const std::string& name, Command command, Config& cfg, int provided, int rank, int size,
+        bool ends_together) {
   MPI_Comm agree = MPI_COMM_NULL;
   // Ctrl-C while the command runs: no rank ends before the other ranks of its host have run
   // their interrupt hooks (written their --trace), or mpirun SIGKILLs the slower ones at once.
@@ -412,6 +415,7 @@ int run(Command command, Config& cfg, int provided, int rank, int size, bool end
   }
   std::string what, brief;
   const int code = run_command(command, cfg, provided, what, brief);
+  starring::test_stop_point("command-end", rank);
   host_wait.reset();
   const bool failed = !what.empty();
   // Any failure, the failed ranks' highest code, every rank's highest code. A failure's code wins
@@ -420,7 +424,7 @@ int run(Command command, Config& cfg, int provided, int rank, int size, bool end
   Notes arrived(agree, kArriveTag, rank, size);
   MPI_Request req;
   MPI_Iallreduce(mine, job, 3, MPI_INT, MPI_MAX, agree, &req);
-  const double end_s = 2 * cfg.sync.timeout_s + kTrainEndAllowance;
+  const double end_s = 2 * cfg.sync.timeout_s + kEndAllowance;
   const Clock::duration grace = brief.empty() ? kGrace : kGrace + kRelayedWait,
                         end = std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(end_s));
@@ -429,9 +433,10 @@ int run(Command command, Config& cfg, int provided, int rank, int size, bool end
     const std::vector<int> missing = arrived.missing();
     if (!missing.empty())
       abort_naming(missing, rank, [&](const std::string& who) {
-        return concat("this rank finished, but ", who, " did not finish within ", end_s,
-                      " s (2 x --timeout + ", kTrainEndAllowance,
-                      " s) after it: stopped, stuck or slow; stopping the job");
+        return concat("this rank finished starring ", name, ", but ", who,
+                      " did not finish within ", end_s, " s (2 x --timeout + ", kEndAllowance,
+                      " s) after it, where the ranks agree on the job's outcome: stopped, stuck "
+                      "or slow; stopping the job");
       });
     wait_for(req, nullptr);  // every rank came after all: the all-reduce completes
   }
@@ -497,6 +502,6 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return rc;
   }
-  int rc = run(it->second, cfg, provided, rank, size, it->first == "train");
+  int rc = run(it->first, it->second, cfg, provided, rank, size, it->first != "bench-model");
   return finalize_within(cfg.sync.timeout_s, rank, rc);
 }

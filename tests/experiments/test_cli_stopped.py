@@ -50,6 +50,21 @@ class LooselyBounded(CliCase):
                       1, ["rank 0 did not finish within 12 s"], rank=1, stop_at="summary:0",
                       finished=True, after_fault=(2 * timeout + 10, 2 * timeout + 10 + 8))
 
+    def test_rank_0_stopped_after_the_bench_table(self):
+        # bench and env waited for the outcome's agreement without a limit (only train bounded
+        # it): rank 0 stopped once its table was out held rank 1 there for good. Now as train's,
+        # 2 x --timeout + 10 s, rank 0 named
+        self.run_case(2, ["bench", "--backends", "ring", "-b", "1K", "-e", "1K", "-n", "2",
+                          "-w", "1", "--timeout", "0.5"], 1,
+                      ["rank 0 did not finish within 11 s", "finished starring bench",
+                       "agree on the job's outcome"], rank=1, bound=40,
+                      stop_at="command-end:0")
+
+    def test_rank_0_stopped_after_the_env_report(self):
+        self.run_case(2, ["env", "--timeout", "0.5"], 1,
+                      ["rank 0 did not finish within 11 s", "finished starring env"], rank=1,
+                      bound=40, stop_at="command-end:0")
+
     def test_rank_stopped_before_the_options_are_agreed(self):
         # The agreement on every rank's checks (MPI_Allreduce) waited for it without a limit
         # (as for rank 0 stopped reading a --resume checkpoint): --timeout + 10 s, rank named
