@@ -10,7 +10,9 @@ ones are replaced by at most one line per job, e.g.
     mpirun: job stopped: rank 0 called MPI_Abort (error code 1)
     mpirun: job stopped: rank 1 exited with code 2
 
-(the program has already said why on its own line), or, when the program could not be started
+(the program has already said why on its own line; an exit's line names the rank that line
+names, where it names one: every rank exits with the job's code, and mpirun names the first
+exit it saw), or, when the program could not be started
 at all (a wrong path, not built yet),
 
     mpirun: job stopped: cannot start build/bin/starring on node vm: no such file from this
@@ -95,8 +97,17 @@ STOPPED = re.compile(rb"^starring: rank \d+: stopped by SIG[A-Z]+(;|$)")  # benc
 # rank said why on its own line (MPI_Init did not complete ...), finds the job's shared memory
 # gone; its frame is dropped only then (before any error line it is passed on: a real problem).
 SHM_INIT = re.compile(rb"A system call failed during shared memory initialization")
-# The program's own error line (experiments/main.cc), which the launcher's line follows.
+# The program's own error line (experiments/main.cc), which the launcher's line follows, and
+# the rank it names, if any ("starring: error: rank 0: ...", "... server rank 2: ...").
 ERROR = re.compile(rb"^starring: error: ")
+ERROR_START = b"starring: error: "
+ERROR_RANK = re.compile(rb"^starring: error: (?:server )?rank (\d+)[: ]")
+# The condensed line for a rank's non-zero exit. Where the program's lines name the failing
+# rank(s), every rank exits with the job's code (experiments/main.cc: the ranks agree on it and
+# exit together), and mpirun names the first exit it saw, often another rank's: rank 0 refused
+# its --metrics-file and mpirun said "rank 1 exited with code 2" in 5 of 6 runs. The line then
+# names the first rank the program's lines named.
+EXITED = re.compile(rb"^(mpirun: job stopped: rank )(\d+)( exited with code )")
 # Open MPI's signal handler's backtrace, each line "[host:pid] ..." (pid zero-padded).
 BACKTRACE = re.compile(rb"^\[[^\]:]+:0*(\d+)\] (.*)$")
 
@@ -126,8 +137,10 @@ class Filter:
         self.midline_error = False  # ... and it is a program's error line
         self.frame = None  # lines of an open frame, dashes included
         self.said = False  # the one condensed line of this job was written or is held
-        self.held = b""  # that line, an MPI_Abort's, until a program's error line has passed
+        self.held = b""  # that line, an MPI_Abort's or an exit's, until a program's error line
         self.errors = False  # a program's "starring: error:" line has passed
+        self.error_text = b""  # the start of a program's error line passed on in pieces
+        self.named = []  # the ranks the program's error lines named, in order
         self.stopped = []  # STOPPED lines held until the end
         self.open = False  # the last byte written was not a newline
 
@@ -162,12 +175,22 @@ class Filter:
         elif not any(p.search(bare) for p in DROP):
             self.write(ln)
             if ERROR.match(bare):
-                self.error_passed()
+                self.error_passed(bare)
 
-    def error_passed(self):  # a program's error line is out: the held line may follow it
+    def error_passed(self, text):  # a program's error line is out: the held line may follow it
         self.errors = True
-        self.write(self.held)
+        m = ERROR_RANK.match(text)
+        if m and int(m.group(1)) not in self.named:
+            self.named.append(int(m.group(1)))
+        self.write(self.as_named(self.held))
         self.held = b""
+
+    def as_named(self, said):
+        """`said` naming the program's failing rank where it names an exit of another one."""
+        m = EXITED.match(said)
+        if not m or not self.named or int(m.group(2)) in self.named:
+            return said
+        return m.group(1) + b"%d" % self.named[0] + m.group(3) + said[m.end():]
 
     def close_frame(self):
         frame, self.frame = self.frame, None
@@ -184,10 +207,12 @@ class Filter:
         elif short and not self.said:
             self.said = True
             said = b"mpirun: job stopped: " + short + b"\n"
-            if b"MPI_Abort" in short and not self.errors:
+            # an MPI_Abort's or an exit's line waits for the program's error line (an exit's
+            # may then name the rank that line names)
+            if (b"MPI_Abort" in short or EXITED.match(said)) and not self.errors:
                 self.held = said
             else:
-                self.write(said)
+                self.write(self.as_named(said))
 
     def feed(self, data):
         data = self.pending + data
@@ -201,21 +226,28 @@ class Filter:
                 self.write(ln)
                 self.midline = False
                 if self.midline_error:
-                    self.error_passed()
+                    self.error_passed(self.error_text + ln)
+                    self.error_text = b""
             else:
                 self.line(ln)
         if not data:
             return
         # An incomplete line: hold it only while it could still be mpirun's (a dash line or a
-        # "[host:pid] ..." note, or anything inside a frame); pass anything else on now.
+        # "[host:pid] ..." note, or anything inside a frame) or the start of a program's error
+        # line cut short (told from other lines only once it reads "starring: error: "); pass
+        # anything else on now.
         if self.midline:
             self.write(data)
-        elif self.frame is not None or data.lstrip(b"-") == b"" or data.startswith(b"["):
+            if self.midline_error:
+                self.error_text += data
+        elif (self.frame is not None or data.lstrip(b"-") == b"" or data.startswith(b"[")
+              or ERROR_START.startswith(data)):
             self.pending = data
         else:
             self.write(data)
             self.midline = True
             self.midline_error = bool(ERROR.match(data))
+            self.error_text = data if self.midline_error else b""
 
     def finish(self):
         if self.pending:

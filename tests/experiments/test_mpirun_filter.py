@@ -127,6 +127,27 @@ class Filter(unittest.TestCase):
         self.assertEqual(filtered(KILLED), "mpirun: job stopped: rank 1 on node vm was killed by "
                          "signal 9 (Killed)\n")
 
+    def test_an_exit_is_named_by_the_rank_the_error_names(self):
+        # Every rank exits with the job's code and mpirun names the first exit it saw: rank 0
+        # refused its --metrics-file, and the line said "rank 1 exited with code 2" (5 of 6 runs)
+        err = "starring: error: rank 0: --metrics-file: folder '/nonexistent' does not exist\n"
+        named = "mpirun: job stopped: rank 0 exited with code 2\n"
+        self.assertEqual(filtered(err + NONZERO), err + named)
+        self.assertEqual(filtered(err + NONZERO, chunk=1), err + named)  # in pieces
+        self.assertEqual(filtered(NONZERO + err), err + named)  # relayed after mpirun's frame
+        server = "starring: error: server rank 2: timeout after 2 s: worker rank 1 sent nothing\n"
+        self.assertEqual(filtered(server + NONZERO), server + named.replace("0", "2", 1))
+        # the exit mpirun names is one the program's lines name, or they name no rank: as is
+        also = "starring: error: rank 3: boom\n"
+        self.assertEqual(filtered(err + also + NONZERO),
+                         err + also + "mpirun: job stopped: rank 3 exited with code 2\n")
+        every = "starring: error: unknown backend 'x'\n"
+        self.assertEqual(filtered(every + NONZERO),
+                         every + "mpirun: job stopped: rank 3 exited with code 2\n")
+        # a killed rank is the one killed, whatever the lines say
+        self.assertEqual(filtered(err + KILLED), err + "mpirun: job stopped: rank 1 on node vm "
+                         "was killed by signal 9 (Killed)\n")
+
     def test_improper_exit_abort_and_a_stop_on_request(self):
         self.assertEqual(filtered(NOSYNC), "mpirun: job stopped: rank 2 on node vm exited without "
                          "calling MPI_Finalize\n")
