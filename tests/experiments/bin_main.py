@@ -8,7 +8,10 @@ has up to that many cases run at once, with those of the classes next to it that
 (threads; each case is its own TestCase instance and result; a class's setUpClass before its
 cases, its tearDownClass after them): for cases that spend their time waiting on child processes
 (a stopped rank, --timeout, a straggler's sleeps), which one ctest entry holding both cores would
-otherwise run one after another. A class of overlap 1 runs alone, in the module's order.
+otherwise run one after another. A class of overlap 1 runs alone, in the module's order; so does a
+class whose `apart` is true, its cases up to `overlap` at once but beside no other class's (cases
+timed from a fault against their own start-up: started together, their start-ups are alike, and
+no other case's start-up falls in the wait they time).
 A failure's traceback is printed as its case ends, and the cases still running are named every
 STILL_RUNNING_S seconds in which none ended: a ctest entry killed at its TIMEOUT keeps both in
 its log (they were printed only at the end, so such a log named neither the hung case nor the
@@ -32,6 +35,11 @@ def main(module, shared=()):
     a, rest = ap.parse_known_args()
     for m in (module, *shared):
         m.BIN = os.path.abspath(a.bin)
+    run(module, rest)
+
+
+def run(module, rest):
+    """Runs the module's cases as the file comment says; `rest`: unittest's own arguments."""
     classes = [c for _, c in inspect.getmembers(module, inspect.isclass)
                if issubclass(c, unittest.TestCase) and c.__module__ == module.__name__]
     default = getattr(module, "OVERLAP", 1)
@@ -44,7 +52,8 @@ def main(module, shared=()):
     classes.sort(key=lambda c: inspect.getsourcelines(c)[1])
     groups = []
     for c in classes:
-        if groups and width[c] > 1 and width[groups[-1][-1]] > 1:
+        if (groups and width[c] > 1 and width[groups[-1][-1]] > 1 and
+                not getattr(c, "apart", False) and not getattr(groups[-1][-1], "apart", False)):
             groups[-1].append(c)
         else:
             groups.append([c])

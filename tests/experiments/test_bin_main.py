@@ -84,6 +84,46 @@ class Runner(unittest.TestCase):
         self.assertIn("the failure's own message", out)  # before: printed only at the end
         self.assertIn("still running: __main__.Cases.test_hangs", out)
 
+    def test_a_class_apart_overlaps_no_other(self):
+        # Timed: its 2 cases together, the other class's 2 together, never one beside the other
+        code, out = run_module("""
+            SPANS = []
+
+            def span(name):
+                t0 = time.monotonic()
+                time.sleep(0.3)
+                SPANS.append((name[0], t0, time.monotonic()))
+
+            class Timed(unittest.TestCase):
+                overlap = 2
+                apart = True
+
+                def test_a(self):
+                    span("t")
+
+                def test_b(self):
+                    span("t")
+
+            class Loose(unittest.TestCase):
+                def test_c(self):
+                    span("l")
+
+                def test_d(self):
+                    span("l")
+
+                @classmethod
+                def tearDownClass(cls):
+                    t = [s for s in SPANS if s[0] == "t"]
+                    l = [s for s in SPANS if s[0] == "l"]
+                    assert max(e for _, _, e in t) <= min(b for _, b, _ in l), SPANS
+                    for group in (t, l):  # each class's own cases overlapped
+                        assert max(b for _, b, _ in group) < min(e for _, _, e in group), SPANS
+                    print("spans checked", flush=True)
+            """, 20)
+        self.assertEqual(code, 0, out)
+        self.assertIn("spans checked", out)
+        self.assertIn("Ran 4 tests", out)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

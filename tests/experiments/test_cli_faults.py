@@ -13,8 +13,9 @@ from cli_case import TINY, LONG, CliCase, ps1_run, trained_a_step
 
 class LooselyTimed(CliCase):
     """Waits (a straggler's sleeps, --timeout) checked against loose bounds only (a
-    killed rank within 30 s, a run that finishes taking at least its sleeps): four at once."""
-    overlap = 4
+    killed rank within 30 s, a run that finishes taking at least its sleeps): seven at once
+    (each job mostly sleeps: 7 s of CPU in all, 26 s with four at once at load 11)."""
+    overlap = 7
 
     def step_longer_than_timeout_finishes(self, consistency):
         # Worker 1's every step lasts 3 s, above --timeout 2 (a --straggler delay stands for slow
@@ -129,8 +130,12 @@ class LooselyTimed(CliCase):
 
 class TimedFromTheFault(CliCase):
     """Each ends within a few seconds of its fault, allowed as much again as the job
-    took to get there (run_case's after_fault): one at a time."""
-    overlap = 1
+    took to get there (run_case's after_fault): their waits overlap, beside no other class's
+    cases (bin_main's `apart`), but each starts once the one before has reached its fault (the
+    start-up, the control, as long as alone: `staggered`). One at a time: 49 s at load 11."""
+    overlap = 7
+    apart = True
+    staggered = True
 
     def test_hung_ring_peer_ends_soon(self):
         # Rank 1 goes silent: rank 0 times out after --timeout, waits 1.5 s for the census and

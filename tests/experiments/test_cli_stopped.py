@@ -16,8 +16,9 @@ from cli_case import TINY, CliCase
 
 class LooselyBounded(CliCase):
     """Waits of --timeout + 10 s and the like, each bounded by 30-40 s or by 8 s over
-    its wait and start-up: six at once."""
-    overlap = 6
+    its wait and start-up: all nine at once (each job only waits: 24 s with six at once, two
+    rounds of the 11 s waits, at load 11)."""
+    overlap = 9
 
     def test_rank_stopped_in_the_mpi_bench_row(self):
         # bench's mpi rows call the blocking MPI_Allreduce (as nccl-tests does): it waited for the
@@ -104,8 +105,12 @@ class LooselyBounded(CliCase):
 
 class TimedFromTheStop(CliCase):
     """Each ends within 5-7 s of the stop plus the job's start-up (run_case's
-    after_fault): one at a time."""
-    overlap = 1
+    after_fault): their waits overlap, beside no other class's cases (bin_main's `apart`), but
+    each starts once the one before has reached its stop (the start-up, the control, as long as
+    alone: `staggered`). One at a time: 43 s at load 11."""
+    overlap = 5
+    apart = True
+    staggered = True
 
     def test_rank_stopped_before_it_loaded_its_data(self):
         # The others wait for every rank's data --timeout plus an allowance by the data's size
