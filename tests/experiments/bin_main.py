@@ -108,7 +108,8 @@ def run_overlapping(classes, width):
             print("still running: " + ", ".join(f"{n} ({now - t:.0f} s)" for t, n in running),
                   flush=True)
             continue
-        for f in done:
+        # in the order submitted: the first class's cases go first whichever set-up ended first
+        for f in sorted(done, key=list(names).index):
             if f in setups:
                 c = setups[f]
                 if f.exception() is not None:

@@ -23,8 +23,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
 BIN = None  # set from --bin
 # Its cases check what the rows say and that the figures agree with each other, not how fast
-# anything ran: two at once (bin_main.py).
-OVERLAP = 2
+# anything ran: four at once (bin_main.py), bench-model's two first (each times every model for
+# 2 s at least: 10 s a case at load 13, the script's longest).
+OVERLAP = 4
 
 
 def bench_model(*args):
@@ -42,6 +43,71 @@ def step_gemm_flops(widths, batch):
     the first layer (6 * batch * sum(in*out) less layer 0's dX)."""
     macs = [a * b for a, b in zip(widths, widths[1:])]
     return 2 * batch * (2 * sum(macs) + sum(macs[1:]))
+
+
+class BenchModel(unittest.TestCase):
+    def test_json_rows_are_self_consistent(self):
+        rc, out, err = bench_model("--json", "--hidden", "32", "--run-name", "m1")
+        self.assertEqual(rc, 0, out + err)
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        self.assertEqual([r["model"] for r in rows], ["default", "wide", "custom"], out)
+        widths = {"default": [784, 256, 128, 10], "wide": [784, 4096, 4096, 10],
+                  "custom": [784, 32, 10]}
+        for r in rows:
+            with self.subTest(model=r["model"]):
+                self.assertEqual(r["bench"], "model")
+                self.assertEqual(r["run_name"], "m1")
+                self.assertEqual(r["device"], "cpu")
+                self.assertEqual(r["batch"], 8)
+                self.assertEqual(r["optimizer"], "sgd")
+                self.assertEqual(r["widths"], widths[r["model"]])
+                self.assertEqual(r["params"], params_of(r["widths"]))
+                self.assertGreater(r["steps_timed"], 0)
+                self.assertGreater(r["step_ms"], 0)
+                self.assertLessEqual(r["step_ms_best"], r["step_ms"])
+                self.assertAlmostEqual(r["samples_per_s"], 8 / (r["step_ms"] / 1e3),
+                                       delta=1e-6 * r["samples_per_s"])
+                flops = 6 * 8 * sum(a * b for a, b in zip(r["widths"], r["widths"][1:]))
+                self.assertAlmostEqual(r["model_gflops"], flops / (r["step_ms"] / 1e3) / 1e9,
+                                       delta=1e-6 * r["model_gflops"])
+                self.assertAlmostEqual(r["ratio"], r["step_gemm_gflops"] / r["sgemm_gflops"],
+                                       delta=1e-9)
+                # The step skips layer 0's dX, which the model count includes.
+                self.assertLess(r["step_gemm_gflops"], r["model_gflops"])
+                # The bare GEMMs are the step's own shapes at 2 FLOPs a multiply-add: step and
+                # sgemm GFLOP/s are that count over the step's and over the GEMMs' own time.
+                gemm = step_gemm_flops(r["widths"], 8)
+                self.assertAlmostEqual(r["step_gemm_gflops"], gemm / (r["step_ms"] / 1e3) / 1e9,
+                                       delta=1e-6 * r["step_gemm_gflops"])
+                self.assertAlmostEqual(r["sgemm_gflops"], gemm / (r["sgemm_ms"] / 1e3) / 1e9,
+                                       delta=1e-6 * r["sgemm_gflops"])
+                self.assertGreater(r["optimizer_ms"], 0)
+                self.assertLess(r["optimizer_ms"], r["step_ms"])
+        self.assertGreater(rows[1]["params"], 19_000_000)  # the ~20M-parameter preset
+
+    def test_table_and_optimizer(self):
+        rc, out, err = bench_model("--optimizer", "adamw")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("optimizer adamw", out)
+        table = [line.split() for line in out.splitlines() if not line.startswith("#")]
+        self.assertEqual([t[0] for t in table], ["default", "wide"], out)
+        self.assertEqual([int(t[1]) for t in table], [235146, params_of([784, 4096, 4096, 10])])
+        # each column is its figure, from the printed times (which are rounded to 1 us: that
+        # share of each, 0.5 % more, and the column's last digit)
+        for t, widths in zip(table, ([784, 256, 128, 10], [784, 4096, 4096, 10])):
+            step_s, sgemm_s = float(t[3]) / 1e3, float(t[7]) / 1e3
+            step_r, sgemm_r = 0.005 + 1e-6 / step_s, 0.005 + 1e-6 / sgemm_s
+            model = 6 * 8 * sum(a * b for a, b in zip(widths, widths[1:]))
+            gemm = step_gemm_flops(widths, 8)
+            for col, name, want, rel, digit in (
+                    (2, "samples/s", 8 / step_s, step_r, 1),
+                    (4, "model-GF/s", model / step_s / 1e9, step_r, 0.1),
+                    (5, "step-GF/s", gemm / step_s / 1e9, step_r, 0.1),
+                    (6, "sgemm-GF/s", gemm / sgemm_s / 1e9, sgemm_r, 0.1),
+                    (8, "ratio", sgemm_s / step_s, step_r + sgemm_r, 0.001)):
+                self.assertAlmostEqual(float(t[col]), want, delta=rel * want + digit,
+                                       msg=f"{t[0]} {name}: {out}")
+        self.assertIn("# ratio = step GEMM FLOP/s / bare sgemm FLOP/s", out)
 
 
 class Bench(unittest.TestCase):
@@ -268,71 +334,6 @@ class Bench(unittest.TestCase):
         _, rows = self.overlap_json(3, "--backends", "ps", "--servers", "1", "--compute",
                                     "serial", "-b", "64K", "-e", "64K", "-n", "1", "-w", "0")
         self.assertEqual([(r["np"], r["workers"], r["servers"]) for r in rows], [(3, 2, 1)])
-
-
-class BenchModel(unittest.TestCase):
-    def test_json_rows_are_self_consistent(self):
-        rc, out, err = bench_model("--json", "--hidden", "32", "--run-name", "m1")
-        self.assertEqual(rc, 0, out + err)
-        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-        self.assertEqual([r["model"] for r in rows], ["default", "wide", "custom"], out)
-        widths = {"default": [784, 256, 128, 10], "wide": [784, 4096, 4096, 10],
-                  "custom": [784, 32, 10]}
-        for r in rows:
-            with self.subTest(model=r["model"]):
-                self.assertEqual(r["bench"], "model")
-                self.assertEqual(r["run_name"], "m1")
-                self.assertEqual(r["device"], "cpu")
-                self.assertEqual(r["batch"], 8)
-                self.assertEqual(r["optimizer"], "sgd")
-                self.assertEqual(r["widths"], widths[r["model"]])
-                self.assertEqual(r["params"], params_of(r["widths"]))
-                self.assertGreater(r["steps_timed"], 0)
-                self.assertGreater(r["step_ms"], 0)
-                self.assertLessEqual(r["step_ms_best"], r["step_ms"])
-                self.assertAlmostEqual(r["samples_per_s"], 8 / (r["step_ms"] / 1e3),
-                                       delta=1e-6 * r["samples_per_s"])
-                flops = 6 * 8 * sum(a * b for a, b in zip(r["widths"], r["widths"][1:]))
-                self.assertAlmostEqual(r["model_gflops"], flops / (r["step_ms"] / 1e3) / 1e9,
-                                       delta=1e-6 * r["model_gflops"])
-                self.assertAlmostEqual(r["ratio"], r["step_gemm_gflops"] / r["sgemm_gflops"],
-                                       delta=1e-9)
-                # The step skips layer 0's dX, which the model count includes.
-                self.assertLess(r["step_gemm_gflops"], r["model_gflops"])
-                # The bare GEMMs are the step's own shapes at 2 FLOPs a multiply-add: step and
-                # sgemm GFLOP/s are that count over the step's and over the GEMMs' own time.
-                gemm = step_gemm_flops(r["widths"], 8)
-                self.assertAlmostEqual(r["step_gemm_gflops"], gemm / (r["step_ms"] / 1e3) / 1e9,
-                                       delta=1e-6 * r["step_gemm_gflops"])
-                self.assertAlmostEqual(r["sgemm_gflops"], gemm / (r["sgemm_ms"] / 1e3) / 1e9,
-                                       delta=1e-6 * r["sgemm_gflops"])
-                self.assertGreater(r["optimizer_ms"], 0)
-                self.assertLess(r["optimizer_ms"], r["step_ms"])
-        self.assertGreater(rows[1]["params"], 19_000_000)  # the ~20M-parameter preset
-
-    def test_table_and_optimizer(self):
-        rc, out, err = bench_model("--optimizer", "adamw")
-        self.assertEqual(rc, 0, out + err)
-        self.assertIn("optimizer adamw", out)
-        table = [line.split() for line in out.splitlines() if not line.startswith("#")]
-        self.assertEqual([t[0] for t in table], ["default", "wide"], out)
-        self.assertEqual([int(t[1]) for t in table], [235146, params_of([784, 4096, 4096, 10])])
-        # each column is its figure, from the printed times (which are rounded to 1 us: that
-        # share of each, 0.5 % more, and the column's last digit)
-        for t, widths in zip(table, ([784, 256, 128, 10], [784, 4096, 4096, 10])):
-            step_s, sgemm_s = float(t[3]) / 1e3, float(t[7]) / 1e3
-            step_r, sgemm_r = 0.005 + 1e-6 / step_s, 0.005 + 1e-6 / sgemm_s
-            model = 6 * 8 * sum(a * b for a, b in zip(widths, widths[1:]))
-            gemm = step_gemm_flops(widths, 8)
-            for col, name, want, rel, digit in (
-                    (2, "samples/s", 8 / step_s, step_r, 1),
-                    (4, "model-GF/s", model / step_s / 1e9, step_r, 0.1),
-                    (5, "step-GF/s", gemm / step_s / 1e9, step_r, 0.1),
-                    (6, "sgemm-GF/s", gemm / sgemm_s / 1e9, sgemm_r, 0.1),
-                    (8, "ratio", sgemm_s / step_s, step_r + sgemm_r, 0.001)):
-                self.assertAlmostEqual(float(t[col]), want, delta=rel * want + digit,
-                                       msg=f"{t[0]} {name}: {out}")
-        self.assertIn("# ratio = step GEMM FLOP/s / bare sgemm FLOP/s", out)
 
 
 if __name__ == "__main__":
