@@ -17,6 +17,8 @@ import bin_main
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
 BIN = None  # set from --bin
+# Each case is one or two short `env` jobs, read for what they print: five at once (bin_main.py).
+OVERLAP = 5
 
 
 def env(np_, extra_env=None, prefix=()):
@@ -50,6 +52,8 @@ class EnvCommand(unittest.TestCase):
         self.assertRegex(out, r"host \S+~test-host-1 \(\d+ cpus\) +ranks 1\n")
         self.assertRegex(out, r"~test-host-0: ranks 0->\S+ 2->")
         self.assertRegex(out.split("Environment (rank 0)")[1], r"STARRING_TEST_HOSTS\s+0,1,0")
+
+    def test_test_hosts_hook_of_another_rank_count_is_refused(self):
         rc, out = env(2, {"STARRING_TEST_HOSTS": "0,1,0"})
         self.assertEqual(rc, 2, out)
         self.assertIn("STARRING_TEST_HOSTS=0,1,0 (a test hook, common/test_hosts.h) names a host "

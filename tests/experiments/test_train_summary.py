@@ -19,6 +19,9 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 MPIRUN = os.path.join(REPO, "scripts", "mpirun.sh")
 
 BIN = None  # set from --bin
+# Each case is one to three short training jobs read for their figures and lines, not their speed
+# (a straggler's sleeps only lengthen steps): five at once (bin_main.py).
+OVERLAP = 5
 
 
 def train(launcher, *flags, steps=4):
