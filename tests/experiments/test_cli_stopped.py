@@ -75,7 +75,6 @@ class LooselyBounded(CliCase):
                       ["timeout after 11 s", "rank 1 did not get there"], rank=0, bound=40,
                       stop_at="setup:1")
 
-
     def test_rank_stopped_before_mpi_init(self):
         # MPI_Init waits for every rank without a limit: bounded by --timeout + 10 s
         self.run_case(2, ["train", "--backend", "ring", "--timeout", "1"] + TINY, 1,
