@@ -33,14 +33,39 @@ def run_report(results, out):
                           text=True, timeout=300)
 
 
-def report_page_of(tmp, keep):
-    """The fixture's runs for which keep(run) holds, reported from `tmp`: (process, page text)."""
+def fixture_runs_in(tmp, keep, metrics=True):
+    """Writes to `tmp` the fixture's runs for which keep(run) holds (and with `metrics`, their
+    metrics files) as a results folder."""
     runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
     with open(os.path.join(tmp, "runs.jsonl"), "w", encoding="utf-8") as f:
         for r in runs:
             if keep(r):
                 f.write(json.dumps(r) + "\n")
-    shutil.copytree(os.path.join(FIXTURE, "runs"), os.path.join(tmp, "runs"))
+    if metrics:
+        shutil.copytree(os.path.join(FIXTURE, "runs"), os.path.join(tmp, "runs"))
+
+
+_fixture_report = {}
+
+
+def fixture_report():
+    """report.py on the whole fixture, made once for the cases that only read it: (process, the
+    report folder). Removed by tearDownModule."""
+    if not _fixture_report:
+        tmp = tempfile.mkdtemp(prefix="starring_report_test_")
+        out = os.path.join(tmp, "report")
+        _fixture_report.update(tmp=tmp, out=out, proc=run_report(FIXTURE, out))
+    return _fixture_report["proc"], _fixture_report["out"]
+
+
+def tearDownModule():
+    if _fixture_report:
+        shutil.rmtree(_fixture_report["tmp"], ignore_errors=True)
+
+
+def report_page_of(tmp, keep):
+    """The fixture's runs for which keep(run) holds, reported from `tmp`: (process, page text)."""
+    fixture_runs_in(tmp, keep)
     proc = run_report(tmp, os.path.join(tmp, "report"))
     page = ""
     if proc.returncode == 0:
@@ -52,9 +77,8 @@ def report_page_of(tmp, keep):
 class ReportOnFixture(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        cls.proc, cls.out = fixture_report()
         cls.tmp = tempfile.mkdtemp(prefix="starring_report_test_")
-        cls.out = os.path.join(cls.tmp, "report")
-        cls.proc = run_report(FIXTURE, cls.out)
 
     @classmethod
     def tearDownClass(cls):
@@ -74,9 +98,15 @@ class ReportOnFixture(unittest.TestCase):
         self.assertIn("straggler", self.proc.stdout)  # every sweep's runs in the table
 
     def test_the_terminal_table_can_keep_to_one_sweep(self):
+        # the main sweep's runs beside two other sweeps' (without the bench rows and metrics
+        # files, whose plots this case does not read)
+        results = os.path.join(self.tmp, "three-sweeps")
+        os.mkdir(results)
+        fixture_runs_in(results, lambda r: r.get("sweep") in ("main", "straggler", "crossover"),
+                        metrics=False)
         out = os.path.join(self.tmp, "one-sweep")
-        p = subprocess.run([sys.executable, REPORT, FIXTURE, "--out", out, "--table-sweep", "main"],
-                           capture_output=True, text=True, timeout=300)
+        p = subprocess.run([sys.executable, REPORT, results, "--out", out, "--table-sweep",
+                            "main"], capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stderr)
         table = [l for l in p.stdout.splitlines() if "MLP" in l]
         self.assertTrue(table, p.stdout)
@@ -282,18 +312,20 @@ class ReportWithPartialData(unittest.TestCase):
                               item, (title, skipped))
 
     def test_a_bench_without_parameter_server_rows_still_gives_the_cost_model(self):
+        # the report's cost model scaling plot (report_model.extrapolation, as make_figures calls
+        # it) on the fixture's runs and its ring rows alone, in this process: the other plots
+        # of a whole report, drawn by the other cases, say nothing here
+        import report
+        import report_model as rm
+        import report_plots as rp
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        ring = sr.collapse_bench_repeats([b for b in bench if b.get("backend") == "ring"])
+        self.assertNotEqual(len(ring), len(bench))
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
-            shutil.copy(os.path.join(FIXTURE, "runs.jsonl"), tmp)
-            shutil.copytree(os.path.join(FIXTURE, "runs"), os.path.join(tmp, "runs"))
-            bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
-            with open(os.path.join(tmp, "bench.jsonl"), "w", encoding="utf-8") as f:
-                for b in bench:
-                    if b.get("backend") == "ring":
-                        f.write(json.dumps(b) + "\n")
-            proc = run_report(tmp, os.path.join(tmp, "report"))
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-            self.assertTrue(os.path.exists(os.path.join(tmp, "report", "cost_model_scaling.png")),
-                            proc.stdout)
+            fig = rm.extrapolation(report.shown_runs(runs), ring, tmp)
+            self.assertIsInstance(fig, rp.Figure, fig)
+            self.assertTrue(os.path.exists(os.path.join(tmp, "cost_model_scaling.png")))
 
     def test_a_report_folder_that_cannot_be_made_is_one_line(self):
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
@@ -360,7 +392,9 @@ class ReportWithPartialData(unittest.TestCase):
 
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
             out = os.path.join(tmp, "report")
-            self.assertEqual(run_report(FIXTURE, out).returncode, 0)
+            proc, made = fixture_report()  # the earlier report: the whole fixture's
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            shutil.copytree(made, out)
 
             def files():
                 found = {}
@@ -464,23 +498,20 @@ class ScalingYardstickAndColors(unittest.TestCase):
     def test_efficiency_measures_every_backend_against_the_fastest_smallest_run(self):
         # Each backend's own 1-worker run was its baseline: a co-located PS whose W=1 run was
         # slow (34k samples/s beside ring's 71k) showed its W=2 point at 181% of linear.
+        # The efficiency plot (as make_figures draws it) in this process; its caption is the
+        # page's (ReportOnFixture checks that every plot's caption is on the page).
+        import report
+        import report_plots as rp
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        for r in runs:
+            if r.get("run_id") == "main-ps-colocated-w1":
+                r["samples_per_s"] /= 2
         with tempfile.TemporaryDirectory(prefix="starring_report_eff_") as tmp:
-            shutil.copytree(FIXTURE, os.path.join(tmp, "results"))
-            path = os.path.join(tmp, "results", "runs.jsonl")
-            with open(path, encoding="utf-8") as f:
-                runs = [json.loads(l) for l in f if l.strip()]
-            for r in runs:
-                if r.get("run_id") == "main-ps-colocated-w1":
-                    r["samples_per_s"] /= 2
-            with open(path, "w", encoding="utf-8") as f:
-                f.writelines(json.dumps(r) + "\n" for r in runs)
-            p = run_report(os.path.join(tmp, "results"), os.path.join(tmp, "out"))
-            self.assertEqual(p.returncode, 0, p.stderr)
-            with open(os.path.join(tmp, "out", "report.html"), encoding="utf-8") as f:
-                page = html.unescape(f.read())
-        cap = re.search(r'<figure id="efficiency">.*?<figcaption>(.*?)</figcaption>', page, re.S)
-        verdict = cap.group(1).split("Here, percent of linear")[1]
-        self.assertIn("ring at W=1, 2,577 samples/s per worker", cap.group(1))
+            fig = rp.efficiency(report.shown_runs(runs), tmp)
+            self.assertIsInstance(fig, rp.Figure, fig)
+            self.assertTrue(os.path.exists(os.path.join(tmp, fig.file)))
+        verdict = fig.caption.split("Here, percent of linear")[1]
+        self.assertIn("ring at W=1, 2,577 samples/s per worker", fig.caption)
         self.assertIn("784-256-128-10 MLP W=2: ring 99%, ps-colocated 99%, ps-1 66%*", verdict)
         self.assertLessEqual(max(int(v) for v in re.findall(r" (\d+)%", verdict)), 100)
 
