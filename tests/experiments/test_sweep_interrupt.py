@@ -28,6 +28,17 @@ import sweep_jobs  # noqa: E402
 BIN = None  # set from --bin
 
 
+def processes_left(out, within=3.0):
+    """The processes whose command line names `out` still there `within` seconds from now (the
+    pgrep lines; empty as soon as none is left: the stopped job's processes have that long)."""
+    deadline = time.monotonic() + within
+    while True:
+        left = subprocess.run(["pgrep", "-f", out], capture_output=True, text=True).stdout
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
 class CtrlC(unittest.TestCase):
     def test_ctrl_c_stops_the_job_and_says_where_the_results_are(self):
         # It was a Python traceback, and the run in progress went on to its end in the background
@@ -53,8 +64,7 @@ class CtrlC(unittest.TestCase):
             self.assertNotIn("Traceback", err)
             self.assertIn("[sweep] interrupted (Ctrl-C)", err)
             self.assertIn(f"scripts/report.py {out}", err)
-            time.sleep(3)
-            left = subprocess.run(["pgrep", "-f", out], capture_output=True, text=True).stdout
+            left = processes_left(out)
             self.assertEqual(left, "", "processes of the stopped job still run")
             runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
             self.assertEqual(runs, [])  # the stopped run is not a result
@@ -85,9 +95,7 @@ class CtrlC(unittest.TestCase):
             try:
                 _, err = proc.communicate(timeout=60)
             finally:
-                time.sleep(3)
-                left = subprocess.run(["pgrep", "-f", out], capture_output=True,
-                                      text=True).stdout
+                left = processes_left(out)
                 for pid in left.split():  # an orphaned job's group (`timeout` leads it)
                     try:
                         os.killpg(os.getpgid(int(pid)), signal.SIGKILL)
