@@ -73,7 +73,7 @@ TEST(StallWatch, FiresAfterTheLimitNamingTheRankAndTheCall) {
             "given): another rank is stuck");
 }
 
-// progress() every 20 ms for 4 limits: no firing, however long the series takes in all. Once the
+// progress() every 20 ms for 3 limits: no firing, however long the series takes in all. Once the
 // calls stop, it fires a limit after the last one (not sooner), so the restart is what held it.
 TEST(StallWatch, ProgressRestartsTheLimit) {
   constexpr double kLimit = 1.0;
@@ -82,7 +82,7 @@ TEST(StallWatch, ProgressRestartsTheLimit) {
   const auto t0 = Clock::now();
   double longest_gap = 0;
   auto last = Clock::now();
-  while (since(t0) < 4 * kLimit) {
+  while (since(t0) < 3 * kLimit) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     w.progress();
     longest_gap = std::max(longest_gap, since(last));
@@ -107,8 +107,8 @@ TEST(StallWatch, ProgressRestartsTheLimit) {
       << f->line;
 }
 
-// Destroyed before the limit (the call completed): silent, also well after the limit would have
-// passed.
+// Destroyed before the limit (the call completed): silent, also well after (twice) the limit
+// would have passed.
 TEST(StallWatch, DestroyedBeforeTheLimitIsSilent) {
   constexpr double kLimit = 0.5;
   auto f = std::make_shared<Fired>();
@@ -117,7 +117,7 @@ TEST(StallWatch, DestroyedBeforeTheLimitIsSilent) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     w.progress();
   }
-  EXPECT_FALSE(f->wait(4 * kLimit)) << f->line;
+  EXPECT_FALSE(f->wait(2 * kLimit)) << f->line;
 }
 
 // The real action (no on_fire): the line on stderr, exit status 1. The child re-executes the test

@@ -127,7 +127,7 @@ TEST(PsTrainerBytes, HeartbeatsLeaveTheStepBytesAlone) {
     plain.train.max_steps = 4;
     plain.sync.timeout_s = 1;  // a heartbeat after 0.25 s of waiting
     Config slow = plain;
-    slow.train.straggler = "1:600";  // worker 0 waits 0.6 s a step for worker 1's push
+    slow.train.straggler = "1:400";  // worker 0 waits 0.4 s a step for worker 1's push
     const auto a = testing::train_inproc(plain, world_of(plain, kWorkers));
     const auto b = testing::train_inproc(slow, world_of(slow, kWorkers));
     // a server's control bytes: set-up, done and every heartbeat it received (co-located: the
