@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <map>
 #include <mutex>
 
@@ -447,13 +448,17 @@ TEST(PsInproc, WorkerSilentAtTheStartIsNamedByTheServerBeforeTheOthersWaitForThe
 TEST(PsInproc, SilentServerIsNamedByEveryRankWithinTheTimeout) {
   // Ranks: workers 0, 1; servers 2, 3. Either server hangs at step 3: the one named is the one
   // that owns the late chunk, whichever that is (chunk 0, the last tensor's, is server rank 3's).
-  for (const int hung : {3, 2}) {
+  // The run with server rank 2 hung starts once the other ranks of the one with server rank 3
+  // hung have ended: that server's hang (idle) goes on meanwhile.
+  const auto hang = [](int hung, Silence* others) {
     auto opt = test_options("bsp");
     opt.timeout = Seconds(1.0);
     opt.fault = "hang:" + std::to_string(hung) + ":3";
     starring::testing::SchedulingLag lag;
     const auto t0 = Clock::now();
-    RunResult r = run_ps(2, "2", 6, test_opt("sgd"), opt);
+    RunResult r = run_ps(2, "2", 6, test_opt("sgd"), opt, {}, [&](int rank) {
+      if (others && rank != hung) others->rank_ended();
+    });
     const double late = lag.stop();
     const std::string who = "server rank " + std::to_string(hung);
     for (int k : {0, 1, 5 - hung}) {
@@ -467,7 +472,12 @@ TEST(PsInproc, SilentServerIsNamedByEveryRankWithinTheTimeout) {
       EXPECT_LT(Seconds(r.ended[k] - t0).count(), kWithin + late)
           << "rank " << k << "; this process ran " << late << " s late";
     }
-  }
+  };
+  Silence first_others(3);
+  auto first = std::async(std::launch::async, hang, 3, &first_others);
+  first_others.keep();
+  hang(2, nullptr);
+  first.get();
 }
 
 }  // namespace
