@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "allreduce/ring_allreduce.h"
 #include "common/inproc_comm.h"
 #include "common/mpi_comm.h"
 #include "experiments/bench_harness.h"
@@ -70,6 +71,20 @@ inline std::vector<std::size_t> test_counts(int n) {
   return {
       0,      1, 7, static_cast<std::size_t>(n > 1 ? n - 1 : 0), static_cast<std::size_t>(n + 1),
       1000003};
+}
+
+// Ring options with many segments per chunk and counts not divisible by the segment.
+inline RingOptions small_segments() {
+  RingOptions o;
+  o.segment_bytes = 4096;
+  o.window = 2;
+  return o;
+}
+
+// `o` with the shared-memory path off: every byte goes over the Comm (the ring-p2p backend).
+inline RingOptions over_comm(RingOptions o) {
+  o.shared_memory = false;
+  return o;
 }
 
 }  // namespace starring::test
