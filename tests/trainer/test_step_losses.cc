@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -44,6 +45,18 @@ std::vector<nlohmann::json> step_lines(const std::string& path) {
 }
 
 double loss_of(int worker, std::int64_t step) { return 1.0 + 0.5 * worker + 0.01 * step; }
+
+// Worker 0's metrics file `path` holds one line for each of steps 1..`steps`, in order, whose
+// global_loss is exactly global(step).
+void expect_global_losses(const std::string& path, int steps,
+                          const std::function<double(int)>& global) {
+  const auto lines = step_lines(path);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(steps)) << path;
+  for (int s = 1; s <= steps; ++s) {
+    EXPECT_EQ(lines[s - 1]["step"], s);
+    EXPECT_EQ(lines[s - 1]["global_loss"].get<double>(), global(s)) << "step " << s;
+  }
+}
 
 // Worker 0's line of step s (the trainer adds the rest of its fields).
 MetricsLine line_of(std::int64_t s) {
@@ -147,12 +160,7 @@ TEST(StepLosses, WithoutALagLinesWaitForTheDrainInOrder) {
     sl.drain();
     m.finish();
   });
-  const auto lines = step_lines(path);
-  ASSERT_EQ(lines.size(), 6u);
-  for (int s = 1; s <= 6; ++s) {
-    EXPECT_EQ(lines[s - 1]["step"], s);
-    EXPECT_EQ(lines[s - 1]["global_loss"].get<double>(), 2.0);
-  }
+  expect_global_losses(path, 6, [](int) { return 2.0; });
 }
 
 // Worker 0's receives, with every test() counted (a poll: MPI progress on the compute thread).
@@ -199,12 +207,7 @@ TEST(StepLosses, WithALagReceivesAreNotPolledBeforeTheLineIsDue) {
     m.finish();
   }
   w1.join();
-  const auto lines = step_lines(path);
-  ASSERT_EQ(lines.size(), 6u);
-  for (int s = 1; s <= 6; ++s) {
-    EXPECT_EQ(lines[s - 1]["step"], s);
-    EXPECT_EQ(lines[s - 1]["global_loss"].get<double>(), (loss_of(0, s) + loss_of(1, s)) / 2);
-  }
+  expect_global_losses(path, 6, [](int s) { return (loss_of(0, s) + loss_of(1, s)) / 2; });
 }
 
 // A worker that sends no loss: worker 0's wait for step 1 (after step 3, lag 2) ends within the
