@@ -1,5 +1,5 @@
 """Catching the report's figures instead of writing them, for the plot tests
-(test_report_plots.py, test_report_studies.py)."""
+(test_report_plots.py, test_report_studies.py, test_report_legibility.py)."""
 from unittest import mock
 
 

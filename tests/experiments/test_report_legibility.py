@@ -15,7 +15,8 @@ from unittest import mock
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import test_report_plots as trp  # noqa: E402 (AxesStateTheirUnits.UNITS: the fixture's plots)
-from test_report_plots import FIXTURE, figures_of, sr  # noqa: E402
+from plot_capture import figures_of  # noqa: E402
+from test_report_plots import FIXTURE, sr  # noqa: E402
 
 
 class NoLegendOverTheData(unittest.TestCase):
