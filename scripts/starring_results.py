@@ -10,6 +10,11 @@ import os
 import re
 import tempfile
 
+# Re-exported: callers read a trace and judge a fault's outcome through this module (sr.*).
+from fault_outcome import FAULT_LINE, expected_failure, fault_outcome  # noqa: F401
+import trace_merge  # noqa: E402
+from trace_merge import TRACE_OBJECT_END, read_trace_events, trace_base  # noqa: F401
+
 RUN_SCHEMA = "starring.run.v1"
 RECORD_SCHEMA = "starring.sweep.v1"
 STATUSES = ("ok", "failed", "timeout", "skipped")
@@ -455,47 +460,6 @@ def unique_name(folder, name, ext=""):
     return candidate
 
 
-def read_trace_events(path):
-    """The events of one rank's trace file. A finished file is a JSON object; a rank that died
-    leaves '<file>.partial': Chrome's JSON Array Format, one event per line, without the closing
-    ']' (which Perfetto and chrome://tracing do not need); a last line cut by the kill is dropped.
-    A '.partial' beside the file is read in its place: it is always the newer run's (close()
-    renames it away; open() starts a new one), and the file an earlier run's at the same path.
-    `path` may name either. Raises OSError or ValueError."""
-    path = trace_base(path)
-    if os.path.exists(path + ".partial"):
-        path += ".partial"
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if not path.endswith(".partial"):
-        return json.loads(text)["traceEvents"]
-    body = text.strip()
-    if body.startswith("{"):  # finished in place, killed before the rename
-        return json.loads(body)["traceEvents"]
-    if not body.startswith("["):
-        raise ValueError(f"{path}: not a Chrome trace (JSON array format)")
-    if body.endswith(TRACE_OBJECT_END):  # completed, killed before '{"traceEvents":' went in
-        try:
-            return json.loads('{"traceEvents":' + body)["traceEvents"]
-        except ValueError:
-            pass
-    lines = body[1:].strip().rstrip(",").split(",\n")
-    for keep in (len(lines), len(lines) - 1):
-        try:
-            return json.loads("[" + ",".join(lines[:keep]) + "]")
-        except ValueError:
-            continue
-    raise ValueError(f"{path}: not a Chrome trace (JSON array format)")
-
-
-TRACE_OBJECT_END = ',"displayTimeUnit":"ms"}'  # common/trace.cc kObjectEnd, without its newline
-
-
-def trace_base(path):
-    """A rank's trace file name, given it or its '.partial'."""
-    return path[:-len(".partial")] if path.endswith(".partial") else path
-
-
 def merge_traces(paths, out, skipped=None):
     """Merges per-rank Chrome trace files (pid = rank; timestamps on the host's monotonic clock)
     into one file that Perfetto / chrome://tracing shows with one process per rank; a rank
@@ -503,56 +467,4 @@ def merge_traces(paths, out, skipped=None):
     given count once). Missing or unreadable inputs are skipped (with a dict `skipped`, each
     such path maps to why); returns the list of files merged. The events are copied line by
     line, not loaded (scripts/trace_merge.py)."""
-    import trace_merge  # here: it imports this module
     return trace_merge.merge(paths, out, skipped)
-
-
-# ---- injected faults (--fault KIND:RANK:STEP) ---------------------------------------------------
-
-# What the rank that injects a fault prints just before it dies or goes silent (common/fault.cc's
-# announce_fault, from trainer/straggler.cc and ps/server_loop.cc), with the host's wall clock, so
-# the time to the job's end can be measured. --fault stop:RANK:STEP (a preemption notice to one
-# worker) announces nothing: fault_outcome calls such a run "not injected".
-FAULT_LINE = re.compile(r"\[starring\] (?:[a-z ]*?)rank (\d+): --fault (kill|hang)\b.*? at step "
-                        r"(\d+) \(unix time ([0-9.]+)\)")
-
-
-def fault_outcome(spec, log_text, end_unix, status, exit_code):
-    """What an injected fault cost a run: {"spec", "kind", "rank", "step", "injected",
-    "detect_s" (seconds from the fault to the job's end), "errors" (the `starring: error:` lines
-    and mpirun's one-line verdict), "names_rank" (one of them names the faulty rank), "outcome"}.
-    outcome: "detected" (the job failed, naming the rank), "detected, rank not named", "hung"
-    (the sweep's time bound ended it), "not injected" (the run never reached the step), or
-    "missed" (exit 0 after the fault)."""
-    kind, _, rest = spec.partition(":")
-    rank_s, _, step_s = rest.partition(":")
-    out = {"spec": spec, "kind": kind, "rank": int(rank_s) if rank_s.isdigit() else None,
-           "step": int(step_s) if step_s.isdigit() else None, "injected": False,
-           "detect_s": None, "errors": [], "names_rank": False}
-    for line in log_text.splitlines():
-        m = FAULT_LINE.search(line)
-        if m and not out["injected"]:
-            out.update(injected=True, rank=int(m.group(1)), step=int(m.group(3)),
-                       detect_s=round(end_unix - float(m.group(4)), 3))
-        elif line.startswith(("starring: error:", "mpirun: ")):
-            out["errors"].append(line.strip())
-    if out["rank"] is not None:
-        # The faulty rank's own "--fault ... injected" error (a silenced PS server throws it
-        # after 3 x --timeout) names it without anyone having noticed: it does not count.
-        named = re.compile(rf"\brank {out['rank']}\b")
-        out["names_rank"] = any(named.search(e) for e in out["errors"] if "--fault " not in e)
-    if not out["injected"]:
-        out["outcome"] = "not injected"
-    elif status == "timeout":
-        out["outcome"] = "hung"
-    elif exit_code == 0:
-        out["outcome"] = "missed"
-    else:
-        out["outcome"] = "detected" if out["names_rank"] else "detected, rank not named"
-    return out
-
-
-def expected_failure(rec):
-    """A run that failed because a fault was injected into it on purpose, and said so."""
-    return rec.get("status") == "failed" and \
-        str(rec.get("fault", {}).get("outcome", "")).startswith("detected")

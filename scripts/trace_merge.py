@@ -1,5 +1,7 @@
-"""Merging per-rank Chrome trace files into one (starring_results.merge_traces: the sweep driver,
-scripts/add_run.py, scripts/merge_traces.py) without holding the events in memory.
+"""Reading one rank's Chrome trace file, a killed rank's '.partial' too (read_trace_events,
+trace_base), and merging per-rank trace files into one (starring_results.merge_traces: the sweep
+driver, scripts/add_run.py, scripts/merge_traces.py) without holding the events in memory.
+starring_results re-exports read_trace_events and trace_base.
 
 The files `starring train --trace` writes (common/trace.cc) hold one event per line between a
 first line '{"traceEvents":[' (a finished file) or '[' (a '.partial': a rank that died, perhaps
@@ -11,7 +13,47 @@ any other layout (a trace written by another tool) is read whole, as before."""
 import json
 import os
 
-import starring_results as sr
+
+def read_trace_events(path):
+    """The events of one rank's trace file. A finished file is a JSON object; a rank that died
+    leaves '<file>.partial': Chrome's JSON Array Format, one event per line, without the closing
+    ']' (which Perfetto and chrome://tracing do not need); a last line cut by the kill is dropped.
+    A '.partial' beside the file is read in its place: it is always the newer run's (close()
+    renames it away; open() starts a new one), and the file an earlier run's at the same path.
+    `path` may name either. Raises OSError or ValueError."""
+    path = trace_base(path)
+    if os.path.exists(path + ".partial"):
+        path += ".partial"
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if not path.endswith(".partial"):
+        return json.loads(text)["traceEvents"]
+    body = text.strip()
+    if body.startswith("{"):  # finished in place, killed before the rename
+        return json.loads(body)["traceEvents"]
+    if not body.startswith("["):
+        raise ValueError(f"{path}: not a Chrome trace (JSON array format)")
+    if body.endswith(TRACE_OBJECT_END):  # completed, killed before '{"traceEvents":' went in
+        try:
+            return json.loads('{"traceEvents":' + body)["traceEvents"]
+        except ValueError:
+            pass
+    lines = body[1:].strip().rstrip(",").split(",\n")
+    for keep in (len(lines), len(lines) - 1):
+        try:
+            return json.loads("[" + ",".join(lines[:keep]) + "]")
+        except ValueError:
+            continue
+    raise ValueError(f"{path}: not a Chrome trace (JSON array format)")
+
+
+TRACE_OBJECT_END = ',"displayTimeUnit":"ms"}'  # common/trace.cc kObjectEnd, without its newline
+
+
+def trace_base(path):
+    """A rank's trace file name, given it or its '.partial'."""
+    return path[:-len(".partial")] if path.endswith(".partial") else path
+
 
 HEADS = ('{"traceEvents":[', "[")
 
@@ -87,14 +129,14 @@ def _merge_into(paths, tmp, skipped):
         out.write('{"traceEvents":[\n')
         first = True
         for path in paths:
-            base = sr.trace_base(path)
+            base = trace_base(path)
             if base not in done:
                 done[base] = False
                 src = base + ".partial" if os.path.exists(base + ".partial") else base
                 try:
                     count = _event_lines(src)
                     if count is None:  # another layout: read it whole
-                        for event in sr.read_trace_events(base):
+                        for event in read_trace_events(base):
                             out.write(("" if first else ",\n") + json.dumps(event))
                             first = False
                     else:
