@@ -35,7 +35,7 @@ ServerLoop::ServerLoop(std::shared_ptr<Comm> comm, PsGroup group, ServerOptions 
   }
 }
 
-ServerLoop::~ServerLoop() = default;
+ServerLoop::~ServerLoop() { release_sends(); }
 
 std::string ServerLoop::who(int worker) const {
   return "worker rank " + std::to_string(group_.worker_ranks.at(static_cast<std::size_t>(worker)));
@@ -333,6 +333,7 @@ void ServerLoop::send_replies(std::vector<PsReply>& replies) {
     }
     p.req = comm_->isend(src, bytes, dst, kReplyTagBase + r.chunk);
     p.keep = std::move(keep);
+    p.reads_params = r.stable;
     sends_.push_back(std::move(p));
   }
   if (local) {
@@ -393,19 +394,49 @@ void ServerLoop::maybe_fault(std::int64_t step) {
 }
 
 void ServerLoop::abort_all(const std::string& why, bool timeout) {
-  for (int w = 0; w < workers_; ++w)
-    if (!done_[static_cast<std::size_t>(w)]) send_ctl(w, Op::kAbort, why, timeout);
+  // A send that fails here is not the news: the error being handled is (run() rethrows it).
+  for (int w = 0; w < workers_; ++w) {
+    try {
+      if (!done_[static_cast<std::size_t>(w)]) send_ctl(w, Op::kAbort, why, timeout);
+    } catch (const std::exception&) {
+    }
+  }
   // Best effort: give the messages a moment to leave, never wait on a dead peer for long.
   const auto deadline =
       Clock::now() +
       std::min<Clock::duration>(std::chrono::duration_cast<Clock::duration>(opt_.timeout),
                                 std::chrono::seconds(1));
   Backoff backoff;
-  while (!sends_.empty() && Clock::now() < deadline) {
-    complete_sends();
-    backoff.idle();
+  try {
+    while (!sends_.empty() && Clock::now() < deadline) {
+      complete_sends();
+      backoff.idle();
+    }
+  } catch (const std::exception&) {
+  }
+  release_sends();
+}
+
+// A send not complete when it is released may still be read by MPI afterwards (a stopped worker
+// that goes on and takes it, the transport's own progress): its message or snapshot is kept,
+// and so are the parameters (the ShardServer's, or the shared segment they live in) when it is a
+// stable reply sent straight from them. All were freed with the server.
+void ServerLoop::release_sends() noexcept {
+  bool params_read = false;
+  for (PendingSend& p : sends_) {
+    if (!release_unfinished(p.req)) continue;
+    keep_for_process(std::move(p.keep));
+    params_read |= p.reads_params;
   }
   sends_.clear();
+  if (!params_read) return;
+  try {
+    keep_for_process(std::shared_ptr<const void>(std::move(core_)));
+    keep_for_process(std::shared_ptr<const void>(std::move(params_seg_)));
+  } catch (...) {  // no memory for a shared owner: leaked all the same, never freed under MPI
+    (void)core_.release();
+    (void)params_seg_.release();
+  }
 }
 
 void ServerLoop::finish() {

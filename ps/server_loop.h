@@ -17,7 +17,10 @@
 // them, ps/ps_worker.h); under bsp and ssp this server heartbeats a worker whose replies it holds
 // back for timeout/4 (heartbeat_held), so that the worker does not name it meanwhile.
 // Before throwing, the server sends kAbort with the reason to every worker, so every rank ends
-// with an error that names the rank that died or went silent.
+// with an error that names the rank that died or went silent. It gives its sends a moment (at
+// most a second) to complete; the buffers of those that did not (a worker dead or stopped), and
+// the parameters a stable reply is sent from, are kept until the process ends, not freed with
+// the server while MPI may still read them (as a worker keeps its own, ps/protocol.h).
 #pragma once
 #include <boost/container/vector.hpp>
 #include <chrono>
@@ -75,6 +78,7 @@ class ServerLoop {
   struct PendingSend {
     std::unique_ptr<Request> req;
     std::shared_ptr<const void> keep;  // owns the bytes until the send completes
+    bool reads_params = false;         // sends from the parameters themselves (a stable reply)
     int worker = 0;
     std::string what;
     std::chrono::steady_clock::time_point since;
@@ -103,6 +107,9 @@ class ServerLoop {
   std::string progress(std::chrono::steady_clock::time_point now) const;
   void maybe_fault(std::int64_t step);
   void abort_all(const std::string& why, bool timeout);
+  // Releases the sends; an unfinished one keeps its buffer (and the parameters, if it reads
+  // them) until the process ends (ps/protocol.h, release_unfinished).
+  void release_sends() noexcept;
   void finish();
   nlohmann::json stats() const;
   std::string who(int worker) const;  // "worker rank 3"

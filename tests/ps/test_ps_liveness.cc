@@ -17,7 +17,8 @@
 //    before, any waiting message did, and the verdict came only once worker 0's stream ran dry).
 //  - sends read late (PsServerSends): an asp reply holds the parameters of its push, not of a
 //    later one; the goodbyes are all sent; a new session's first message, sent at a goodbye,
-//    is left for the next server;
+//    is left for the next server; sends still in flight when the server stops keep their
+//    buffers and the parameters they read;
 //  - what a server records (PsServerStats): its step bytes are the pushes and replies alone
 //    (heartbeats, done, a parameters request and its answer apart), and busy_s adds up every
 //    push's time.
@@ -30,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -38,6 +40,7 @@
 #include "ps/ps_group.h"
 #include "ps/server_loop.h"
 #include "tests/ps/forwarding_comm.h"
+#include "tests/ps/hold_sends_comm.h"
 #include "tests/ps/park_gate.h"
 
 namespace starring::ps {
@@ -99,8 +102,8 @@ void send_to_server(Comm& worker, Op op, std::int64_t step, const std::vector<fl
   h.step = step;
   h.lr = 0.5f;
   h.count = static_cast<std::uint32_t>(floats.size());
-  const auto msg = op == Op::kInit ? make_text_message(h, text)
-                                   : make_message(h, floats.data(), floats.size() * sizeof(float));
+  const auto msg = !text.empty() ? make_text_message(h, text)  // kInit, kAbort
+                                 : make_message(h, floats.data(), floats.size() * sizeof(float));
   worker.send(msg.data(), msg.size(), 2, kReqTag, kWait);
 }
 
@@ -463,6 +466,49 @@ TEST(PsServerStats, StepBytesAreThePushesAndRepliesAloneAndBusyCountsEveryPush) 
   const double busy = s["busy_s"].get<double>();
   EXPECT_GE(busy, comm->slept_s()) << s.dump();
   EXPECT_LE(busy, s["wall_s"].get<double>()) << s.dump();
+}
+
+// A server that stops (here: a worker's kAbort) with sends still in flight, because the workers
+// they go to are stopped or dead: its start acknowledgements, the round's replies (bsp: sent
+// straight from its parameters), the answer to a request for the parameters and the abort it
+// sends the other worker. MPI may still read them after the server is gone (a stopped worker
+// that goes on, the sender's own progress), so their buffers, and the parameters, must outlive
+// it. They were freed with the server (abort_all dropped the sends, the ShardServer took the
+// parameters along): read afterwards, the replies were no longer the round's 0.75 and the
+// headers lost their magic (glibc's free list writes over a freed block's first 16 bytes).
+TEST(PsServerSends, SendsLeftInFlightWhenTheServerStopsKeepTheirBuffers) {
+  InProcWorld world(3);
+  start_workers(world);
+  send_to_server(*world.comm(0), Op::kPush, 1, std::vector<float>(kFloats, 0.25f));
+  send_to_server(*world.comm(1), Op::kPush, 1, std::vector<float>(kFloats, 0.75f));
+  send_to_server(*world.comm(1), Op::kGetState, 0, {});  // chunk 0's parameters alone
+  send_to_server(*world.comm(1), Op::kAbort, 0, {}, "worker 1 failed (test)");
+  auto comm =
+      std::make_shared<HoldSendsComm>(world.comm(2), [](int, std::optional<Op>) { return true; });
+  std::string error;
+  try {
+    ServerLoop(comm, make_ps_group("1", 3), patient()).run();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("server rank 2: stopping, worker rank 1 failed: worker 1 failed (test)"),
+            std::string::npos)
+      << error;
+  const auto expect_header = [&](Op op, int worker) {
+    const std::optional<PsHeader> h = comm->read_held(op, worker);
+    ASSERT_TRUE(h) << "no " << op_name(op) << " was sent to worker " << worker;
+    EXPECT_EQ(h->magic, PsHeader::kMagic) << op_name(op) << " to worker " << worker;
+    EXPECT_EQ(h->op, op) << op_name(op) << " to worker " << worker;
+    EXPECT_EQ(h->worker, 0) << op_name(op) << " to worker " << worker;  // server 0
+  };
+  for (int w = 0; w < 2; ++w) {
+    expect_header(Op::kAck, w);
+    EXPECT_EQ(comm->read_floats(kReplyTagBase + 0, w), std::vector<float>(kFloats, 0.75f))
+        << "the reply to worker " << w;
+  }
+  expect_header(Op::kState, 1);
+  expect_header(Op::kAbort, 0);
+  EXPECT_FALSE(comm->read_held(Op::kAbort, 1)) << "worker 1 said it failed: told nothing more";
 }
 
 TEST(PsServerLiveness, AStartMessageThatIsNotAStartSpecIsAnErrorNamingTheWorker) {

@@ -7,10 +7,7 @@
 //    may read them later), and so do a failed worker's push, heartbeats and abort.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cstring>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -22,6 +19,7 @@
 #include "ps/ps_worker.h"
 #include "ps/server_loop.h"
 #include "tests/ps/forwarding_comm.h"
+#include "tests/ps/hold_sends_comm.h"
 #include "tests/ps/park_gate.h"
 #include "tests/ps/ps_worker_harness.h"
 
@@ -86,44 +84,6 @@ TEST(PsWorkerCheckPeers, ALocalShardThatAnswersAfterTheGraceWritesNowhere) {
       << error;
   EXPECT_EQ(p, std::vector<float>(kFloats, 1.0f));
 }
-
-// Forwards to another Comm, except the sends of a request whose op is in `held`: never complete
-// (a dead or stopped server), and the first of each op is remembered, so that the test can read
-// its buffer afterwards, as MPI does when it moves a send left in flight.
-class HoldSendsComm : public ForwardingComm {
- public:
-  HoldSendsComm(std::shared_ptr<Comm> inner, std::vector<Op> held)
-      : ForwardingComm(std::move(inner)), held_(std::move(held)) {}
-  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
-    const Op op = bytes >= sizeof(PsHeader) ? static_cast<const PsHeader*>(buf)->op : Op::kPush;
-    if (tag != kReqTag || bytes < sizeof(PsHeader) ||
-        std::find(held_.begin(), held_.end(), op) == held_.end())
-      return inner().isend(buf, bytes, peer, tag);
-    std::lock_guard<std::mutex> lk(mu_);
-    bufs_.emplace(op, buf);  // the first of each op
-    return std::make_unique<Held>();
-  }
-  // The header of the first held send of `op` as that send would read it now (nullopt: none).
-  std::optional<PsHeader> read_held(Op op) const {
-    std::lock_guard<std::mutex> lk(mu_);
-    const auto it = bufs_.find(op);
-    if (it == bufs_.end()) return std::nullopt;
-    PsHeader h;
-    std::memcpy(&h, it->second, sizeof h);
-    return h;
-  }
-
- private:
-  struct Held : Request {
-    bool test() override { return false; }
-    bool may_be_done() override { return false; }
-    RecvStatus wait(Seconds) override { throw TimeoutError("held send (test)"); }
-    RecvStatus status() const override { return {}; }
-  };
-  const std::vector<Op> held_;
-  mutable std::mutex mu_;
-  std::map<Op, const void*> bufs_;
-};
 
 // check_peers' kGetState requests whose sends are not complete when it gives up (the grace
 // passed) keep their buffers: MPI may still read them (a send matched late by a stopped server
