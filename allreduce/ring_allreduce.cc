@@ -61,6 +61,7 @@ void RingAllreduce::post_initial_sends(const float* in, std::size_t count) {
     std::size_t n = std::min(end, lo + seg_elems_) - lo;
     sends_.push_back(comm_.isend(base + lo * wb, n * wb, next_, opt_.tag));
   }
+  first_sends_ = sends_.size() - send_base_;
 }
 
 // Drives the transport while this rank computes: Open MPI moves data (and answers rendezvous
@@ -156,6 +157,19 @@ std::string RingAllreduce::waiting_for() const {
          describe_op(true, next_, opt_.tag) + " (whose buffer that step receives into)";
 }
 
+// What the end of a run waits for: send s, the oldest not complete (its step as the successor
+// receives it).
+std::string RingAllreduce::unfinished_send(std::size_t s) const {
+  std::string step = "(a send of an earlier run that failed)";
+  if (s >= send_base_) {
+    const std::size_t j = s - send_base_;  // first sends, then item j - first_sends_'s forward
+    step = "step " + std::to_string(j < first_sends_ ? 0 : items_[j - first_sends_].step + 1);
+  }
+  return "ring all-reduce " + step + ", " + describe_op(true, next_, opt_.tag) +
+         " (the end of the run: send " + std::to_string(s + 1) + " of " +
+         std::to_string(sends_.size()) + " not complete)";
+}
+
 void RingAllreduce::post_receives(float* out) {
   const std::size_t wb = wire_bytes(opt_.wire), window = opt_.window;
   for (; posted_ < items_.size() && posted_ < head_ + window; ++posted_) {
@@ -211,7 +225,18 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
     }
     waiter.idle([&] { return waiting_for(); });
   }
-  for (auto& s : sends_) s->wait(opt_.timeout);
+  // The last sends are waited for as the receives were: a successor that died or stopped before
+  // it took one is named with the step and the census (or the PeerLiveness's verdict), not as a
+  // bare "timeout ... in send to rank N" (Request::wait). Tested in order, the oldest unfinished
+  // one named; one that completed before an older one is found complete when its turn comes.
+  for (std::size_t s = 0; s < sends_.size();) {
+    if (sends_[s]->test()) {
+      ++s;
+      waiter.progressed();
+      continue;
+    }
+    waiter.idle([&] { return unfinished_send(s); });
+  }
   sends_.clear();
 }
 

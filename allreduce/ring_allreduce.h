@@ -36,7 +36,9 @@
 //
 // All messages of one run use one tag; messages between two ranks are matched in order (Comm's
 // non-overtaking rule), and both sides walk the same (step, segment) sequence. A wait that makes
-// no progress within the timeout throws TimeoutError naming this rank, the peer and the step.
+// no progress within the timeout (for a receive, or at the end for the last sends to complete)
+// throws TimeoutError naming this rank, the peer and the step, with a census of the ranks stuck
+// too (allreduce/progress_waiter.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -95,6 +97,7 @@ class RingAllreduce {
   void plan_reuse(bool aliased_first_sends, std::size_t count);
   bool buffer_free(std::size_t k);
   std::string waiting_for() const;
+  std::string unfinished_send(std::size_t s) const;
   void process(std::size_t k, const float* in, float* out, float scale);
   void poke();
   template <typename F>
@@ -112,6 +115,7 @@ class RingAllreduce {
   std::size_t head_ = 0, posted_ = 0;
   std::vector<std::unique_ptr<Request>> sends_;  // this run's from send_base_ (first sends, then
   std::size_t send_base_ = 0;                    // one per item forwarded, in item order)
+  std::size_t first_sends_ = 0;                  // this run's first sends (its own chunk)
   std::vector<std::ptrdiff_t> reuses_;  // per item: the send whose memory it receives into, or -1
   PeerLiveness* liveness_ = nullptr;
 };

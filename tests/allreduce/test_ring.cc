@@ -2,6 +2,7 @@
 // and under mpirun (the np of the job); wire compression; silent peers. The shared-memory path's
 // own cases are in test_shm_ring.cc, the nccl engine's in test_engines.cc.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -13,6 +14,8 @@
 #include "allreduce/private_comm.h"
 #include "allreduce/ring_allreduce.h"
 #include "allreduce/wire_codec.h"
+#include "common/comm_util.h"
+#include "common/device.h"
 #include "common/error.h"
 #include "tests/allreduce/allreduce_test_util.h"
 #include "tests/scheduling_lag.h"
@@ -222,6 +225,135 @@ TEST(RingInProc, SilentPeerTimesOut) {
       expect_timeout(*c, *eng, n - 1, 0.3);
     });
   }
+}
+
+// A Comm over another one (an InProcComm) for a successor that dies in the ring's last step:
+// its sends on `tag` to rank `to` complete as MPI's rendezvous sends do, only once `to` has
+// posted the matching receive (the k-th send, the k-th receive: matching is in order), counted
+// in `posted`, which the dying rank's own DyingComm keeps. Their bytes are delivered at once.
+class RendezvousComm : public Comm {
+ public:
+  RendezvousComm(std::shared_ptr<Comm> inner, int to, int tag, const std::atomic<int>& posted)
+      : inner_(std::move(inner)), to_(to), tag_(tag), posted_(posted) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void barrier(Seconds timeout) override { inner_->barrier(timeout); }
+  std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
+    return inner_->irecv(buf, bytes, peer, tag);
+  }
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    auto r = inner_->isend(buf, bytes, peer, tag);
+    if (peer != to_ || tag != tag_) return r;
+    return std::make_unique<Matched>(*this, std::move(r), ++sent_);
+  }
+
+ private:
+  class Matched : public Request {
+   public:
+    Matched(RendezvousComm& c, std::unique_ptr<Request> r, int k)
+        : c_(c), r_(std::move(r)), k_(k) {}
+    bool test() override { return c_.posted_.load() >= k_ && r_->test(); }
+    RecvStatus wait(Seconds timeout) override {  // as MpiRequest::wait words its timeout
+      const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
+      while (!test())
+        if (Clock::now() >= deadline)
+          throw TimeoutError(timeout_message(c_, timeout, describe_op(true, c_.to_, c_.tag_)));
+        else
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return r_->status();
+    }
+    RecvStatus status() const override { return r_->status(); }
+
+   private:
+    RendezvousComm& c_;
+    std::unique_ptr<Request> r_;
+    const int k_;
+  };
+  std::shared_ptr<Comm> inner_;
+  const int to_, tag_;
+  const std::atomic<int>& posted_;
+  int sent_ = 0;
+};
+
+// The dying rank's Comm: counts its receives on `tag` in `posted`, and dies (throws Died) when
+// asked to post receive number `last` (1-based), having sent all it had to.
+class DyingComm : public Comm {
+ public:
+  struct Died {};
+  DyingComm(std::shared_ptr<Comm> inner, int tag, int last, std::atomic<int>& posted)
+      : inner_(std::move(inner)), tag_(tag), last_(last), posted_(posted) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void barrier(Seconds timeout) override { inner_->barrier(timeout); }
+  std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override {
+    return inner_->isend(buf, bytes, peer, tag);
+  }
+  std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override {
+    if (tag == tag_ && posted_.load() + 1 == last_) throw Died{};
+    auto r = inner_->irecv(buf, bytes, peer, tag);
+    if (tag == tag_) ++posted_;
+    return r;
+  }
+
+ private:
+  std::shared_ptr<Comm> inner_;
+  const int tag_, last_;
+  std::atomic<int>& posted_;
+};
+
+// Rank 2 of 3 dies in the last step, before it posts its last receive, having sent everything it
+// had to (window 1: it posts a receive only once it forwarded the one before). Rank 0 has all it
+// needs and ends; rank 1 has all its receives, but its last send, to rank 2, never completes. It
+// waited on that send with Request::wait, whose error named neither the ring, nor the step, nor
+// anyone but the peer: "rank 1: timeout after 1.0 s in send to rank 2 (tag 65536)". Now it is
+// named as the other waits of the ring name theirs, with the census.
+TEST(RingInProc, ASuccessorThatDiesInTheLastStepIsNamedWithTheStepAndTheCensus) {
+  INPROC_ONLY();
+  constexpr int kRanks = 3, kDead = 2;
+  const std::size_t count = 64 * kRanks;
+  RingOptions o;
+  o.timeout = Seconds(1.0);  // 0.3 s: at load 18, 1 run in 5 had rank 1 time out on rank 0
+  o.window = 1;
+  const int receives = static_cast<int>(ring_receives(kDead, kRanks, count, 1 << 16).size());
+  ASSERT_EQ(receives, 2 * kRanks - 2);  // one segment a chunk
+  InProcWorld world(kRanks);
+  std::atomic<int> posted{0};
+  std::vector<std::shared_ptr<Comm>> comms = {
+      world.comm(0), std::make_shared<RendezvousComm>(world.comm(1), kDead, o.tag, posted),
+      std::make_shared<DyingComm>(world.comm(kDead), o.tag, receives, posted)};
+  std::string errors[kRanks];
+  long wrong[kRanks] = {-1, -1, -1};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < kRanks; ++r)
+    ts.emplace_back([&, r] {
+      RingAllreduce ring(*comms[r], o);
+      auto in = closed_form_input(r, count);
+      std::vector<float> out(count, -1.0f);
+      try {
+        ring.run(in.data(), out.data(), count);
+        wrong[r] = count_wrong(out.data(), count, kRanks, 1.0f);
+      } catch (const DyingComm::Died&) {
+        errors[r] = "died";
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(wrong[0], 0);
+  EXPECT_EQ(errors[kDead], "died");
+  const std::string& msg = errors[1];
+  std::printf("rank 1 said: %s\n", msg.c_str());
+  EXPECT_NE(msg.find("rank 1: timeout after 1.0 s in ring all-reduce step 3, send to rank 2 (tag " +
+                     std::to_string(o.tag) + ") (the end of the run: send 4 of 4 not complete)"),
+            std::string::npos)
+      << msg;
+  EXPECT_TRUE(census_names_quiet(msg, kDead)) << msg;
+}
+
+RingOptions over_comm(RingOptions o) {
+  o.shared_memory = false;
+  return o;
 }
 
 // Under mpirun on one node the ring takes the shared-memory path (ShmRing); over_comm() forces
