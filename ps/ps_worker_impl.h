@@ -109,7 +109,7 @@ class PsWorker::Impl {
   // worker_start.cc helpers
   void make_start_plan(const ParamLayout& layout);  // plan_, or ConfigError
   void start_local_server();
-  void send_init(const ParamLayout& layout);
+  void send_init(const ParamLayout& layout, PendingSends& sends);
   PsInitSpec init_spec(const ParamLayout& layout, int server) const;
   void say_goodbye();  // kDone to every server, then their goodbyes (kBye)
   // Waits, within --timeout + grace, until every server s has sent owed[s] acknowledgements more

@@ -47,7 +47,8 @@ void PsWorker::Impl::start(const ParamLayout& layout, SyncBuffers buffers,
     push_seg_ = SharedSegment::create(layout.total() * sizeof(float));
   if (group_.colocated) start_local_server();
   comm_thread_ = std::thread([this] { comm_main(); });
-  send_init(layout);
+  PendingSends sends(*comm_);
+  send_init(layout, sends);
   // --timeout + grace, as for a push's reply or the goodbye (it was 2 x (--timeout + grace)):
   // every server acknowledges once every worker's start message is in, and a worker it does not
   // hear from within --timeout of its own start is named by the server, which stops and tells
@@ -55,8 +56,14 @@ void PsWorker::Impl::start(const ParamLayout& layout, SyncBuffers buffers,
   // stopped, stuck or much slower to start, and names it. Co-located, this rank's own shard may
   // fail without a word to its worker (before its loop runs, e.g. posting its receives): its
   // error ends the wait at once, as it ends the goodbye's, instead of a silence named later.
+  // The sends are waited for only then: a server acknowledges once it has every message, so they
+  // complete at once. Waited for first, a server stopped before it took worker 0's initial
+  // parameters (a send that large is rendezvous under MPI) was not named as one ("rank 0:
+  // timeout after 0.2 s in send to rank 1 (tag 1048576)", test_ps_worker_liveness), and another
+  // server's kAbort did not end the wait.
   const std::vector<int> none(acks_.size(), 0), one(acks_.size(), 1);
   wait_acks(none, one, "the servers' start acknowledgements", "start acknowledgement");
+  sends.wait(opt_.timeout);
 }
 
 void PsWorker::Impl::wait_acks(const std::vector<int>& before, const std::vector<int>& owed,
@@ -147,8 +154,7 @@ PsInitSpec PsWorker::Impl::init_spec(const ParamLayout& layout, int server) cons
 }
 
 // Every server's start message (kInit); worker 0 also sends every chunk's initial parameters.
-void PsWorker::Impl::send_init(const ParamLayout& layout) {
-  PendingSends sends(*comm_);
+void PsWorker::Impl::send_init(const ParamLayout& layout, PendingSends& sends) {
   const std::size_t cap = max_request_bytes(opt_.chunk_bytes);
   for (int s = 0; s < group_.num_servers(); ++s) {
     PsHeader h;
@@ -181,7 +187,6 @@ void PsWorker::Impl::send_init(const ParamLayout& layout) {
       }
     }
   }
-  sends.wait(opt_.timeout);
 }
 
 void PsWorker::Impl::abandon(const std::string& why) {

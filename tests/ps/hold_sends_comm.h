@@ -11,9 +11,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/comm_util.h"
 #include "common/error.h"
 #include "ps/protocol.h"
 #include "tests/ps/forwarding_comm.h"
@@ -40,7 +42,7 @@ class HoldSendsComm : public ForwardingComm {
     if (!pick_(tag, op)) return inner().isend(buf, bytes, peer, tag);
     std::lock_guard<std::mutex> lk(mu_);
     held_.push_back({tag, op, peer, buf, bytes});
-    return std::make_unique<Held>();
+    return std::make_unique<Held>(*this, peer, tag);
   }
 
   // The header of the `nth` held send of `op` (to `peer`, unless -1) as that send would read it
@@ -68,11 +70,21 @@ class HoldSendsComm : public ForwardingComm {
   }
 
  private:
-  struct Held : Request {
+  // A wait runs out as MpiRequest's does, with its words.
+  class Held : public Request {
+   public:
+    Held(const Comm& comm, int peer, int tag) : comm_(comm), peer_(peer), tag_(tag) {}
     bool test() override { return false; }
     bool may_be_done() override { return false; }
-    RecvStatus wait(Seconds) override { throw TimeoutError("held send (test)"); }
+    RecvStatus wait(Seconds timeout) override {
+      std::this_thread::sleep_for(timeout);
+      throw TimeoutError(timeout_message(comm_, timeout, describe_op(true, peer_, tag_)));
+    }
     RecvStatus status() const override { return {}; }
+
+   private:
+    const Comm& comm_;
+    const int peer_, tag_;
   };
   struct Send {
     int tag;

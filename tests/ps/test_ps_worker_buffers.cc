@@ -4,9 +4,13 @@
 //    went on) writes nothing: it wrote into check_peers' freed scratch buffer (glibc: "malloc():
 //    unaligned tcache chunk detected", abort);
 //  - check_peers' requests whose sends did not complete before it gave up keep their buffers (MPI
-//    may read them later), and so do a failed worker's push, heartbeats and abort.
+//    may read them later), and so do a failed worker's push, heartbeats and abort;
+//  - a server that does not take worker 0's initial parameters (stopped before it took them) is
+//    named by the wait for the start acknowledgements, and the send keeps its buffer; the worker
+//    waited on the send alone.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -144,6 +148,35 @@ TEST(PsWorkerFailure, SendsLeftInFlightWhenTheWorkerFailsKeepTheirBuffers) {
     if (op == Op::kPush) EXPECT_EQ(h->chunk, 0);
     if (op == Op::kPush) EXPECT_EQ(h->step, 1);
   }
+}
+
+// A server stopped (or stuck) before it took worker 0's initial parameters: a send that large is
+// rendezvous under MPI and never completes. The worker waited for it first, on the send alone
+// ("rank 0: timeout after 0.2 s in send to rank 1 (tag 1048576)": no server, no start, and no
+// ear for another server's kAbort meanwhile); now its sends are waited for after the servers'
+// acknowledgements (a server acknowledges once it has every message), which name the server.
+TEST(PsWorkerStart, AServerThatDoesNotTakeTheInitialParametersIsNamed) {
+  InProcWorld world(2);  // rank 1, the server, is stopped: it takes nothing, acknowledges nothing
+  auto comm = std::make_shared<HoldSendsComm>(world.comm(0), std::vector<Op>{Op::kInitParams});
+  std::vector<float> p(kFloats, 1.0f), g(kFloats, 0.0f);
+  std::string error;
+  {
+    PsWorker ps(comm, make_ps_group("1", 2), worker_options());
+    try {
+      ps.start(layout(), {p.data(), g.data(), false, nullptr}, sgd());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  std::printf("the worker said: %s\n", error.c_str());
+  for (const char* part :
+       {"rank 0 (worker 0): timeout after 0.7 s waiting for the servers' start "
+        "acknowledgements",
+        "; no start acknowledgement from server rank 1 (stopped, stuck or slow)"})
+    EXPECT_NE(error.find(part), std::string::npos) << part << "\nnot in: " << error;
+  const std::optional<PsHeader> h = comm->read_held(Op::kInitParams);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->magic, PsHeader::kMagic);  // kept: MPI may still read it
 }
 
 }  // namespace
