@@ -25,6 +25,7 @@
 #include "common/comm_util.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/fault.h"
 #include "common/gpu_assignment.h"
 #include "experiments/backend_registry.h"
 #include "experiments/commands.h"
@@ -301,14 +302,21 @@ const char* build_commit() { return STARRING_GIT_COMMIT; }
 int run_env(Config& cfg, std::shared_ptr<Comm> world) {
   world->set_timeout(Seconds(cfg.sync.timeout_s));
   std::vector<std::string> hosts = gather_hosts(*world);
-  if (world->rank() != 0) return 0;
-  print_mpi(world->size(), hosts);
-  GpuInfo gpu = query_gpus();
-  std::vector<GpuSlot> slots = gpu_slots(hosts);
-  print_gpus(gpu, slots);
-  print_blas_and_build(cfg, gpu);
-  print_environment();
-  std::fflush(stdout);
+  if (world->rank() == 0) {
+    test_stop_point("env-report", 0);  // tests: rank 0 slow in its own part (common/fault.h)
+    print_mpi(world->size(), hosts);
+    GpuInfo gpu = query_gpus();
+    std::vector<GpuSlot> slots = gpu_slots(hosts);
+    print_gpus(gpu, slots);
+    print_blas_and_build(cfg, gpu);
+    print_environment();
+    std::fflush(stdout);
+  }
+  // Rank 0 alone queries the GPUs (the CUDA driver's start-up: seconds on a host without
+  // persistence mode) and prints: the others wait for it here, with room for that (as bench for
+  // its memcpy reference), not in the end's agreement on the outcome, whose 2 x --timeout + 10 s
+  // would name a healthy rank 0 at a short --timeout.
+  world->barrier(Seconds(std::max(world->timeout().count(), 120.0)));
   return 0;
 }
 
