@@ -8,8 +8,10 @@ communication (NCCL_*, UCX_*, OMPI_MCA_btl/pml/coll/osc, ...), read on rank 0.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import unittest
 
 import bin_main
@@ -29,7 +31,55 @@ def env(np_, extra_env=None, prefix=()):
     return p.returncode, p.stdout + p.stderr
 
 
+def stopped_ranks(parent):
+    """The pids of the stopped (state T) processes below `parent` (mpirun's ranks)."""
+    found, todo = [], [parent]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            continue
+        for k in kids:
+            try:
+                with open(f"/proc/{k}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                        found.append(k)
+            except OSError:
+                pass
+        todo += kids
+    return found
+
+
 class EnvCommand(unittest.TestCase):
+    def test_a_slow_rank_0_is_waited_for_not_named(self):
+        # Rank 0 alone queries the GPUs and prints (the CUDA driver's start-up takes seconds on a
+        # host without persistence mode); the others waited for it in the end's agreement, which
+        # at --timeout 0.5 named a healthy rank 0 after 11 s ("rank 0 did not finish within
+        # 11 s", exit 1). Here rank 0 stops there (STARRING_TEST_STOP=env-report:0) and the test
+        # lets it go on after 14 s: the job must end with the whole report, exit 0.
+        e = dict(os.environ, STARRING_TEST_STOP="env-report:0")
+        p = subprocess.Popen([MPIRUN, "-np", "2", BIN, "env", "--timeout", "0.5"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+        try:
+            stopped, deadline = None, time.monotonic() + 60
+            while stopped is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+                stopped = next((pid for pid in stopped_ranks(p.pid)), None)
+            self.assertIsNotNone(stopped, "rank 0 never stopped at env-report")
+            time.sleep(14)
+            self.assertIsNone(p.poll(), "the job ended while rank 0 was stopped")
+            os.kill(stopped, signal.SIGCONT)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        self.assertEqual(p.returncode, 0, out + err)
+        self.assertNotIn("starring: error", err)
+        self.assertIn("Environment (rank 0)", out)
+
     def test_ranks_cpus_and_oversubscription(self):
         cpus = len(os.sched_getaffinity(0))
         np_ = cpus + 1  # one more rank than this machine has CPUs
