@@ -59,7 +59,7 @@ void PsWorker::Impl::start(const ParamLayout& layout, SyncBuffers buffers,
   // The sends are waited for only then: a server acknowledges once it has every message, so they
   // complete at once. Waited for first, a server stopped before it took worker 0's initial
   // parameters (a send that large is rendezvous under MPI) was not named as one ("rank 0:
-  // timeout after 0.2 s in send to rank 1 (tag 1048576)", test_ps_worker_liveness), and another
+  // timeout after 0.2 s in send to rank 1 (tag 1048576)", test_ps_worker_buffers.cc), and another
   // server's kAbort did not end the wait.
   const std::vector<int> none(acks_.size(), 0), one(acks_.size(), 1);
   wait_acks(none, one, "the servers' start acknowledgements", "start acknowledgement");

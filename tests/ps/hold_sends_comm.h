@@ -1,9 +1,10 @@
 // HoldSendsComm: a Comm that forwards to another one, except the sends a test picks: those never
 // complete (sent to a dead or stopped peer) and are remembered, so that the test can read their
 // buffers afterwards, as MPI may read a send left in flight (a stopped peer that goes on, the
-// sender's own progress). Used by the liveness tests of a failing worker (test_ps_worker_liveness)
-// and of an aborting server (test_ps_liveness): a buffer freed under a held send reads garbage
-// there (in Release, glibc's free list writes over its first 16 bytes; ASan: heap-use-after-free).
+// sender's own progress). Used by the tests of a failing worker's buffers (test_ps_worker_buffers)
+// and of an aborting server's (test_ps_server_sends): a buffer freed under a held send reads
+// garbage there (in Release, glibc's free list writes over its first 16 bytes; ASan:
+// heap-use-after-free).
 #pragma once
 #include <algorithm>
 #include <cstring>
