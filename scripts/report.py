@@ -28,8 +28,10 @@ except ImportError:  # Debian's matplotlib lives with /usr/bin/python3; a pyenv 
     sys.exit("report.py: matplotlib is missing: run scripts/setup.sh (python3-matplotlib)")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report_convergence as rc  # noqa: E402
 import report_model as rm  # noqa: E402
 import report_plots as rp  # noqa: E402
+import report_scaling as rsc  # noqa: E402
 import report_faults as rf  # noqa: E402
 import report_recovery as rrec  # noqa: E402
 import report_overlap as ro  # noqa: E402
@@ -365,13 +367,13 @@ def make_figures(runs, bench, metrics, out):
     # plot can show it); the fault table keeps every run.
     ok = shown_runs(runs)
     bench = sr.collapse_bench_repeats(bench)
-    makers = [("throughput", lambda: rp.throughput(ok, out)),
-              ("efficiency", lambda: rp.efficiency(ok, out)),
-              ("breakdown", lambda: rp.breakdown(ok, out)),
+    makers = [("throughput", lambda: rsc.throughput(ok, out)),
+              ("efficiency", lambda: rsc.efficiency(ok, out)),
+              ("breakdown", lambda: rsc.breakdown(ok, out)),
               ("bytes per rank", lambda: rt.bytes_per_rank(ok, out)),
               ("busbw", lambda: rt.busbw(bench, out)),
               ("overlap", lambda: ro.overlap(bench, out)),
-              ("convergence", lambda: rp.convergence(ok, metrics, out)),
+              ("convergence", lambda: rc.convergence(ok, metrics, out)),
               ("straggler", lambda: rs.straggler(ok, out)),
               ("staleness", lambda: rs.staleness(ok, out)),
               ("crossover", lambda: rs.crossover(ok, out)),

@@ -501,14 +501,14 @@ class ScalingYardstickAndColors(unittest.TestCase):
         # The efficiency plot (as make_figures draws it) in this process; its caption is the
         # page's (ReportOnFixture checks that every plot's caption is on the page).
         import report
-        import report_plots as rp
+        import report_scaling as rsc
         runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
         for r in runs:
             if r.get("run_id") == "main-ps-colocated-w1":
                 r["samples_per_s"] /= 2
         with tempfile.TemporaryDirectory(prefix="starring_report_eff_") as tmp:
-            fig = rp.efficiency(report.shown_runs(runs), tmp)
-            self.assertIsInstance(fig, rp.Figure, fig)
+            fig = rsc.efficiency(report.shown_runs(runs), tmp)
+            self.assertIsInstance(fig, rsc.Figure, fig)
             self.assertTrue(os.path.exists(os.path.join(tmp, fig.file)))
         verdict = fig.caption.split("Here, percent of linear")[1]
         self.assertIn("ring at W=1, 2,577 samples/s per worker", fig.caption)
@@ -519,7 +519,7 @@ class ScalingYardstickAndColors(unittest.TestCase):
         # Two sweeps in one folder (main and scaling both run ring at W=1, 2 on the default
         # MLP): the plot draws each backend's last run per worker count, the caption listed
         # every run ('W=2: ring 90%, ring 75%').
-        import report_plots as rp
+        import report_scaling as rsc
 
         def run(w, rate, sweep):
             return {"variant": "ring", "workers": w, "samples_per_s": rate, "sweep": sweep,
@@ -528,12 +528,12 @@ class ScalingYardstickAndColors(unittest.TestCase):
 
         runs = [run(1, 100, "main"), run(2, 180, "main"), run(1, 100, "scaling"),
                 run(2, 150, "scaling")]
-        self.assertEqual(rp._scaling_verdict(rp._scaling_facets(runs)),
+        self.assertEqual(rsc._scaling_verdict(rsc._scaling_facets(runs)),
                          " Here, percent of linear (fastest first): default MLP W=2: ring 75%.")
         # Above linear at equal per-worker work: said to be the baseline's slowness (a loaded
         # 2-core machine's quickstart read ring 127% at W=2, with no word on why)
-        above = rp._scaling_verdict(rp._scaling_facets([run(1, 100, "main"),
-                                                        run(2, 254, "main")]))
+        above = rsc._scaling_verdict(rsc._scaling_facets([run(1, 100, "main"),
+                                                          run(2, 254, "main")]))
         self.assertTrue(above.startswith(" Here, percent of linear (fastest first): default MLP "
                                          "W=2: ring 127%. Above 100% is not superlinear"), above)
 
@@ -660,7 +660,7 @@ class TableCells(unittest.TestCase):
 
 class ConvergenceClock(unittest.TestCase):
     def test_older_metrics_files_are_put_on_the_training_clock(self):
-        import report_plots as rp
+        import report_convergence as rc
         # Before 6673712 a step line's time_s counted the evaluations before it; the eval line's
         # did not. Step 3 came 2.0 s after the eval at 1.0 and took 0.5 s: 1.5 s of evaluation.
         lines = [{"step": 1, "loss": 2.0, "time_s": 0.5, "compute_s": 0.4, "wait_s": 0.1},
@@ -669,18 +669,18 @@ class ConvergenceClock(unittest.TestCase):
                  {"step": 3, "loss": 1.2, "time_s": 3.0, "compute_s": 0.3, "wait_s": 0.2},
                  {"step": 4, "loss": 1.0, "time_s": 3.5, "compute_s": 0.3, "wait_s": 0.2},
                  {"event": "eval", "epoch": 2, "test_accuracy": 0.9, "time_s": 2.0}]
-        old = rp.training_clock({"job": {"legs": 1}}, lines)
+        old = rc.training_clock({"job": {"legs": 1}}, lines)
         self.assertEqual([m["time_s"] for m in old], [0.5, 1.0, 1.0, 1.5, 2.0, 2.0])
-        self.assertEqual(rp.training_clock({}, lines)[3]["time_s"], 1.5)  # no job: older still
+        self.assertEqual(rc.training_clock({}, lines)[3]["time_s"], 1.5)  # no job: older still
         new = {"job": {"legs": 1, "leg_train_s": [2.0]}}  # recorded on the training clock
-        self.assertIs(rp.training_clock(new, lines), lines)
+        self.assertIs(rc.training_clock(new, lines), lines)
 
     def test_the_loss_drawn_is_every_workers_mean_where_recorded(self):
-        import report_plots as rp
-        self.assertEqual(rp.step_loss({"loss": 2.0, "global_loss": 1.5}), 1.5)
-        self.assertEqual(rp.step_loss({"loss": 2.0}), 2.0)  # older runs, --metrics-loss worker0
+        import report_convergence as rc
+        self.assertEqual(rc.step_loss({"loss": 2.0, "global_loss": 1.5}), 1.5)
+        self.assertEqual(rc.step_loss({"loss": 2.0}), 2.0)  # older runs, --metrics-loss worker0
         # a worker's loss not a number: a gap in the curve, not worker 0's finite loss
-        self.assertTrue(math.isnan(rp.step_loss({"loss": 2.0, "global_loss": None})))
+        self.assertTrue(math.isnan(rc.step_loss({"loss": 2.0, "global_loss": None})))
 
 
 if __name__ == "__main__":

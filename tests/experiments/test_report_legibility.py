@@ -154,24 +154,24 @@ class ConvergenceOneEvaluation(unittest.TestCase):
         # scripts/sweep.sh scaling (2026-12-01: synthetic data, one epoch): every run's one
         # evaluation read 1.0; the accuracy axis ran from 0.96 to 1.04, one dot per backend and
         # no word of why there was no curve
-        import report_plots as rp
+        import report_convergence as rc
         runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
         runs = [copy.deepcopy(r) for r in runs if r["status"] == "ok" and r.get("history")
                 and r.get("sweep") == "main"]
         self.assertTrue(runs)
-        with mock.patch.object(rp, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
+        with mock.patch.object(rc, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
             figs = []
-            caption = rp.convergence(runs, {}, None).caption  # two epochs each
+            caption = rc.convergence(runs, {}, None).caption  # two epochs each
             self.assertNotIn("evaluated once", caption)
             for r in runs:
                 r["history"] = [dict(r["history"][-1], test_accuracy=1.0)]
             # two epochs each, evaluated once (--eval-each-epoch off): not 'one epoch or fewer'
-            caption = rp.convergence(runs, {}, None).caption
+            caption = rc.convergence(runs, {}, None).caption
             self.assertIn("Every run here was evaluated once, at its end, so the accuracy row "
                           "has one point per run", caption)
             for r in runs:
                 r["epochs"] = 1
-            caption = rp.convergence(runs, {}, None).caption
+            caption = rc.convergence(runs, {}, None).caption
         self.assertIn("Every run here was evaluated once, at its end (one epoch or fewer), so "
                       "the accuracy row has one point per run", caption)
         accuracy_row = [ax for ax in figs[-1].axes if "accuracy" in ax.get_ylabel()]

@@ -10,6 +10,7 @@ import copy
 import os
 import re
 import sys
+import types
 import unittest
 from unittest import mock
 
@@ -31,9 +32,11 @@ def all_figures(runs, bench, metrics):
         figs[name] = fig
         return name
 
+    # every plot module report.py imports: each has _save from report_plots under its own name
+    modules = [m for m in vars(report).values()
+               if isinstance(m, types.ModuleType) and hasattr(m, "_save")]
     with contextlib.ExitStack() as stack:
-        for module in (report.rp, report.rt, report.rs, report.rf, report.rrec, report.ro,
-                       report.rm):
+        for module in modules:
             stack.enter_context(mock.patch.object(module, "_save", keep))
         made = report.make_figures(runs, bench, metrics, None)
     return made, figs
@@ -42,18 +45,18 @@ class BreakdownOther(unittest.TestCase):
     def test_the_caption_says_what_the_grey_segment_is_when_one_is_drawn(self):
         # a co-located PS run's step read 2.43 ms = compute 0.65 + wait 1.30: the plot drew the
         # 0.48 ms left over as a grey 'other' segment that neither caption nor legend explained
-        import report_plots as rp
+        import report_scaling as rsc
         runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
         runs = [copy.deepcopy(r) for r in runs if r["status"] == "ok" and r.get("step_time")]
         for r in runs:  # total = compute + wait exactly: no grey segment
             st = r["step_time"]
             st["total_s"] = st["compute_s"] + st["wait_s"]
-        with mock.patch.object(rp, "_save", lambda fig, out_dir, name: name):
-            self.assertNotIn("Grey (other)", rp.breakdown(runs, None).caption)
+        with mock.patch.object(rsc, "_save", lambda fig, out_dir, name: name):
+            self.assertNotIn("Grey (other)", rsc.breakdown(runs, None).caption)
             for r in runs:
                 r["step_time"]["total_s"] *= 1.25
             self.assertIn("Grey (other): the rest of the training thread's step",
-                          rp.breakdown(runs, None).caption)
+                          rsc.breakdown(runs, None).caption)
 
 
     def test_the_caption_says_where_the_optimizer_and_comm_are_counted(self):
@@ -61,11 +64,11 @@ class BreakdownOther(unittest.TestCase):
         # and nccl apply it after each bucket's all-reduce, outside the training thread's compute
         # (0.05 ms a step, 2 ring workers) and outside comm_s; the PS's comm_s is a step's
         # push-to-last-reply window, the ring's its all-reduce calls: not the same measure
-        import report_plots as rp
+        import report_scaling as rsc
         runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
         runs = [r for r in runs if r["status"] == "ok" and r.get("step_time")]
-        with mock.patch.object(rp, "_save", lambda fig, out_dir, name: name):
-            caption = rp.breakdown(runs, None).caption
+        with mock.patch.object(rsc, "_save", lambda fig, out_dir, name: name):
+            caption = rsc.breakdown(runs, None).caption
         self.assertNotIn("optimizer where it runs on the worker", caption)
         self.assertIn("ranks[].extra.optimizer_s", caption)
         self.assertIn("from its first push to its last reply", caption)
@@ -216,25 +219,25 @@ class TheLinesThePlotsAreReadAgainst(unittest.TestCase):
                 run("ps-1", 1, 80.0), run("ps-1", 2, 150.0), run("ps-1", 4, 200.0)]
 
     def test_throughput_draws_ideal_linear_scaling_of_the_fastest_smallest_run(self):
-        import report_plots as rp
-        ax = figures_of(rp, rp.throughput, self.scaling_runs())[0].axes[0]
+        import report_scaling as rsc
+        ax = figures_of(rsc, rsc.throughput, self.scaling_runs())[0].axes[0]
         self.assertEqual(self.line(ax, "ideal linear from ring W=1"),
                          {1: 100.0, 2: 200.0, 4: 400.0})
         self.assertEqual(self.line(ax, "ps-1"), {1: 80.0, 2: 150.0, 4: 200.0})
 
     def test_efficiency_is_throughput_over_w_times_the_yardstick(self):
-        import report_plots as rp
-        ax = figures_of(rp, rp.efficiency, self.scaling_runs())[0].axes[0]
+        import report_scaling as rsc
+        ax = figures_of(rsc, rsc.efficiency, self.scaling_runs())[0].axes[0]
         self.assertEqual(self.line(ax, "ring"), {1: 100.0, 2: 90.0, 4: 75.0})
         self.assertEqual(self.line(ax, "ps-1"), {1: 80.0, 2: 75.0, 4: 50.0})
         self.assertEqual(set(self.line(ax, "ideal: W x ring W=1").values()), {100.0})
 
     def test_breakdown_bars_are_compute_wait_on_it_and_communication_beside(self):
-        import report_plots as rp
+        import report_scaling as rsc
         runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
         main = [r for r in runs if r.get("sweep") == "main" and r["status"] == "ok"
                 and r["model"]["params"] < 1e6]
-        ax = figures_of(rp, rp.breakdown, main)[0].axes[0]
+        ax = figures_of(rsc, rsc.breakdown, main)[0].axes[0]
         order = {}
         for r in main:
             order.setdefault(sr.backend_label(r), len(order))
@@ -325,8 +328,8 @@ class BusbwLegend(unittest.TestCase):
 
 class SmallHelpers(unittest.TestCase):
     def test_the_moving_average_starts_on_the_first_value(self):
-        import report_plots as rp
-        self.assertEqual(rp._smooth([4.0, 4.0, 4.0, 1.0], 3), [4.0, 4.0, 4.0, 3.0])
+        import report_convergence as rc
+        self.assertEqual(rc._smooth([4.0, 4.0, 4.0, 1.0], 3), [4.0, 4.0, 4.0, 3.0])
 
     def test_the_time_sharing_note_names_the_machines_cores(self):
         # bench rows of older folders lack `cores` (0): the note gives the host's count

@@ -1,0 +1,119 @@
+"""The convergence figure of StarRing's report (scripts/report.py): training loss and test
+accuracy against the seconds spent training, and how a run's metrics lines are read for it.
+Same conventions as report_plots.py (Figure or Skipped, Agg backend)."""
+import matplotlib.pyplot as plt
+
+import starring_results as sr
+from report_plots import (Figure, Skipped, _facets, _save, color_of, oversub_note,
+                          scaling_runs, scaling_skip_reason)
+
+
+def _smooth(values, k):
+    out, acc = [], 0.0
+    for i, v in enumerate(values):
+        acc += v
+        if i >= k:
+            acc -= values[i - k]
+        out.append(acc / min(i + 1, k))
+    return out
+
+
+def step_loss(m):
+    """A step line's training loss: the mean over every worker's (global_loss, written since
+    --metrics-loss all) where the line has it, else worker 0's (older runs, --metrics-loss
+    worker0). A null global_loss (a worker's loss was not a number) is NaN, a gap in the curve,
+    not worker 0's loss, which would hide the divergence."""
+    if "global_loss" not in m:
+        return m["loss"]
+    g = m["global_loss"]
+    return g if isinstance(g, (int, float)) else float("nan")
+
+
+def training_clock(record, lines):
+    """A run's metrics lines with every time_s on the training clock (evaluation and checkpoints
+    not counted). Runs recorded before 6673712 (no job.leg_train_s in their summary) counted in a
+    step line's time_s the evaluations and checkpoints before it, which the event lines' time_s
+    did not: their step lines move back by that time, read at the first step after each event
+    (its time_s less the event's and less its own compute + wait)."""
+    if "leg_train_s" in (record.get("job") or {}):
+        return lines
+    out, offset, event_at = [], 0.0, None
+    for m in lines:
+        if not isinstance(m.get("time_s"), (int, float)):
+            out.append(m)
+            continue
+        if "event" in m:
+            event_at = m["time_s"]
+            out.append(m)
+            continue
+        if event_at is not None:
+            step_s = m.get("compute_s", 0.0) + m.get("wait_s", 0.0)
+            offset = max(0.0, m["time_s"] - event_at - step_s)
+            event_at = None
+        out.append(dict(m, time_s=m["time_s"] - offset) if offset else m)
+    return out
+
+
+def convergence(runs, metrics, out_dir):
+    every = runs
+    runs = [r for r in scaling_runs(runs) if r.get("history") or metrics.get(r["run_id"])]
+    if not runs:
+        return Skipped("Loss and accuracy vs wall time", scaling_skip_reason(
+            every, lambda r: r.get("history") or metrics.get(r["run_id"]),
+            "a history or metrics file"))
+    facets = _facets(runs)
+    model, runs = next(iter(facets.items()))  # the smallest model only: one panel per W
+    workers = sorted({r["workers"] for r in runs})
+    fig, axes = plt.subplots(2, len(workers), figsize=(4.6 * len(workers), 7.2), squeeze=False)
+    evaluations = []  # per run drawn: how many accuracy points
+    for col, w in enumerate(workers):
+        for r in sorted((r for r in runs if r["workers"] == w), key=sr.backend_label):
+            color = color_of(sr.backend_label(r))
+            label = sr.backend_label(r) + (f" ({r['np']} ranks on {r['cores']} cores)"
+                                           if r.get("oversubscribed") else "")
+            lines = training_clock(r, metrics.get(r["run_id"], []))
+            steps = [m for m in lines if "loss" in m and "time_s" in m]
+            if steps:
+                k = max(1, len(steps) // 40)
+                axes[0][col].plot([m["time_s"] for m in steps],
+                                  _smooth([step_loss(m) for m in steps], k), color=color,
+                                  label=label)
+            evals = [m for m in lines if m.get("event") == "eval"]
+            pts = [(m["time_s"], m["test_accuracy"]) for m in evals] or [
+                (h["wall_s"], h["test_accuracy"]) for h in r.get("history") or []]
+            if pts:
+                axes[1][col].plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color,
+                                  label=label)
+                evaluations.append(len(pts))
+        # A fraction: autoscale around runs that all reached 1.0 (the scaling sweep's synthetic
+        # data) drew the axis up to 1.04.
+        lo, hi = axes[1][col].get_ylim()
+        if hi > 1.0:
+            axes[1][col].set_ylim(lo, 1.0 + 0.1 * (1.0 - min(lo, 0.99)))
+        axes[0][col].set_title(f"{w} worker{'s' if w > 1 else ''}")
+        axes[0][col].set_ylabel("training loss (moving average)")
+        axes[1][col].set_ylabel("test accuracy (fraction)")
+        for row in (0, 1):
+            axes[row][col].set_xlabel("training seconds (evaluation, checkpoints not counted)")
+            axes[row][col].grid(alpha=0.3)
+            if axes[row][col].lines:
+                axes[row][col].legend(fontsize=8)
+    fig.suptitle(f"{model}: training loss and test accuracy vs wall time")
+    name = _save(fig, out_dir, "convergence.png")
+    return Figure(name, "Loss and accuracy vs wall time",
+                  f"{model}: training loss per step (the mean over every worker's, the metrics' "
+                  "global_loss; worker 0's in runs recorded without it; moving average) and test "
+                  "accuracy after each epoch, against the seconds spent training since the first "
+                  "step (the metrics' time_s, the history's wall_s: evaluation and checkpoints "
+                  "not counted; runs recorded before 6673712, whose step lines counted them, are "
+                  "moved back by them), "
+                  "one column per worker count. Under synchronous training the backends compute "
+                  "the same steps, so the curves differ in speed, not in shape."
+                  + (" Every run here was evaluated once, at its end"
+                     # a longer run evaluated once had --eval-each-epoch off
+                     + (" (one epoch or fewer)" if all(0 < r.get("epochs", 0) <= 1 for r in runs)
+                        else "")
+                     + ", so the accuracy row has one point per run: its final accuracy against "
+                     "its training time."
+                     if evaluations and max(evaluations) == 1 else "")
+                  + oversub_note(runs))
