@@ -125,7 +125,7 @@ LINESTYLES = ["-", "--", ":"]
 
 
 def _staleness_label(r):
-    return f"{sr.backend_label(r)} W={r['workers']}" + (
+    return f"{sr.backend_label(r)} W={r['workers']}" + ("*" if r.get("oversubscribed") else "") + (
         f" straggler {r['straggler']}" if r.get("straggler") else "")
 
 
@@ -188,7 +188,11 @@ def staleness(runs, out_dir):
                   "pushes at each staleness): the bound --staleness (dotted) caps it, and no bar may stand in "
                   "the gray region beyond it. ASP "
                   "(cumulative share of pushes with at most a given staleness): unbounded, so "
-                  "a long tail; the curve reaches 100% at the stalest push.")
+                  "a long tail; the curve reaches 100% at the stalest push." + oversub_note(runs)
+                  + (" Those runs are marked * (a dedicated-PS run has W + S ranks). Staleness "
+                     "counts steps, not seconds, but how far a worker falls behind the others "
+                     "is set by their pace, which the scheduler decides while ranks time-share "
+                     "the cores." if oversub_note(runs) else ""))
 
 
 def crossover(runs, out_dir):
