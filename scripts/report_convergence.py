@@ -63,6 +63,7 @@ def convergence(runs, metrics, out_dir):
             "a history or metrics file"))
     facets = _facets(runs)
     model, runs = next(iter(facets.items()))  # the smallest model only: one panel per W
+    others = list(facets.items())[1:]  # said in the caption: their curves are on no plot
     workers = sorted({r["workers"] for r in runs})
     fig, axes = plt.subplots(2, len(workers), figsize=(4.6 * len(workers), 7.2), squeeze=False)
     evaluations = []  # per run drawn: how many accuracy points
@@ -109,6 +110,9 @@ def convergence(runs, metrics, out_dir):
                   "moved back by them), "
                   "one column per worker count. Under synchronous training the backends compute "
                   "the same steps, so the curves differ in speed, not in shape."
+                  + (" Runs of the other models are not drawn: " + "; ".join(
+                      f"{m}, {len(rs)} run{'s' if len(rs) > 1 else ''}" for m, rs in others)
+                     + "; the summary table gives their test accuracy." if others else "")
                   + (" Every run here was evaluated once, at its end"
                      # a longer run evaluated once had --eval-each-epoch off
                      + (" (one epoch or fewer)" if all(0 < r.get("epochs", 0) <= 1 for r in runs)

@@ -114,6 +114,17 @@ class ReportOnFixture(unittest.TestCase):
         self.assertNotIn("bytes_per_rank", warned)  # bytes do not depend on the cores
         self.assertNotIn("bucket", warned)  # its runs have 2 ranks on 2 cores
 
+    def test_the_convergence_caption_names_the_models_it_does_not_draw(self):
+        # convergence.png draws the smallest model's runs; the fixture's wide MLP runs (W=1, 2,
+        # with histories) had their loss and accuracy on no plot, and no caption said so
+        with open(os.path.join(self.out, "report.html"), encoding="utf-8") as f:
+            page = f.read()
+        caption = html.unescape(re.search(r'<figure id="convergence">.*?<figcaption>(.*?)'
+                                          r"</figcaption>", page, re.S).group(1))
+        self.assertTrue(caption.startswith("784-256-128-10 MLP (0.24M params): "), caption)
+        self.assertIn(" Runs of the other models are not drawn: wide MLP (20.04M params), 2 "
+                      "runs; the summary table gives their test accuracy.", caption)
+
     def test_summary_has_one_row_per_successful_run_and_lists_failures(self):
         runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
         ok = [r for r in runs if r["status"] == "ok"]
