@@ -1,6 +1,7 @@
-"""Running scripts/report.py on the committed fixture (tests/experiments/fixtures/results, written
-by make_fixture.py) or on a part of it, for the report tests: test_report.py (the whole
-fixture's report), test_report_inputs.py (partial, broken or unwritable folders)."""
+"""The committed fixture (tests/experiments/fixtures/results, written by make_fixture.py) and
+scripts/report.py run on it or on a part of it, for the report tests: test_report.py (the whole
+fixture's report), test_report_inputs.py (partial, broken or unwritable folders),
+test_report_numbers.py (in-process, on its records). Puts scripts/ on sys.path."""
 import json
 import os
 import shutil

@@ -9,15 +9,10 @@ import copy
 import math
 import os
 import re
-import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-FIXTURE = os.path.join(HERE, "fixtures", "results")
-sys.path.insert(0, os.path.join(REPO, "scripts"))
-import starring_results as sr  # noqa: E402
+from report_case import FIXTURE, sr
 
 
 class CostModelFromRingRows(unittest.TestCase):
