@@ -273,6 +273,30 @@ class OverlapSerialControl(unittest.TestCase):
                       "backends or sizes are noise (other processes kept up to 1.3 of the host's "
                       "2 CPUs busy during it).", caption)
 
+    def test_time_shared_jobs_are_hollow(self):
+        # the overlap plot said in its caption only that some jobs time-shared the cores; the
+        # busbw and bucket plots mark those points hollow
+        import report_overlap as ro
+        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        rows = [copy.deepcopy(b) for b in ro.overlap_rows(bench)]
+        four = [dict(copy.deepcopy(b), np=4, workers=4, cores=2, oversubscribed=True)
+                for b in rows]
+        figs = []
+        with mock.patch.object(ro, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
+            self.assertNotIn("Hollow markers", ro.overlap(rows, None).caption)
+            caption = ro.overlap(rows + four, None).caption
+        self.assertIn("Runs with 4 ranks time-share this machine's 2 cores", caption)
+        self.assertIn("Hollow markers are those jobs.", caption)
+        for ax in figs[1].axes:
+            drawn = [l for l in ax.get_lines() if len(l.get_xdata())]
+            hollow = {l.get_label(): l.get_markerfacecolor() == "white" for l in drawn}
+            self.assertTrue(hollow)
+            self.assertEqual(hollow, {k: "W=4" in k for k in hollow})
+            self.assertIn("hollow: more ranks than cores", [l.get_label() for l in ax.get_lines()])
+        for ax in figs[0].axes:
+            self.assertNotIn("hollow: more ranks than cores",
+                             [l.get_label() for l in ax.get_lines()])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
