@@ -1,7 +1,8 @@
 // CudaDevice: the model's math on one GPU. Matrix products go to cuBLAS, which is column-major:
 // a row-major C (m x n) is the column-major C^T, and C^T = op(B)^T op(A)^T, so a row-major
 // C = op(A) op(B) is cublasSgemm with the operands swapped (B first, n and m swapped) and the
-// same leading dimensions as in row-major. Everything else is the small kernels of kernels.cu.
+// same leading dimensions as in row-major (gemm_args.h, checked on the CPU). Everything else is
+// the small kernels of kernels.cu.
 // All work is queued on one stream owned by the device; the results that return a number
 // (loss, correct count, sum of squares) wait for it. Any thread may call in: each entry point
 // makes this device's GPU current first.
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "common/cuda/cuda_check.h"
+#include "common/cuda/gemm_args.h"
 #include "common/cuda/kernels.h"
 #include "common/device_factories.h"
 #include "common/gpu_assignment.h"
@@ -71,8 +73,10 @@ class CudaDevice final : public Device {
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b,
             float beta, float* c) override {
     use();
-    CHECK_CUBLAS(cublasSgemm(blas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                             n, m, k, &alpha, b, tb ? k : n, a, ta ? m : k, &beta, c, n));
+    const cuda::ColumnMajorGemm g = cuda::column_major_gemm(ta, tb, m, n, k);
+    CHECK_CUBLAS(cublasSgemm(blas_, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &alpha, b,
+                             g.ld_first, a, g.ld_second, &beta, c, g.ldc));
   }
   void bias_act(float* y, const float* bias, int rows, int cols, bool relu) override {
     use();

@@ -1,22 +1,15 @@
 // Small element-wise and row-wise kernels for CudaDevice. Every kernel is a grid-stride loop:
-// the grid is capped at kMaxBlocks, so each thread may take several elements, rows or columns,
-// and any n (past 2^31 too: indices are size_t) is covered. Row-wise ones (softmax
+// the grid is capped at kMaxBlocks (grid.h), so each thread may take several elements, rows or
+// columns, and any n (past 2^31 too: indices are size_t) is covered. Row-wise ones (softmax
 // cross-entropy, argmax) give one thread a row, which suits the few classes of this model;
 // bias_grad gives one thread a column so reads coalesce across threads, and adds the rows in the
 // CPU's order. Reductions that must be deterministic (sum of squares, the loss) write fixed
 // partial results that the host adds in order.
+#include "common/cuda/grid.h"
 #include "common/cuda/kernels.h"
 
 namespace starring::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr std::size_t kMaxBlocks = 4096;
-
-int blocks_for(std::size_t n) {
-  std::size_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<int>(b < kMaxBlocks ? (b ? b : 1) : kMaxBlocks);
-}
 
 // First index and stride of this thread's grid-stride loop.
 __device__ std::size_t first_index() {

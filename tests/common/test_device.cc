@@ -1,16 +1,20 @@
 // Device: the CPU implementation against naive double-precision references for every operation,
 // make_device's fallback, and (when a GPU is present) the CUDA implementation against the CPU one.
+#include <cblas.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "common/blas_kernels.h"
+#include "common/cuda/gemm_args.h"
+#include "common/cuda/grid.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -286,6 +290,71 @@ TEST(CudaVsCpu, Agree) {
   EXPECT_NEAR(loss[1], loss[0], 1e-4 * std::fabs(loss[0]));
   EXPECT_NEAR(ss[1], ss[0], 1e-5 * ss[0]);
   EXPECT_EQ(correct[1], correct[0]);
+}
+
+// The cuBLAS call CudaDevice::gemm makes (common/cuda/gemm_args.h), made here of OpenBLAS's
+// column-major sgemm with the same arguments: it gives the row-major product for every transpose,
+// and its leading dimensions meet cublasSgemm's checks (lda >= max(1, transa ? k : m), ldb >=
+// max(1, transb ? n : k), ldc >= max(1, m), else CUBLAS_STATUS_INVALID_VALUE). No GPU needed:
+// this is the argument mapping the GPU tests (GpuDevice.GemmAllTransposesMatchCpu) check on a GPU.
+TEST(ColumnMajorGemm, OpenBlasColumnMajorGivesTheRowMajorProduct) {
+  struct Shape {
+    int m, n, k;
+  };
+  for (Shape s : {Shape{13, 7, 29}, Shape{1, 9, 4}, Shape{8, 1, 3}, Shape{5, 6, 1},
+                  Shape{128, 10, 128}, Shape{10, 128, 64}}) {
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        const std::string what = "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                                 " k=" + std::to_string(s.k) + " ta=" + std::to_string(ta) +
+                                 " tb=" + std::to_string(tb);
+        const cuda::ColumnMajorGemm g = cuda::column_major_gemm(ta, tb, s.m, s.n, s.k);
+        EXPECT_GE(g.ld_first, std::max(1, g.trans_first ? g.k : g.m)) << what;
+        EXPECT_GE(g.ld_second, std::max(1, g.trans_second ? g.n : g.k)) << what;
+        EXPECT_GE(g.ldc, std::max(1, g.m)) << what;
+        auto a = data(std::size_t(s.m) * s.k, 1), b = data(std::size_t(s.k) * s.n, 2),
+             c0 = data(std::size_t(s.m) * s.n, 3);
+        auto c = c0;
+        cblas_sgemm(CblasColMajor, g.trans_first ? CblasTrans : CblasNoTrans,
+                    g.trans_second ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, 0.75f, b.data(),
+                    g.ld_first, a.data(), g.ld_second, 0.5f, c.data(), g.ldc);
+        expect_close(c, ref_gemm(ta, tb, s.m, s.n, s.k, 0.75f, a, b, 0.5f, c0), 1e-5, 1e-5,
+                     what.c_str());
+      }
+  }
+}
+
+// The launch shape of kernels.cu's grid-stride kernels (common/cuda/grid.h): at least one block
+// and at most the cap (a valid gridDim.x for every n, 0 and past 2^31 included), one pass when the
+// cap allows it, and the loop `for (i = block * kThreads + thread; i < n; i += blocks * kThreads)`
+// reaches every element exactly once (emulated here, past the cap too).
+TEST(KernelGrid, BlocksAreValidAndTheGridStrideLoopCoversEveryElement) {
+  using cuda::blocks_for;
+  using cuda::kMaxBlocks;
+  using cuda::kThreads;
+  const std::size_t cap_elems = kMaxBlocks * kThreads;
+  for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(255), std::size_t(256),
+                        std::size_t(257), cap_elems - 1, cap_elems, cap_elems + 1,
+                        (std::size_t(1) << 31) + 1024, SIZE_MAX - 5, SIZE_MAX}) {
+    const std::size_t b = static_cast<std::size_t>(blocks_for(n));
+    EXPECT_GE(b, 1u) << n;
+    EXPECT_LE(b, kMaxBlocks) << n;
+    if (n <= cap_elems) {  // the fewest blocks that cover n in one pass
+      EXPECT_GE(b * kThreads, n) << n;
+      if (n > 0) EXPECT_LT((b - 1) * kThreads, n) << n;
+    } else {
+      EXPECT_EQ(b, kMaxBlocks) << n;
+    }
+  }
+  for (std::size_t n :
+       {std::size_t(0), std::size_t(1), std::size_t(300), cap_elems + 7, 3 * cap_elems - 1}) {
+    const std::size_t blocks = static_cast<std::size_t>(blocks_for(n));
+    std::vector<unsigned char> seen(n, 0);
+    for (std::size_t block = 0; block < blocks; ++block)
+      for (std::size_t t = 0; t < static_cast<std::size_t>(kThreads); ++t)
+        for (std::size_t i = block * kThreads + t; i < n; i += blocks * kThreads) ++seen[i];
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<std::ptrdiff_t>(n)) << n;
+  }
 }
 
 // OpenBLAS's unknown-CPU fallback (Prescott kernels) is replaced only on CPUs that can run the
