@@ -76,8 +76,10 @@ struct GpuInfo {
     int cc_major = 0, cc_minor = 0;
   };
   std::vector<Gpu> gpus;
-  bool cublas = false;
+  bool cublas = false;  // a cuBLAS handle could be made on the calling thread's current GPU
 };
+// Device queries, and a cuBLAS handle made and destroyed on the calling thread's current GPU
+// (GPU 0 in a thread that chose none), which makes a CUDA context there if it has none.
 GpuInfo query_gpus();
 
 }  // namespace starring

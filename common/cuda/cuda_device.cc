@@ -322,8 +322,10 @@ GpuInfo query_gpus() {
     info.error = "no CUDA device found";
     return info;
   }
+  // On the calling thread's GPU (0 unless it chose one): never another GPU than the one a rank
+  // computes on, where it would make a CUDA context of its own.
   cublasHandle_t h = nullptr;
-  if (cudaSetDevice(0) == cudaSuccess && cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
+  if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
     info.cublas = true;
     cublasDestroy(h);
   }

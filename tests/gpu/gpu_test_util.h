@@ -10,15 +10,19 @@
 #include <vector>
 
 #include "common/device.h"
+#include "common/gpu_assignment.h"
 
 namespace starring::gpu_test {
 
 // A CUDA device on GPU `local_rank % count`, or nullptr with *why set (no GPU, no driver, CUDA
-// not built). make_device("cuda") would fall back to the CPU; the tests want to know.
+// not built). make_device("cuda") would fall back to the CPU; the tests want to know. The probe
+// only queries the devices: query_gpus() would make a CUDA context and a cuBLAS handle on the
+// calling thread's GPU, GPU 0 in a new process, so under mpirun -np G (device_check.sh's mgpu_*
+// steps) every rank would hold one on GPU 0 besides its own.
 inline std::unique_ptr<Device> cuda_or_null(std::string* why, int local_rank = 0) {
-  GpuInfo info = query_gpus();
-  if (!info.built || info.gpus.empty()) {
-    *why = "no usable GPU: " + (info.error.empty() ? std::string("none found") : info.error);
+  const GpuSlot slot = probe_gpu_slot(local_rank);
+  if (!slot.has_gpu()) {
+    *why = "no usable GPU: " + (slot.note.empty() ? std::string("none found") : slot.note);
     return nullptr;
   }
   auto d = make_device("cuda", 1, local_rank);
