@@ -167,6 +167,7 @@ class CudaDevice final : public Device {
     cudaFree(hits_);
     row_loss_ = nullptr;
     hits_ = nullptr;
+    scratch_rows_ = 0;  // a growth that fails below leaves no scratch, not the old rows' count
     CHECK_CUDA(cudaMalloc(&row_loss_, rows * sizeof(double)));
     CHECK_CUDA(cudaMalloc(&hits_, rows * sizeof(int)));
     scratch_rows_ = rows;
