@@ -70,16 +70,16 @@ class AllreduceBenchOp : public BenchOp {
   float* d_out_ = nullptr;
 };
 
-const BenchOpRegistrar kRing("ring", [](const BenchOpContext& c) {
+const BenchOpRegistrar kRingOp("ring", [](const BenchOpContext& c) {
   return std::make_unique<AllreduceBenchOp>("ring", c);
 });
-const BenchOpRegistrar kRingP2p("ring-p2p", [](const BenchOpContext& c) {
+const BenchOpRegistrar kRingP2pOp("ring-p2p", [](const BenchOpContext& c) {
   return std::make_unique<AllreduceBenchOp>("ring-p2p", c);
 });
-const BenchOpRegistrar kMpi("mpi", [](const BenchOpContext& c) {
+const BenchOpRegistrar kMpiOp("mpi", [](const BenchOpContext& c) {
   return std::make_unique<AllreduceBenchOp>("mpi", c);
 });
-const BenchOpRegistrar kNccl("nccl", [](const BenchOpContext& c) {
+const BenchOpRegistrar kNcclOp("nccl", [](const BenchOpContext& c) {
   return std::make_unique<AllreduceBenchOp>("nccl", c);
 });
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/comm_util.h"
 #include "common/error.h"
 #include "common/fault.h"
@@ -19,11 +20,6 @@
 namespace starring {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 std::vector<std::pair<std::string, BenchOpFactory>>& table() {
   static std::vector<std::pair<std::string, BenchOpFactory>> t;
@@ -71,7 +67,7 @@ Measured measure(BenchOp& op, const std::string& name, Comm& world, const BenchC
     watch.progress();
   }
   Measured m;
-  m.time_s = since(t0) / std::max(bc.iters, 1);
+  m.time_s = seconds_since(t0) / std::max(bc.iters, 1);
   auto c1 = op.counters();
   if (c0 && c1) {
     m.sent = static_cast<double>(c1->bytes_sent - c0->bytes_sent) / std::max(bc.iters, 1);
@@ -201,7 +197,7 @@ double measure_memcpy_GBps(std::size_t bytes) {
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = Clock::now();
     std::memcpy(rep % 2 ? a.data() : b.data(), rep % 2 ? b.data() : a.data(), bytes);
-    best = std::max(best, static_cast<double>(bytes) / since(t0) / 1e9);
+    best = std::max(best, static_cast<double>(bytes) / seconds_since(t0) / 1e9);
   }
   return best;
 }

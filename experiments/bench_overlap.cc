@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/comm_util.h"
 #include "common/device.h"
 #include "common/error.h"
@@ -19,11 +20,6 @@
 namespace starring {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // Control messages of this harness: a range of its own inside the bench's.
 constexpr int kTagBase = tags::kBenchBase + (1 << 22);
@@ -58,8 +54,8 @@ class Compute {
     gemm(2);  // warm the caches and OpenBLAS's threads
     long reps = 0;
     const auto t0 = Clock::now();
-    while (since(t0) < 0.02 || reps < 4) reps += gemm(4);  // at least 20 ms of it
-    const double per_rep = since(t0) / static_cast<double>(reps);
+    while (seconds_since(t0) < 0.02 || reps < 4) reps += gemm(4);  // at least 20 ms of it
+    const double per_rep = seconds_since(t0) / static_cast<double>(reps);
     reps_ = std::max(1L, std::lround(target_s / per_rep));
     retune_ = true;
   }
@@ -70,13 +66,13 @@ class Compute {
     if (dev_) {
       gemm(reps_);
       if (std::exchange(retune_, false)) {  // the calibration ran beside other ranks' set-up
-        const double t = since(t0);
+        const double t = seconds_since(t0);
         if (t > 0) reps_ = std::max(1L, std::lround(static_cast<double>(reps_) * sleep_s_ / t));
       }
     } else {
       std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s_));
     }
-    return since(t0);
+    return seconds_since(t0);
   }
 
  private:
@@ -137,7 +133,7 @@ class Driver {
     if (c && !c->posted_after()) in = c->run();
     for (std::size_t i = tensors_; i-- > 0;) sync_.wait_params(i);  // forward: first layer first
     sync_.flush();
-    const double t = since(t0);
+    const double t = seconds_since(t0);
     if (inside) *inside = in;
     return t;
   }
@@ -208,15 +204,15 @@ void check_overlap_backend(const std::string& name) {
                     "ps-colocated, mpi-nothread)");
 }
 
-struct Measured {
+struct RankMeasured {
   std::optional<OverlapSample> sample;  // workers only
   int workers = 0;
   nlohmann::json servers = 0;
 };
 
 // This rank's part of one size on one backend, on `comm` (the ranks that run it).
-Measured run_backend(const std::string& name, const Config& cfg, std::shared_ptr<Comm> comm,
-                     std::size_t count, int tag) {
+RankMeasured run_backend(const std::string& name, const Config& cfg, std::shared_ptr<Comm> comm,
+                         std::size_t count, int tag) {
   const auto [entry, c] = registry_entry(name, cfg);
   Backend be;
   if (entry == "mpi-nothread") {
@@ -227,7 +223,7 @@ Measured run_backend(const std::string& name, const Config& cfg, std::shared_ptr
   } else {
     be = BackendRegistry::instance().create(entry, BackendContext{c, comm, nullptr, nullptr});
   }
-  Measured m;
+  RankMeasured m;
   m.workers = be.num_workers;
   if (entry == "ps")
     m.servers = c.sync.servers == "colocated" ? nlohmann::json("colocated")
@@ -418,7 +414,7 @@ std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Com
     const std::size_t count = bytes / sizeof(float);
     for (const auto& name : names) {
       const auto [base_name, n] = split_ranks_suffix(name);
-      Measured m;
+      RankMeasured m;
       if (n == 0 || n == world->size()) {
         m = run_backend(base_name, cfg, world, count, ++tag);
       } else if (world->rank() < n) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/clock.h"
 #include "trainer/checkpoint.h"
 #include "trainer/evaluate.h"
 #include "trainer/metrics.h"
@@ -19,11 +20,6 @@
 #include "trainer/trainer.h"
 
 namespace starring {
-
-using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Trainer::run builds one and calls run().
 class TrainLoop {
