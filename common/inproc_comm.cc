@@ -13,22 +13,44 @@
 
 namespace starring {
 
+// The shared mailboxes behind inproc_comm.h's forward declaration. Its parts are nested in it so
+// that they have its linkage: a type with linkage holding one from an anonymous namespace is
+// what GCC's -Wsubobject-linkage reports when this file is compiled in a unity batch.
+struct InProcState {
+  struct Message {
+    int source, tag;
+    std::vector<char> data;
+  };
+
+  // A posted receive; shared between the waiting request and the mailbox.
+  struct Posted {
+    int source = 0, tag = 0;
+    void* buf = nullptr;
+    std::size_t capacity = 0;
+    bool done = false;
+    RecvStatus status;
+    std::string error;  // set instead of done data when the message did not fit
+  };
+
+  struct Mailbox {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Message> unexpected;
+    std::list<std::shared_ptr<Posted>> posted;
+  };
+
+  explicit InProcState(int n) : boxes(n) {}
+  std::vector<Mailbox> boxes;
+  std::mutex abort_mu;
+  std::string abort_reason;  // non-empty once aborted
+  std::atomic<bool> aborted{false};
+};
+
 namespace {
 
-struct Message {
-  int source, tag;
-  std::vector<char> data;
-};
-
-// A posted receive; shared between the waiting request and the mailbox.
-struct Posted {
-  int source = 0, tag = 0;
-  void* buf = nullptr;
-  std::size_t capacity = 0;
-  bool done = false;
-  RecvStatus status;
-  std::string error;  // set instead of done data when the message did not fit
-};
+using Message = InProcState::Message;
+using Posted = InProcState::Posted;
+using Mailbox = InProcState::Mailbox;
 
 bool matches(int want_source, int want_tag, int source, int tag) {
   return want_tag == tag && (want_source == kAnySource || want_source == source);
@@ -46,25 +68,6 @@ void deliver(Posted& p, int source, const void* data, std::size_t bytes, int ran
   p.status.bytes = bytes;
   p.done = true;
 }
-
-}  // namespace
-
-struct Mailbox {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Message> unexpected;
-  std::list<std::shared_ptr<Posted>> posted;
-};
-
-struct InProcState {
-  explicit InProcState(int n) : boxes(n) {}
-  std::vector<Mailbox> boxes;
-  std::mutex abort_mu;
-  std::string abort_reason;  // non-empty once aborted
-  std::atomic<bool> aborted{false};
-};
-
-namespace {
 
 class InProcComm;
 
