@@ -42,15 +42,16 @@ sup=$root/scripts/sanitize
 # Leaks are checked with full stacks (fast_unwind_on_malloc=0): Open MPI's own are only
 # recognised (and suppressed) through its frames; UB stops the test instead of only printing.
 # intercept_tls_get_addr=0 comes first, so it holds even with ASAN_OPTIONS of your own (a later
-# intercept_tls_get_addr=1 in yours still wins). GCC 12's runtime (libasan.so.8; LLVM's before
-# 17 too) takes a dynamic-TLS block whose address is 16 bytes past a page boundary for a
-# glibc-2.19 one and reads its range from the 16 bytes before it: ASan's chunk header, not a
-# range. LeakSanitizer then dies at exit scanning it ("Tracer caught signal 11 ... LeakSanitizer
-# has encountered a fatal error"; google/sanitizers#1322). Here the block is libOpenCL's 4 bytes
-# of TLS (hwloc's OpenCL plugin, loaded in MPI_Init), and where it lands depends on the job's
-# PIDs: test_ring at np 4 built at ddbbefd crashed in every run whose PIDs were 10000 or more and
-# in none below (docs/TESTING.md). Nothing is lost: on glibc 2.36 that runtime finds no real range
-# for any dynamic-TLS block ("Can't guess glibc version" under verbosity=2), so it scanned none.
+# intercept_tls_get_addr=1 in yours still wins). GCC 12's runtime (libasan.so.8; LLVM's before 17
+# too) takes a dynamic-TLS block whose address is 16 bytes past a page boundary for a glibc-2.19
+# one and reads its range from the 16 bytes before it: ASan's chunk header, not a range.
+# LeakSanitizer then dies at exit scanning it ("Tracer caught signal 11 ... LeakSanitizer has
+# encountered a fatal error"; google/sanitizers#1322). Here the block is libOpenCL's 4 bytes of
+# TLS (hwloc's OpenCL plugin, loaded in MPI_Init), and where it lands depends on the PID's digits
+# (Open MPI's "output-pid<PID>-" string is 15 or 17 bytes): test_ring at np 4 built at ddbbefd
+# crashed in every run whose PIDs were 10000 or more and in none below (docs/TESTING.md). Nothing
+# is lost: on glibc 2.36 that runtime finds no real range for any dynamic-TLS block ("Can't guess
+# glibc version" under verbosity=2), so it scanned none.
 export ASAN_OPTIONS=intercept_tls_get_addr=0:${ASAN_OPTIONS:-detect_leaks=1:fast_unwind_on_malloc=0}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$sup/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
