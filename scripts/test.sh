@@ -48,7 +48,7 @@ sup=$root/scripts/sanitize
 # LeakSanitizer then dies at exit scanning it ("Tracer caught signal 11 ... LeakSanitizer has
 # encountered a fatal error"; google/sanitizers#1322). Here the block is libOpenCL's 4 bytes of
 # TLS (hwloc's OpenCL plugin, loaded in MPI_Init), and where it lands depends on the PID's digits
-# (Open MPI's "output-pid<PID>-" string is 15 or 17 bytes): test_ring at np 4 built at ddbbefd
+# (Open MPI's "output-pid<PID>-" string is 16 or 17 bytes): test_ring at np 4 built at ddbbefd
 # crashed in every run whose PIDs were 10000 or more and in none below (docs/TESTING.md). Nothing
 # is lost: on glibc 2.36 that runtime finds no real range for any dynamic-TLS block ("Can't guess
 # glibc version" under verbosity=2), so it scanned none.
