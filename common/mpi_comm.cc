@@ -1,5 +1,7 @@
 #include "common/mpi_comm.h"
 
+#include <algorithm>
+#include <atomic>
 #include <climits>
 #include <thread>
 
@@ -61,22 +63,64 @@ int checked_count(const MpiComm& comm, std::size_t bytes, int peer, int tag, boo
   return static_cast<int>(bytes);
 }
 
+// The window in which abandoned receives wait for their messages (~MpiRequest), one for the
+// process: MPI moves every transfer of the process at each MPI_Test, so the receives one failure
+// leaves, waited for one after another, have all had the first one's wait, and share its limit.
+// Kept as the window's end (Clock's count): a receive left less than its limit after that end
+// gets no wait of its own (it was moving all through the window); one left later opens a new one.
+std::atomic<Clock::rep> abandon_window_end{Clock::time_point::min().time_since_epoch().count()};
+
+Clock::time_point abandon_deadline(Seconds limit) {
+  const auto now = Clock::now();
+  const auto span = std::chrono::duration_cast<Clock::duration>(limit);
+  Clock::rep end = abandon_window_end.load();
+  for (;;) {
+    const Clock::time_point until{Clock::duration(end)};
+    if (until != Clock::time_point::min() && now - until < span) return until;
+    if (abandon_window_end.compare_exchange_weak(end, (now + span).time_since_epoch().count()))
+      return now + span;
+  }
+}
+
 }  // namespace
 
 class MpiRequest : public Request {
  public:
   MpiRequest(MpiComm* comm, bool is_send, int peer, int tag, std::size_t bytes)
-      : comm_(comm), is_send_(is_send), peer_(peer), tag_(tag), bytes_(bytes) {}
+      : comm_(comm),
+        is_send_(is_send),
+        peer_(peer),
+        tag_(tag),
+        bytes_(bytes),
+        cancel_limit_(comm->timeout()) {}
   ~MpiRequest() override {
     if (req_ == MPI_REQUEST_NULL) return;
-    // Abandoned: a receive is cancelled (then completed, so MPI never writes into freed memory);
-    // a send is released and finishes in the background. Errors are swallowed in a destructor.
-    if (!is_send_) {
-      MPI_Cancel(&req_);
-      MPI_Wait(&req_, MPI_STATUS_IGNORE);
-    } else {
+    // Abandoned: a send is released and finishes in the background; a receive is cancelled and
+    // then completed, so that MPI never writes into freed memory. Errors are swallowed here.
+    if (is_send_) {
       MPI_Request_free(&req_);
+      return;
     }
+    MPI_Cancel(&req_);
+    // MPI says a cancelled request's wait is local, but Open MPI (ob1) cannot cancel a receive
+    // that has matched a message: it completes only once the whole message is in, and the rest
+    // of one above the eager limit (64 KiB over TCP, 4 KiB over shared memory) moves only while
+    // the sender makes MPI calls. A sender stopped (SIGSTOP) or stuck mid-message held MPI_Wait
+    // here for good, before this rank had said why: over TCP, ring-p2p -np 2 with a rank stopped
+    // mid-training never ended in 2 of 4 jobs, ps with its server stopped in 2 of 13 (the
+    // workers' reply receives); docs/LIMITS.md. So the receive gets as long as any wait, the
+    // communicator's --timeout, shared by the receives one failure leaves (abandon_deadline): a
+    // live sender's message arrives (an unmatched receive completes at the first test), and one
+    // still short then is freed as it stands (MPI completes it on its own). Its buffer may still
+    // be written should that sender resume while this process makes MPI calls: a receive is
+    // left so only by a rank failing the run (a peer silent for --timeout), which soon exits.
+    MPI_Status st;
+    int done = 0;
+    int rc = MPI_Test(&req_, &done, &st);
+    if (done || rc != MPI_SUCCESS) return;
+    const Seconds left = abandon_deadline(cancel_limit_) - Clock::now();
+    if (!poll_until(&req_, &st, std::max(left, Seconds(0)), &rc) && req_ != MPI_REQUEST_NULL)
+      MPI_Request_free(&req_);
   }
   MPI_Request* raw() { return &req_; }
 
@@ -151,7 +195,8 @@ class MpiRequest : public Request {
   MpiComm* comm_;
   bool is_send_;
   int peer_, tag_;
-  std::size_t bytes_;  // the buffer's size (a receive's capacity)
+  std::size_t bytes_;     // the buffer's size (a receive's capacity)
+  Seconds cancel_limit_;  // an abandoned receive's wait for its message (see the destructor)
   bool done_ = false;
   std::string error_;  // set when the request completed with an error (failed())
   MPI_Request req_ = MPI_REQUEST_NULL;

@@ -2,6 +2,10 @@
 // scenarios of comm_cases.h, and its own cases.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "tests/common/comm_cases.h"
 
@@ -142,6 +146,77 @@ TEST(MpiComm, TruncationAndAShortMessageAreErrorsNamingBothRanks) {
     }
   }
   mpi_world->barrier(kLong);
+}
+// A receive abandoned (its request destroyed) after it matched a message too big to go eagerly
+// whose sender then makes no MPI call (stopped, stuck) is let go after the communicator's
+// timeout. Open MPI cannot cancel a matched receive, and the destructor's MPI_Wait waited for the
+// rest of the message, which moves only while the sender makes MPI calls: for good with a stopped
+// one (ring-p2p over TCP, rank 0 stopped by SIGSTOP mid-step: rank 1 never ended). Rank 0 sends
+// 32 MiB, then makes no MPI call until rank 1 creates a file (outside MPI): once the request is
+// gone, or after kLong, and then the case fails instead of hanging. Run over shared memory (the
+// _np ctests) and over TCP (test_comm_mpi_tcp_np2).
+TEST(MpiComm, AnAbandonedReceiveOfAStalledSenderIsLetGo) {
+  MPI_WORLD_ONLY();
+  namespace fs = std::filesystem;
+  const int r = mpi_world->rank();
+  int pid1 = r == 1 ? static_cast<int>(::getpid()) : 0;
+  MPI_Bcast(&pid1, 1, MPI_INT, 1, MPI_COMM_WORLD);
+  const fs::path release =
+      fs::temp_directory_path() /
+      ("starring_test_stall_" + std::to_string(::getuid()) + "_" + std::to_string(pid1));
+  const auto touch = [&release] { std::ofstream{release}; };
+  constexpr int kTag = 45;
+  static std::vector<char> sink(std::size_t{32} << 20);  // written after the test, by rank 0's
+                                                         // send (rank 1's request is gone)
+  if (r < 2) {  // the connection between ranks 0 and 1 up first (TCP opens it on first use)
+    int x = r, y = -1;
+    mpi_world->sendrecv(&x, sizeof x, 1 - r, &y, sizeof y, 1 - r, kTag, kLong);
+  }
+  // Rank 1's findings: the transport took the message without the sender's calls; the
+  // destructor returned only once rank 0 was let go
+  int moved_alone = 0, forced_out = 0;
+  if (r == 0) {
+    std::vector<char> big(sink.size(), 1);
+    auto send = mpi_world->isend(big.data(), big.size(), 1, kTag);
+    const auto until = Clock::now() + 2 * kLong;  // no MPI call meanwhile: a stopped sender
+    while (!fs::exists(release) && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    send->wait(kLong);
+  } else if (r == 1) {
+    // The message's first part is here: the receive matches it when posted.
+    const auto until = Clock::now() + kLong;
+    for (int in = 0; !in && Clock::now() < until;)
+      MPI_Iprobe(0, kTag, mpi_world->mpi_comm(), &in, MPI_STATUS_IGNORE);
+    mpi_world->set_timeout(Seconds(0.5));  // the abandoned receive's limit
+    auto recv = mpi_world->irecv(sink.data(), sink.size(), 0, kTag);
+    mpi_world->set_timeout(kLong);
+    try {
+      recv->wait(Seconds(0.3));
+      moved_alone = 1;
+    } catch (const TimeoutError&) {
+    }
+    std::atomic<bool> gone{false}, forced{false};
+    std::thread watchdog([&] {
+      const auto until = Clock::now() + kLong;
+      while (!gone && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (gone) return;
+      forced = true;
+      touch();  // let rank 0 move, which ends the destructor's wait
+    });
+    recv.reset();
+    gone = true;
+    watchdog.join();
+    forced_out = forced;
+    touch();
+  }
+  mpi_world->barrier(2 * kLong);  // rank 0's send completes as rank 1 polls here
+  if (r == 1) fs::remove(release);
+  int found[2] = {moved_alone, forced_out};
+  MPI_Bcast(found, 2, MPI_INT, 1, MPI_COMM_WORLD);  // rank 0 prints the verdict
+  if (found[0]) GTEST_SKIP() << "the transport moved 32 MiB without the sender";
+  EXPECT_FALSE(found[1]) << "rank 1: the abandoned receive's destructor waited " << kLong.count()
+                         << " s for a sender making no MPI call, until the sender was let go";
 }
 TEST(MpiComm, SubComm) {
   MPI_WORLD_ONLY();
