@@ -97,6 +97,16 @@ STOPPED = re.compile(rb"^starring: rank \d+: stopped by SIG[A-Z]+(;|$)")  # benc
 # rank said why on its own line (MPI_Init did not complete ...), finds the job's shared memory
 # gone; its frame is dropped only then (before any error line it is passed on: a real problem).
 SHM_INIT = re.compile(rb"A system call failed during shared memory initialization")
+# Over TCP (ranks on several hosts, or STARRING_MPI_ARGS="--mca btl tcp,self"), a rank stopped
+# (SIGSTOP) and resumed by mpirun as it stops the job finds its peers gone, and Open MPI's TCP
+# transport says so: a frame (help-mpi-btl-tcp.txt: a peer hung up, a connect failed) or notes,
+# "[host][[job,1],rank][.../btl_tcp_frag.c:135:mca_btl_tcp_frag_send] mca_btl_tcp_frag_send:
+# writev failed: Connection reset by peer (104)" (one followed by an errno line and a blank one,
+# "\tBad address(3)"), after a rank's error line and mpirun's (28 of 45 jobs stopping a rank
+# mid-training, docs/LIMITS.md). Dropped only then, as SHM_INIT's frame.
+TCP_GONE = re.compile(rb"An MPI communication peer process has unexpectedly disconnected|"
+                      rb"Open MPI failed to TCP connect to a peer MPI process")
+TCP_NOTE = re.compile(rb"^\[[^\]]*\]\[\[\d+,\d+\],\d+\]\[[^\]]*/btl_tcp_\w+\.c:\d+:\w+\] ")
 # The program's own error line (experiments/main.cc), which the launcher's line follows, and
 # the rank it names, if any ("starring: error: rank 0: ...", "... server rank 2: ...").
 ERROR = re.compile(rb"^starring: error: ")
@@ -143,6 +153,7 @@ class Filter:
         self.named = []  # the ranks the program's error lines named, in order
         self.stopped = []  # STOPPED lines held until the end
         self.open = False  # the last byte written was not a newline
+        self.tcp_note = False  # the last line was a TCP_NOTE, dropped
 
     def write(self, data):
         if data:
@@ -151,6 +162,7 @@ class Filter:
 
     def line(self, ln):
         bare = ln.rstrip(b"\n")
+        tcp_note, self.tcp_note = self.tcp_note, False
         m = BACKTRACE.match(bare) if self.launcher_pid is not None else None
         if m and int(m.group(1)) == self.launcher_pid and self.frame is None:
             if self.crash is None and m.group(2) == b"*** Process received signal ***":
@@ -172,6 +184,9 @@ class Filter:
             self.frame = [ln]
         elif STOPPED.match(bare):
             self.stopped.append(ln)
+        elif self.errors and (TCP_NOTE.match(bare) or (tcp_note and bare[:1] in (b"\t", b""))):
+            self.tcp_note = True  # and its errno line and blank line, if they follow
+            return
         elif not any(p.search(bare) for p in DROP):
             self.write(ln)
             if ERROR.match(bare):
@@ -202,6 +217,8 @@ class Filter:
         short = condense(body)
         if short is None and self.errors and SHM_INIT.search(b" ".join(body.split())):
             short = b""  # a stopped rank resumed into MPI_Init while the job ends: noise
+        if short is None and self.errors and TCP_GONE.search(b" ".join(body.split())):
+            short = b""  # a stopped rank resumed over TCP while the job ends: noise
         if short is None:
             self.write(b"".join(frame))
         elif short and not self.said:

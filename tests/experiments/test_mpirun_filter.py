@@ -212,6 +212,31 @@ class Filter(unittest.TestCase):
         # before any program's error line it may be the problem itself: passed on
         self.assertEqual(filtered(SHMINIT), SHMINIT)
 
+    def test_a_stopped_ranks_tcp_complaints_after_an_error(self):
+        # Over TCP a rank stopped (SIGSTOP) and resumed by mpirun as it stops the job finds its
+        # peers gone (ring-p2p -np 2, rank 0 stopped mid-step): Open MPI's TCP frames and notes
+        # are noise after the program's line, and passed on before any
+        err = ("starring: error: rank 1: timeout after 2.0 s in ring all-reduce step 0, recv "
+               "from rank 0 (tag 65536); rank 0 sent nothing for 2.1 s (...)\n")
+        note = ("[vm][[17527,1],0][../../../../../../opal/mca/btl/tcp/btl_tcp_frag.c:135:"
+                "mca_btl_tcp_frag_send] mca_btl_tcp_frag_send: writev failed: Connection reset by "
+                "peer (104)\n")
+        errno_note = ("[vm][[2939,1],2][../../../../../../opal/mca/btl/tcp/btl_tcp_frag.c:128:"
+                      "mca_btl_tcp_frag_send] mca_btl_tcp_frag_send: writev error "
+                      "(0x556ad1505598, 8)\n\tBad address(3)\n\n")
+        hung_up = (DASH + "An MPI communication peer process has unexpectedly disconnected.  This"
+                   "\nusually indicates a failure in the peer process (e.g., a crash or\n"
+                   "otherwise exiting without calling MPI_FINALIZE first).\n\n  Local host: vm\n"
+                   "  Local PID:  16145\n  Peer host:  vm\n" + DASH)
+        connect = (DASH + "WARNING: Open MPI failed to TCP connect to a peer MPI process.  This\n"
+                   "should not happen.\n\nYour Open MPI job may now hang or fail.\n\n  Local "
+                   "host: vm\n  PID:        26340\n  Message:    connect() to 192.0.2.2:1029 "
+                   "failed\n  Error:      Operation now in progress (115)\n" + DASH)
+        self.assertEqual(filtered(err + ABORT + note + errno_note + hung_up + connect + note),
+                         err + "mpirun: job stopped: rank 1 called MPI_Abort (error code 1)\n")
+        noise = note + errno_note + hung_up + connect
+        self.assertEqual(filtered(noise), noise)
+
     def test_everything_else_passes_unchanged(self):
         text = ("\r[####....] step 3/8 loss 2.1\r[########] step 8/8 loss 1.9\n"
                 "[starring] rank 1: --fault hang: going silent at step 5\n" + UNKNOWN
