@@ -97,13 +97,15 @@ STOPPED = re.compile(rb"^starring: rank \d+: stopped by SIG[A-Z]+(;|$)")  # benc
 # rank said why on its own line (MPI_Init did not complete ...), finds the job's shared memory
 # gone; its frame is dropped only then (before any error line it is passed on: a real problem).
 SHM_INIT = re.compile(rb"A system call failed during shared memory initialization")
-# Over TCP (ranks on several hosts, or STARRING_MPI_ARGS="--mca btl tcp,self"), a rank stopped
-# (SIGSTOP) and resumed by mpirun as it stops the job finds its peers gone, and Open MPI's TCP
-# transport says so: a frame (help-mpi-btl-tcp.txt: a peer hung up, a connect failed) or notes,
-# "[host][[job,1],rank][.../btl_tcp_frag.c:135:mca_btl_tcp_frag_send] mca_btl_tcp_frag_send:
-# writev failed: Connection reset by peer (104)" (one followed by an errno line and a blank one,
-# "\tBad address(3)"), after a rank's error line and mpirun's (28 of 45 jobs stopping a rank
-# mid-training, docs/LIMITS.md). Dropped only then, as SHM_INIT's frame.
+# Over TCP (ranks on several hosts, or STARRING_MPI_ARGS="--mca btl tcp,self"), a rank whose
+# peer is gone says so through Open MPI's TCP transport: a frame (help-mpi-btl-tcp.txt: a peer
+# hung up, a connect failed) or notes, "[host][[job,1],rank][.../btl_tcp_frag.c:135:
+# mca_btl_tcp_frag_send] mca_btl_tcp_frag_send: writev failed: Connection reset by peer (104)"
+# (one followed by an errno line and a blank one, "\tBad address(3)"). Seen from a rank stopped
+# (SIGSTOP) and resumed by mpirun as it stops the job, after a rank's error line and mpirun's
+# (28 of 45 jobs stopping a rank mid-training, docs/LIMITS.md), and from the survivors of a
+# killed rank, before mpirun's line (3 of 3). Held until a program's error line or mpirun's own
+# line says what happened, then dropped (as SHM_INIT's frame); passed on at the end otherwise.
 TCP_GONE = re.compile(rb"An MPI communication peer process has unexpectedly disconnected|"
                       rb"Open MPI failed to TCP connect to a peer MPI process")
 TCP_NOTE = re.compile(rb"^\[[^\]]*\]\[\[\d+,\d+\],\d+\]\[[^\]]*/btl_tcp_\w+\.c:\d+:\w+\] ")
@@ -153,7 +155,8 @@ class Filter:
         self.named = []  # the ranks the program's error lines named, in order
         self.stopped = []  # STOPPED lines held until the end
         self.open = False  # the last byte written was not a newline
-        self.tcp_note = False  # the last line was a TCP_NOTE, dropped
+        self.tcp_note = False  # the last line was a TCP_NOTE (held or dropped)
+        self.tcp_held = []  # TCP_GONE frames and TCP_NOTE lines until something explains them
 
     def write(self, data):
         if data:
@@ -184,9 +187,10 @@ class Filter:
             self.frame = [ln]
         elif STOPPED.match(bare):
             self.stopped.append(ln)
-        elif self.errors and (TCP_NOTE.match(bare) or (tcp_note and bare[:1] in (b"\t", b""))):
+        elif TCP_NOTE.match(bare) or (tcp_note and bare[:1] in (b"\t", b"")):
             self.tcp_note = True  # and its errno line and blank line, if they follow
-            return
+            if not (self.errors or self.said):
+                self.tcp_held.append(ln)
         elif not any(p.search(bare) for p in DROP):
             self.write(ln)
             if ERROR.match(bare):
@@ -194,6 +198,7 @@ class Filter:
 
     def error_passed(self, text):  # a program's error line is out: the held line may follow it
         self.errors = True
+        self.tcp_held = []
         m = ERROR_RANK.match(text)
         if m and int(m.group(1)) not in self.named:
             self.named.append(int(m.group(1)))
@@ -217,12 +222,15 @@ class Filter:
         short = condense(body)
         if short is None and self.errors and SHM_INIT.search(b" ".join(body.split())):
             short = b""  # a stopped rank resumed into MPI_Init while the job ends: noise
-        if short is None and self.errors and TCP_GONE.search(b" ".join(body.split())):
-            short = b""  # a stopped rank resumed over TCP while the job ends: noise
+        if short is None and TCP_GONE.search(b" ".join(body.split())):
+            if not (self.errors or self.said):
+                self.tcp_held.append(b"".join(frame))
+            return
         if short is None:
             self.write(b"".join(frame))
         elif short and not self.said:
             self.said = True
+            self.tcp_held = []  # a rank's peer was gone: this line says why
             said = b"mpirun: job stopped: " + short + b"\n"
             # an MPI_Abort's or an exit's line waits for the program's error line (an exit's
             # may then name the rank that line names)
@@ -273,6 +281,7 @@ class Filter:
             self.write(crash_line(self.crash))
         if self.frame is not None:
             self.write(b"".join(self.frame))
+        self.write(b"".join(self.tcp_held))  # nothing said why: passed on
         rest = self.held + (b"" if self.said else b"".join(self.stopped))
         # a progress bar's last redraw, or a last line without its newline (a "[host:pid]" note
         # held while it might have been mpirun's), left its line open: end it

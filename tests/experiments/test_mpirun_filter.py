@@ -212,10 +212,11 @@ class Filter(unittest.TestCase):
         # before any program's error line it may be the problem itself: passed on
         self.assertEqual(filtered(SHMINIT), SHMINIT)
 
-    def test_a_stopped_ranks_tcp_complaints_after_an_error(self):
+    def test_tcp_complaints_of_a_peer_gone_after_an_error_or_mpiruns_line(self):
         # Over TCP a rank stopped (SIGSTOP) and resumed by mpirun as it stops the job finds its
-        # peers gone (ring-p2p -np 2, rank 0 stopped mid-step): Open MPI's TCP frames and notes
-        # are noise after the program's line, and passed on before any
+        # peers gone (ring-p2p -np 2, rank 0 stopped mid-step), and a killed rank's survivors
+        # too: Open MPI's TCP frames and notes are noise once the program's line or mpirun's
+        # says what happened, and passed on without one
         err = ("starring: error: rank 1: timeout after 2.0 s in ring all-reduce step 0, recv "
                "from rank 0 (tag 65536); rank 0 sent nothing for 2.1 s (...)\n")
         note = ("[vm][[17527,1],0][../../../../../../opal/mca/btl/tcp/btl_tcp_frag.c:135:"
@@ -234,8 +235,13 @@ class Filter(unittest.TestCase):
                    "failed\n  Error:      Operation now in progress (115)\n" + DASH)
         self.assertEqual(filtered(err + ABORT + note + errno_note + hung_up + connect + note),
                          err + "mpirun: job stopped: rank 1 called MPI_Abort (error code 1)\n")
+        # the survivors of a killed rank say it before mpirun does: its line says why
+        self.assertEqual(filtered(hung_up + note + KILLED), "mpirun: job stopped: rank 1 on node "
+                         "vm was killed by signal 9 (Killed)\n")
+        # with nothing that says why, they are passed on (at the end)
         noise = note + errno_note + hung_up + connect
         self.assertEqual(filtered(noise), noise)
+        self.assertEqual(filtered(hung_up + "a rank's line\n"), "a rank's line\n" + hung_up)
 
     def test_everything_else_passes_unchanged(self):
         text = ("\r[####....] step 3/8 loss 2.1\r[########] step 8/8 loss 1.9\n"
