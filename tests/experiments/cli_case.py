@@ -229,7 +229,7 @@ class CliCase(unittest.TestCase):
 
     def run_case(self, np, args, code=None, says=(), rank=None, bound=60, outputs=True,
                  killed=False, prepare=None, trained=False, preexec=None, after_fault=None,
-                 stop_at=None, finished=False, hosts=None, sigstop=None):
+                 stop_at=None, finished=False, hosts=None, sigstop=None, extra_env=None):
         """Runs starring (np 0: without mpirun) and checks what every failure must satisfy.
         `says`: substrings of the first error line, which is the launcher's when a rank was
         `killed` (it cannot speak for itself); a run that `trained` to the end leaves whole
@@ -246,6 +246,8 @@ class CliCase(unittest.TestCase):
         common/test_hosts.h), as on a cluster.
         `sigstop=(RANK, ready)`: the test stops that world rank itself (SIGSTOP) once `ready(out)`
         (mid-training, where no stop point is); `after_fault` then times from that signal.
+        `extra_env`: variables added to the job's environment (STARRING_MPI_ARGS: another
+        transport).
         """
         # Open MPI 4.1's mpirun itself sometimes segfaults (PMIx_server_finalize) as it stops a job
         # with a stopped rank, after the program's own line: its bug, not the program's, shown as
@@ -259,7 +261,7 @@ class CliCase(unittest.TestCase):
             planted = set(os.listdir(out))
             if prepare:
                 planted = prepare(out)
-            env = dict(os.environ)
+            env = dict(os.environ, **(extra_env or {}))
             if stop_at:
                 env["STARRING_TEST_STOP"] = stop_at
             if hosts:
@@ -345,10 +347,10 @@ class CliCase(unittest.TestCase):
             self.assertNotIn("m.jsonl", files, where)
         return p.stderr, files
 
-    def run_killed(self, np, args, rank):
+    def run_killed(self, np, args, rank, extra_env=None):
         """`args` kill world rank `rank`: the launcher names it, killed by signal 9, within 30 s."""
         return self.run_case(np, args, None, [f"rank {rank}", "killed by signal 9"], killed=True,
-                             after_fault=(0, 30))
+                             after_fault=(0, 30), extra_env=extra_env)
 
     def run_to_the_end(self, np, args, *, steps):
         """`args` (a train command line) on `np` ranks for `steps` steps, with a summary file: it
