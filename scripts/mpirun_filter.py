@@ -104,7 +104,7 @@ SHM_INIT = re.compile(rb"A system call failed during shared memory initializatio
 # (one followed by an errno line and a blank one, "\tBad address(3)"). Seen from a rank stopped
 # (SIGSTOP) and resumed by mpirun as it stops the job, after a rank's error line and mpirun's
 # (28 of 45 jobs stopping a rank mid-training, docs/LIMITS.md), and from the survivors of a
-# killed rank, before mpirun's line (3 of 3). Held until a program's error line or mpirun's own
+# killed rank, before mpirun's line (5 of 5). Held until a program's error line or mpirun's own
 # line says what happened, then dropped (as SHM_INIT's frame); passed on at the end otherwise.
 TCP_GONE = re.compile(rb"An MPI communication peer process has unexpectedly disconnected|"
                       rb"Open MPI failed to TCP connect to a peer MPI process")
