@@ -39,7 +39,6 @@ def overlap(bench, out_dir):
     kinds = [k for k in KINDS if any(b["compute"] == k for b in rows)]
     kinds += sorted({b["compute"] for b in rows} - set(kinds))
     fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.4), squeeze=False)
-    any_over = any(b.get("oversubscribed") for b in rows)
     for ax, kind in zip(axes[0], kinds):
         series = defaultdict(list)
         for b in rows:
@@ -49,12 +48,12 @@ def overlap(bench, out_dir):
             pts.sort(key=lambda b: b["size"])
             # hollow: a job with more ranks than cores (its compute and communication threads
             # time-share the cores, so its overlap is the machine's as much as the backend's)
-            over = bool(pts[0].get("oversubscribed"))
+            over = any(b.get("oversubscribed") for b in pts)
             color = bench_color(pts[0])
             ax.plot([b["size"] for b in pts], [b["overlap_pct"] for b in pts], "o-",
                     markersize=4 if over else 3, color=color,
                     markerfacecolor="white" if over else color, label=key)
-        _hollow_legend(ax, any_over)
+        _hollow_legend(ax, any(b.get("oversubscribed") for pts in series.values() for b in pts))
         ax.set_ylim(-3, 103)
         size_axis(ax, [b["size"] for pts in series.values() for b in pts])
         label_axes(ax, "message size (bytes, log scale)", "overlap (%)", KIND_TITLE.get(kind, kind))
@@ -73,7 +72,8 @@ def overlap(bench, out_dir):
                   + oversub_note([dict(np=b["np"], cores=b.get("cores", 0),
                                        oversubscribed=b.get("oversubscribed", False))
                                   for b in rows])
-                  + (" Hollow markers are those jobs." if any_over else ""))
+                  + (" Hollow markers are those jobs." if any(b.get("oversubscribed") for b in rows)
+                     else ""))
 
 
 SERIAL_NOISE_PCT = 10.0

@@ -296,6 +296,14 @@ class OverlapSerialControl(unittest.TestCase):
         for ax in figs[0].axes:
             self.assertNotIn("hollow: more ranks than cores",
                              [l.get_label() for l in ax.get_lines()])
+        # a panel with no time-shared job has no hollow legend entry
+        figs.clear()
+        busy = [b for b in four if b["compute"] == "busy"]
+        with mock.patch.object(ro, "_save", lambda fig, out_dir, name: figs.append(fig) or name):
+            ro.overlap(rows + busy, None)
+        for ax in figs[0].axes:
+            self.assertEqual("hollow: more ranks than cores" in
+                             [l.get_label() for l in ax.get_lines()], "busy" in ax.get_title())
 
 
 if __name__ == "__main__":
