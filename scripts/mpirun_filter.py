@@ -21,10 +21,13 @@ at all (a wrong path, not built yet),
 mpirun may print its MPI_Abort banner before it relays the `starring: error:` line the aborting
 rank wrote just before (seen under load in test_cli_faults' hung-peer case): until such a line
 has passed, that one line is held back and written right after the first one, or when mpirun
-closes its stderr. Frames this filter does not know are passed on unchanged, so nothing mpirun
-says is lost except the known boilerplate. With `--launcher-pid PID` (mpirun's pid, as scripts/mpirun.sh passes it), a crash of
-mpirun itself (Open MPI 4.1's mpirun sometimes segfaults in PMIx_server_finalize while it stops a
-job whose rank is stopped, after the program's own error line) is one line too, e.g.
+closes its stderr. Over TCP, a peer's hang-up (its frame, or a btl_tcp note of a reset connection,
+a broken pipe) is held until the program's error line or mpirun's line says why, then dropped;
+a connect that failed, which may be the cause, passes on as it comes. Frames this filter does
+not know are passed on unchanged, so nothing mpirun says is lost except the known boilerplate.
+With `--launcher-pid PID` (mpirun's pid, as scripts/mpirun.sh passes it), a crash of mpirun
+itself (Open MPI 4.1's mpirun sometimes segfaults in PMIx_server_finalize while it stops a job
+whose rank is stopped, after the program's own error line) is one line too, e.g.
 
     mpirun: crashed itself (Segmentation fault, in PMIx_server_finalize) as it ended the job
 
@@ -98,17 +101,29 @@ STOPPED = re.compile(rb"^starring: rank \d+: stopped by SIG[A-Z]+(;|$)")  # benc
 # gone; its frame is dropped only then (before any error line it is passed on: a real problem).
 SHM_INIT = re.compile(rb"A system call failed during shared memory initialization")
 # Over TCP (ranks on several hosts, or STARRING_MPI_ARGS="--mca btl tcp,self"), a rank whose
-# peer is gone says so through Open MPI's TCP transport: a frame (help-mpi-btl-tcp.txt: a peer
-# hung up, a connect failed) or notes, "[host][[job,1],rank][.../btl_tcp_frag.c:135:
-# mca_btl_tcp_frag_send] mca_btl_tcp_frag_send: writev failed: Connection reset by peer (104)"
-# (one followed by an errno line and a blank one, "\tBad address(3)"). Seen from a rank stopped
+# peer is gone says so through Open MPI's TCP transport: a frame (help-mpi-btl-tcp.txt's peer
+# hung up) or notes (BTL_ERROR, "[host][[job,1],rank][file:line:function] text"),
+# "[vm][[17527,1],0][.../btl_tcp_frag.c:135:mca_btl_tcp_frag_send] mca_btl_tcp_frag_send:
+# writev failed: Connection reset by peer (104)", or Broken pipe (32), or the EFAULT form
+# "... writev error (0x556ad1505598, 8)" followed by its own "\tBad address(3)" line and a blank
+# one (btl_tcp_frag.c's format ends in "\n" and BTL_ERROR adds one). Seen from a rank stopped
 # (SIGSTOP) and resumed by mpirun as it stops the job, after a rank's error line and mpirun's
 # (28 of 45 jobs stopping a rank mid-training, docs/LIMITS.md), and from the survivors of a
 # killed rank, before mpirun's line (5 of 5). Held until a program's error line or mpirun's own
 # line says what happened, then dropped (as SHM_INIT's frame); passed on at the end otherwise.
-TCP_GONE = re.compile(rb"An MPI communication peer process has unexpectedly disconnected|"
-                      rb"Open MPI failed to TCP connect to a peer MPI process")
+TCP_GONE = re.compile(rb"An MPI communication peer process has unexpectedly disconnected")
 TCP_NOTE = re.compile(rb"^\[[^\]]*\]\[\[\d+,\d+\],\d+\]\[[^\]]*/btl_tcp_\w+\.c:\d+:\w+\] ")
+TCP_NOTE_GONE = re.compile(rb"\] mca_btl_tcp_frag_(?:send|recv): (?:writev|readv) (?:failed: "
+                           rb"(?:Connection reset by peer \(104\)|Broken pipe \(32\))|"
+                           rb"(error) \([^()]*, \d+\))\r?$")
+TCP_NOTE_ERRNO = re.compile(rb"^\t[^\t]+\(\d+\)\r?$")  # the error form's "\t%s(%lu)" line
+# A connect that failed (4.1's frame, help-mpi-btl-tcp.txt's client connect fail, "Open MPI
+# failed to TCP connect to a peer MPI process"; older versions' note "[...btl_tcp_endpoint.c:NNN:
+# mca_btl_tcp_endpoint_complete_connect] connect() to 172.17.0.1 failed: No route to host (113)")
+# and any other TCP note may be the cause (a docker0 or virbr0 interface picked, a firewall; the
+# waiting rank then times out): passed on as it comes, and dropped only after a program's error
+# line or mpirun's own line, when a peer stopped or killed as the job ends makes connects fail.
+TCP_CONNECT = re.compile(rb"Open MPI failed to TCP connect to a peer MPI process")
 # The program's own error line (experiments/main.cc), which the launcher's line follows, and
 # the rank it names, if any ("starring: error: rank 0: ...", "... server rank 2: ...").
 ERROR = re.compile(rb"^starring: error: ")
@@ -155,8 +170,10 @@ class Filter:
         self.named = []  # the ranks the program's error lines named, in order
         self.stopped = []  # STOPPED lines held until the end
         self.open = False  # the last byte written was not a newline
-        self.tcp_note = False  # the last line was a TCP_NOTE (held or dropped)
-        self.tcp_held = []  # TCP_GONE frames and TCP_NOTE lines until something explains them
+        # after a TCP_NOTE_GONE's error form: its own lines still to come (b"errno", b"blank")
+        # and whether the note was held (True) or dropped
+        self.tcp_cont = None
+        self.tcp_held = []  # TCP_GONE frames, TCP_NOTE_GONE lines until something says why
 
     def write(self, data):
         if data:
@@ -165,7 +182,7 @@ class Filter:
 
     def line(self, ln):
         bare = ln.rstrip(b"\n")
-        tcp_note, self.tcp_note = self.tcp_note, False
+        cont, self.tcp_cont = self.tcp_cont, None
         m = BACKTRACE.match(bare) if self.launcher_pid is not None else None
         if m and int(m.group(1)) == self.launcher_pid and self.frame is None:
             if self.crash is None and m.group(2) == b"*** Process received signal ***":
@@ -187,10 +204,19 @@ class Filter:
             self.frame = [ln]
         elif STOPPED.match(bare):
             self.stopped.append(ln)
-        elif TCP_NOTE.match(bare) or (tcp_note and bare[:1] in (b"\t", b"")):
-            self.tcp_note = True  # and its errno line and blank line, if they follow
-            if not (self.errors or self.said):
+        elif cont and (TCP_NOTE_ERRNO.match(bare) if cont[0] == b"errno"
+                       else bare in (b"", b"\r")):  # the note's own line: as the note
+            if cont[0] == b"errno":
+                self.tcp_cont = (b"blank", cont[1])
+            if cont[1]:
                 self.tcp_held.append(ln)
+        elif TCP_NOTE.match(bare) and (self.errors or self.said or TCP_NOTE_GONE.search(bare)):
+            keep = not (self.errors or self.said)  # a peer gone, and nothing said why yet
+            if keep:
+                self.tcp_held.append(ln)
+            gone = TCP_NOTE_GONE.search(bare)
+            if gone and gone.group(1):  # the error form: its errno line and a blank one follow
+                self.tcp_cont = (b"errno", keep)
         elif not any(p.search(bare) for p in DROP):
             self.write(ln)
             if ERROR.match(bare):
@@ -226,6 +252,9 @@ class Filter:
             if not (self.errors or self.said):
                 self.tcp_held.append(b"".join(frame))
             return
+        if short is None and (self.errors or self.said) and TCP_CONNECT.search(
+                b" ".join(body.split())):
+            return  # a connect that failed as the job ends: its peer was stopped or killed
         if short is None:
             self.write(b"".join(frame))
         elif short and not self.said:
@@ -266,9 +295,11 @@ class Filter:
             if self.midline_error:
                 self.error_text += data
         elif (self.frame is not None or data.lstrip(b"-") == b"" or data.startswith(b"[")
-              or ERROR_START.startswith(data)):
+              or ERROR_START.startswith(data)
+              or (self.tcp_cont and self.tcp_cont[0] == b"errno" and data.startswith(b"\t"))):
             self.pending = data
         else:
+            self.tcp_cont = None  # what follows a note is not its own line
             self.write(data)
             self.midline = True
             self.midline_error = bool(ERROR.match(data))

@@ -7,6 +7,7 @@ mpirun names a failed rank; everything else passes unchanged, in whatever pieces
 What a user sees from the real executable under scripts/mpirun.sh: test_cli_*.py.
 """
 import os
+import select
 import subprocess
 import sys
 import unittest
@@ -238,10 +239,64 @@ class Filter(unittest.TestCase):
         # the survivors of a killed rank say it before mpirun does: its line says why
         self.assertEqual(filtered(hung_up + note + KILLED), "mpirun: job stopped: rank 1 on node "
                          "vm was killed by signal 9 (Killed)\n")
-        # with nothing that says why, they are passed on (at the end)
-        noise = note + errno_note + hung_up + connect
-        self.assertEqual(filtered(noise), noise)
+        # with nothing that says why, they are passed on (at the end; a connect that failed, as
+        # it comes: it may be the cause, test_tcp_connect_failures_pass_before_an_error)
+        noise = note + errno_note + hung_up
+        self.assertEqual(filtered(noise + connect), connect + noise)
+        self.assertEqual(filtered(noise + connect, chunk=1), connect + noise)
         self.assertEqual(filtered(hung_up + "a rank's line\n"), "a rank's line\n" + hung_up)
+
+    def test_tcp_connect_failures_pass_before_an_error(self):
+        # A connect that fails is the cause on a real cluster (a docker0/virbr0 interface picked,
+        # a firewall): the rank that waits then times out. Open MPI 4.1's frame (help-mpi-btl-
+        # tcp.txt's client connect fail) and older versions' note pass as they come, and stay
+        # when the program's timeout line follows
+        connect = (DASH + "WARNING: Open MPI failed to TCP connect to a peer MPI process.  This\n"
+                   "should not happen.\n\nYour Open MPI job may now hang or fail.\n\n  Local "
+                   "host: vm\n  PID:        26340\n  Message:    connect() to 172.17.0.1:1029 "
+                   "failed\n  Error:      No route to host (113)\n" + DASH)
+        err = ("starring: error: rank 1: timeout after 2.0 s in ring all-reduce step 0, recv "
+               "from rank 0 (tag 65536); rank 0 sent nothing for 2.1 s (...)\n")
+        self.assertEqual(filtered(connect + err), connect + err)
+        self.assertEqual(filtered(connect + err + NONZERO),
+                         connect + err + "mpirun: job stopped: rank 1 exited with code 2\n")
+        note = ("[h1][[4242,1],0][../../../../../opal/mca/btl/tcp/btl_tcp_endpoint.c:796:"
+                "mca_btl_tcp_endpoint_complete_connect] connect() to 172.17.0.1 failed: No route "
+                "to host (113)\n")
+        self.assertEqual(filtered(note + err), note + err)
+        # passed on as it comes, not at the end: a user watching a hung run sees it
+        p = subprocess.Popen([sys.executable, FILTER], stdin=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        p.stdin.write(note.encode())
+        p.stdin.flush()
+        # stdin still open: a held note would come only once it closes (a bound, not a timing)
+        came = select.select([p.stderr], [], [], 30)[0]
+        first = os.read(p.stderr.fileno(), 65536) if came else b""
+        p.stdin.close()
+        with p.stderr:
+            rest = p.stderr.read()
+        p.wait(timeout=30)
+        self.assertEqual(first.decode(), note)
+        self.assertEqual(rest, b"")
+        # after the program's line they are noise of the job's end, as a peer's hang-up
+        self.assertEqual(filtered(err + note + connect), err)
+
+    def test_only_a_tcp_notes_own_continuation_is_taken_with_it(self):
+        # a rank's own tab-indented lines after a TCP note are the rank's: passed unchanged
+        note = ("[vm][[17527,1],0][../../../../../../opal/mca/btl/tcp/btl_tcp_frag.c:135:"
+                "mca_btl_tcp_frag_send] mca_btl_tcp_frag_send: writev failed: Connection reset by "
+                "peer (104)\n")
+        mine = "\tloss 2.1 at step 5\n\n\tloss 1.9 at step 6\n"
+        self.assertEqual(filtered(note + mine), mine + note)
+        err = "starring: error: rank 1: timeout after 2.0 s in recv from rank 0 (tag 65536)\n"
+        self.assertEqual(filtered(err + note + mine), err + mine)
+        # the writev error form's errno line and blank line go with it, and nothing after them
+        errno_note = ("[vm][[2939,1],2][../../../../../../opal/mca/btl/tcp/btl_tcp_frag.c:128:"
+                      "mca_btl_tcp_frag_send] mca_btl_tcp_frag_send: writev error "
+                      "(0x556ad1505598, 8)\n\tBad address(3)\n\n")
+        self.assertEqual(filtered(err + errno_note + mine), err + mine)
+        self.assertEqual(filtered(err + errno_note + mine, chunk=1), err + mine)
+        self.assertEqual(filtered(errno_note + mine), mine + errno_note)
 
     def test_everything_else_passes_unchanged(self):
         text = ("\r[####....] step 3/8 loss 2.1\r[########] step 8/8 loss 1.9\n"
