@@ -198,7 +198,10 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
   for (const Item& it : items_)
     if (it.step <= n_ - 2) slot_elems_ = std::max(slot_elems_, it.hi - it.lo);
   slot_elems_ = (slot_elems_ + 15) / 16 * 16;
-  recvs_.clear();  // first: a receive a failed run left posted is cancelled before its buffer moves
+  // First: a receive a failed run left posted is cancelled before its buffer moves. One that had
+  // matched a stalled sender's message and was released after --timeout (common/mpi_comm.cc)
+  // may still be written into: docs/LIMITS.md, receives abandoned mid-message.
+  recvs_.clear();
   recvs_.resize(items_.size());
   const std::size_t scratch = static_cast<std::size_t>(opt_.window) * slot_elems_ * wb;
   if (scratch_.size() < scratch) scratch_.resize(scratch);

@@ -76,7 +76,9 @@ Clock::time_point abandon_deadline(Seconds limit) {
   Clock::rep end = abandon_window_end.load();
   for (;;) {
     const Clock::time_point until{Clock::duration(end)};
-    if (until != Clock::time_point::min() && now - until < span) return until;
+    // never past this receive's own limit: windows are shared across communicators, whose
+    // --timeout may differ
+    if (until != Clock::time_point::min() && now - until < span) return std::min(until, now + span);
     if (abandon_window_end.compare_exchange_weak(end, (now + span).time_since_epoch().count()))
       return now + span;
   }

@@ -170,9 +170,9 @@ class CudaDevice final : public Device {
     scratch_rows_ = 0;  // a growth that fails below leaves no scratch, not the old rows' count
     CHECK_CUDA(cudaMalloc(&row_loss_, rows * sizeof(double)));
     CHECK_CUDA(cudaMalloc(&hits_, rows * sizeof(int)));
-    scratch_rows_ = rows;
     host_loss_.resize(rows);
     host_hits_.resize(rows);
+    scratch_rows_ = rows;  // last: a resize that throws leaves 0 rows, not host vectors too short
   }
 
   int ordinal_;
