@@ -5,18 +5,12 @@
 #include <exception>
 
 #include "common/census.h"
+#include "common/clock.h"
 #include "common/comm_util.h"
 #include "common/device.h"
 #include "common/error.h"
 
 namespace starring {
-
-namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-}  // namespace
 
 BucketSync::BucketSync(std::string name, std::shared_ptr<Comm> workers,
                        std::unique_ptr<Allreducer> engine, const SyncConfig& cfg, Trace* trace)
@@ -151,7 +145,7 @@ void BucketSync::wait_bucket(std::size_t b) {
   lk.unlock();
   if (buf_.on_device) apply_on_device(b);
   std::lock_guard<std::mutex> lk2(mu_);
-  wait_s_ += since(t0);
+  wait_s_ += seconds_since(t0);
 }
 
 void BucketSync::apply_on_device(std::size_t b) {
@@ -215,12 +209,12 @@ void BucketSync::run_job(const Job& job) {
   float* g = buf_.grads + bk.lo;
   // Device buffers are scaled with the optimizer step on the trainer thread.
   engine_->run(g, g, n, buf_.on_device ? 1.0f : inv_workers_);
-  const double comm = since(c0);
+  const double comm = seconds_since(c0);
   double opt = 0;
   if (!buf_.on_device) {
     const auto o0 = Clock::now();
     opts_[job.bucket].apply(buf_.params, buf_.grads, bk.lo, bk.hi, job.lr, job.step);
-    opt = since(o0);
+    opt = seconds_since(o0);
   }
   if (trace_) {
     trace_->complete("allreduce bucket " + std::to_string(job.bucket), "comm", t0, comm * 1e6,

@@ -5,6 +5,7 @@
 #include <climits>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/comm_util.h"
 #include "common/error.h"
 #include "common/stall_watch.h"
@@ -25,8 +26,6 @@ void check_mpi(int rc, const char* call, const char* file, int line) {
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Polls `req` until it completes or `timeout` passes. Spins on MPI_Test first (the fast path of
 // a ring step), then yields, then sleeps with a growing back-off so a silent peer costs no CPU.

@@ -4,12 +4,11 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "ps/ps_worker_impl.h"
 
 namespace starring::ps {
-
-using Clock = std::chrono::steady_clock;
 
 PsWorkerOptions worker_options(const SyncConfig& sync, Trace* trace) {
   PsWorkerOptions o;

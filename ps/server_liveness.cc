@@ -14,12 +14,11 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "ps/server_loop.h"
 
 namespace starring::ps {
-
-using Clock = std::chrono::steady_clock;
 
 static std::string secs(Clock::duration d) {
   char b[32];

@@ -6,15 +6,12 @@
 #include <thread>
 #include <utility>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/fault.h"
 #include "ps/backoff.h"
 
 namespace starring::ps {
-
-using Clock = std::chrono::steady_clock;
-
-static double since_s(Clock::time_point t) { return Seconds(Clock::now() - t).count(); }
 
 ServerLoop::ServerLoop(std::shared_ptr<Comm> comm, PsGroup group, ServerOptions opt,
                        LocalLink* local)
@@ -62,7 +59,7 @@ nlohmann::json ServerLoop::run() {
     throw;
   }
   for (auto& s : slots_) s.req.reset();
-  wall_s_ = since_s(started_);
+  wall_s_ = seconds_since(started_);
   return stats();
 }
 
@@ -287,7 +284,7 @@ void ServerLoop::on_push(const PsHeader& h, const float* data, int w, bool kept)
     }
   }
   send_replies(replies_);
-  busy_s_ += since_s(start);
+  busy_s_ += seconds_since(start);
   // The push that completes a round (bsp: the last worker's; ssp/asp: every push) also runs the
   // optimizer on the chunk: named "push+apply" so a timeline shows where the server applies.
   const bool applied = core_->updates() != updates_before;
@@ -445,7 +442,7 @@ void ServerLoop::finish() {
   // cancel the posted receives BEFORE the goodbye, since a worker that has its goodbye may start
   // a new session on the same Comm whose first messages must not land in these slots.
   for (auto& s : slots_) s.req.reset();
-  wall_s_ = since_s(started_);
+  wall_s_ = seconds_since(started_);
   const std::string text = stats().dump();
   for (int w = 0; w < workers_; ++w) send_ctl(w, Op::kBye, text, false);
   Backoff backoff;

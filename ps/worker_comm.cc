@@ -3,13 +3,12 @@
 // computes), receives the servers' control messages, and enforces the reply deadlines.
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "ps/backoff.h"
 #include "ps/ps_worker_impl.h"
 
 namespace starring::ps {
-
-using Clock = std::chrono::steady_clock;
 
 static double seconds(Clock::duration d) { return Seconds(d).count(); }
 

@@ -3,13 +3,12 @@
 #include <algorithm>
 
 #include "common/census.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "ps/ps_worker_impl.h"
 #include "ps/server_loop.h"
 
 namespace starring::ps {
-
-using Clock = std::chrono::steady_clock;
 
 void PsWorker::Impl::start(const ParamLayout& layout, SyncBuffers buffers,
                            const OptimizerConfig& opt) {

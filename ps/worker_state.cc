@@ -11,13 +11,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "ps/backoff.h"
 #include "ps/ps_worker_impl.h"
 
 namespace starring::ps {
-
-using Clock = std::chrono::steady_clock;
 
 void PsWorker::Impl::on_state(const PsHeader& h, const float* data) {
   {
