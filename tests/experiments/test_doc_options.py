@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""The options the README, docs/*.md and the experiment files' comments show a user, against the
+programs that take them:
+  test_doc_options.py --bin build/bin/starring
+- every command line the docs show (in code spans and code blocks: `build/bin/starring train ...`,
+  `scripts/sweep.sh NAME --quick`, `scripts/smpi_bench.sh ... -- -b 1M`, ...) uses only long
+  options its program's `--help` lists: a renamed or removed option shows up here, not when a
+  reader pastes the line;
+- every option of `starring train|bench|bench-model|env --help` is named in docs/REFERENCE.md
+  (the README sends readers there for "every option"), and every command is described there.
+One `--help` per program (a few seconds); nothing is trained."""
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import bin_main
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+BIN = None  # set from --bin
+
+COMMANDS = ("train", "bench", "bench-model", "env")
+# the heading of each command's section in docs/REFERENCE.md
+SECTIONS = {"train": "Options of `starring train`", "bench": "The bench table",
+            "bench-model": "`starring bench-model`", "env": "`starring env`"}
+# scripts a doc line may call, with how to get their usage: their --help (a Python script's
+# argparse, a shell script's usage text), whose `--option` words are the options they take
+SCRIPTS = ("sweep.sh", "report.py", "add_run.py", "cost_model.py", "smpi_compare.py",
+           "torch_baseline.py", "merge_traces.py", "smpi_bench.sh", "quickstart.sh", "test.sh",
+           "build.sh", "setup.sh", "device_check.sh", "device_bundle.sh")
+FENCE = re.compile(r"^\s*(```|~~~)")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+PROGRAM = re.compile(r"(?:(?<=\s)|^)(?:\S*/)?(?:starring (train|bench-model|bench|env)\b"
+                     r"|scripts/([\w.]+))")
+# where a command line ends: a pipe, a list, a redirection, a comment, the next program
+END = re.compile(r"\s(?:\||\|\||&&|;|>|2>|&|#)(?:\s|$)|;\s|\)\s*$")
+OPTION = re.compile(r"(?:(?<=\s)|(?<=\[)|^)--([a-z][a-z0-9-]*)")
+
+
+def doc_files():
+    files = [os.path.join(REPO, "README.md")]
+    files += sorted(os.path.join(REPO, "docs", f)
+                    for f in os.listdir(os.path.join(REPO, "docs")) if f.endswith(".md"))
+    return files
+
+
+def ini_files():
+    out = []
+    for folder in ("experiments", os.path.join("experiments", "sweeps")):
+        d = os.path.join(REPO, folder)
+        out += sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".ini"))
+    return out
+
+
+def code_texts(path):
+    """(line, text) of what a file shows as code: each code block's lines (a `\\` continuation
+    joined), each code span (which may run over a line break) and, in an INI file, each comment."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if path.endswith(".ini"):
+        for n, line in enumerate(text.split("\n"), 1):
+            if line.lstrip().startswith(("#", ";")):
+                yield n, line.lstrip("#; ")
+        return
+    prose, inside, block, start = [], False, "", 0
+    for n, line in enumerate(text.split("\n"), 1):
+        if FENCE.match(line):
+            inside = not inside
+            prose.append("")
+            continue
+        if inside:
+            if block == "":
+                start = n
+            block += line
+            if line.endswith("\\"):
+                block = block[:-1] + " "
+                continue
+            yield start, block
+            block = ""
+            prose.append("")
+        else:
+            prose.append(line)
+    body = "\n".join(prose)
+    # paragraph by paragraph, so that one stray backtick cannot pair with the next section's
+    offset = 0
+    for para in re.split(r"\n\s*\n", body):
+        first = body.index(para, offset)
+        offset = first + len(para)
+        for m in CODE_SPAN.finditer(para):
+            line = body.count("\n", 0, first + m.start()) + 1
+            yield line, m.group(2).replace("\n", " ").replace("\\|", "|")
+
+
+def command_lines(text):
+    """(program, the text of its arguments) for each program the text calls. A program is
+    `starring COMMAND` or `scripts/NAME`; its arguments end where END says or at the next
+    program; after a bare `--`, scripts/smpi_bench.sh passes them to `starring bench`."""
+    hits = list(PROGRAM.finditer(text))
+    for i, m in enumerate(hits):
+        stop = hits[i + 1].start() if i + 1 < len(hits) else len(text)
+        args = text[m.end():stop]
+        end = END.search(args)
+        if end:
+            args = args[:end.start()]
+        args = re.sub(r"'[^']*'|\"[^\"]*\"", "''", args)  # a quoted argument is a value
+        prog = m.group(1) or m.group(2)
+        if prog == "smpi_bench.sh" and re.search(r"(?:^|\s)--(?:\s|$)", args):
+            own, _, rest = re.split(r"(?:^|\s)(--)(?:\s|$)", args, maxsplit=1)
+            yield prog, own
+            yield "bench", rest
+        else:
+            yield prog, args
+
+
+def help_options(argv):
+    """The long options a --help lists: for `starring`, its option lines; for a script, every
+    `--option` word of its usage text."""
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO,
+                       stdin=subprocess.DEVNULL)
+    text = p.stdout + p.stderr
+    if argv[0] == BIN:
+        assert p.returncode == 0, (argv, text)
+        return set(re.findall(r"^\s{2}(?:-\w \[ )?--([a-z0-9-]+)", text, re.M))
+    return set(re.findall(r"--([a-z][a-z0-9-]*)", text)) | {"help"}
+
+
+class DocOptions(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.known = {c: help_options([BIN, c, "--help"]) for c in COMMANDS}
+        for s in SCRIPTS:
+            path = os.path.join(REPO, "scripts", s)
+            cls.known[s] = help_options(
+                ([sys.executable] if s.endswith(".py") else ["bash"]) + [path, "--help"])
+
+    def test_the_extraction_finds_what_it_should(self):
+        found = list(command_lines(
+            "scripts/mpirun.sh -np 4 build/bin/starring train --config x.ini --backend ring "
+            "--summary-file s.json > out.txt; scripts/report.py mine --quiet  # --not-this"))
+        self.assertEqual([(p, OPTION.findall(a)) for p, a in found],
+                         [("mpirun.sh", []), ("train", ["config", "backend", "summary-file"]),
+                          ("report.py", ["quiet"])])
+        found = list(command_lines("scripts/smpi_bench.sh --np 4,16 -- -b 1M --backends ps"))
+        self.assertEqual([(p, OPTION.findall(a)) for p, a in found],
+                         [("smpi_bench.sh", ["np"]), ("bench", ["backends"])])
+        found = list(command_lines("`--dataset fashion-mnist|mnist` and starring bench --json"))
+        self.assertEqual([(p, OPTION.findall(a)) for p, a in found], [("bench", ["json"])])
+        found = list(command_lines("scripts/sweep.sh s --launcher 'srun --mpi=pmix' --quick"))
+        self.assertEqual([(p, OPTION.findall(a)) for p, a in found],
+                         [("sweep.sh", ["launcher", "quick"])])
+        self.assertIn("summary-file", self.known["train"])
+        self.assertNotIn("summary-file", self.known["bench"])
+        self.assertIn("quick", self.known["sweep.sh"])
+
+    def test_every_option_a_doc_shows_exists(self):
+        problems, seen = [], 0
+        for path in doc_files() + ini_files():
+            rel = os.path.relpath(path, REPO)
+            for n, text in code_texts(path):
+                for prog, args in command_lines(text):
+                    if prog not in self.known:
+                        continue
+                    for opt in OPTION.findall(args):
+                        seen += 1
+                        if opt not in self.known[prog]:
+                            name = prog if prog in SCRIPTS else f"starring {prog}"
+                            problems.append(f"{rel}:{n}: {name} has no --{opt}: {text.strip()}")
+        self.assertGreater(seen, 100)  # the extraction still reads the docs
+        self.assertEqual(problems, [], "\n" + "\n".join(problems))
+
+    def test_every_option_of_starring_is_in_the_reference(self):
+        with open(os.path.join(REPO, "docs", "REFERENCE.md"), encoding="utf-8") as f:
+            ref = f.read()
+        missing = [f"starring {c} --{o}" for c in COMMANDS for o in sorted(self.known[c])
+                   if not re.search(rf"--{re.escape(o)}(?![a-z0-9-])", ref)]
+        self.assertEqual(missing, [], "options not in docs/REFERENCE.md")
+        for c, heading in SECTIONS.items():
+            self.assertTrue(re.search(rf"^#+ .*{re.escape(heading)}", ref, re.M),
+                            f"docs/REFERENCE.md has no section on `starring {c}`")
+
+
+if __name__ == "__main__":
+    bin_main.main(sys.modules[__name__])
