@@ -300,14 +300,23 @@ void PsWorker::Impl::on_ctl(Op op, const std::string& text, bool timeout, int se
       if (!error_) {
         // The server prints the whole report on its own line; this worker's, when it must print
         // one too (both miss the agreement: a worker is silent), is short and says where it is.
+        // A co-located server's line is the line of the worker it shares a process with: that
+        // worker's error is the whole report, not relayed (it gets its own server's report
+        // first, in-process, when that server was the first to stop).
         const std::string head =
             where_ + ": stopped by parameter server " + std::to_string(server) + ": ";
+        const bool own_server =
+            link_ && group_.server_ranks.at(static_cast<std::size_t>(server)) == rank_;
         const std::string gist = without_details(text);
         const std::string brief = gist.empty()
                                       ? head + text
                                       : head + gist + " (the details: the server's own error line)";
-        error_ = timeout ? std::make_exception_ptr(RelayedError<TimeoutError>(head + text, brief))
-                         : std::make_exception_ptr(RelayedError<Error>(head + text, brief));
+        if (own_server)
+          error_ = timeout ? std::make_exception_ptr(TimeoutError(head + text))
+                           : std::make_exception_ptr(Error(head + text));
+        else
+          error_ = timeout ? std::make_exception_ptr(RelayedError<TimeoutError>(head + text, brief))
+                           : std::make_exception_ptr(RelayedError<Error>(head + text, brief));
       }
     } else {
       if (!error_)

@@ -108,6 +108,23 @@ class LooselyTimed(CliCase):
         for line in errors[1:]:
             self.assertTrue(line.endswith("(the details: the server's own error line)"), err)
 
+    def test_silent_worker_named_by_a_colocated_server(self):
+        # A co-located server lives in a worker's process, whose one line is that worker's: it
+        # read `stopped by parameter server 0: ... (the details: the server's own error line)`
+        # on every rank, and no line held the details (scripts/sweep.sh faults, 2026-12-02).
+        err, _ = self.run_case(3, ["train", "--backend", "ps", "--servers", "colocated",
+                                   "--timeout", "1.5", "--fault", "hang:1:5"] + LONG, 1,
+                               ["worker rank 1", "sent nothing"], after_fault=(1.5, 30))
+        # the process of the first server to stop prints its whole account; a worker that prints
+        # a line too, told by another process's server, prints the short form
+        errors = [l for l in err.splitlines() if l.startswith("starring: error: ")]
+        full = [l for l in errors if "pushes received per chunk" in l]
+        self.assertGreaterEqual(len(full), 1, err)
+        for line in errors:
+            self.assertIn("worker rank 1 (worker 1) sent nothing", line, err)
+            self.assertTrue(line in full or
+                            line.endswith("(the details: the server's own error line)"), err)
+
     def test_killed_worker(self):
         argv = ["train", "--backend", "ring", "--fault", "kill:1:5"] + LONG
         _, files = self.run_killed(2, argv, 1)
