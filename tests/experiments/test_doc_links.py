@@ -2,8 +2,10 @@
 """The README and docs/*.md as a reader follows them: every relative link and image resolves to a
 file of the repository, every `#anchor` to a heading of its target (GitHub's heading ids), every
 repository path the text names in backticks (`scripts/sweep.sh`, `docs/main_breakdown.png`)
-exists, and the README's first commands are the two it promises (scripts/quickstart.sh and
-scripts/test.sh, both executable). Standard library only; no binary."""
+exists, and so does every one a command in a code span, a code block or an experiment file's
+comment names (`--config experiments/fmnist_mlp.ini`), and the README's first commands are the
+two it promises (scripts/quickstart.sh and scripts/test.sh, both executable). Standard library
+only; no binary."""
 import os
 import re
 import unittest
@@ -17,6 +19,7 @@ HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]"
                   r"\(([^()\s]*(?:\([^()]*\))?[^()\s]*)(?:\s+\"[^\"]*\")?\)")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+CODE_SPAN_ACROSS = re.compile(r"(`+)(.+?)\1", re.S)  # a span may run over a line break
 # repository paths named in backticks: a top-level folder of the project, then a plain path
 REPO_PATH = re.compile(r"^(?:scripts|tests|common|allreduce|ps|trainer|experiments|cmake|docs|\.ci)"
                        r"/[A-Za-z0-9_./-]*[A-Za-z0-9_]$")
@@ -27,6 +30,53 @@ def doc_files():
     docs = os.path.join(REPO, "docs")
     files += sorted(os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
     return files
+
+
+def ini_files():
+    out = []
+    for folder in ("experiments", os.path.join("experiments", "sweeps")):
+        d = os.path.join(REPO, folder)
+        out += sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".ini"))
+    return out
+
+
+def code_texts(path):
+    """(line, text) of what a file shows as code: each code block's lines (a `\\` continuation
+    joined), each code span (which may run over a line break) and, in an INI file, each comment."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if path.endswith(".ini"):
+        for n, line in enumerate(text.split("\n"), 1):
+            if line.lstrip().startswith(("#", ";")):
+                yield n, line.lstrip("#; ")
+        return
+    prose, inside, block, start = [], False, "", 0
+    for n, line in enumerate(text.split("\n"), 1):
+        if FENCE.match(line):
+            inside = not inside
+            prose.append("")
+            continue
+        if inside:
+            if block == "":
+                start = n
+            block += line
+            if line.endswith("\\"):
+                block = block[:-1] + " "
+                continue
+            yield start, block
+            block = ""
+            prose.append("")
+        else:
+            prose.append(line)
+    body = "\n".join(prose)
+    # paragraph by paragraph, so that one stray backtick cannot pair with the next section's
+    offset = 0
+    for para in re.split(r"\n\s*\n", body):
+        first = body.index(para, offset)
+        offset = first + len(para)
+        for m in CODE_SPAN_ACROSS.finditer(para):
+            line = body.count("\n", 0, first + m.start()) + 1
+            yield line, m.group(2).replace("\n", " ").replace("\\|", "|")
 
 
 def prose_lines(text):
@@ -113,6 +163,17 @@ def named_paths(path):
                 yield n, word
 
 
+def command_paths(path):
+    """(line, path) of repository paths inside what a file shows as code: a command's script,
+    config or fixture (`--config experiments/fmnist_mlp.ini`), in code spans, code blocks and
+    an INI file's comments; not placeholders (NAME, DIR, PATH, FILE) or patterns (* { <)."""
+    for n, text in code_texts(path):
+        for word in re.split(r"[\s'\"`(),;=]+", text):
+            word = word.rstrip(".:")
+            if REPO_PATH.match(word) and not re.search(r"\b(NAME|DIR|PATH|FILE)\b|[*{<]", word):
+                yield n, word
+
+
 class DocLinks(unittest.TestCase):
     def test_every_relative_link_and_anchor_resolves(self):
         problems = [p for f in doc_files() for p in problems_in(f)]
@@ -121,6 +182,13 @@ class DocLinks(unittest.TestCase):
     def test_every_named_repository_path_exists(self):
         missing = [f"{os.path.relpath(f, REPO)}:{n}: {p}" for f in doc_files()
                    for n, p in named_paths(f) if not os.path.exists(os.path.join(REPO, p))]
+        self.assertEqual(missing, [], "\n" + "\n".join(missing))
+
+    def test_every_path_a_command_names_exists(self):
+        paths = [(f, n, p) for f in doc_files() + ini_files() for n, p in command_paths(f)]
+        self.assertGreater(len(paths), 100)  # the extraction still reads the docs
+        missing = [f"{os.path.relpath(f, REPO)}:{n}: {p}" for f, n, p in paths
+                   if not os.path.exists(os.path.join(REPO, p))]
         self.assertEqual(missing, [], "\n" + "\n".join(missing))
 
     def test_the_docs_link_back_to_the_readme(self):

@@ -16,6 +16,7 @@ import sys
 import unittest
 
 import bin_main
+from test_doc_links import code_texts, doc_files, ini_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -30,67 +31,11 @@ SECTIONS = {"train": "Options of `starring train`", "bench": "The bench table",
 SCRIPTS = ("sweep.sh", "report.py", "add_run.py", "cost_model.py", "smpi_compare.py",
            "torch_baseline.py", "merge_traces.py", "smpi_bench.sh", "quickstart.sh", "test.sh",
            "build.sh", "setup.sh", "device_check.sh", "device_bundle.sh")
-FENCE = re.compile(r"^\s*(```|~~~)")
-CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 PROGRAM = re.compile(r"(?:(?<=\s)|^)(?:\S*/)?(?:starring (train|bench-model|bench|env)\b"
                      r"|scripts/([\w.]+))")
 # where a command line ends: a pipe, a list, a redirection, a comment, the next program
 END = re.compile(r"\s(?:\||\|\||&&|;|>|2>|&|#)(?:\s|$)|;\s|\)\s*$")
 OPTION = re.compile(r"(?:(?<=\s)|(?<=\[)|^)--([a-z][a-z0-9-]*)")
-
-
-def doc_files():
-    files = [os.path.join(REPO, "README.md")]
-    files += sorted(os.path.join(REPO, "docs", f)
-                    for f in os.listdir(os.path.join(REPO, "docs")) if f.endswith(".md"))
-    return files
-
-
-def ini_files():
-    out = []
-    for folder in ("experiments", os.path.join("experiments", "sweeps")):
-        d = os.path.join(REPO, folder)
-        out += sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".ini"))
-    return out
-
-
-def code_texts(path):
-    """(line, text) of what a file shows as code: each code block's lines (a `\\` continuation
-    joined), each code span (which may run over a line break) and, in an INI file, each comment."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if path.endswith(".ini"):
-        for n, line in enumerate(text.split("\n"), 1):
-            if line.lstrip().startswith(("#", ";")):
-                yield n, line.lstrip("#; ")
-        return
-    prose, inside, block, start = [], False, "", 0
-    for n, line in enumerate(text.split("\n"), 1):
-        if FENCE.match(line):
-            inside = not inside
-            prose.append("")
-            continue
-        if inside:
-            if block == "":
-                start = n
-            block += line
-            if line.endswith("\\"):
-                block = block[:-1] + " "
-                continue
-            yield start, block
-            block = ""
-            prose.append("")
-        else:
-            prose.append(line)
-    body = "\n".join(prose)
-    # paragraph by paragraph, so that one stray backtick cannot pair with the next section's
-    offset = 0
-    for para in re.split(r"\n\s*\n", body):
-        first = body.index(para, offset)
-        offset = first + len(para)
-        for m in CODE_SPAN.finditer(para):
-            line = body.count("\n", 0, first + m.start()) + 1
-            yield line, m.group(2).replace("\n", " ").replace("\\|", "|")
 
 
 def command_lines(text):
