@@ -41,14 +41,16 @@ import signal
 import sys
 
 DASHES = re.compile(rb"^-{74}\r?$")  # the frame of every Open MPI help message
+# Open MPI 4.1 race when two ranks abort at once: mpirun fails to print the second help message
+# ("Data unpack would read past end of buffer", "Data unpack had inadequate space", "Out of
+# resource", all in show_help.c), sometimes the only one, an MPI_Abort's banner: the ranks
+# already said what went wrong.
+HELP_LOST = re.compile(rb"ORTE_ERROR_LOG: .* in file .*show_help\.c")
 # Lines mpirun prints outside frames that only add noise once the frames are condensed.
 DROP = [
     re.compile(rb"more process(es)? ha(s|ve) sent help message"),
     re.compile(rb'Set MCA parameter "orte_base_help_aggregate" to 0'),
-    # Open MPI 4.1 race when two ranks abort at once: mpirun fails to print the second help
-    # message ("Data unpack would read past end of buffer", "Data unpack had inadequate space",
-    # "Out of resource", all in show_help.c); the ranks already said what went wrong.
-    re.compile(rb"ORTE_ERROR_LOG: .* in file .*show_help\.c"),
+    HELP_LOST,
     # mpirun passing on the SIGCONT that `timeout` sends with its SIGTERM, and libevent's
     # complaint about a socket of a rank that has just been aborted.
     re.compile(rb"^mpirun: Forwarding signal 18 to job"),
@@ -170,6 +172,7 @@ class Filter:
         self.error_text = b""  # the start of a program's error line passed on in pieces
         self.named = []  # the ranks the program's error lines named, in order
         self.stopped = []  # STOPPED lines held until the end
+        self.help_lost = False  # mpirun lost a help message (HELP_LOST), maybe an abort's banner
         self.open = False  # the last byte written was not a newline
         # after a TCP_NOTE_GONE's error form: its own lines still to come (b"errno", b"blank")
         # and whether the note was held (True) or dropped
@@ -228,6 +231,8 @@ class Filter:
             self.write(ln)
             if ERROR.match(bare):
                 self.error_passed(bare)
+        elif HELP_LOST.search(bare):
+            self.help_lost = True
 
     def error_passed(self, text):  # a program's error line is out: the held line may follow it
         self.errors = True
@@ -324,7 +329,10 @@ class Filter:
             self.write(b"".join(self.frame))
         self.write(b"".join(self.connect_held))  # no rank was killed: maybe the cause
         self.write(b"".join(self.tcp_held))  # nothing said why: passed on
-        rest = self.held + (b"" if self.said else b"".join(self.stopped))
+        # a rank's stop note is noise where mpirun stopped the job for a failed rank: it said so,
+        # or it lost the banner that would have said so after a program's error line
+        noise = self.said or (self.errors and self.help_lost)
+        rest = self.held + (b"" if noise else b"".join(self.stopped))
         # a progress bar's last redraw, or a last line without its newline (a "[host:pid]" note
         # held while it might have been mpirun's), left its line open: end it
         if rest and self.open:

@@ -201,6 +201,22 @@ class Filter(unittest.TestCase):
         self.assertEqual(filtered(bench + KILLED), "mpirun: job stopped: rank 1 on node vm was "
                          "killed by signal 9 (Killed)\n")
 
+    def test_a_stopped_note_after_an_error_whose_abort_banner_mpirun_lost(self):
+        # Open MPI 4.1 sometimes loses the MPI_Abort banner itself (its show_help race), so no
+        # condensed line names the failed rank; the note of a rank mpirun then stopped read as if
+        # the user had pressed Ctrl-C (ps --fault hang, np 3: 1 of 6 jobs dedicated, 1-2 of 6
+        # co-located, on 2026-12-02)
+        note = ("starring: rank 0: stopped by SIGTERM; checkpoints written so far are whole, "
+                "metrics stay in their .partial file\n")
+        error = "starring: error: server rank 2: timeout after 2 s: worker rank 1 sent nothing\n"
+        lost = ("[vm:31448] [[5670,0],0] ORTE_ERROR_LOG: Data unpack would read past end of "
+                "buffer in file ../../../orte/util/show_help.c at line 501\n")
+        self.assertEqual(filtered(error + lost + note), error)
+        self.assertEqual(filtered(error + note + lost), error)
+        # without a program's error line, or without the lost banner, the note stays
+        self.assertEqual(filtered(lost + note), note)
+        self.assertEqual(filtered(error + note), error + note)
+
     def test_a_stopped_ranks_late_shared_memory_frame_after_an_error(self):
         # A rank stopped before MPI_Init, resumed as mpirun stops the job another rank failed
         # (test_cli_stopped's test_rank_stopped_before_mpi_init): its frame is noise then
