@@ -2,7 +2,8 @@
 // same parameters as stopping at a checkpoint and resuming in a FRESH trainer (new model, new
 // sync, new servers) - for local, ring, and the parameter server under bsp (dedicated servers and
 // co-located), with sgd-momentum and adamw, across epoch boundaries, with warm-up and a cosine
-// schedule (the step, the sampler epoch and the position inside it all continue). Writing
+// schedule (the step, the sampler epoch and the position inside it all continue), and with
+// micro-batches (--accum 2: the position counts optimizer steps of two micro-batches each). Writing
 // checkpoints does not change the result either. A ring checkpoint resumed on the parameter
 // server gives the ring's parameters within the cross-backend tolerance of test_equivalence.
 // Also: asp/ssp checkpoints do not deadlock, the metrics file of a resumed run holds every step
@@ -31,16 +32,18 @@ struct Case {
   std::string servers;  // ps only
   int workers;
   std::string opt;
+  int accum = 1;
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.backend << " " << c.servers << " x" << c.workers << " " << c.opt;
+  *os << c.backend << " " << c.servers << " x" << c.workers << " " << c.opt << " accum " << c.accum;
 }
 
 std::string run_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& r = info.param;
   std::string s = r.backend + "_w" + std::to_string(r.workers) + "_" + r.opt;
   if (!r.servers.empty()) s += "_s" + r.servers;
+  if (r.accum > 1) s += "_accum" + std::to_string(r.accum);
   return s;
 }
 
@@ -48,6 +51,8 @@ Config make_cfg(const Case& r) {
   Config cfg = testing::resumable_config(r.backend, r.servers);
   cfg.train.opt.type = r.opt;
   cfg.train.opt.weight_decay = 0.01f;
+  cfg.train.accum = r.accum;
+  cfg.train.epochs *= r.accum;  // still kSteps steps: 8 / accum an epoch
   if (r.opt == "adamw") cfg.train.lr = 0.01f;
   if (r.backend == "ps") cfg.sync.bucket_mb = 0.001;  // several buckets even on a tiny model
   cfg.train.eval_each_epoch = true;                   // every epoch's training loss in the history
@@ -140,14 +145,14 @@ TEST_P(Resume, StoppingAndResumingChangesNoBit) {
   EXPECT_EQ(metric_steps(res.out.metrics_file), want);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Resume,
-                         ::testing::Values(Case{"local", "", 1, "sgd"},
-                                           Case{"local", "", 1, "adamw"},
-                                           Case{"ring", "", 2, "sgd"}, Case{"ring", "", 2, "adamw"},
-                                           Case{"ps", "1", 2, "sgd"}, Case{"ps", "2", 2, "adamw"},
-                                           Case{"ps", "colocated", 2, "sgd"},
-                                           Case{"ps", "colocated", 2, "adamw"}),
-                         run_name);
+INSTANTIATE_TEST_SUITE_P(
+    Backends, Resume,
+    ::testing::Values(Case{"local", "", 1, "sgd"}, Case{"local", "", 1, "adamw"},
+                      Case{"ring", "", 2, "sgd"}, Case{"ring", "", 2, "adamw"},
+                      Case{"ps", "1", 2, "sgd"}, Case{"ps", "2", 2, "adamw"},
+                      Case{"ps", "colocated", 2, "sgd"}, Case{"ps", "colocated", 2, "adamw"},
+                      Case{"ring", "", 2, "adamw", 2}, Case{"ps", "1", 2, "adamw", 2}),
+    run_name);
 
 // The same mathematics on another backend: a ring checkpoint resumed on the parameter server
 // (and a co-located parameter-server checkpoint resumed on the ring).
