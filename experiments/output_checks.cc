@@ -89,18 +89,34 @@ void check_checkpoint_dir_writable(const std::string& dir) {
 
 // A fresh run (no --resume) must not write into a folder holding another run's checkpoints: the
 // rotation keeps the highest steps whoever wrote them, and a later `--resume latest` would
-// continue the other run.
+// continue the other run. Nor must a run resumed from a checkpoint outside the folder (--resume
+// PATH): it wrote among them, the rotation deleted the other run's files, its step that
+// coincided replaced theirs, and 'latest' named its own (a run of 48 steps lost every file).
 void check_checkpoint_dir(const CheckpointConfig& ck) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (ck.dir.empty() || !ck.resume.empty() || !fs::is_directory(ck.dir, ec)) return;
+  if (ck.dir.empty() || ck.resume == "latest" || ck.resume == "auto" ||
+      !fs::is_directory(ck.dir, ec))
+    return;
+  const bool fresh = ck.resume.empty();
+  if (!fresh) {
+    // A file in the folder continues the folder's run; a missing one is check_resume's error.
+    const fs::path from = fs::absolute(ck.resume, ec).parent_path();
+    if (!fs::exists(ck.resume, ec) || fs::equivalent(from, ck.dir, ec)) return;
+  }
   for (const auto& e : fs::directory_iterator(ck.dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name == "latest" || is_checkpoint_file_name(name))
+    if (name != "latest" && !is_checkpoint_file_name(name)) continue;
+    if (fresh)
       throw ConfigError(concat("--checkpoint-dir: folder '", ck.dir,
                                "' already holds checkpoints (", name,
                                "); continue that run with --resume latest, or give an empty "
                                "folder"));
+    throw ConfigError(concat("--checkpoint-dir: folder '", ck.dir, "' already holds checkpoints (",
+                             name, ") and --resume ", ck.resume,
+                             " is not in it: the resumed run's checkpoints would replace and "
+                             "delete them (the newest steps are kept, whoever wrote them); give "
+                             "an empty folder, or resume from a checkpoint in that folder"));
   }
 }
 

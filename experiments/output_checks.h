@@ -13,7 +13,8 @@ namespace starring {
 void check_output(const char* option, const std::string& path);
 // --checkpoint-dir can be created (or written) when the first checkpoint is due.
 void check_checkpoint_dir_writable(const std::string& dir);
-// A fresh run (no --resume) refuses a folder that holds another run's checkpoints.
+// A fresh run (no --resume), or one resumed from a checkpoint outside the folder, refuses a folder
+// that holds checkpoints (another run's).
 void check_checkpoint_dir(const CheckpointConfig& ck);
 // No two outputs on one path, where the one renamed last silently replaced the other
 // (--metrics-file and --summary-file the same, one --trace without '%r' for several of the `size`

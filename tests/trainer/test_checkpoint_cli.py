@@ -7,7 +7,8 @@ leaves the first steps out), the metrics file (every step
 once), the checkpoint folder (--keep-checkpoints, no leftovers); that a run killed at step 21
 (--fault) resumes from its checkpoint of step 16 and ends with every step's metrics once; and
 that a damaged checkpoint and an empty folder each end the job with a non-zero exit and one
-line naming the problem; and that SIGUSR1 to mpirun's process group (a preemption notice) stops
+line naming the problem; that a run resumed from another folder's checkpoint refuses a folder
+holding checkpoints, and leaves them as they were; and that SIGUSR1 to mpirun's process group (a preemption notice) stops
 a parameter-server run at one step with a checkpoint and exit 75, from which the same command
 (--resume auto) resumes it to the end, while a stop whose metrics file failed exits 1, not 75,
 and a request too late to stop the run before its end says so beside its exit 0. Times: the
@@ -41,6 +42,14 @@ COMMON = ["--dataset", "synthetic", "--synthetic-train", "512", "--synthetic-tes
 def train(*flags):
     cmd = [ARGS.mpirun, "-np", "2", ARGS.bin, "train"] + COMMON + list(flags)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def folder_bytes(folder):
+    out = {}
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name), "rb") as f:
+            out[name] = f.read()
+    return out
 
 
 def steps_in(metrics):
@@ -366,6 +375,25 @@ class CheckpointCli(unittest.TestCase):
         self.assertIn("already holds checkpoints", again.stderr)
         self.assertIn("--resume latest", again.stderr)
         self.assertEqual(sorted(os.listdir(self.dir)), before)  # nothing written or deleted
+
+    def test_a_resume_from_elsewhere_refuses_a_folder_holding_another_runs_checkpoints(self):
+        # before: run A resumed from its step 4 into run B's folder wrote among B's files, and
+        # its rotation deleted B's ckpt-4 (and its step 8 would have replaced B's)
+        other = os.path.join(self.tmp.name, "other")
+        a = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", other)
+        self.assertEqual(a.returncode, 0, a.stderr)
+        b = train("--backend", "ring", "--max-steps", "8", "--seed", "5", "--checkpoint-dir",
+                  self.dir, "--checkpoint-every", "4", "--keep-checkpoints", "1")
+        self.assertEqual(b.returncode, 0, b.stderr)
+        before = folder_bytes(self.dir)
+        path = os.path.join(other, "ckpt-0000000004.ckpt")
+        bad = train("--backend", "ring", "--max-steps", "8", "--checkpoint-dir", self.dir,
+                    "--checkpoint-every", "2", "--resume", path)
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+        self.assertIn("rank 0: --checkpoint-dir: folder '%s' already holds checkpoints" % self.dir,
+                      bad.stderr)
+        self.assertIn("--resume %s is not in it" % path, bad.stderr)
+        self.assertEqual(folder_bytes(self.dir), before)  # nothing written, replaced or deleted
 
     def test_a_resume_with_another_rate_says_so_in_the_summary_under_progress_off(self):
         # The note naming a changed setting was a progress message only: --progress off (as
