@@ -306,31 +306,40 @@ CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, 
     path.clear();
     return CheckpointData{};
   }
-  std::string first_error;
+  // Why the file the pointer names was passed over (for the note), and the newest file's error.
+  std::string passed_over, first_error;
   // The pointer first: it names the newest checkpoint that was completely written.
   std::ifstream ptr(fs::path(k.dir) / "latest");
   std::string name;
-  if (ptr && std::getline(ptr, name) && step_of_name(name) >= 0 &&
-      fs::exists(fs::path(k.dir) / name, ec)) {  // ec: a name that cannot be looked at is absent
+  if (ptr && std::getline(ptr, name) && step_of_name(name) >= 0) {
     path = (fs::path(k.dir) / name).string();
-    try {
-      return read_checkpoint(path, where);
-    } catch (const ConfigError& e) {
-      first_error = e.what();
+    if (!fs::exists(path, ec)) {  // ec: a name that cannot be looked at is absent
+      passed_over = where + ": " + k.dir + "/latest names " + name + ", which does not exist";
+    } else {
+      try {
+        return read_checkpoint(path, where);
+      } catch (const ConfigError& e) {
+        passed_over = first_error = e.what();
+      }
     }
   }
   for (const auto& [step, p] : list_checkpoints(k.dir)) {
     path = p.string();
     try {
       CheckpointData c = read_checkpoint(path, where);
-      if (!first_error.empty())
-        std::fprintf(stderr, "[starring] %s; resuming from %s instead\n", first_error.c_str(),
+      // what was passed over: the pointer's file, newer files that did not verify
+      std::string why = passed_over;
+      if (!first_error.empty() && first_error != passed_over)
+        why += (why.empty() ? "" : "; ") + first_error;
+      if (!why.empty())
+        std::fprintf(stderr, "[starring] %s; resuming from %s instead\n", why.c_str(),
                      path.c_str());
       return c;
     } catch (const ConfigError& e) {
       if (first_error.empty()) first_error = e.what();
     }
   }
+  if (first_error.empty()) first_error = passed_over;
   // the newest's error names the rank already (read_checkpoint's `where`): not twice
   if (first_error.rfind(where + ": ", 0) == 0) first_error.erase(0, where.size() + 2);
   throw ConfigError(

@@ -71,6 +71,39 @@ TEST(CheckpointLatest, ALatestThatCannotBeLookedAtIsPassedOver) {
   }
 }
 
+// A 'latest' naming a checkpoint that is gone (deleted by hand, or by a later run of another
+// folder's files) is passed over for the newest one that verifies, and the run says so, as it
+// does for one that is corrupt: it resumed some steps back without a word. With no checkpoint
+// left, the error says what the pointer named.
+TEST(CheckpointLatest, ALatestNamingAMissingFileIsPassedOverWithANote) {
+  CheckpointConfig k;
+  k.dir = testing::scratch_dir("ckpt_edges_gone");
+  k.keep = 5;
+  save_checkpoint(k, sample(10, 8, 8, 8), "rank 0");
+  save_checkpoint(k, sample(20, 8, 8, 8), "rank 0");
+  std::filesystem::remove(std::filesystem::path(k.dir) / checkpoint_file_name(20));
+  k.resume = "latest";
+  std::string path;
+  ::testing::internal::CaptureStderr();
+  const std::int64_t step = load_resume(k, "rank 0", path).step;
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(step, 10);
+  EXPECT_NE(said.find("[starring] rank 0: " + k.dir + "/latest names " + checkpoint_file_name(20) +
+                      ", which does not exist; resuming from " + k.dir + "/" +
+                      checkpoint_file_name(10) + " instead"),
+            std::string::npos)
+      << said;
+  std::filesystem::remove(std::filesystem::path(k.dir) / checkpoint_file_name(10));
+  try {
+    load_resume(k, "rank 0", path);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "rank 0: --resume latest: no valid checkpoint in " + k.dir +
+                                         " (newest: " + k.dir + "/latest names " +
+                                         checkpoint_file_name(20) + ", which does not exist)");
+  }
+}
+
 // A file in the folder that looks like a checkpoint by its name but whose step does not fit in
 // 64 bits, or whose "digits" are bytes above 127 (a UTF-8 name), is not a checkpoint: it is passed
 // over by the rotation after a save and by --resume latest / auto. std::stoll's out_of_range
