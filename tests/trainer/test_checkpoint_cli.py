@@ -1,20 +1,20 @@
 #!/usr/bin/env python3
 """`starring train` with checkpoints, end to end under mpirun (2 ranks, synthetic data):
   test_checkpoint_cli.py --bin build/bin/starring --mpirun scripts/mpirun.sh
-Trains 20 steps with --checkpoint-dir/--checkpoint-every, resumes with --resume latest up to
-40 steps, and checks the summary (steps, accuracy, resumed_from, the steady-state timing that
-leaves the first steps out), the metrics file (every step
-once), the checkpoint folder (--keep-checkpoints, no leftovers); that a run killed at step 21
-(--fault) resumes from its checkpoint of step 16 and ends with every step's metrics once; and
-that a damaged checkpoint and an empty folder each end the job with a non-zero exit and one
-line naming the problem; that a run resumed from another folder's checkpoint refuses a folder
-holding checkpoints, and leaves them as they were; and that SIGUSR1 to mpirun's process group (a preemption notice) stops
-a parameter-server run at one step with a checkpoint and exit 75, from which the same command
+Trains 20 steps with --checkpoint-dir/--checkpoint-every, resumes with --resume latest up to 40
+steps, and checks the summary (steps, accuracy, resumed_from, the steady-state timing that
+leaves the first steps out), the metrics file (every step once), the checkpoint folder
+(--keep-checkpoints, no leftovers); that a run killed at step 21 (--fault) resumes from its
+checkpoint of step 16 and ends with every step's metrics once; and that a damaged checkpoint and
+an empty folder each end the job with a non-zero exit and one line naming the problem; that a
+run resumed from another folder's checkpoint refuses a folder holding checkpoints, and leaves
+them as they were; and that SIGUSR1 to mpirun's process group (a preemption notice) stops a
+parameter-server run at one step with a checkpoint and exit 75, from which the same command
 (--resume auto) resumes it to the end, while a stop whose metrics file failed exits 1, not 75,
 and a request too late to stop the run before its end says so beside its exit 0. Times: the
-metrics file's time_s and the history's wall_s are one clock (worker 0's training seconds, across
-the runs), and the job's train_s sums each run's slowest worker's (job.leg_train_s), under ps asp
-with a straggler too.
+metrics file's time_s and the history's wall_s are one clock (worker 0's training seconds,
+across the runs), and the job's train_s sums each run's slowest worker's (job.leg_train_s),
+under ps asp with a straggler too.
 """
 import argparse
 import json
