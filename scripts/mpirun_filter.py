@@ -213,7 +213,7 @@ class Filter:
         if DASHES.match(bare):
             self.frame = [ln]
         elif STOPPED.match(bare):
-            self.stopped.append(ln)
+            self.stopped.append((ln, self.errors))
         elif cont and (TCP_NOTE_ERRNO.match(bare) if cont[0] == b"errno"
                        else bare in (b"", b"\r")):  # the note's own line: as the note
             if cont[0] == b"errno":
@@ -330,9 +330,12 @@ class Filter:
         self.write(b"".join(self.connect_held))  # no rank was killed: maybe the cause
         self.write(b"".join(self.tcp_held))  # nothing said why: passed on
         # a rank's stop note is noise where mpirun stopped the job for a failed rank: it said so,
-        # or it lost the banner that would have said so after a program's error line
-        noise = self.said or (self.errors and self.help_lost)
-        rest = self.held + (b"" if noise else b"".join(self.stopped))
+        # or it lost the banner that would have said so: then a SIGTERM (what mpirun sends) note
+        # after a program's error line is its doing; one before, or another signal (a user's
+        # Ctrl-C), may be the cause and is kept
+        def noise(ln, after_error):
+            return self.said or (self.help_lost and after_error and b"SIGTERM" in ln)
+        rest = self.held + b"".join(ln for ln, after in self.stopped if not noise(ln, after))
         # a progress bar's last redraw, or a last line without its newline (a "[host:pid]" note
         # held while it might have been mpirun's), left its line open: end it
         if rest and self.open:

@@ -216,6 +216,10 @@ class Filter(unittest.TestCase):
         # without a program's error line, or without the lost banner, the note stays
         self.assertEqual(filtered(lost + note), note)
         self.assertEqual(filtered(error + note), error + note)
+        # a note before the error line, or of another signal (the user's Ctrl-C), may be the cause
+        self.assertEqual(filtered(note + error + lost), error + note)  # notes are held to the end
+        ctrl_c = note.replace("SIGTERM", "SIGINT")
+        self.assertEqual(filtered(error + lost + ctrl_c), error + ctrl_c)
 
     def test_a_stopped_ranks_late_shared_memory_frame_after_an_error(self):
         # A rank stopped before MPI_Init, resumed as mpirun stops the job another rank failed
