@@ -100,13 +100,16 @@ void check_checkpoint_dir(const CheckpointConfig& ck) {
     return;
   const bool fresh = ck.resume.empty();
   if (!fresh) {
-    // A file in the folder continues the folder's run; a missing one is check_resume's error.
-    const fs::path from = fs::absolute(ck.resume, ec).parent_path();
-    if (!fs::exists(ck.resume, ec) || fs::equivalent(from, ck.dir, ec)) return;
+    // A file in the folder continues the folder's run (a link is judged by the file it names);
+    // a missing one, or a folder (the checkpoint folder itself), is check_resume's to judge.
+    if (!fs::is_regular_file(ck.resume, ec)) return;
+    const fs::path from = fs::canonical(ck.resume, ec).parent_path();
+    if (ec || fs::equivalent(from, ck.dir, ec)) return;
   }
+  // Checkpoint files only: a 'latest' naming none of them leaves nothing to lose
   for (const auto& e : fs::directory_iterator(ck.dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name != "latest" && !is_checkpoint_file_name(name)) continue;
+    if (!is_checkpoint_file_name(name)) continue;
     if (fresh)
       throw ConfigError(concat("--checkpoint-dir: folder '", ck.dir,
                                "' already holds checkpoints (", name,

@@ -314,7 +314,10 @@ CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, 
   if (ptr && std::getline(ptr, name) && step_of_name(name) >= 0) {
     path = (fs::path(k.dir) / name).string();
     if (!fs::exists(path, ec)) {  // ec: a name that cannot be looked at is absent
-      passed_over = where + ": " + k.dir + "/latest names " + name + ", which does not exist";
+      passed_over =
+          detail::concat(where, ": ", (fs::path(k.dir) / "latest").string(), " names ", name,
+                         ec ? detail::concat(", which cannot be looked at (", ec.message(), ")")
+                            : std::string(", which does not exist"));
     } else {
       try {
         return read_checkpoint(path, where);

@@ -395,6 +395,33 @@ class CheckpointCli(unittest.TestCase):
         self.assertIn("--resume %s is not in it" % path, bad.stderr)
         self.assertEqual(folder_bytes(self.dir), before)  # nothing written, replaced or deleted
 
+    def test_the_folder_refusal_judges_links_by_their_file_and_leaves_folders_to_resume(self):
+        other = os.path.join(self.tmp.name, "other")
+        a = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", other)
+        self.assertEqual(a.returncode, 0, a.stderr)
+        b = train("--backend", "ring", "--max-steps", "4", "--seed", "5", "--checkpoint-dir",
+                  self.dir)
+        self.assertEqual(b.returncode, 0, b.stderr)
+        # a link in the folder to another run's file is that run's file: refused
+        link = os.path.join(self.dir, "from-other.ckpt")
+        os.symlink(os.path.join(other, "ckpt-0000000004.ckpt"), link)
+        bad = train("--backend", "ring", "--max-steps", "8", "--checkpoint-dir", self.dir,
+                    "--resume", link)
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+        self.assertIn("--resume %s is not in it" % link, bad.stderr)
+        # the folder itself given to --resume is not "a checkpoint outside it"
+        folder = train("--backend", "ring", "--max-steps", "8", "--checkpoint-dir", self.dir,
+                       "--resume", self.dir)
+        self.assertNotEqual(folder.returncode, 0, folder.stderr)
+        self.assertNotIn("is not in it", folder.stderr)
+        # a folder whose only trace of a run is a 'latest' naming nothing left: nothing to lose
+        os.remove(link)
+        for name in os.listdir(self.dir):
+            if name != "latest":
+                os.remove(os.path.join(self.dir, name))
+        fresh = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir)
+        self.assertEqual(fresh.returncode, 0, fresh.stderr)
+
     def test_a_resume_with_another_rate_says_so_in_the_summary_under_progress_off(self):
         # The note naming a changed setting was a progress message only: --progress off (as
         # here, and in every sweep) hid it, and the run's record did not keep it.

@@ -63,12 +63,17 @@ TEST(CheckpointLatest, ALatestThatCannotBeLookedAtIsPassedOver) {
   std::ofstream(std::filesystem::path(k.dir) / "latest") << loop << "\n";
   k.resume = "latest";
   std::string path;
+  ::testing::internal::CaptureStderr();
   try {
     EXPECT_EQ(load_resume(k, "rank 0", path).step, 10);
     EXPECT_EQ(path, k.dir + "/" + checkpoint_file_name(10));
   } catch (const std::exception& e) {
     ADD_FAILURE() << "load_resume threw: " << e.what();
   }
+  // the note says why it was passed over: it exists, but cannot be looked at
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("latest names " + loop + ", which cannot be looked at ("), std::string::npos)
+      << said;
 }
 
 // A 'latest' naming a checkpoint that is gone (deleted by hand, or by a later run of another
