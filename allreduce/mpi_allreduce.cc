@@ -6,6 +6,7 @@
 
 #include "allreduce/allreducer.h"
 #include "allreduce/progress_waiter.h"
+#include "common/kept_memory.h"
 #include "common/mpi_comm.h"
 
 namespace starring {
@@ -39,11 +40,20 @@ class MpiAllreducer : public Allreducer {
       // core) 511 -> 981 samples/s.
       ProgressWaiter waiter(*comm_, timeout_, std::chrono::microseconds(0), /*max_sleep_us=*/0,
                             liveness_);
-      for (;;) {
-        int done = 0;
-        CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-        if (done) break;
-        waiter.idle([&] { return "MPI_Iallreduce of " + std::to_string(count) + " floats"; });
+      try {
+        for (;;) {
+          int done = 0;
+          CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+          if (done) break;
+          waiter.idle([&] { return "MPI_Iallreduce of " + std::to_string(count) + " floats"; });
+        }
+      } catch (...) {
+        // MPI forbids freeing a pending collective: it is left as it stands, and may still read
+        // `in` and write `out` should a stopped peer go on; their owners keep them
+        // (common/kept_memory.h).
+        note_left_to_mpi(out, count * sizeof(float));
+        if (in != out) note_left_to_mpi(in, count * sizeof(float));
+        throw;
       }
     }
     if (scale != 1.0f)

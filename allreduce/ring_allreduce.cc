@@ -198,10 +198,7 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
   for (const Item& it : items_)
     if (it.step <= n_ - 2) slot_elems_ = std::max(slot_elems_, it.hi - it.lo);
   slot_elems_ = (slot_elems_ + 15) / 16 * 16;
-  // First: a receive a failed run left posted is cancelled before its buffer moves. One that had
-  // matched a stalled sender's message and was released after --timeout (common/mpi_comm.cc)
-  // may still be written into: docs/LIMITS.md, receives abandoned mid-message.
-  recvs_.clear();
+  recvs_.clear();  // none left posted: a failed run let go of its receives (below)
   recvs_.resize(items_.size());
   const std::size_t scratch = static_cast<std::size_t>(opt_.window) * slot_elems_ * wb;
   if (scratch_.size() < scratch) scratch_.resize(scratch);
@@ -209,6 +206,21 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
   head_ = posted_ = 0;
   send_base_ = sends_.size();  // a failed run's sends, still unfinished, come first
   plan_reuse(in == out || opt_.wire != WireType::kFloat32, count);
+  try {
+    move_data(in, out, count, scale);
+  } catch (...) {
+    // The receives are let go before the failure leaves run(): `out` is the caller's, freed as
+    // the error unwinds. One that had matched the message of a sender stopped mid-message is
+    // released unfinished after --timeout and noted (common/mpi_comm.cc); the owners of what it
+    // may still write into keep that memory (scratch_ and stage_ are ReceiveVectors, the
+    // caller's `out` its owner's business: common/kept_memory.h, docs/LIMITS.md).
+    recvs_.clear();
+    throw;
+  }
+}
+
+void RingAllreduce::move_data(const float* in, float* out, std::size_t count, float scale) {
+  const std::size_t wb = wire_bytes(opt_.wire);
   post_initial_sends(in, count);
   ProgressWaiter waiter(comm_, opt_.timeout, std::chrono::microseconds(opt_.spin_us), 500,
                         liveness_);

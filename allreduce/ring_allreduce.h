@@ -47,6 +47,7 @@
 
 #include "allreduce/wire_codec.h"
 #include "common/comm.h"
+#include "common/kept_memory.h"
 #include "common/peer_liveness.h"
 
 namespace starring {
@@ -94,6 +95,7 @@ class RingAllreduce {
   std::size_t chunk_begin(int c, std::size_t count) const { return ring_chunk_begin(c, n_, count); }
   void post_initial_sends(const float* in, std::size_t count);
   void post_receives(float* out);
+  void move_data(const float* in, float* out, std::size_t count, float scale);  // run()'s loops
   void plan_reuse(bool aliased_first_sends, std::size_t count);
   bool buffer_free(std::size_t k);
   std::string waiting_for() const;
@@ -109,8 +111,10 @@ class RingAllreduce {
   std::size_t seg_elems_;
   std::size_t slot_elems_ = 0;  // this run: the longest reduce-scatter segment (<= seg_elems_)
   std::vector<Item> items_;
-  std::vector<unsigned char> scratch_;  // window x slot_elems_ (wire type): reduce-scatter receives
-  std::vector<unsigned char> stage_;    // half wire: count elements, what is sent and gathered
+  // Receive targets, kept rather than freed where a receive let go may still write
+  // (common/kept_memory.h); declared before recvs_, which is destroyed first.
+  ReceiveVector<unsigned char> scratch_;  // window x slot_elems_ (wire type): reduce-scatter
+  ReceiveVector<unsigned char> stage_;    // half wire: count elements, what is sent and gathered
   std::vector<std::unique_ptr<Request>> recvs_;  // per item; [head_, posted_) pending
   std::size_t head_ = 0, posted_ = 0;
   std::vector<std::unique_ptr<Request>> sends_;  // this run's from send_base_ (first sends, then

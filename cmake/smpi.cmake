@@ -30,6 +30,7 @@ if(STARRING_HAVE_SMPI)
     experiments/smpi/ps_pattern.cc
     common/comm.cc
     common/mpi_comm.cc
+    common/kept_memory.cc
     common/stall_watch.cc
     common/test_hosts.cc
     common/census.cc

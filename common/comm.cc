@@ -7,6 +7,7 @@
 #include "common/census.h"
 #include "common/comm_util.h"
 #include "common/error.h"
+#include "common/kept_memory.h"
 
 namespace starring {
 
@@ -126,10 +127,16 @@ std::string recv_text(Comm& comm, int peer, int tag, Seconds timeout, std::uint6
                                " bytes for ", what, " (tag ", tag, "), more than the ", limit,
                                " it can be"));
   std::string text;
-  for (std::uint64_t at = 0; at < n; at += kTextPiece) {  // memory only for bytes that came
-    const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(kTextPiece, n - at));
-    text.resize(static_cast<std::size_t>(at) + piece);
-    recv_exact(comm, text.data() + at, piece, peer, tag, timeout, what);
+  try {
+    for (std::uint64_t at = 0; at < n; at += kTextPiece) {  // memory only for bytes that came
+      const std::size_t piece =
+          static_cast<std::size_t>(std::min<std::uint64_t>(kTextPiece, n - at));
+      text.resize(static_cast<std::size_t>(at) + piece);
+      recv_exact(comm, text.data() + at, piece, peer, tag, timeout, what);
+    }
+  } catch (...) {
+    keep_if_left_to_mpi(text);  // a piece let go unfinished may still be written (kept_memory.h)
+    throw;
   }
   return text;
 }

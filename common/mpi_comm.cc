@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/comm_util.h"
 #include "common/error.h"
+#include "common/kept_memory.h"
 #include "common/stall_watch.h"
 #include "common/test_hosts.h"
 
@@ -87,11 +88,12 @@ Clock::time_point abandon_deadline(Seconds limit) {
 
 class MpiRequest : public Request {
  public:
-  MpiRequest(MpiComm* comm, bool is_send, int peer, int tag, std::size_t bytes)
+  MpiRequest(MpiComm* comm, bool is_send, int peer, int tag, const void* buf, std::size_t bytes)
       : comm_(comm),
         is_send_(is_send),
         peer_(peer),
         tag_(tag),
+        buf_(buf),
         bytes_(bytes),
         cancel_limit_(comm->timeout()) {}
   ~MpiRequest() override {
@@ -113,15 +115,18 @@ class MpiRequest : public Request {
     // communicator's --timeout, shared by the receives one failure leaves (abandon_deadline): a
     // live sender's message arrives (an unmatched receive completes at the first test), and one
     // still short then is freed as it stands (MPI completes it on its own). Its buffer may still
-    // be written should that sender resume while this process makes MPI calls: a receive is
-    // left so only by a rank failing the run (a peer silent for --timeout), which soon exits.
+    // be written should that sender resume while this process makes MPI calls (a receive is
+    // left so only by a rank failing the run, a peer silent for --timeout, which soon exits):
+    // it is noted, and its owner keeps that memory instead of freeing it (common/kept_memory.h).
     MPI_Status st;
     int done = 0;
     int rc = MPI_Test(&req_, &done, &st);
     if (done || rc != MPI_SUCCESS) return;
     const Seconds left = abandon_deadline(cancel_limit_) - Clock::now();
-    if (!poll_until(&req_, &st, std::max(left, Seconds(0)), &rc) && req_ != MPI_REQUEST_NULL)
+    if (!poll_until(&req_, &st, std::max(left, Seconds(0)), &rc) && req_ != MPI_REQUEST_NULL) {
+      note_left_to_mpi(buf_, bytes_);
       MPI_Request_free(&req_);
+    }
   }
   MPI_Request* raw() { return &req_; }
 
@@ -196,7 +201,8 @@ class MpiRequest : public Request {
   MpiComm* comm_;
   bool is_send_;
   int peer_, tag_;
-  std::size_t bytes_;     // the buffer's size (a receive's capacity)
+  const void* buf_;       // the buffer
+  std::size_t bytes_;     // its size (a receive's capacity)
   Seconds cancel_limit_;  // an abandoned receive's wait for its message (see the destructor)
   bool done_ = false;
   std::string error_;  // set when the request completed with an error (failed())
@@ -256,7 +262,7 @@ MpiComm::~MpiComm() {
 
 std::unique_ptr<Request> MpiComm::isend(const void* buf, std::size_t bytes, int peer, int tag) {
   int n = checked_count(*this, bytes, peer, tag, true);
-  auto r = std::make_unique<MpiRequest>(this, true, peer, tag, bytes);
+  auto r = std::make_unique<MpiRequest>(this, true, peer, tag, buf, bytes);
   count_sent(bytes);  // before the peer can have it (see Comm::counters)
   CHECK_MPI(MPI_Isend(buf, n, MPI_BYTE, peer, tag, comm_, r->raw()));
   return r;
@@ -264,7 +270,7 @@ std::unique_ptr<Request> MpiComm::isend(const void* buf, std::size_t bytes, int 
 
 std::unique_ptr<Request> MpiComm::irecv(void* buf, std::size_t bytes, int peer, int tag) {
   int n = checked_count(*this, bytes, peer, tag, false);
-  auto r = std::make_unique<MpiRequest>(this, false, peer, tag, bytes);
+  auto r = std::make_unique<MpiRequest>(this, false, peer, tag, buf, bytes);
   CHECK_MPI(MPI_Irecv(buf, n, MPI_BYTE, peer == kAnySource ? MPI_ANY_SOURCE : peer, tag, comm_,
                       r->raw()));
   return r;

@@ -6,6 +6,7 @@
 #include "allreduce/private_comm.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/kept_memory.h"
 #include "experiments/bench_harness.h"
 #include "experiments/register_ring.h"
 
@@ -65,7 +66,7 @@ class AllreduceBenchOp : public BenchOp {
   std::size_t count_ = 0;
   const float* in_ = nullptr;
   float* out_ = nullptr;
-  std::vector<float> host_out_;
+  ReceiveVector<float> host_out_;  // the ring receives into it (common/kept_memory.h)
   float* d_in_ = nullptr;
   float* d_out_ = nullptr;
 };

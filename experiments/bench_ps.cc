@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/kept_memory.h"
 #include "experiments/bench_harness.h"
 #include "ps/protocol.h"
 #include "ps/ps_worker.h"
@@ -196,7 +197,7 @@ class PsBenchOp : public BenchOp {
   std::int64_t iters_ = 0;
   int sizes_ = 0;
   ParamLayout layout_;
-  std::vector<float> params_;
+  ReceiveVector<float> params_;  // the replies land here (common/kept_memory.h)
   std::unique_ptr<ps::PsWorker> worker_;
   std::thread server_;
   nlohmann::json last_servers_ = nlohmann::json::array();

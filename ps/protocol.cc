@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
-#include <new>
 
 #include "common/error.h"
 
@@ -110,18 +108,6 @@ PsInitSpec PsInitSpec::from_json(const nlohmann::json& j) {
   return s;
 }
 
-namespace {
-
-// The buffers of sends released unfinished: kept for the rest of the process, and reachable from
-// here, so that a leak checker (ASan's) does not report what is kept on purpose.
-std::mutex kept_mu;
-std::vector<std::shared_ptr<const void>>& kept_buffers() {
-  static auto* kept = new std::vector<std::shared_ptr<const void>>();  // never destroyed
-  return *kept;
-}
-
-}  // namespace
-
 bool release_unfinished(std::unique_ptr<Request>& req) noexcept {
   if (!req) return false;
   bool done = false;
@@ -131,25 +117,6 @@ bool release_unfinished(std::unique_ptr<Request>& req) noexcept {
   }
   req.reset();
   return !done;
-}
-
-void keep_for_process(std::shared_ptr<const void> buf) noexcept {
-  if (!buf) return;
-  try {
-    std::lock_guard<std::mutex> lk(kept_mu);
-    kept_buffers().push_back(std::move(buf));
-  } catch (...) {  // no memory to remember it: leaked all the same (buf still holds it)
-    (void)new (std::nothrow) std::shared_ptr<const void>(std::move(buf));
-  }
-}
-
-void keep_for_process(std::unique_ptr<std::vector<char>> buf) noexcept {
-  if (!buf) return;
-  try {
-    keep_for_process(std::shared_ptr<const void>(std::move(buf)));
-  } catch (...) {  // no memory for the shared owner: leaked all the same, never freed under MPI
-    (void)buf.release();
-  }
 }
 
 PendingSends::~PendingSends() {

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "common/comm.h"
+#include "common/kept_memory.h"
 #include "common/optimizer.h"
 
 namespace starring::ps {
@@ -132,11 +133,9 @@ struct PsInitSpec {
 // its request is released may still be read by MPI afterwards (a send matched late by a stopped
 // peer that goes on), so its buffer is kept until the process ends (the job is ending) instead of
 // freed under it. release_unfinished releases `req` (null: nothing) and says whether its send
-// was not complete (a failing test counts as not complete); keep_for_process keeps `buf`.
-// Neither throws.
+// was not complete (a failing test counts as not complete); keep_for_process
+// (common/kept_memory.h) keeps `buf`. Neither throws.
 bool release_unfinished(std::unique_ptr<Request>& req) noexcept;
-void keep_for_process(std::unique_ptr<std::vector<char>> buf) noexcept;
-void keep_for_process(std::shared_ptr<const void> buf) noexcept;
 
 // A worker's batch of messages sent at once (the start, the optimizer state, the state requests
 // of a checkpoint, an evaluation or check_peers), each with its buffer. An error that unwinds

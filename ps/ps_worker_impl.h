@@ -171,8 +171,8 @@ class PsWorker::Impl {
 
   // comm thread only
   std::vector<Flight> flights_;
-  std::vector<int> active_;  // chunks with a request in flight
-  std::vector<char> ctl_buf_;
+  std::vector<int> active_;      // chunks with a request in flight
+  ReceiveVector<char> ctl_buf_;  // kept where a receive let go may still write (kept_memory.h)
   std::unique_ptr<Request> ctl_req_;
   WatchClock watch_;  // this thread's pauses between deadline checks (common/watch_clock.h)
   std::chrono::steady_clock::time_point last_heartbeat_;

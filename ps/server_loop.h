@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/comm.h"
+#include "common/kept_memory.h"
 #include "common/trace.h"
 #include "common/watch_clock.h"
 #include "ps/local_link.h"
@@ -70,7 +71,9 @@ class ServerLoop {
   // A receive buffer holds the largest message a worker may send (--ps-chunk-bytes, at least
   // 1 MiB), which can be far more than the model: left uninitialized, only the bytes that arrive
   // are touched (zero-filled, --ps-chunk-bytes 1G cost 4 GiB of memory per server on any model).
-  using RecvBuffer = boost::container::vector<char>;
+  // Kept rather than freed where a receive let go unfinished may still write (a worker stopped
+  // mid-message: common/kept_memory.h).
+  using RecvBuffer = boost::container::vector<char, ReceiveAllocator<char>>;
   struct Slot {
     RecvBuffer buf;
     std::unique_ptr<Request> req;

@@ -76,7 +76,7 @@ void PsWorker::Impl::check_peers() {
 struct StateFetch {
   struct Remote {
     int chunk, part;
-    std::vector<char> buf;
+    ReceiveVector<char> buf;  // kept where a receive let go may still write (kept_memory.h)
     std::unique_ptr<Request> req;
   };
   explicit StateFetch(Comm& comm) : sends(comm) {}

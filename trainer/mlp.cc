@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/kept_memory.h"
 
 namespace starring {
 
@@ -47,8 +48,12 @@ Mlp::~Mlp() {
     dev_.free(acts_[l]);
     dev_.free(dacts_[l]);
   }
-  dev_.free(params_);
-  dev_.free(grads_);
+  // The backends receive into these (the ring reduces the gradients in place, a parameter
+  // server's replies land in the parameters): what a receive let go unfinished may still write
+  // into is kept, not freed (common/kept_memory.h).
+  const std::size_t bytes = layout_.total() * sizeof(float);
+  if (!keep_if_left_to_mpi(params_, bytes)) dev_.free(params_);
+  if (!keep_if_left_to_mpi(grads_, bytes)) dev_.free(grads_);
 }
 
 // He-uniform: W ~ U(-b, b), b = sqrt(6 / fan_in); biases 0. The generator is mt19937_64 (its

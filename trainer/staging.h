@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/gradient_sync.h"
+#include "common/kept_memory.h"
 #include "trainer/mlp.h"
 
 namespace starring {
@@ -38,7 +39,7 @@ class Staging {
  private:
   Mlp& model_;
   bool needed_;
-  std::vector<float> params_, grads_;
+  ReceiveVector<float> params_, grads_;  // the backends receive into them (kept_memory.h)
 };
 
 }  // namespace starring

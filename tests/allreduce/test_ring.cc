@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "allreduce/allreducer.h"
 #include "allreduce/private_comm.h"
@@ -19,6 +20,7 @@
 #include "common/error.h"
 #include "tests/allreduce/allreduce_test_util.h"
 #include "tests/scheduling_lag.h"
+#include "tests/stall_gate.h"
 
 namespace starring {
 namespace {
@@ -474,6 +476,62 @@ TEST(RingMpi, FailedSharedMemoryRingIsLeftAtOnce) {
     world->send(&left, 1, late, left_tag, Seconds(30));
   }
   world->barrier(Seconds(30));
+}
+
+// A rank whose ring fails while a receive has matched the message of a sender stopped
+// mid-message lets that receive go unfinished after the timeout (common/mpi_comm.cc); MPI may
+// still write the rest of the message should the sender go on, so the memory it writes into is
+// kept, not freed (common/kept_memory.h): here the ring's own scratch. Rank 0 stands in for
+// rank 1's predecessor: it sends the first segment (32 MiB: far above the eager limit) and then
+// makes no MPI call until rank 1 creates a file, which it does once its ring failed and was
+// destroyed and it allocated a buffer of the scratch's size filled with a canary. Before, the
+// scratch was freed with the ring, and the sender's data landed in that new buffer (Release:
+// the canary overwritten; ASan: heap-use-after-free in Open MPI's copy).
+TEST(RingMpi, MemoryAReceiveLetGoMayStillWriteIsNotFreed) {
+  MPI_ONLY();
+  if (mpi_world_size() != 2) GTEST_SKIP() << "a two-rank case";
+  const Seconds kLong(20);
+  auto world = mpi_world(Seconds(0.5));  // the let-go receive's limit (taken when it is posted)
+  const int r = world->rank();
+  const starring::testing::StallGate gate("starring_test_ring_stall");
+  constexpr std::size_t kChunk = std::size_t{8} << 20;  // floats: 32 MiB, one segment a chunk
+  const std::size_t bytes = kChunk * sizeof(float);
+  RingOptions o;
+  o.segment_bytes = bytes;
+  o.window = 1;  // one segment of scratch
+  o.timeout = Seconds(0.5);
+  o.shared_memory = false;
+  o.tag = tags::kRingBase + 4444;
+  {  // the connection up first (TCP opens it on first use)
+    int x = r, y = -1;
+    world->sendrecv(&x, sizeof x, 1 - r, &y, sizeof y, 1 - r, o.tag + 1, kLong);
+  }
+  std::vector<float> grads(2 * kChunk, 1.0f);  // rank 1's: its first send reads them to the end
+  int canary_kept = 1;
+  if (r == 0) {
+    std::vector<float> seg(kChunk, 2.0f), theirs(kChunk);
+    auto send = world->isend(seg.data(), bytes, 1, o.tag);
+    gate.wait(2 * kLong);                                // no MPI call meanwhile: a stopped sender
+    world->recv(theirs.data(), bytes, 1, o.tag, kLong);  // rank 1's own chunk, its first send
+    send->wait(kLong);
+  } else {
+    const auto until = Clock::now() + kLong;  // the message's first part here: matched at once
+    for (int in = 0; !in && Clock::now() < until;)
+      MPI_Iprobe(0, o.tag, mpi_comm_of(*world, "test"), &in, MPI_STATUS_IGNORE);
+    {
+      RingAllreduce ring(*world, o);
+      EXPECT_THROW(ring.run(grads.data(), grads.data(), grads.size()), TimeoutError);
+    }
+    std::vector<unsigned char> probe(bytes, 0x5A);  // where freed scratch would be reused
+    gate.open();                                    // rank 0 goes on
+    world->barrier(kLong);                          // its message lands meanwhile
+    canary_kept =
+        std::all_of(probe.begin(), probe.end(), [](unsigned char c) { return c == 0x5A; });
+  }
+  if (r == 0) world->barrier(kLong);
+  MPI_Bcast(&canary_kept, 1, MPI_INT, 1, MPI_COMM_WORLD);  // rank 0 prints the verdict
+  EXPECT_TRUE(canary_kept) << "rank 1: the scratch of the failed ring was freed under the receive "
+                              "it let go, and the stopped sender's data landed in memory reused";
 }
 
 }  // namespace

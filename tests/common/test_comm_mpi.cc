@@ -2,12 +2,12 @@
 // scenarios of comm_cases.h, and its own cases.
 #include <gtest/gtest.h>
 #include <mpi.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
+#include <algorithm>
 
+#include "common/kept_memory.h"
 #include "tests/common/comm_cases.h"
+#include "tests/stall_gate.h"
 
 namespace starring {
 namespace {
@@ -155,19 +155,21 @@ TEST(MpiComm, TruncationAndAShortMessageAreErrorsNamingBothRanks) {
 // 32 MiB, then makes no MPI call until rank 1 creates a file (outside MPI): once the request is
 // gone, or after kLong, and then the case fails instead of hanging. Run over shared memory (the
 // _np ctests) and over TCP (test_comm_mpi_tcp_np2).
+// The receive let go is noted, and its buffer (a ReceiveVector) kept when freed
+// (common/kept_memory.h): rank 1 frees it, allocates one as long filled with a canary, then lets
+// rank 0 go on, whose message lands in the kept memory, not in the new buffer. Before, the freed
+// buffer was reused (Release: the canary overwritten; ASan: heap-use-after-free in Open MPI's
+// copy).
 TEST(MpiComm, AnAbandonedReceiveOfAStalledSenderIsLetGo) {
   MPI_WORLD_ONLY();
-  namespace fs = std::filesystem;
   const int r = mpi_world->rank();
-  int pid1 = r == 1 ? static_cast<int>(::getpid()) : 0;
-  MPI_Bcast(&pid1, 1, MPI_INT, 1, MPI_COMM_WORLD);
-  const fs::path release =
-      fs::temp_directory_path() /
-      ("starring_test_stall_" + std::to_string(::getuid()) + "_" + std::to_string(pid1));
-  const auto touch = [&release] { std::ofstream{release}; };
+  const testing::StallGate gate("starring_test_stall");
   constexpr int kTag = 45;
-  static std::vector<char> sink(std::size_t{32} << 20);  // written after the test, by rank 0's
-                                                         // send (rank 1's request is gone)
+  constexpr std::size_t kBytes = std::size_t{32} << 20;
+  // written after the request is gone (and the buffer freed), by rank 0's send
+  auto sink = std::make_unique<ReceiveVector<char>>(kBytes);
+  const char* kept = nullptr;  // rank 1: the buffer, if it was kept
+  std::vector<char> probe;     // rank 1: allocated after the buffer was freed, filled with 0x5A
   if (r < 2) {  // the connection between ranks 0 and 1 up first (TCP opens it on first use)
     int x = r, y = -1;
     mpi_world->sendrecv(&x, sizeof x, 1 - r, &y, sizeof y, 1 - r, kTag, kLong);
@@ -176,11 +178,9 @@ TEST(MpiComm, AnAbandonedReceiveOfAStalledSenderIsLetGo) {
   // destructor returned only once rank 0 was let go
   int moved_alone = 0, forced_out = 0;
   if (r == 0) {
-    std::vector<char> big(sink.size(), 1);
+    std::vector<char> big(kBytes, 1);
     auto send = mpi_world->isend(big.data(), big.size(), 1, kTag);
-    const auto until = Clock::now() + 2 * kLong;  // no MPI call meanwhile: a stopped sender
-    while (!fs::exists(release) && Clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    gate.wait(2 * kLong);  // no MPI call meanwhile: a stopped sender
     send->wait(kLong);
   } else if (r == 1) {
     // The message's first part is here: the receive matches it when posted.
@@ -188,7 +188,7 @@ TEST(MpiComm, AnAbandonedReceiveOfAStalledSenderIsLetGo) {
     for (int in = 0; !in && Clock::now() < until;)
       MPI_Iprobe(0, kTag, mpi_world->mpi_comm(), &in, MPI_STATUS_IGNORE);
     mpi_world->set_timeout(Seconds(0.5));  // the abandoned receive's limit
-    auto recv = mpi_world->irecv(sink.data(), sink.size(), 0, kTag);
+    auto recv = mpi_world->irecv(sink->data(), kBytes, 0, kTag);
     mpi_world->set_timeout(kLong);
     try {
       recv->wait(Seconds(0.3));
@@ -202,21 +202,32 @@ TEST(MpiComm, AnAbandonedReceiveOfAStalledSenderIsLetGo) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       if (gone) return;
       forced = true;
-      touch();  // let rank 0 move, which ends the destructor's wait
+      gate.open();  // let rank 0 move, which ends the destructor's wait
     });
     recv.reset();
     gone = true;
     watchdog.join();
     forced_out = forced;
-    touch();
+    if (left_to_mpi(sink->data(), kBytes)) kept = sink->data();
+    sink.reset();
+    probe.assign(kBytes, 0x5A);
+    gate.open();
   }
   mpi_world->barrier(2 * kLong);  // rank 0's send completes as rank 1 polls here
-  if (r == 1) fs::remove(release);
-  int found[2] = {moved_alone, forced_out};
-  MPI_Bcast(found, 2, MPI_INT, 1, MPI_COMM_WORLD);  // rank 0 prints the verdict
+  int canary = 1, landed = 0;
+  if (r == 1) {
+    canary = std::all_of(probe.begin(), probe.end(), [](char c) { return c == 0x5A; });
+    landed = kept && kept[0] == 1 && kept[kBytes - 1] == 1;
+  }
+  int found[4] = {moved_alone, forced_out, canary, landed};
+  MPI_Bcast(found, 4, MPI_INT, 1, MPI_COMM_WORLD);  // rank 0 prints the verdict
   if (found[0]) GTEST_SKIP() << "the transport moved 32 MiB without the sender";
   EXPECT_FALSE(found[1]) << "rank 1: the abandoned receive's destructor waited " << kLong.count()
                          << " s for a sender making no MPI call, until the sender was let go";
+  EXPECT_TRUE(found[2]) << "rank 1: the buffer of the receive let go was freed, and rank 0's "
+                           "message landed in memory allocated after it";
+  EXPECT_TRUE(found[3]) << "rank 1: the receive let go was not noted, or its buffer not kept "
+                           "and written (common/kept_memory.h)";
 }
 TEST(MpiComm, SubComm) {
   MPI_WORLD_ONLY();
