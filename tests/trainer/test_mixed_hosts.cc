@@ -235,7 +235,7 @@ TEST(MixedHosts, PsSspAndAspFinish) {
   MPI_ONLY();
   const int n = world_size();
   for (const std::string consistency : {"ssp", "asp"})
-    for (const std::string servers : {std::string("colocated"), std::string("1")}) {
+    for (const std::string& servers : {std::string("colocated"), std::string("1")}) {
       Config cfg = config("ps", servers, consistency);
       cfg.sync.staleness = 2;
       Hosts h(n);  // alternating: with one server, it shares a host with some workers only
