@@ -1,6 +1,7 @@
 // The engines other than the ring: nccl (runs on GPU ranks, refuses elsewhere) and the mpi
-// engine's refusal of a non-MPI Comm. Linked before test_ring.cc (tests/allreduce/CMakeLists.txt)
-// so that these run before test_ring.cc's last cases, which abandon messages.
+// engine's refusal of a non-MPI Comm. Linked before test_ring_mpi.cc
+// (tests/allreduce/CMakeLists.txt) so that these run before its last cases, which abandon
+// messages.
 #include <memory>
 #include <string>
 #include <vector>

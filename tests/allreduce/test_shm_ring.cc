@@ -1,7 +1,7 @@
 // The shared-memory ring (allreduce/shm_ring.cc) under mpirun on one node: it equals the Comm
 // path bit for bit, refuses a run after close(), hands slots over when chunks outgrow its slot
 // ring (down to one or two slots), and is taken only where RingOptions say so. Linked before
-// test_ring.cc (tests/allreduce/CMakeLists.txt), whose last RingMpi cases abandon messages.
+// test_ring_mpi.cc (tests/allreduce/CMakeLists.txt), whose last RingMpi cases abandon messages.
 #include <algorithm>
 #include <cmath>
 #include <string>
