@@ -57,7 +57,7 @@ from sweep_jobs import (DRIVER_FLAGS, OtherLoad, check_launcher, cores,  # noqa:
                         other_load_words, repeat_suffix, run_bench, run_report,
                         stopped_job_words, tail, unknown_flags, usage_error, utc_now)
 import sweep_recovery as recovery  # noqa: E402
-from sweep_file import expand_runs, load_sweep, roles_of  # noqa: E402
+from sweep_file import YES, expand_runs, load_sweep, roles_of  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = os.path.join(REPO, "scripts", "mpirun.sh") + " -np {np}"
@@ -221,7 +221,7 @@ def parse_args(argv):
     a = ap.parse_args(argv)
     if a.gpus is not None and a.gpus < 0:
         usage_error(f"sweep: --gpus {a.gpus}: expected a count >= 0")
-    if a.timeout is not None and a.timeout < 1:  # `timeout 0` would mean no bound at all
+    if a.timeout is not None and not (1 <= a.timeout < float("inf")):  # `timeout 0`: no bound
         usage_error(f"sweep: --timeout {a.timeout:g}: expected seconds >= 1")
     check_launcher(a.launcher, not a.dry_run)
     return a
@@ -245,7 +245,7 @@ def make_context(a, sweep, name):
             "host": socket.gethostname(), "cores": cores(),
             "gpus": gpu_count() if a.gpus is None else a.gpus,
             "gpus_where": "on this host" if a.gpus is None else "in all (--gpus)",
-            "trace": sweep["trace"].lower() in ("yes", "true", "on", "1"),
+            "trace": sweep["trace"].lower() in YES,
             "recovery": recovery.enabled(sweep)}
 
 
@@ -382,7 +382,7 @@ def main(argv=None):
           flush=True)
     rc = 0 if all(k in ("ok", "skipped", "bench ok", "fault detected", "recovered")
                   for k in counts) else 1
-    if sweep["report"].lower() in ("yes", "true", "on", "1") and not a.no_report:
+    if sweep["report"].lower() in YES and not a.no_report:
         rc = run_report(out, ctx) or rc
     return rc
 

@@ -4,6 +4,7 @@ is a usage error, exit 2), --quick's overrides applied, and the runs the grid an
 expand to, with each run's ranks and roles."""
 import configparser
 import itertools
+import math
 import os
 import shlex
 import sys
@@ -12,6 +13,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sweep_jobs import usage_error  # noqa: E402
 
 OMIT = "-"  # a value that leaves its flag out
+YES = ("yes", "true", "on", "1")  # [sweep]: trace, report, recovery
+NO = ("no", "false", "off", "0")
 
 
 def load_sweep(path, quick):
@@ -83,12 +86,15 @@ def check_sections(path, sec, sweep_keys):
 def check_values(sweep, benches):
     """Values the driver itself reads, checked before any run (a bad one used to surface as a
     Python traceback, a bench pass's `np` only after every training run had been made)."""
-    try:
-        ok = float(sweep["timeout_s"]) >= 1
+    try:  # inf passed `>= 1`, then int(inf) at the first run was a traceback
+        ok = math.isfinite(float(sweep["timeout_s"])) and float(sweep["timeout_s"]) >= 1
     except ValueError:
         ok = False
     if not ok:
         usage_error(f"sweep: [sweep] timeout_s = {sweep['timeout_s']}: expected seconds >= 1")
+    for key in ("trace", "report", "recovery"):  # `trace = y` was read as no, without a word
+        if sweep[key].lower() not in YES + NO:
+            usage_error(f"sweep: [sweep] {key} = {sweep[key]}: expected yes or no")
     for name, b in benches.items():
         if not all(n.isdigit() and int(n) >= 1 for n in b["np"].split()):
             usage_error(f"sweep: bench {name}: np = {b['np']}: expected rank counts >= 1")
@@ -109,6 +115,11 @@ def expand_runs(train, grid, variants):
                 vgrid[k] = v.split()
             elif k != "requires":
                 vflags[k] = v
+        for k, values in vgrid.items():  # no values: no combination, so no run at all
+            if not values:
+                where = f"variant {vname}:" if k in vkeys else "[grid]"
+                usage_error(f"sweep: {where} {k}: no values (a grid key lists the values to "
+                            "run, space separated)")
         dims = list(vgrid.keys())
         for combo in itertools.product(*(vgrid[d] for d in dims)):
             point = dict(zip(dims, combo))

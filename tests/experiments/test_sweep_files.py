@@ -218,18 +218,30 @@ class BadSweepFiles(unittest.TestCase):
         # a stop request announces nothing and exits 75: recorded as a failed run whose fault
         # was "not injected"
         ("[variant s]\nbackend = ring\nfault = stop:0:3\n", "variant s: fault = stop:0:3: a stop"),
+        # `inf` passed the >= 1 check, then int(inf) was an OverflowError traceback at the
+        # first run, after its folder was made
+        ("[sweep]\ntimeout_s = inf\n", "timeout_s = inf"),
+        # a grid key with no values made no run at all: "0 train runs", exit 0
+        ("[grid]\nworkers = 1 2\nhidden =\n", "[grid] hidden: no values"),
+        ("[variant a]\nworkers =\n", "variant a: workers: no values"),
+        # a yes/no key with another word was read as no: `trace = y` gave no traces
+        ("[sweep]\ntrace = y\n", "[sweep] trace = y: expected yes or no"),
+        ("[quick]\nreport = maybe\n", "[sweep] report = maybe: expected yes or no"),
     ]
+    # command-line values: (arguments, message)
+    ARG_CASES = [(["--timeout", "0.5"], "--timeout 0.5"), (["--timeout", "inf"], "--timeout inf")]
 
     def test_one_line_and_exit_2(self):
-        for text, message in self.CASES + [("[bench x]\nargs = -b 1K\n", "--timeout 0.5")]:
-            with self.subTest(text=text), tempfile.TemporaryDirectory() as tmp:
+        cases = [(text, message, []) for text, message in self.CASES] + [
+            ("[bench x]\nargs = -b 1K\n", message, args) for args, message in self.ARG_CASES]
+        for text, message, extra in cases:
+            with self.subTest(text=text, args=extra), tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "bad.ini")
                 with open(path, "w") as f:
                     f.write(text)
-                extra = ["--timeout", "0.5"] if message == "--timeout 0.5" else []
                 p = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "sweep.py"),
-                                    path, "--dry-run", *extra], capture_output=True, text=True,
-                                   timeout=60)
+                                    path, "--dry-run", "--quick", *extra], capture_output=True,
+                                   text=True, timeout=60)
                 self.assertEqual(p.returncode, 2, p.stderr)
                 self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
                 self.assertIn(message, p.stderr)
