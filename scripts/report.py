@@ -10,7 +10,8 @@ rows) and the per-run metrics files they name, and writes to DIR (default RESULT
                workers, servers, samples/s, step-time breakdown, bytes per rank per step
                against theory, accuracy (also printed here, or only one sweep's rows with
                --table-sweep), then the runs that did not succeed and the other studies' tables.
-Plots whose data is absent are skipped, and the page says so.
+Plots whose data is absent are skipped, and the page says so (their PNGs from an earlier report
+in DIR are removed).
 """
 import argparse
 import base64
@@ -362,6 +363,26 @@ def write_html(out, results, runs, bench, figures, rows, problems):
     sr.write_whole(os.path.join(out, "report.html"), lambda tmp: _write_text(tmp, page))
 
 
+# Every PNG the plot modules write (their _save calls; test_report_inputs checks the list).
+PLOT_FILES = ("throughput.png", "efficiency.png", "breakdown.png", "bytes_per_rank.png",
+              "busbw.png", "overlap.png", "convergence.png", "straggler.png", "staleness.png",
+              "crossover.png", "bucket.png", "faults.png", "recovery.png", "cost_model_check.png",
+              "cost_model_scaling.png")
+
+
+def remove_stale_plots(out, figures):
+    """Removes the report's PNGs that this run did not draw: run again on changed results (a
+    bench pass dropped), the report folder kept the earlier run's busbw.png beside the new
+    summary.md, which no longer lists it. Other files in the folder are not the report's."""
+    drawn = {f.file for f in figures if isinstance(f, rp.Figure)}
+    for name in PLOT_FILES:
+        if name not in drawn:
+            try:
+                os.remove(os.path.join(out, name))
+            except FileNotFoundError:
+                pass
+
+
 def make_figures(runs, bench, metrics, out):
     # A configuration run several times is drawn as its median run (with the spread where a
     # plot can show it); the fault table keeps every run.
@@ -402,6 +423,9 @@ def main(argv=None):
                     help="print only this sweep's runs in the terminal table (the HTML page and "
                     "summary.md keep every run)")
     a = ap.parse_args(argv)
+    if os.path.isfile(a.results):  # runs.jsonl given for its folder
+        ap.exit(2, f"report.py: {a.results} is a file, not a results folder (give the folder: "
+                f"scripts/report.py {os.path.dirname(a.results) or '.'})\n")
     if not os.path.isdir(a.results):  # bad input: exit 2, as starring, sweep.sh, add_run.py
         ap.exit(2, f"report.py: {a.results}: no such folder (give the results folder of a "
                 "sweep)\n")
@@ -423,6 +447,7 @@ def main(argv=None):
         sys.exit(f"report.py: cannot read {e.filename or a.results}: {e.strerror or e}")
     try:
         figures = make_figures(runs, bench, metrics, out)
+        remove_stale_plots(out, figures)
         rows = write_summary(out, runs, bench, figures)
         write_html(out, a.results, runs, bench, figures, rows, problems)
     except OSError as e:  # a full disk: one line; each file is whole or absent (write_whole)

@@ -24,6 +24,9 @@ SERIES_COLOR = {"ring": "#1f77b4", "ps S=1": "#ff7f0e", "ps S=W/2": "#9467bd",
                 "ps co-located": "#2ca02c"}
 
 
+NO_COMPUTE = "no 1-worker run (or bench-model row) gives a compute time"
+
+
 def analyse(runs, bench):
     """(fits, reference fits, predictions, compute times) or a reason string."""
     if not any("size" in b for b in bench):
@@ -71,7 +74,9 @@ def predicted_vs_measured(runs, bench, out_dir):
     got = analyse(runs, bench)
     if isinstance(got, str):
         return Skipped(title, got)
-    _, ref, preds, _ = got
+    _, ref, preds, computes = got
+    if not computes:  # no T_compute: no run can be predicted, whatever the bench rows
+        return Skipped(title, NO_COMPUTE)
     unpredicted = _unpredicted(runs, preds)
     # Injected stragglers add tens of ms the model has no term for: drawn, they stretched the
     # axes 40-fold and squeezed every modeled run into one corner. They stay in the table.
@@ -182,7 +187,7 @@ def extrapolation(runs, bench, out_dir):
     fits, _, _, computes = got
     models = _models(computes)
     if not models:
-        return Skipped(title, "no 1-worker run (or bench-model row) gives a compute time")
+        return Skipped(title, NO_COMPUTE)
     gamma = fits[0].consts.gamma
     obs = cmr.observed(runs)
     refs = {name: cm.model_reference(bench, widths, observed=obs) for name, widths, _, _ in models}

@@ -109,6 +109,55 @@ class ReportWithPartialData(unittest.TestCase):
                               item, (title, skipped))
 
 
+class ReportRunAgain(unittest.TestCase):
+    """scripts/report.py run again on a folder whose results changed (a bench pass dropped, a
+    sweep added): the report folder holds what this run drew, and nothing it drew before."""
+
+    def test_a_plot_no_longer_drawn_leaves_no_png_and_a_skip_says_why(self):
+        # ring W=2 with ring bench rows: no 1-worker run, so no compute time for the cost
+        # model, whose check said "no successful training run of a calibrated backend"
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            fixture_runs_in(tmp, lambda r: r["run_id"] == "main-ring-w2")
+            bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+            with open(os.path.join(tmp, "bench.jsonl"), "w", encoding="utf-8") as f:
+                f.write("".join(json.dumps(b) + "\n" for b in bench if b.get("np") == 2
+                                and b.get("backend") == "ring" and b["bench"] == "allreduce"))
+            out = os.path.join(tmp, "report")
+            os.mkdir(out)
+            open(os.path.join(out, "mine.png"), "w").close()  # not the report's: it stays
+
+            def report():
+                proc = run_report(tmp, out)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
+                    summary = f.read()
+                with open(os.path.join(out, "report.html"), encoding="utf-8") as f:
+                    page = html.unescape(re.sub(r"<[^>]+>", " ", f.read()))
+                return sorted(p for p in os.listdir(out) if p.endswith(".png")), summary, page
+
+            pngs, summary, page = report()
+            self.assertIn("busbw.png", pngs)
+            self.assertIn("Cost model: predicted vs measured step time: no 1-worker run (or "
+                          "bench-model row) gives a compute time", " ".join(page.split()))
+            self.assertEqual(report()[:2], (pngs, summary))  # the same input: the same output
+            open(os.path.join(tmp, "bench.jsonl"), "w").close()  # the bench pass dropped
+            again, _, page = report()
+            # busbw.png was left from the first report, looking current beside summary.md
+            self.assertEqual(again, sorted(set(pngs) - {"busbw.png"}))
+            self.assertIn("mine.png", again)
+            self.assertIn("Bus bandwidth vs message size: no `starring bench` rows", page)
+
+    def test_the_report_knows_every_png_its_plots_write(self):
+        import report
+        saved = set()
+        for name in os.listdir(os.path.dirname(REPORT)):
+            if name.startswith("report") and name.endswith(".py"):
+                with open(os.path.join(os.path.dirname(REPORT), name), encoding="utf-8") as f:
+                    saved |= set(re.findall(r'_save\(fig, out_dir, "([a-z_]+\.png)"\)', f.read()))
+        self.assertEqual(len(saved), 15)
+        self.assertEqual(saved, set(report.PLOT_FILES))
+
+
 class ReportFoldersThatFail(unittest.TestCase):
     """A report or results folder that cannot be made, written or read: one line naming it, a
     non-zero exit, no traceback."""
@@ -175,6 +224,11 @@ class ReportFoldersThatFail(unittest.TestCase):
             proc = run_report(os.path.join(tmp, "missing"), os.path.join(tmp, "report"))
             self.assertEqual(proc.returncode, 2)
             self.assertIn("no such folder", proc.stderr)
+            open(os.path.join(tmp, "runs.jsonl"), "w").close()  # the file given for its folder
+            proc = run_report(os.path.join(tmp, "runs.jsonl"), os.path.join(tmp, "report"))
+            self.assertEqual(proc.returncode, 2)
+            self.assertEqual(proc.stderr, f"report.py: {tmp}/runs.jsonl is a file, not a "
+                             f"results folder (give the folder: scripts/report.py {tmp})\n")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
