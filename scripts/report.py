@@ -95,8 +95,24 @@ def _rate(r):
     rates = r.get("repeat_samples_per_s")
     text = f"{r['samples_per_s']:,.0f}"
     if rates:
-        text += f" [{rates[0]:,.0f}..{rates[-1]:,.0f}, {len(rates)} runs]"
+        gits = r.get("repeat_git")
+        text += (f" [{rates[0]:,.0f}..{rates[-1]:,.0f}, {len(rates)} runs"
+                 + (f" of {len(gits)} commits" if gits else "") + "]")
     return text
+
+
+def commits_note(runs, sep=" "):
+    """What the table's 'of N commits' means, when a configuration's runs (the folder given to
+    two sweeps, a change between them) came from different code: they were pooled as repeats,
+    the median and range mixing the versions, with only the page's list of commits to say so."""
+    pooled = [r for r in shown_runs(runs) if r.get("repeat_git")]
+    if not pooled:
+        return ""
+    gits = sorted({g for r in pooled for g in r["repeat_git"]})
+    return (f"{sep}{len(pooled)} configuration(s) have runs from several commits "
+            f"({', '.join(gits)}), taken as repeats of one configuration: their median and range "
+            "mix the code versions (the table says 'of N commits'); to compare commits, give "
+            "each its own results folder (--out).")
 
 
 def table_rows(runs):
@@ -255,7 +271,8 @@ def write_summary(out, runs, bench, figures):
              "with fp16/bf16). A "
              "configuration run several times (`scripts/sweep.sh --repeat N`) shows its median "
              "run (by samples/s), with the range of all its runs in brackets."
-             + async_note(runs) + star_note(rows) + load_note(runs, bench), "",
+             + async_note(runs) + star_note(rows) + load_note(runs, bench)
+             + commits_note(runs), "",
              markdown_table(rows) if rows else "(no successful run)", ""]
     bad = not_ok(runs)
     if bad:
@@ -303,7 +320,8 @@ def write_html(out, results, runs, bench, figures, rows, problems):
                     + f"<p>{e(STEP_MS_NOTE)}</p>"
                     + (f"<p>{e(star_note(rows, ''))}</p>" if star_note(rows) else "")
                     + (f"<p>{e(load_note(runs, bench, ''))}</p>" if load_note(runs, bench)
-                       else ""))
+                       else "")
+                    + (f"<p>{e(commits_note(runs, ''))}</p>" if commits_note(runs) else ""))
     # The cost model's three tables go just above its two figures (whose captions point to
     # "the table above"): placed after the summary, they stood between the reader and the
     # measured plots.
@@ -458,7 +476,8 @@ def main(argv=None):
         if a.table_sweep:
             rows = table_rows(shown)
         if rows:
-            print(text_table(rows) + load_note(shown, shown_bench, "\n"))
+            print(text_table(rows) + load_note(shown, shown_bench, "\n")
+                  + commits_note(shown, "\n"))
         for r in not_ok(runs):
             print(f"{r.get('status', '?').upper()}: {r.get('run_id')} ({not_ok_where(r)})")
         for p in problems[:10]:

@@ -3,9 +3,8 @@ accuracy against the seconds spent training, and how a run's metrics lines are r
 Same conventions as report_plots.py (Figure or Skipped, Agg backend)."""
 import matplotlib.pyplot as plt
 
-import starring_results as sr
 from report_plots import (Figure, Skipped, _facets, _save, color_of, oversub_note,
-                          scaling_runs, scaling_skip_reason)
+                          scaling_runs, scaling_skip_reason, series_labels)
 
 
 def _smooth(values, k):
@@ -65,13 +64,14 @@ def convergence(runs, metrics, out_dir):
     model, runs = next(iter(facets.items()))  # the smallest model only: one panel per W
     others = list(facets.items())[1:]  # said in the caption: their curves are on no plot
     workers = sorted({r["workers"] for r in runs})
+    names = series_labels(runs)  # two sweeps' ring runs: two lines of one name
     fig, axes = plt.subplots(2, len(workers), figsize=(4.6 * len(workers), 7.2), squeeze=False)
     evaluations = []  # per run drawn: how many accuracy points
     for col, w in enumerate(workers):
-        for r in sorted((r for r in runs if r["workers"] == w), key=sr.backend_label):
-            color = color_of(sr.backend_label(r))
-            label = sr.backend_label(r) + (f" ({r['np']} ranks on {r['cores']} cores)"
-                                           if r.get("oversubscribed") else "")
+        for r in sorted((r for r in runs if r["workers"] == w), key=lambda r: names[id(r)]):
+            color = color_of(names[id(r)])
+            label = names[id(r)] + (f" ({r['np']} ranks on {r['cores']} cores)"
+                                    if r.get("oversubscribed") else "")
             lines = training_clock(r, metrics.get(r["run_id"], []))
             steps = [m for m in lines if "loss" in m and "time_s" in m]
             if steps:

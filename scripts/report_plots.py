@@ -212,9 +212,50 @@ def _facets(runs):
     return dict(sorted(by_model.items(), key=lambda kv: min(r["model"]["params"] for r in kv[1])))
 
 
-def _series(runs):
-    """variant label -> {workers: run} (the last run wins when a point was repeated)."""
+def _series(runs, apart=True):
+    """series label -> {workers: run}. With `apart`, the labels of series_labels: runs of one
+    backend label at one worker count that differ (two sweeps, another knob) are series of their
+    own; without, the last such run wins (bytes / D, which they share)."""
+    labels = series_labels(runs) if apart else {}
     series = defaultdict(dict)
     for r in runs:
-        series[sr.backend_label(r)][r["workers"]] = r
+        series[labels.get(id(r), sr.backend_label(r))][r["workers"]] = r
     return series
+
+
+def series_labels(runs):
+    """id(run) -> the name of its series in the scaling plots: its backend label
+    (starring_results.backend_label), with what tells it apart where runs of that label share a
+    worker count: the sweep ('ring (main)', 'ring (mine)': two sweeps in one folder) when that
+    suffices, else the settings that differ ('ring accum=4': a grid over a knob no study plot
+    takes). One name for both drew only the last run at each count: the other sweep's points
+    were dropped without a word while its 1-worker run still set the linear yardstick."""
+    groups = defaultdict(list)
+    for r in runs:
+        groups[sr.backend_label(r)].append(r)
+    out = {}
+    for label, rs in groups.items():
+        by_w = defaultdict(list)
+        for r in rs:
+            by_w[r["workers"]].append(r)
+        clashes = [g for g in by_w.values() if len(g) > 1]
+        keys = [k for k in ["sweep"] + sorted({k for r in rs for k in _settings(r)})
+                if any(len({_setting(r, k) for r in g}) > 1 for g in clashes)]
+        if "sweep" in keys and all(len({_setting(r, "sweep") for r in g}) == len(g)
+                                   for g in clashes):
+            keys = ["sweep"]
+        for r in rs:
+            parts = [_setting(r, k) if k == "sweep" else f"{k}={_setting(r, k)}" for k in keys]
+            out[id(r)] = label + (f" ({' '.join(parts)})" if parts else "")
+    return out
+
+
+def _settings(r):
+    return set(r.get("config") or {}) | set(r.get("grid_point") or {})
+
+
+def _setting(r, key):
+    if key == "sweep":
+        return str(r.get("sweep"))
+    value = (r.get("grid_point") or {}).get(key, (r.get("config") or {}).get(key))
+    return "-" if value is None else str(value)

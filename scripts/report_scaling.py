@@ -5,11 +5,10 @@ import matplotlib.patches
 import matplotlib.pyplot as plt
 import matplotlib.ticker
 
-import starring_results as sr
 from report_plots import (Figure, Skipped, _facets, _hollow_legend, _hollow_note,
                           _hollow_oversubscribed, _log2_workers, _save, _series, _spread_bars,
                           color_of, label_axes, oversub_note, repeat_note, scaling_runs,
-                          scaling_skip_reason)
+                          scaling_skip_reason, series_labels)
 
 COLORS = {"compute_s": "#4C72B0", "comm_s": "#DD8452", "wait_s": "#C44E52"}
 
@@ -24,8 +23,9 @@ def _baseline(rs):
     return best["samples_per_s"] / w0, best
 
 
-def _baseline_text(base, best):
-    return (f"{sr.backend_label(best)} at W={best['workers']}, {base:,.0f} samples/s per worker")
+def _baseline_text(base, best, rs):
+    return (f"{series_labels(rs)[id(best)]} at W={best['workers']}, {base:,.0f} samples/s per "
+            "worker")
 
 
 def _scaling_facets(runs):
@@ -41,13 +41,14 @@ def _scaling_verdict(facets):
         base, best = _baseline(rs)
         if base <= 0:  # a run that recorded no samples/s: no yardstick to state
             continue
-        drawn = _series(rs).values()  # the plotted points: one run per backend and count
-        for w in sorted({w for pts in drawn for w in pts if w > best["workers"]}):
-            at = sorted((pts[w] for pts in drawn if w in pts), key=lambda r: -r["samples_per_s"])
-            above |= any(r["samples_per_s"] > 1.05 * w * base for r in at)
+        drawn = _series(rs)  # the plotted points: one run per series and count
+        for w in sorted({w for pts in drawn.values() for w in pts if w > best["workers"]}):
+            at = sorted(((label, pts[w]) for label, pts in drawn.items() if w in pts),
+                        key=lambda lr: -lr[1]["samples_per_s"])
+            above |= any(r["samples_per_s"] > 1.05 * w * base for _, r in at)
             parts.append(f"{model.split(' (')[0]} W={w}: " + ", ".join(
-                f"{sr.backend_label(r)} {100 * r['samples_per_s'] / (w * base):.0f}%"
-                + ("*" if r.get("oversubscribed") else "") for r in at))
+                f"{label} {100 * r['samples_per_s'] / (w * base):.0f}%"
+                + ("*" if r.get("oversubscribed") else "") for label, r in at))
     if not parts:
         return ""
     over = any(r.get("oversubscribed") for rs in facets.values() for r in rs)
@@ -77,9 +78,9 @@ def throughput(runs, out_dir):
                          color_of(label))
             used += pts.values()
         base, best = _baseline(rs)
-        bases.append((model, base, best))
+        bases.append((model, base, best, rs))
         ax.plot(workers, [base * w for w in workers], "k:", linewidth=1.2,
-                label=f"ideal linear from {sr.backend_label(best)} W={best['workers']}")
+                label=f"ideal linear from {series_labels(rs)[id(best)]} W={best['workers']}")
         _hollow_legend(ax, over)
         _log2_workers(ax, workers)
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
@@ -92,7 +93,8 @@ def throughput(runs, out_dir):
                   "for each backend as the number of workers grows. Every worker processes the "
                   "same per-worker batch (weak scaling). The dotted line is ideal linear scaling "
                   "of the fastest run at the smallest worker count, the same for every backend ("
-                  + "; ".join(f"{m.split(' (')[0]}: {_baseline_text(b, r)}" for m, b, r in bases)
+                  + "; ".join(f"{m.split(' (')[0]}: {_baseline_text(b, r, rs)}"
+                              for m, b, r, rs in bases)
                   + ")." + repeat_note(used) + oversub_note(used) + _hollow_note(used)
                   + _scaling_verdict(facets))
 
@@ -106,7 +108,7 @@ def efficiency(runs, out_dir):
     for ax, (model, rs) in zip(axes[0], facets.items()):
         over = False
         base, best = _baseline(rs)
-        bases.append((model, base, best))
+        bases.append((model, base, best, rs))
         for label, pts in _series(rs).items():
             ws = sorted(pts)
             eff = [100.0 * pts[w]["samples_per_s"] / (w * base) if base > 0 else 0 for w in ws]
@@ -117,7 +119,8 @@ def efficiency(runs, out_dir):
             _spread_bars(ax, ws, scaled, eff, "spread", color_of(label))
             used += pts.values()
         ax.axhline(100, color="k", linestyle=":", linewidth=1.2,
-                   label=f"ideal: W x {sr.backend_label(best)} W={best['workers']} per worker")
+                   label=f"ideal: W x {series_labels(rs)[id(best)]} W={best['workers']} per "
+                   "worker")
         _hollow_legend(ax, over)
         _log2_workers(ax, sorted({r["workers"] for r in rs}))
         label_axes(ax, "workers", "scaling efficiency (% of linear)",
@@ -129,7 +132,8 @@ def efficiency(runs, out_dir):
                   "Throughput at W workers divided by W times the per-worker throughput of the "
                   "fastest run at the smallest worker count, in percent, the same yardstick for "
                   "every backend ("
-                  + "; ".join(f"{m.split(' (')[0]}: {_baseline_text(b, r)}" for m, b, r in bases)
+                  + "; ".join(f"{m.split(' (')[0]}: {_baseline_text(b, r, rs)}"
+                              for m, b, r, rs in bases)
                   + "); 100% is perfect linear scaling. Another backend's point at that smallest "
                   "count lies below 100% by its overhead there (a dedicated server's round trip) "
                   "or by run-to-run noise on a shared machine."
@@ -149,10 +153,11 @@ def breakdown(runs, out_dir):
                              squeeze=False)
     grey = False  # an 'other' segment drawn: the caption says what it is
     for ax, (model, rs) in zip(axes[:, 0], facets.items()):
+        labels = series_labels(rs)  # two sweeps' ring W=2 bars were both "ring W=2"
         order = {}
         for r in rs:  # backends in the order the sweep ran them
-            order.setdefault(sr.backend_label(r), len(order))
-        bars = sorted(rs, key=lambda r: (order[sr.backend_label(r)], r["workers"]))
+            order.setdefault(labels[id(r)], len(order))
+        bars = sorted(rs, key=lambda r: (order[labels[id(r)]], r["workers"]))
         x = list(range(len(bars)))
         step = [r["step_time"] for r in bars]
         compute = [1e3 * t.get("compute_s", 0.0) for t in step]
@@ -172,7 +177,7 @@ def breakdown(runs, out_dir):
         ax.bar([i + 0.19 for i in x], [1e3 * t.get("comm_s", 0.0) for t in step], 0.2,
                color=COLORS["comm_s"], label="communication (backend, may overlap compute)")
         ax.set_xticks(x)
-        ax.set_xticklabels([f"{sr.backend_label(r)}\nW={r['workers']}"
+        ax.set_xticklabels([f"{labels[id(r)]}\nW={r['workers']}"
                             + ("*" if r.get("oversubscribed") else "") for r in bars], fontsize=8)
         ax.set_ylabel("time per step (ms, mean over workers)")
         ax.set_title(f"step-time breakdown: {model}")

@@ -29,7 +29,7 @@ def bytes_per_rank(runs, out_dir):
             label="theory ring / co-located: 2(N-1)/N")
     if servers:
         ax.plot(ws, [1.0] * len(ws), "k--", linewidth=1, label="theory dedicated PS worker: 1")
-    series = _series(runs)
+    series = _series(runs, apart=False)  # bytes / D: the same for runs that differ otherwise
     for i, (label, pts) in enumerate(series.items()):
         shift = 2 ** (0.04 * (i - (len(series) - 1) / 2))  # side by side, not on top
         for r in pts.values():

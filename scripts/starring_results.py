@@ -395,7 +395,7 @@ def _median_of(group, value):
     return sorted(group, key=value)[(len(group) - 1) // 2]
 
 
-def _collapse(items, key, value, spread_field):
+def _collapse(items, key, value, spread_field, also=None):
     groups, order = {}, []
     for it in items:
         k = key(it)
@@ -411,6 +411,8 @@ def _collapse(items, key, value, spread_field):
             continue
         pick = dict(_median_of(group, value))
         pick[spread_field] = sorted(value(g) for g in group)
+        if also:
+            also(group, pick)
         out.append(pick)
     return out
 
@@ -418,14 +420,21 @@ def _collapse(items, key, value, spread_field):
 def collapse_repeats(runs):
     """Successful runs of one configuration made several times (scripts/sweep.sh --repeat) ->
     one record each: the run with the median samples_per_s, carrying every repeat's figure in
-    `repeat_samples_per_s` (sorted). Runs of different configurations, and other statuses,
-    pass through unchanged."""
+    `repeat_samples_per_s` (sorted), and, when they come from several commits (the sweep run
+    again with --out after a change), those commits in `repeat_git` (sorted). Runs of different
+    configurations, and other statuses, pass through unchanged."""
     def key(r):
         return (r.get("sweep"), r.get("variant"), r.get("workers"),
                 json.dumps(r.get("config", {}), sort_keys=True),
                 json.dumps(r.get("grid_point", {}), sort_keys=True))
+    def commits(group, pick):
+        gits = sorted({str(g.get("git")) for g in group})
+        if len(gits) > 1:
+            pick["repeat_git"] = gits
+
     ok = [r for r in runs if r.get("status") == "ok"]
-    return _collapse(ok, key, lambda r: r["samples_per_s"], "repeat_samples_per_s") + \
+    return _collapse(ok, key, lambda r: r["samples_per_s"], "repeat_samples_per_s",
+                     commits) + \
         [r for r in runs if r.get("status") != "ok"]
 
 

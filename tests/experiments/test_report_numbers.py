@@ -56,8 +56,8 @@ class ScalingYardstickAndColors(unittest.TestCase):
 
     def test_the_verdict_names_the_points_the_plot_draws(self):
         # Two sweeps in one folder (main and scaling both run ring at W=1, 2 on the default
-        # MLP): the plot draws each backend's last run per worker count, the caption listed
-        # every run ('W=2: ring 90%, ring 75%').
+        # MLP): the caption listed every run ('W=2: ring 90%, ring 75%'), then only the one the
+        # plot drew (the last); the plot now draws each sweep's series, named by its sweep.
         import report_scaling as rsc
 
         def run(w, rate, sweep):
@@ -68,7 +68,8 @@ class ScalingYardstickAndColors(unittest.TestCase):
         runs = [run(1, 100, "main"), run(2, 180, "main"), run(1, 100, "scaling"),
                 run(2, 150, "scaling")]
         self.assertEqual(rsc._scaling_verdict(rsc._scaling_facets(runs)),
-                         " Here, percent of linear (fastest first): default MLP W=2: ring 75%.")
+                         " Here, percent of linear (fastest first): default MLP W=2: "
+                         "ring (main) 90%, ring (scaling) 75%.")
         # Above linear at equal per-worker work: said to be the baseline's slowness (a loaded
         # 2-core machine's quickstart read ring 127% at W=2, with no word on why)
         above = rsc._scaling_verdict(rsc._scaling_facets([run(1, 100, "main"),
@@ -195,6 +196,27 @@ class TableCells(unittest.TestCase):
         # (its second line read 'MB sent/step (theory)', naming the deviation the theory)
         col = header[2].index("meas/theory (dev)")
         self.assertRegex(body[0][col:], r"^[0-9.]+ / [0-9.]+ \((0|[+-][0-9.]+)%\)")
+
+
+    def test_repeats_from_several_commits_are_said_to_be_pooled(self):
+        # a sweep run again with --out after a change: its runs were taken as repeats of the
+        # first's, the median and range mixing the two versions, with no word but the page's
+        # list of commits
+        import report  # noqa: E402
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        main = [r for r in runs if r.get("sweep") == "main" and r["status"] == "ok"]
+        again = [dict(r, git="fedcba987654+dirty", run_id=r["run_id"] + "-2",
+                      samples_per_s=r["samples_per_s"] / 2) for r in main]
+        rows = report.table_rows(main + again)
+        self.assertEqual(len(rows), len(main))
+        self.assertIn("[1,289..2,577, 2 runs of 2 commits]", rows[0][4])
+        note = report.commits_note(main + again)
+        self.assertIn(f"{len(main)} configuration(s) have runs from several commits "
+                      "(0123456789ab, fedcba987654+dirty)", note)
+        # the same commit twice: repeats, said as before
+        same = [dict(r, git="0123456789ab") for r in again]
+        self.assertEqual(report.commits_note(main + same), "")
+        self.assertIn("[1,289..2,577, 2 runs]", report.table_rows(main + same)[0][4])
 
 
 class ConvergenceClock(unittest.TestCase):

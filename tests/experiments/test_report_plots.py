@@ -232,6 +232,37 @@ class TheLinesThePlotsAreReadAgainst(unittest.TestCase):
         self.assertEqual(self.line(ax, "ps-1"), {1: 80.0, 2: 75.0, 4: 50.0})
         self.assertEqual(set(self.line(ax, "ideal: W x ring W=1").values()), {100.0})
 
+    def test_two_sweeps_with_one_backend_are_two_series_each_named(self):
+        # `--out` one folder for two sweeps (or one sweep over a knob no study plot takes):
+        # their ring W=2 runs shared one series, the last drawn and the other dropped, while
+        # the other's 1-worker run still set the yardstick ("ring 50%" for a run at 100%)
+        import report_scaling as rsc
+        import report_plots as rp
+        runs = self.scaling_runs()
+        mine = [dict(r, sweep="mine", samples_per_s=r["samples_per_s"] / 2) for r in runs]
+        fig = figures_of(rsc, rsc.throughput, runs + mine)[0]
+        ax = fig.axes[0]
+        self.assertEqual(self.line(ax, "ring (s)"), {1: 100.0, 2: 180.0, 4: 300.0})
+        self.assertEqual(self.line(ax, "ring (mine)"), {1: 50.0, 2: 90.0, 4: 150.0})
+        self.assertEqual(self.line(ax, "ideal linear from ring (s) W=1")[4], 400.0)
+        with mock.patch.object(rsc, "_save", lambda fig, out_dir, name: name):
+            caption = rsc.throughput(runs + mine, None).caption
+        self.assertIn("W=2: ring (s) 90%, ps-1 (s) 75%, ring (mine) 45%, ps-1 (mine) 38%",
+                      caption)
+        # ... and a knob that is not a study's: the settings that differ name the series
+        accum = [dict(r, config={"preset": "default", "accum": "4"}) for r in runs]
+        names = set(rp.series_labels(runs + accum).values())
+        self.assertEqual(names, {"ring (accum=-)", "ring (accum=4)", "ps-1 (accum=-)",
+                                 "ps-1 (accum=4)"})
+        self.assertEqual(set(rp.series_labels(runs).values()), {"ring", "ps-1"})
+        # the step-time breakdown's bars: two "ring W=2" told apart
+        steps = {"total_s": 0.01, "compute_s": 0.008, "comm_s": 0.001, "wait_s": 0.002}
+        both = [dict(r, step_time=steps) for r in runs + mine]
+        ticks = [t.get_text() for t in
+                 figures_of(rsc, rsc.breakdown, both)[0].axes[0].get_xticklabels()]
+        self.assertEqual(len(set(ticks)), len(both), ticks)
+        self.assertIn("ring (mine)\nW=2", ticks)
+
     def test_breakdown_bars_are_compute_wait_on_it_and_communication_beside(self):
         import report_scaling as rsc
         runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
