@@ -422,13 +422,33 @@ def make_figures(runs, bench, metrics, out):
               ("cost model check", lambda: rm.predicted_vs_measured(ok, bench, out)),
               ("cost model scaling", lambda: rm.extrapolation(ok, bench, out))]
     figures = []
+    missing = not_drawn_note(runs)
     for name, make in makers:
         try:
-            figures.append(make())
+            fig = make()
         except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as err:
             # A malformed record must not cost the rest of the report: say which plot failed.
-            figures.append(rp.Skipped(name, f"could not be drawn: {err!r}"))
+            fig = rp.Skipped(name, f"could not be drawn: {err!r}")
+        if missing and name in ("throughput", "efficiency", "breakdown"):
+            if isinstance(fig, rp.Figure):
+                fig.caption += missing
+            else:
+                fig.reason += f" ({missing.strip()})"
+        figures.append(fig)
     return figures
+
+
+def not_drawn_note(runs):
+    """The scaling plots' sentence on the configurations that were run but did not succeed:
+    the plots draw successful runs only, so a backend's line ended at W=4 with no word that W=8
+    failed, and a backend whose W=2 run failed read 'no backend was run at more than one worker
+    count'."""
+    bad = [r for r in rp.scaling_runs(not_ok(runs)) if isinstance(r.get("workers"), int)]
+    if not bad:
+        return ""
+    return (" Not drawn, as they did not succeed: " + ", ".join(
+        f"{sr.backend_label(r)} W={r['workers']} ({r.get('status')})" for r in bad)
+        + " (see Runs that did not succeed).")
 
 
 def main(argv=None):

@@ -63,7 +63,8 @@ def _scaling_verdict(facets):
 def throughput(runs, out_dir):
     facets = _scaling_facets(runs)
     if not facets:
-        return Skipped("Throughput vs workers", "no backend was run at more than one worker count")
+        return Skipped("Throughput vs workers", "no backend ran successfully at more than one "
+                       "worker count")
     fig, axes = plt.subplots(1, len(facets), figsize=(6.2 * len(facets), 4.6), squeeze=False)
     used, bases = [], []
     for ax, (model, rs) in zip(axes[0], facets.items()):
@@ -102,7 +103,8 @@ def throughput(runs, out_dir):
 def efficiency(runs, out_dir):
     facets = _scaling_facets(runs)
     if not facets:
-        return Skipped("Scaling efficiency", "no backend was run at more than one worker count")
+        return Skipped("Scaling efficiency", "no backend ran successfully at more than one "
+                       "worker count")
     fig, axes = plt.subplots(1, len(facets), figsize=(6.2 * len(facets), 4.2), squeeze=False)
     used, bases = [], []
     for ax, (model, rs) in zip(axes[0], facets.items()):

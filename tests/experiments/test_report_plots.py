@@ -287,6 +287,28 @@ class TheLinesThePlotsAreReadAgainst(unittest.TestCase):
             self.assertAlmostEqual(narrow[i].get_height(), 1e3 * st["comm_s"])
 
 
+class RunsThatDidNotSucceed(unittest.TestCase):
+    def test_the_scaling_plots_name_the_configurations_they_leave_out(self):
+        # the fixture's ps-1 W=8 failed and W=16 timed out: its line ended at W=4 with no word
+        # of them; with only W=1 succeeding the plot read "no backend was run at more than one
+        # worker count" beside a failed W=2 run
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        main = [r for r in runs if r.get("sweep") == "main" and "wide" not in r["run_id"]]
+        made = {f.title: f for f in all_figures(main, [], {})[0]}
+        for title in ("Throughput vs workers", "Scaling efficiency", "Step-time breakdown"):
+            self.assertIn(" Not drawn, as they did not succeed: ps-1 W=8 (failed), ps-1 W=16 "
+                          "(timeout), nccl W=2 (skipped) (see Runs that did not succeed).",
+                          made[title].caption, title)
+        failed = dict(next(r for r in main if r["run_id"] == "main-ps-1-w8"), variant="ring",
+                      workers=2, run_id="main-ring-w2")
+        alone = [r for r in main if r["run_id"] == "main-ring-w1"] + [failed]
+        made = {f.title: f for f in all_figures(alone, [], {})[0]}
+        self.assertEqual(made["Throughput vs workers"].reason,
+                         "no backend ran successfully at more than one worker count (Not drawn, "
+                         "as they did not succeed: ring W=2 (failed) (see Runs that did not "
+                         "succeed).)")
+
+
 class StalenessAndBytesPoints(unittest.TestCase):
     def test_the_asp_curve_is_cumulative(self):
         import report_studies as rs
