@@ -25,8 +25,9 @@ def bytes_per_rank(runs, out_dir):
     ax = axes[0][0]
     wmax = max(r["workers"] for r in runs)
     ws = [w / 10 for w in range(10, 10 * wmax + 1)]
-    ax.plot(ws, [2 * (w - 1) / w for w in ws], "k-", linewidth=1,
-            label="theory ring / co-located: 2(N-1)/N")
+    if len(servers) < len(runs):  # a ring, mpi, nccl or co-located run: its theory line
+        ax.plot(ws, [2 * (w - 1) / w for w in ws], "k-", linewidth=1,
+                label="theory ring / co-located: 2(N-1)/N")
     if servers:
         ax.plot(ws, [1.0] * len(ws), "k--", linewidth=1, label="theory dedicated PS worker: 1")
     series = _series(runs, apart=False)  # bytes / D: the same for runs that differ otherwise

@@ -208,6 +208,12 @@ class TheLinesThePlotsAreReadAgainst(unittest.TestCase):
         self.assertIn((4, 2), {(round(x), s) for x, _, s in dots})
         for x, y, s in dots:
             self.assertAlmostEqual(y, round(x) / s, msg=(x, y, s))
+        # dedicated-PS runs alone: no ring theory line (it was drawn with no ring run beside it)
+        ps = [r for r in ok if sr.is_dedicated_ps(r)]
+        ax = figures_of(rt, rt.bytes_per_rank, ps)[0].axes[0]
+        labels = [l.get_label() for l in ax.get_lines()]
+        self.assertIn("theory dedicated PS worker: 1", labels)
+        self.assertFalse([l for l in labels if l.startswith("theory ring")], labels)
 
     @staticmethod
     def scaling_runs():
