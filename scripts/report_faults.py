@@ -55,6 +55,21 @@ def summary_lines(runs):
         HEADER, table)
 
 
+MARK = {"detected": "named", "hung": "HUNG", "missed": "MISSED",
+        "detected, rank not named": "unnamed"}
+
+
+def _outcomes(match):
+    """A bar's label: how the error read ('named', 'HUNG'...) and the exit code; for runs made
+    several times, each outcome with its count ('named 2/3, HUNG 1/3') and every exit code."""
+    marks = [MARK.get(r["fault"]["outcome"], r["fault"]["outcome"]) for r in match]
+    codes = sorted({str(r.get("exit_code")) for r in match}, key=lambda c: (len(c), c))
+    if len(match) == 1:
+        return f"{marks[0]}\nexit {codes[0]}"
+    counts = ", ".join(f"{m} {marks.count(m)}/{len(marks)}" for m in dict.fromkeys(marks))
+    return f"{counts}\nexit {', '.join(codes)}"
+
+
 def _timeout_of(runs):
     vals = {float(r.get("config", {}).get("timeout", 60)) for r in runs}
     return vals.pop() if len(vals) == 1 else None
@@ -71,26 +86,30 @@ def faults(runs, out_dir):
     fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(groups) + 3) + 2.6, 4.6))  # + legend
     top = 0.0
     labelled = set()
+    repeated = False
     for k, kind in enumerate(kinds):
         for g, group in enumerate(groups):
             match = [r for r in fr if (sr.backend_label(r), r["workers"]) == group
                      and r["fault"]["kind"] == kind]
             if not match:
                 continue
-            r = match[0]
-            f = r["fault"]
+            # Made several times (--repeat, the sweep again into this folder): one bar at the
+            # median, a whisker to the fastest and slowest, every run's outcome counted. The
+            # first run alone was drawn: a later round's hang was left out without a word.
+            ys = sorted(max(r["fault"]["detect_s"] or 0.0, FLOOR_S) for r in match)
+            y = ys[(len(ys) - 1) // 2]  # log axis: no bar reaches 0
             x = g - 0.4 + width * (k + 0.5)
-            hung = f["outcome"] == "hung"
-            y = max(f["detect_s"] or 0.0, FLOOR_S)  # log axis: no bar reaches 0
-            top = max(top, y)
+            hung = any(r["fault"]["outcome"] == "hung" for r in match)
+            top = max(top, ys[-1])
+            repeated |= len(match) > 1
             ax.bar(x, y, width, color=KIND_COLOR.get(kind, "#888"), hatch="//" if hung else None,
                    edgecolor="black" if hung else None,
                    label=kind if kind not in labelled else None)  # once per kind, wherever it is
+            if len(match) > 1:
+                ax.errorbar([x], [y], yerr=[[y - ys[0]], [ys[-1] - y]], fmt="none",
+                            ecolor="black", capsize=3, linewidth=1)
             labelled.add(kind)
-            mark = {"detected": "named", "hung": "HUNG", "missed": "MISSED",
-                    "detected, rank not named": "unnamed"}.get(f["outcome"], f["outcome"])
-            ax.annotate(f"{mark}\nexit {r.get('exit_code')}", (x, y), ha="center", va="bottom",
-                        fontsize=7)
+            ax.annotate(_outcomes(match), (x, ys[-1]), ha="center", va="bottom", fontsize=7)
     timeout = _timeout_of(fr)
     if timeout:
         # In the legend: a label on the line ran into the bars' own labels.
@@ -123,6 +142,10 @@ def faults(runs, out_dir):
                   f"sweep's time bound. Faults hit {' and '.join(targets)} ranks (see the table). "
                   "The time axis is logarithmic; a job that ended within 0.1 s is drawn at 0.1 s. "
                   "The dashed line is the wait bound every rank was given (--timeout): a silent "
-                  "rank cannot be told from a slow one sooner." + oversub_note(fr)
+                  "rank cannot be told from a slow one sooner."
+                  + (" Runs of one backend and fault made several times (--repeat, or the sweep "
+                     "again into this folder) are one bar at their median time, the whisker "
+                     "spanning the fastest and the slowest, the label counting each outcome; "
+                     "hatched when any of them hung." if repeated else "") + oversub_note(fr)
                   + (" Those runs are marked * (a dedicated-PS run has W + S ranks)."
                      if oversub_note(fr) else ""))

@@ -430,6 +430,31 @@ class FaultsTableAndBars(unittest.TestCase):
                          [0.1, 1.0, 8.0, 8.0, 119.0])
         self.assertNotIn("mpi-never", " ".join(t.get_text() for t in ax.get_xticklabels()))
 
+    def test_a_fault_run_several_times_is_one_bar_that_counts_every_run(self):
+        # `scripts/sweep.sh faults --repeat 3` (or the sweep again into the folder): the plot
+        # drew the first run of each backend and fault and left the others out, a hang in the
+        # second round hidden behind the first round's "named", under "Each bar is one run"
+        import report_faults as rf
+        kill = next(r for r in self.fault_runs() if r["run_id"] == "faults-ring-kill")
+        again = []
+        for i, (detect, outcome, code) in enumerate(((3.0, "detected", 137),
+                                                      (119.0, "hung", 124))):
+            r = copy.deepcopy(kill)
+            r.update(run_id=f"faults-ring-kill-{i + 2}", exit_code=code)
+            r["fault"].update(detect_s=detect, outcome=outcome)
+            again.append(r)
+        fig = figures_of(rf, rf.faults, [kill] + again)[0]
+        ax = fig.axes[0]
+        self.assertEqual([round(p.get_height(), 3) for p in ax.patches], [3.0])  # the median
+        whisker = [c for c in ax.collections if len(c.get_segments()) == 1]
+        self.assertEqual(len(whisker), 1)
+        self.assertEqual(sorted(whisker[0].get_segments()[0][:, 1].tolist()), [1.0, 119.0])
+        label = [t.get_text() for t in ax.texts]
+        self.assertEqual(label, ["named 2/3, HUNG 1/3\nexit 124, 137"])
+        with mock.patch.object(rf, "_save", lambda fig, out_dir, name: name):
+            caption = rf.faults([kill] + again, None).caption
+        self.assertIn("Runs of one backend and fault made several times", caption)
+
 
 class OverlapLabels(unittest.TestCase):
     def test_an_op_on_w_of_n_ranks_is_labelled_with_w(self):
