@@ -40,6 +40,9 @@ def straggler(runs, out_dir):
         if a:
             ax.annotate(f"{k:.0f}%\n{rate(b):,.0f}\nof {rate(a):,.0f}", (i, k), ha="center",
                         va="bottom", fontsize=7)
+        else:  # an empty slot with no word read as 0% kept
+            ax.annotate("no share:\nno successful\nrun without\nthe straggler", (i, 0),
+                        ha="center", va="bottom", fontsize=7)
     ax.set_ylim(0, max([125.0] + [1.25 * k for k in kept]))  # room for the labels
     ax.set_yticks(range(0, 101, 20))
     ax.set_ylabel("throughput kept (% of no-straggler run)")
@@ -92,10 +95,23 @@ def straggler(runs, out_dir):
                   "change in percentage points: the cost of "
                   "training on stale parameters (its axis starts near the lowest accuracy, so "
                   "bar heights exaggerate the differences: read the labels)."
-                  + _table_rate_note(pairs, rate)
+                  + _table_rate_note(pairs, rate) + _unpaired_note(pairs)
                   + oversub_note([p[1] for p in pairs])
                   + (" Those runs are marked * (a dedicated-PS run has W + S ranks)."
                      if oversub_note([p[1] for p in pairs]) else ""))
+
+
+def _unpaired_note(pairs):
+    """The caption sentence for straggler runs without a successful run of the same
+    configuration without the straggler (it failed, timed out, or was not made): no share kept
+    and no accuracy change can be drawn for them."""
+    alone = [b for a, b in pairs if a is None]
+    if not alone:
+        return ""
+    return (" No successful run without the straggler to compare with (see the runs that did "
+            "not succeed): " + ", ".join(f"{sr.backend_label(b)} W={b['workers']} "
+                                        f"{b['straggler']}" for b in alone)
+            + "; only their accuracy with it is drawn.")
 
 
 def _table_rate_note(pairs, rate):

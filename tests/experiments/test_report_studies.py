@@ -131,5 +131,25 @@ class StudyCaptionsAndBounds(unittest.TestCase):
                          [("bound --staleness 2", [2.5, 2.5])])
 
 
+class StragglerWithoutItsBaseline(unittest.TestCase):
+    def test_a_straggler_run_whose_partner_failed_is_said_not_left_blank(self):
+        # ring's run without the straggler failed: its slot was an empty bar (0 % kept) with no
+        # label, and the caption said nothing of it
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        study = [r for r in runs if r.get("sweep") == "straggler" and r["status"] == "ok"
+                 and r["run_id"] != "straggler-ring-none"]
+        ax = figures_of(rs, rs.straggler, study)[0].axes[0]
+        texts = [t.get_text() for t in ax.texts]
+        self.assertIn("no share:\nno successful\nrun without\nthe straggler", texts)
+        with mock.patch.object(rs, "_save", lambda fig, out_dir, name: name):
+            caption = rs.straggler(study, None).caption
+        self.assertIn("No successful run without the straggler to compare with (see the runs "
+                      "that did not succeed): ring W=4 1:50; only their accuracy", caption)
+        with mock.patch.object(rs, "_save", lambda fig, out_dir, name: name):
+            paired = rs.straggler([r for r in runs if r.get("sweep") == "straggler"], None)
+        self.assertNotIn("No successful run without", paired.caption)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
