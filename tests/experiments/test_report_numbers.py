@@ -114,6 +114,18 @@ class BytesCaption(unittest.TestCase):
                          " Every measured count equals the theory (all 2).")
         self.assertEqual(rt._deviation_note([run(1000), run(1503, 4)]),
                          " Largest deviation from theory: +0.2% (worker sent, ring W=4).")
+        # mpi and nccl report the theory itself (opaque transports): 'Every measured count
+        # equals the theory (all 4)' counted an mpi run's 2 as measured; they are said apart
+        mpi = dict(run(1000), backend="mpi", variant="mpi")
+        self.assertEqual(rt._deviation_note([run(1000), mpi]),
+                         " Every measured count equals the theory (all 2). The mpi runs report "
+                         "the theory itself (the library's transport is opaque to StarRing): "
+                         "their points sit on the line by construction and are not counted "
+                         "here.")
+        self.assertEqual(rt._deviation_note([mpi, dict(mpi, backend="nccl", variant="nccl")]),
+                         " The mpi and nccl runs report the theory itself (the library's "
+                         "transport is opaque to StarRing): their points sit on the line by "
+                         "construction and are not counted here.")
 
     def test_unbalanced_servers_show_their_busiest(self):
         # --ps-partition tensor, 2 workers, 2 servers: one server takes nearly everything. The
