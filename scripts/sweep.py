@@ -215,6 +215,10 @@ def parse_args(argv):
                     "(default: this host's, from nvidia-smi -L and CUDA_VISIBLE_DEVICES); give "
                     "the allocation's total when --launcher spreads ranks over several nodes or "
                     "the sweep runs on a login node without GPUs")
+    ap.add_argument("--resume", action="store_true",
+                    help="skip the runs and bench passes the results folder already has a record "
+                    "of (this sweep, the same flags, the same round): finishes an interrupted "
+                    "sweep (with --out DIR, or the default folder, which is then kept)")
     ap.add_argument("--no-bench", action="store_true", help="skip the bench passes")
     ap.add_argument("--no-report", action="store_true", help="do not run scripts/report.py")
     ap.add_argument("--dry-run", action="store_true", help="print the runs, launch nothing")
@@ -302,7 +306,8 @@ def interrupted(counts, out, ctx):
     sig = ctx.get("stop_signal", signal.SIGINT)
     name = "Ctrl-C" if sig == signal.SIGINT else signal.Signals(sig).name
     print(f"\n[sweep] interrupted ({name}): {what}; {done} run(s) and bench pass(es) are "
-          f"recorded in {out} (`scripts/report.py {out}` draws them; `--out {out}` adds to them)",
+          f"recorded in {out} (`scripts/report.py {out}` draws them; the same command with "
+          f"`--out {out} --resume` makes the rest)",
           file=sys.stderr, flush=True)
     # End by the signal itself, not exit 130: a calling shell script (scripts/quickstart.sh)
     # stops only when its child died of the signal, else it goes on to its next command.
@@ -352,8 +357,10 @@ def main(argv=None):
     if a.dry_run:
         return print_dry_run(runs, benches, ctx)
     check_before_running(runs, benches, ctx)
-    if not a.out:
+    if not a.out and not a.resume:
         default_out(name, a.quick)
+    if a.resume:
+        ctx["recorded"] = recorded_jobs(out)
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as e:  # before any run, not as a traceback
@@ -380,16 +387,39 @@ def main(argv=None):
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
           flush=True)
-    rc = 0 if all(k in ("ok", "skipped", "bench ok", "fault detected", "recovered")
-                  for k in counts) else 1
+    rc = 0 if all(k in ("ok", "skipped", "bench ok", "fault detected", "recovered",
+                        RECORDED) for k in counts) else 1
     if sweep["report"].lower() in YES and not a.no_report:
         rc = run_report(out, ctx) or rc
     return rc
 
 
+RECORDED = "recorded before (--resume)"
+
+
+def run_key(sweep, variant, workers, config, point, rep):
+    """What makes a run the same one again for --resume: sweep, variant, workers, flags, grid
+    point and round."""
+    return json.dumps([sweep, variant, workers, config, point, rep], sort_keys=True)
+
+
+def recorded_jobs(out):
+    """The runs (run_key) and bench passes ((bench_id, round)) OUT's records hold, for --resume;
+    whatever their status: a failed or timed-out run is a result (run it again without
+    --resume). A line that does not parse (cut by a kill) is no record."""
+    runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
+    bench, _ = sr.read_jsonl(os.path.join(out, "bench.jsonl"))
+    keys = {run_key(r.get("sweep"), r.get("variant"), r.get("workers"), r.get("config"),
+                    r.get("grid_point"), r.get("repeat", 1)) for r in runs if isinstance(r, dict)}
+    keys |= {(b.get("bench_id"), b.get("repeat", 1)) for b in bench if isinstance(b, dict)}
+    return keys
+
+
 def run_all(runs, benches, ctx, counts):
-    """Every run and bench pass, `ctx["repeats"]` rounds; counts outcomes into `counts`."""
+    """Every run and bench pass, `ctx["repeats"]` rounds; counts outcomes into `counts`. With
+    --resume, those `ctx["recorded"]` holds are skipped."""
     out, repeats = ctx["out"], ctx["repeats"]
+    done = ctx.get("recorded", set())
     for rep in range(1, repeats + 1):
         round_ = f" round {rep}/{repeats}" if repeats > 1 else ""
         for i, run in enumerate(runs, 1):
@@ -397,6 +427,11 @@ def run_all(runs, benches, ctx, counts):
             print(f"[sweep]{round_} [{i}/{len(runs)}] {run['variant']} W={run['workers']} "
                   f"np={np_} {' '.join(f'{k}={v}' for k, v in run['point'].items())} ...",
                   end=" ", flush=True)
+            if run_key(ctx["name"], run["variant"], run["workers"], run["flags"], run["point"],
+                       rep) in done:
+                counts[RECORDED] = counts.get(RECORDED, 0) + 1
+                print("recorded before: skipped (--resume)", flush=True)
+                continue
             rec = run_train(run, i, ctx, rep)
             sr.append_jsonl(os.path.join(out, "runs.jsonl"), rec)
             ctx.pop("job_files", None)  # recorded
@@ -409,6 +444,11 @@ def run_all(runs, benches, ctx, counts):
         for bname, b in benches.items():
             for np_ in b["np"].split():
                 print(f"[sweep]{round_} bench {bname} np={np_} ...", end=" ", flush=True)
+                if (f"{ctx['name']}-bench-{bname}-np{np_}" + repeat_suffix(ctx, rep),
+                        rep) in done:
+                    counts[RECORDED] = counts.get(RECORDED, 0) + 1
+                    print("recorded before: skipped (--resume)", flush=True)
+                    continue
                 status, nrows, elapsed, load = run_bench(bname, int(np_), b.get("args", ""),
                                                          ctx, rep)
                 ctx.pop("job_files", None)

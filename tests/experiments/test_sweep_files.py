@@ -415,6 +415,48 @@ class TheRecordsOfJobs(unittest.TestCase):
                          (3, 1, {"worker": 2, "server": 1}, True))
         self.assertIn("STARRING_NP=3", ps["command"])
 
+    def test_resume_makes_only_the_jobs_not_recorded(self):
+        # Ctrl-C's message said `--out DIR` adds to the records: every run was made again, and
+        # the report pooled the ones made twice as repeats. With --resume the recorded ones
+        # (whatever their status; a line cut by a kill is no record) are skipped.
+        import sweep_jobs
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = self.context(tmp)
+            runs = [{"variant": "ring", "flags": {"backend": "ring"}, "workers": w,
+                     "point": {}, "requires": ""} for w in (1, 2, 4)]
+            benches = {"ar": {"np": "2 4", "args": ""}}
+            os.makedirs(ctx["out"])
+
+            def sweep(**more):
+                counts = {}
+                try:
+                    driver.run_all(runs, benches, dict(ctx, **more), counts)
+                finally:
+                    sweep_jobs.end_deferral(ctx)
+                return counts
+
+            self.assertEqual(sweep(), {"failed": 3, "bench ok": 2})
+            path = os.path.join(ctx["out"], "runs.jsonl")
+            with open(path, encoding="utf-8") as f:
+                lines = f.readlines()
+            with open(path, "w", encoding="utf-8") as f:  # run 3 cut as it was written
+                f.write("".join(lines[:2]) + lines[2][:40])
+            bench = os.path.join(ctx["out"], "bench.jsonl")
+            with open(bench, encoding="utf-8") as f:
+                rows = f.readlines()
+            with open(bench, "w", encoding="utf-8") as f:  # the np 4 pass not made yet
+                f.write(rows[0])
+            counts = sweep(recorded=driver.recorded_jobs(ctx["out"]))
+            self.assertEqual(counts, {driver.RECORDED: 3, "failed": 1, "bench ok": 1})
+            made, bad = sr.read_jsonl(path)
+            self.assertEqual([r["workers"] for r in made], [1, 2, 4])
+            self.assertEqual(len(bad), 1)  # the cut line, reported and not taken as a record
+            self.assertEqual(sorted(r["bench_id"] for r in sr.read_jsonl(bench)[0]),
+                             ["t-bench-ar-np2", "t-bench-ar-np4"])
+            # another round of the same sweep (--repeat) is not the same job
+            self.assertNotIn(driver.run_key("t", "ring", 1, {"backend": "ring"},
+                                            {}, 2), driver.recorded_jobs(ctx["out"]))
+
     def test_bench_rows_say_whether_the_job_time_shared_the_cores(self):
         import sweep_jobs
         with tempfile.TemporaryDirectory() as tmp:
