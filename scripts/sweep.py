@@ -19,7 +19,8 @@ A sweep file (experiments/sweeps/<name>.ini) lists what to run:
                      and sync through host backends); skips are recorded, with the reason.
   [bench NAME]       one `starring bench --json` pass per value of `np` (default 2), with `args`.
   [quick]            --quick overrides for keys of [sweep], [train] and [grid] (new keys become
-                     train flags); `variants = a b` / `benches = a b|none` keep only those.
+                     train flags, but `workers`, a grid key); `variants = a b` /
+                     `benches = a b|none` keep only those.
   [quick variant NAME], [quick bench NAME]
                      --quick overrides for keys of that [variant NAME] or [bench NAME].
 

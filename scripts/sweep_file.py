@@ -44,7 +44,7 @@ def load_sweep(path, quick):
                 benches = {n: v for n, v in benches.items() if n in value.split()}
             elif key in sweep:
                 sweep[key] = value
-            elif key in grid:
+            elif key in grid or key == "workers":  # workers: never a train flag
                 grid[key] = value.split()
             else:
                 train[key] = value
@@ -54,6 +54,9 @@ def load_sweep(path, quick):
                 for table, prefix in ((variants, "variant "), (benches, "bench ")):
                     if target.startswith(prefix) and target[len(prefix):] in table:
                         table[target[len(prefix):]].update(over)
+    if "workers" in train:  # it became `--workers N`, refused as no train option
+        usage_error(f"sweep: {path}: [train] workers: the worker counts go in [grid] or a "
+                    "[variant NAME] (`workers = 1 2 4`); [train] holds `starring train` flags")
     if not variants:
         variants = {"default": {}}
     for b in benches.values():

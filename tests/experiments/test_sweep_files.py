@@ -190,6 +190,15 @@ workers = 8
                          [("b", 8, "4"), ("b", 8, "4")])
         self.assertTrue(all(r["flags"]["epochs"] == "1" for r in runs))
 
+    def test_quick_workers_are_the_worker_counts_without_a_grid(self):
+        # `[quick] workers = 2` in a sweep whose workers are not a [grid] key became the train
+        # flag `--workers 2`, and the sweep stopped on "'workers' is not a `starring train`
+        # option" (in the shipped files workers is always a grid key)
+        path = self.write("[variant a]\nbackend = ring\n[quick]\nworkers = 1 2\n")
+        self.assertEqual([(r["workers"], r["flags"]) for r in expand(path, quick=True)[1]],
+                         [(1, {"backend": "ring"}), (2, {"backend": "ring"})])
+        self.assertEqual([r["workers"] for r in expand(path)[1]], [1])
+
     def test_roles(self):
         self.assertEqual(driver.roles_of({"backend": "ps"}, 4)[:2], (5, 1))  # trainer default
         self.assertEqual(driver.roles_of({"backend": "ps", "servers": "colocated"}, 4)[:2],
@@ -226,6 +235,9 @@ class BadSweepFiles(unittest.TestCase):
         ("[variant a]\nworkers =\n", "variant a: workers: no values"),
         # a yes/no key with another word was read as no: `trace = y` gave no traces
         ("[sweep]\ntrace = y\n", "[sweep] trace = y: expected yes or no"),
+        # not a flag: the number of worker ranks ("'workers' is not a `starring train` option")
+        ("[train]\nworkers = 4\n", "[train] workers: the worker counts go in [grid] or a "
+         "[variant NAME]"),
         ("[quick]\nreport = maybe\n", "[sweep] report = maybe: expected yes or no"),
     ]
     # command-line values: (arguments, message)
