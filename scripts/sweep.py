@@ -184,7 +184,10 @@ def default_out(name, quick):
     out = os.path.join(REPO, "results", name + ("-quick" if quick else ""))
     if os.path.exists(out):
         stamp = datetime.datetime.fromtimestamp(os.path.getmtime(out), datetime.timezone.utc)
-        old = f"{out}.{stamp:%Y%m%d-%H%M%S}"
+        # -2, -3...: two folders of one second (a sweep of skipped runs takes less) made the
+        # rename an OSError traceback, "Directory not empty"
+        old = os.path.join(os.path.dirname(out), sr.unique_name(
+            os.path.dirname(out), f"{os.path.basename(out)}.{stamp:%Y%m%d-%H%M%S}"))
         os.rename(out, old)
         print(f"[sweep] previous results moved to {old}", flush=True)
     return out

@@ -308,6 +308,21 @@ class BadSweepFiles(unittest.TestCase):
             self.assertEqual(benches["x"]["np"], "2")
 
 
+class DefaultFolder(unittest.TestCase):
+    def test_a_previous_folder_is_moved_aside_even_with_one_of_its_second_there(self):
+        # results/NAME moved to results/NAME.<its time>: a folder of that name there already
+        # (two sweeps within a second) made the rename an OSError traceback
+        from unittest import mock
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(driver, "REPO", tmp):
+            out = os.path.join(tmp, "results", "s")
+            os.makedirs(os.path.join(out, "runs"))
+            os.utime(out, (1e9, 1e9))
+            os.makedirs(os.path.join(tmp, "results", "s.20010909-014640", "runs"))
+            self.assertEqual(driver.default_out("s", False), out)
+            self.assertEqual(sorted(os.listdir(os.path.join(tmp, "results"))),
+                             ["s.20010909-014640", "s.20010909-014640-2"])
+
+
 class GpuCount(unittest.TestCase):
     """The GPUs a run may use (sweep_jobs.gpu_count, which decides whether a GPU variant runs or
     is skipped): nvidia-smi's list, cut at the first CUDA_VISIBLE_DEVICES entry that is not a
