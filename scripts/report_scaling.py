@@ -10,6 +10,7 @@ from report_plots import (Figure, Skipped, _facets, _hollow_legend, _hollow_note
                           color_of, label_axes, oversub_note, repeat_note, scaling_runs,
                           scaling_skip_reason, series_labels)
 
+NO_SCALING = "no backend ran successfully at more than one worker count"
 COLORS = {"compute_s": "#4C72B0", "comm_s": "#DD8452", "wait_s": "#C44E52"}
 
 
@@ -63,8 +64,7 @@ def _scaling_verdict(facets):
 def throughput(runs, out_dir):
     facets = _scaling_facets(runs)
     if not facets:
-        return Skipped("Throughput vs workers", "no backend ran successfully at more than one "
-                       "worker count")
+        return Skipped("Throughput vs workers", NO_SCALING)
     fig, axes = plt.subplots(1, len(facets), figsize=(6.2 * len(facets), 4.6), squeeze=False)
     used, bases = [], []
     for ax, (model, rs) in zip(axes[0], facets.items()):
@@ -103,8 +103,7 @@ def throughput(runs, out_dir):
 def efficiency(runs, out_dir):
     facets = _scaling_facets(runs)
     if not facets:
-        return Skipped("Scaling efficiency", "no backend ran successfully at more than one "
-                       "worker count")
+        return Skipped("Scaling efficiency", NO_SCALING)
     fig, axes = plt.subplots(1, len(facets), figsize=(6.2 * len(facets), 4.2), squeeze=False)
     used, bases = [], []
     for ax, (model, rs) in zip(axes[0], facets.items()):
