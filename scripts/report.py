@@ -232,6 +232,17 @@ def not_ok(runs):
     return [r for r in runs if r.get("status") != "ok" and not sr.expected_failure(r)]
 
 
+def failed_passes(bench):
+    """Bench passes that did not succeed: the sweep records one line each, no rows (the busbw
+    plot then lacked their series without a word, and no list named them)."""
+    return [b for b in bench if "size" not in b and b.get("status") in ("failed", "timeout")]
+
+
+def pass_words(b):
+    return (f"bench pass {b.get('bench_id', '?')} (np {b.get('np', '?')}): {b.get('status')} "
+            f"(exit {b.get('exit_code')})")
+
+
 def has_log(r):
     """A skipped run was never launched and has no log (its record still names the file a run
     would have written)."""
@@ -275,12 +286,13 @@ def write_summary(out, runs, bench, figures):
              + commits_note(runs), "",
              markdown_table(rows) if rows else "(no successful run)", ""]
     bad = not_ok(runs)
-    if bad:
+    if bad or failed_passes(bench):
         parts += ["## Runs that did not succeed", ""]
         parts += [f"- `{r.get('run_id')}`: {r.get('status')} (exit {r.get('exit_code')})"
                   f"{': ' + r['reason'] if r.get('reason') else ''}"
                   + (f"; log: `{r.get('log_file', '')}`" if has_log(r) else "")
                   for r in bad]
+        parts += [f"- {pass_words(b)}" for b in failed_passes(bench)]
         parts.append("")
     parts += rm.summary_lines(shown_runs(runs),
                               sr.collapse_bench_repeats(bench))
@@ -366,8 +378,11 @@ def write_html(out, results, runs, bench, figures, rows, problems):
         body.append("<h2>Plots not drawn</h2><ul class='skip'>" + "".join(
             f"<li>{e(s.title)}: {e(s.reason)}</li>" for s in skipped) + "</ul>")
     bad = not_ok(runs)
-    if bad:
+    if bad or failed_passes(bench):
         body.append("<h2>Runs that did not succeed</h2>")
+        for b in failed_passes(bench):
+            body.append(f"<p><b>{e(pass_words(b))}</b><br><code>{e(b.get('command', ''))}</code>"
+                        "</p>" + (f"<pre>{e(b['log_tail'])}</pre>" if b.get("log_tail") else ""))
         for r in bad:
             body.append(f"<p><b>{e(str(r.get('run_id')))}</b>: {e(str(r.get('status')))} "
                         f"(exit {e(str(r.get('exit_code')))}) {e(r.get('reason', ''))}<br>"
@@ -423,17 +438,22 @@ def make_figures(runs, bench, metrics, out):
               ("cost model scaling", lambda: rm.extrapolation(ok, bench, out))]
     figures = []
     missing = not_drawn_note(runs)
+    passes = (" Not drawn, as they did not succeed: " + ", ".join(
+        pass_words(b) for b in failed_passes(bench)) + " (see Runs that did not succeed)."
+        if failed_passes(bench) else "")
     for name, make in makers:
         try:
             fig = make()
         except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as err:
             # A malformed record must not cost the rest of the report: say which plot failed.
             fig = rp.Skipped(name, f"could not be drawn: {err!r}")
-        if missing and name in ("throughput", "efficiency", "breakdown"):
+        note = {"throughput": missing, "efficiency": missing, "breakdown": missing,
+                "busbw": passes}.get(name)
+        if note:
             if isinstance(fig, rp.Figure):
-                fig.caption += missing
+                fig.caption += note
             else:
-                fig.reason += f" ({missing.strip()})"
+                fig.reason += f" ({note.strip()})"
         figures.append(fig)
     return figures
 
@@ -500,6 +520,8 @@ def main(argv=None):
                   + commits_note(shown, "\n"))
         for r in not_ok(runs):
             print(f"{r.get('status', '?').upper()}: {r.get('run_id')} ({not_ok_where(r)})")
+        for b in failed_passes(bench):
+            print(f"{b.get('status', '?').upper()}: {pass_words(b)}")
         for p in problems[:10]:
             print(f"warning: {p}", file=sys.stderr)
         drawn = sum(isinstance(f, rp.Figure) for f in figures)

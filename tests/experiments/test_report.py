@@ -63,6 +63,10 @@ class ReportOnFixture(unittest.TestCase):
         self.assertIn("SKIPPED: main-nccl-w2 (variant requires a GPU and none was found)\n",
                       self.proc.stdout)
         self.assertNotIn("main-nccl-w2/log.txt", self.proc.stdout)
+        # a bench pass that failed is recorded as one line without rows: the report said
+        # nothing of it, and the busbw plot lacked its series without a word
+        self.assertIn("FAILED: bench pass main-bench-x-np8 (np 8): failed (exit 1)\n",
+                      self.proc.stdout)
         self.assertIn("straggler", self.proc.stdout)  # every sweep's runs in the table
 
     def test_the_terminal_table_can_keep_to_one_sweep(self):
@@ -144,6 +148,7 @@ class ReportOnFixture(unittest.TestCase):
         failures = text.split("## Runs that did not succeed")[1].split("##")[0]
         self.assertNotIn("faults-ring-kill", failures)
         self.assertIn("`faults-ps-1-server-hang`: timeout", failures)
+        self.assertIn("- bench pass main-bench-x-np8 (np 8): failed (exit 1)\n", failures)
         faults = text.split("## Faults")[1].split("##")[0]
         rows = [l for l in faults.splitlines() if l.startswith("| ") and "backend" not in l]
         self.assertEqual([l.split(" | ")[6] for l in rows],

@@ -315,6 +315,14 @@ class RunsThatDidNotSucceed(unittest.TestCase):
                          "succeed).)")
 
 
+    def test_the_busbw_caption_names_the_bench_passes_that_failed(self):
+        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        made = {f.title: f for f in all_figures([], bench, {})[0]}
+        self.assertIn(" Not drawn, as they did not succeed: bench pass main-bench-x-np8 (np 8): "
+                      "failed (exit 1) (see Runs that did not succeed).",
+                      made["Bus bandwidth vs message size"].caption)
+
+
 class StalenessAndBytesPoints(unittest.TestCase):
     def test_the_asp_curve_is_cumulative(self):
         import report_studies as rs
