@@ -96,10 +96,9 @@ def add_summary(out, a):
         if not traces:
             fail(f"no trace file matches {a.trace} for ranks 0..{summary['world_size'] - 1}")
     label = a.label or sr.backend_label(summary)
-    run_id = sr.unique_name(os.path.join(out, "runs"),
-                            f"{a.sweep}-{next_index(out):03d}-{slug(label)}-w{summary['workers']}")
+    run_id = sr.claim_unique_name(os.path.join(out, "runs"),
+                                  f"{a.sweep}-{next_index(out):03d}-{slug(label)}-w{summary['workers']}")
     rdir = os.path.join(out, "runs", run_id)
-    os.makedirs(rdir, exist_ok=True)
     try:
         record_run(out, a, summary, run_id, rdir, label, traces)
     except BaseException:  # a full disk: no half-made run (cut copies, no record) is left

@@ -100,10 +100,10 @@ def read_jsonl(path):
 
 
 def write_whole(path, write):
-    """Writes a file whole or not at all: `write(tmp)` writes it to `path`.tmp, which then
+    """Writes a file whole or not at all: `write(tmp)` writes it to `path`.<pid>.tmp, which then
     replaces `path`. A write that fails (a full disk) removes the .tmp and raises, so no cut
     file is left looking complete and an earlier good one stays."""
-    tmp = path + ".tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"  # two writers of one path (two reports) never share it
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -467,6 +467,26 @@ def unique_name(folder, name, ext=""):
         k += 1
         candidate = f"{name}-{k}"
     return candidate
+
+
+def claim_unique_name(folder, name, ext=""):
+    """unique_name's name, made in the same step: a folder `folder`/<it> (ext "") or an empty
+    file `folder`/<it><ext>, created only if nothing of that name is there (mkdir, O_EXCL), so
+    that two sweeps appending to one results folder at the same moment never take one name
+    (a look, then a makedirs(exist_ok=True), let both write into the same run folder)."""
+    os.makedirs(folder, exist_ok=True)
+    candidate, k = name, 1
+    while True:
+        path = os.path.join(folder, candidate + ext)
+        try:
+            if ext:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            else:
+                os.mkdir(path)
+            return candidate
+        except FileExistsError:
+            k += 1
+            candidate = f"{name}-{k}"
 
 
 def merge_traces(paths, out, skipped=None):

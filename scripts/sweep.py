@@ -87,11 +87,10 @@ def gpu_skip_reason(run, np_, ctx):
 
 
 def run_train(run, idx, ctx, rep=1):
-    run_id = sr.unique_name(os.path.join(ctx["out"], "runs"),
-                            f"{ctx['name']}-{idx:03d}-{run['variant']}-w{run['workers']}"
-                            + repeat_suffix(ctx, rep))
+    run_id = sr.claim_unique_name(os.path.join(ctx["out"], "runs"),
+                                  f"{ctx['name']}-{idx:03d}-{run['variant']}-w{run['workers']}"
+                                  + repeat_suffix(ctx, rep))
     rdir = os.path.join(ctx["out"], "runs", run_id)
-    os.makedirs(rdir, exist_ok=True)
     ctx["job_files"] = rdir  # until the record is written (interrupted() names what it kept)
     np_, nserv, roles = roles_of(run["flags"], run["workers"])
     files = {"summary_file": os.path.join(rdir, "summary.json"),

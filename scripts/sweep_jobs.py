@@ -206,9 +206,8 @@ def run_bench(name, np_, args, ctx, rep=1):
     # bench_id stays as it is (rows of the same pass made again count as its repeats); the log
     # gets a name of its own
     log_path = os.path.join(ctx["out"], "runs",
-                            sr.unique_name(os.path.join(ctx["out"], "runs"), bench_id, ".log")
+                            sr.claim_unique_name(os.path.join(ctx["out"], "runs"), bench_id, ".log")
                             + ".log")
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
     ctx["job_files"] = log_path
     argv = [ctx["bin"], "bench", "--json"] + shlex.split(args)
     load = OtherLoad()

@@ -167,5 +167,35 @@ class AppendJsonl(unittest.TestCase):
             self.assertEqual(([r["run_id"] for r in records], bad), (["a"], []))
 
 
+class UniqueNames(unittest.TestCase):
+    def test_a_name_taken_between_the_look_and_the_make_is_not_shared(self):
+        # Two sweeps appending to one results folder at the same moment: each looked for a free
+        # run name, then made its folder with exist_ok=True, so both could take the same folder.
+        # A look that cannot see the other's folder (os.path.exists answering False: the other
+        # sweep made it just after) stands in for the race.
+        from unittest import mock
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = os.path.join(tmp, "runs")
+            os.makedirs(os.path.join(runs, "s-000-ring-w2"))
+            open(os.path.join(runs, "s-bench-np2.log"), "w").close()
+            with mock.patch.object(sr.os.path, "exists", return_value=False):
+                self.assertEqual(sr.claim_unique_name(runs, "s-000-ring-w2"), "s-000-ring-w2-2")
+                self.assertEqual(sr.claim_unique_name(runs, "s-bench-np2", ".log"),
+                                 "s-bench-np2-2")
+            self.assertTrue(os.path.isdir(os.path.join(runs, "s-000-ring-w2-2")))
+            self.assertEqual(os.path.getsize(os.path.join(runs, "s-bench-np2-2.log")), 0)
+            self.assertEqual(sr.claim_unique_name(os.path.join(tmp, "new"), "a"), "a")
+
+    def test_a_whole_file_is_written_through_a_temporary_of_its_own(self):
+        # two reports writing one folder at once shared '<file>.tmp': one replaced the file with
+        # the other's half-written temporary, or failed on its vanished .tmp
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "summary.md")
+            seen = []
+            sr.write_whole(path, lambda t: (seen.append(t), open(t, "w").write("x")))
+            self.assertEqual(seen, [f"{path}.{os.getpid()}.tmp"])
+            self.assertEqual(os.listdir(tmp), ["summary.md"])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
