@@ -194,9 +194,20 @@ int Trace::thread_id() {  // caller holds mu_
   const std::size_t key = std::hash<std::thread::id>{}(std::this_thread::get_id());
   auto it = tids_.find(key);
   if (it != tids_.end()) return it->second;
-  const int tid = static_cast<int>(tids_.size());
-  tids_.emplace(key, tid);
-  return tid;
+  tids_.emplace(key, next_tid_);
+  return next_tid_++;
+}
+
+int Trace::track_id(const std::string& track) {  // caller holds mu_
+  const auto [it, added] = tracks_.try_emplace(track, next_tid_);
+  if (added) thread_names_[next_tid_++] = track;
+  return it->second;
+}
+
+void Trace::record(int tid, const std::string& name, const std::string& cat, double start_us,
+                   double dur_us, const std::map<std::string, double>& args) {  // holds mu_
+  events_.push_back(Event{name, cat, 'X', start_us, dur_us, tid, args});
+  if (events_.size() == kFlushEvents) wake_.notify_one();
 }
 
 void Trace::complete(const std::string& name, const std::string& cat, double start_us,
@@ -204,8 +215,15 @@ void Trace::complete(const std::string& name, const std::string& cat, double sta
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (!enabled_) return;  // closed meanwhile: its last buffer is written
-  events_.push_back(Event{name, cat, 'X', start_us, dur_us, thread_id(), args});
-  if (events_.size() == kFlushEvents) wake_.notify_one();
+  record(thread_id(), name, cat, start_us, dur_us, args);
+}
+
+void Trace::complete_on(const std::string& track, const std::string& name, const std::string& cat,
+                        double start_us, double dur_us, const std::map<std::string, double>& args) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!enabled_) return;
+  record(track_id(track), name, cat, start_us, dur_us, args);
 }
 
 void Trace::counter(const std::string& name, double value) {

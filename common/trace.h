@@ -3,7 +3,7 @@
 // (ph:"X"; counter() writes counter events, ph:"C") with microsecond timestamps from one steady
 // clock shared by all threads of the rank (now_us() counts from the Trace's creation; the file
 // holds the host's monotonic time, so the ranks of one host line up); pid = rank, tid = a small
-// id per thread, named with set_thread_name ("compute", "comm").
+// id per thread, named with set_thread_name ("compute", "comm"), or per row of complete_on.
 // Events stream to "<file>.partial" while the run goes (a writer thread appends them every
 // kFlushEvents events or kFlushPeriod), so a run killed mid-way still leaves a viewable
 // timeline; close() turns it into the file itself.
@@ -55,6 +55,12 @@ class Trace {
   // A finished interval on the calling thread (thread name set with set_thread_name).
   void complete(const std::string& name, const std::string& cat, double start_us, double dur_us,
                 const std::map<std::string, double>& args = {});
+  // A finished interval on a row of its own named `track` (a track id beside the threads'), for
+  // intervals that overlap others recorded by the same thread: a PS chunk's push and pull in
+  // flight beside the other chunks'. The intervals of one row must nest or follow each other:
+  // Perfetto drops one that starts inside another and ends after it.
+  void complete_on(const std::string& track, const std::string& name, const std::string& cat,
+                   double start_us, double dur_us, const std::map<std::string, double>& args = {});
   // A counter event (ph:"C", one series `name`) at now_us(), on the calling thread.
   void counter(const std::string& name, double value);
   void set_thread_name(const std::string& name);  // for the calling thread
@@ -67,7 +73,10 @@ class Trace {
     int tid;
     std::map<std::string, double> args;
   };
-  int thread_id();  // caller holds mu_
+  int thread_id();                         // caller holds mu_
+  int track_id(const std::string& track);  // caller holds mu_
+  void record(int tid, const std::string& name, const std::string& cat, double start_us,
+              double dur_us, const std::map<std::string, double>& args);  // caller holds mu_
   void write_loop();
   void write_partial(const std::string& text);  // caller holds file_mu_
   void finish();                                // the .partial -> the file
@@ -81,7 +90,9 @@ class Trace {
   std::condition_variable wake_;  // the writer: a full buffer, or close()
   bool stop_ = false;
   std::vector<Event> events_;
-  std::map<std::size_t, int> tids_;  // hash(std::thread::id) -> tid
+  std::map<std::size_t, int> tids_;    // hash(std::thread::id) -> tid
+  std::map<std::string, int> tracks_;  // complete_on's rows -> tid
+  int next_tid_ = 0;
   std::map<int, std::string> thread_names_;
   // Writing (lock order: close_mu_, file_mu_, mu_).
   std::mutex close_mu_;

@@ -211,11 +211,14 @@ void PsWorker::Impl::count_push(Flight& f) {
 // A chunk's updated parameters have landed (comm thread, or the co-located server thread).
 void PsWorker::Impl::on_reply(int c) {
   const Flight& f = flights_[static_cast<std::size_t>(c)];
+  // On a row per chunk: the chunks of a step are in flight together, and a co-located server
+  // delivers its own chunk's reply on its thread, inside its push (rows must nest).
   if (opt_.trace && opt_.trace->enabled())
-    opt_.trace->complete("push_pull", "comm", f.trace_t0, opt_.trace->now_us() - f.trace_t0,
-                         {{"chunk", c},
-                          {"server", plan_.chunks[static_cast<std::size_t>(c)].server},
-                          {"step", static_cast<double>(f.step)}});
+    opt_.trace->complete_on("push_pull chunk " + std::to_string(c), "push_pull", "comm", f.trace_t0,
+                            opt_.trace->now_us() - f.trace_t0,
+                            {{"chunk", c},
+                             {"server", plan_.chunks[static_cast<std::size_t>(c)].server},
+                             {"step", static_cast<double>(f.step)}});
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++completed_[static_cast<std::size_t>(c)];

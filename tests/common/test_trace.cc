@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -402,6 +403,40 @@ TEST(Trace, CloseWhileAnotherThreadRecords) {
   const int written = count_phase(read_json(dir / "t.1.json")["traceEvents"], "X");
   EXPECT_GE(written, 3 * static_cast<int>(Trace::kFlushEvents));
   EXPECT_LE(written, at_close + 1);  // one more may have passed enabled() as close() began
+  fs::remove_all(dir);
+}
+
+// Intervals that overlap on one thread (a PS worker's chunks in flight together) go on rows of
+// their own with complete_on: Perfetto drops an interval that starts inside another of its row
+// and ends after it. Each named row gets its own tid, named once, apart from the threads' tids,
+// and the same name gives the same row.
+TEST(Trace, OverlappingIntervalsGoOnRowsOfTheirOwn) {
+  const fs::path dir = temp_dir();
+  Trace trace(0);
+  trace.open((dir / "t.json").string());
+  trace.set_thread_name("comm");
+  trace.complete("step", "compute", 0.0, 100.0);
+  trace.complete_on("push_pull chunk 0", "push_pull", "comm", 10.0, 50.0);
+  trace.complete_on("push_pull chunk 1", "push_pull", "comm", 20.0, 50.0);  // overlaps chunk 0's
+  trace.complete_on("push_pull chunk 0", "push_pull", "comm", 70.0, 20.0);
+  trace.close();
+  const nlohmann::json events = read_json(dir / "t.json")["traceEvents"];
+  std::map<int, std::string> rows;
+  std::map<std::string, std::set<int>> tids_of;
+  for (const auto& e : events) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
+      EXPECT_EQ(rows.count(e["tid"].get<int>()), 0u) << e;  // named once
+      rows[e["tid"].get<int>()] = e["args"]["name"].get<std::string>();
+    }
+    if (e["ph"] == "X") tids_of[e["name"].get<std::string>()].insert(e["tid"].get<int>());
+  }
+  ASSERT_EQ(tids_of["step"].size(), 1u);
+  EXPECT_EQ(rows[*tids_of["step"].begin()], "comm");
+  ASSERT_EQ(tids_of["push_pull"].size(), 2u);
+  std::set<std::string> push_rows;
+  for (int tid : tids_of["push_pull"]) push_rows.insert(rows[tid]);
+  EXPECT_EQ(push_rows, (std::set<std::string>{"push_pull chunk 0", "push_pull chunk 1"}));
+  EXPECT_EQ(rows.size(), 3u);
   fs::remove_all(dir);
 }
 
