@@ -20,9 +20,17 @@
 // "]" and ',"displayTimeUnit":"ms"}', then writes '{"traceEvents":' over the leading spaces:
 // the file is the same JSON object as when it was written in one go at the end, with no copy,
 // however long the run. The .partial is then renamed to the file, so a reader never sees half
-// a file. Timestamps are written on the host's monotonic clock (steady_clock, the same for
-// every process of a host), so the files of all ranks of one host line up when merged
-// (scripts/merge_traces.py).
+// a file. Timestamps are microseconds of the UTC day (the wall clock, read once beside the
+// steady clock when the Trace is made; the steady clock's intervals after that), so the files of
+// all ranks line up when merged (scripts/merge_traces.py): those of one host to within the gap
+// between two clock readings (the wall clock and the steady clock are slewed alike; only a step
+// of the wall clock between two ranks' starts moves one against the other), those of different
+// hosts as well as their wall clocks agree (NTP: about a millisecond or better). The host's
+// monotonic clock, used before, counts from each host's boot, hours or days apart, and after
+// weeks of uptime leaves a double too few bits below the nanosecond: Perfetto reads
+// llround(ts * 1000) ns, and an interval ending where the next starts could then overlap it by
+// 1-4 ns, and be dropped. The process_name event's args.utc_day names the day (a run that
+// starts on one side of a midnight and another rank on the other: the merge shifts it).
 #include "common/trace.h"
 
 #include <fcntl.h>
@@ -31,6 +39,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -108,10 +117,35 @@ std::string metadata_line(const char* what, int pid, int tid, const char* key,
   return out;
 }
 
-std::string process_lines(int rank) {
-  return metadata_line("process_name", rank, 0, "name", "rank " + std::to_string(rank), true) +
-         ",\n" +
+// The process's name, with the UTC day its times count from (args.utc_day, days since
+// 1970-01-01), and its sort index.
+std::string process_lines(int rank, std::int64_t utc_day) {
+  std::string name =
+      metadata_line("process_name", rank, 0, "name", "rank " + std::to_string(rank), true);
+  name.insert(name.size() - 2, ",\"utc_day\":" + std::to_string(utc_day));  // before "}}"
+  return name + ",\n" +
          metadata_line("process_sort_index", rank, 0, "sort_index", std::to_string(rank), false);
+}
+
+constexpr std::int64_t kDayNs = 86400LL * 1000 * 1000 * 1000;
+
+// The steady clock's reading `t0` and the wall clock's nanoseconds since 1970 at that moment: of
+// a few tries, the wall reading with the shortest gap between the steady readings around it (a
+// rank descheduled between two readings would misplace its whole timeline by that long).
+std::int64_t wall_ns_at(std::chrono::steady_clock::time_point& t0) {
+  using std::chrono::nanoseconds;
+  nanoseconds best_gap = nanoseconds::max();
+  std::int64_t wall_ns = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto s1 = std::chrono::steady_clock::now();
+    const auto wall = std::chrono::system_clock::now();
+    const auto s2 = std::chrono::steady_clock::now();
+    if (s2 - s1 >= best_gap) continue;
+    best_gap = s2 - s1;
+    t0 = s1 + (s2 - s1) / 2;
+    wall_ns = std::chrono::duration_cast<nanoseconds>(wall.time_since_epoch()).count();
+  }
+  return wall_ns;
 }
 
 template <class Event>
@@ -146,10 +180,11 @@ void put_event(std::string& out, const Event& e, int pid, double origin_us) {
 
 }  // namespace
 
-Trace::Trace(int rank)
-    : rank_(rank),
-      t0_(std::chrono::steady_clock::now()),
-      origin_us_(std::chrono::duration<double, std::micro>(t0_.time_since_epoch()).count()) {}
+Trace::Trace(int rank) : rank_(rank) {
+  const std::int64_t wall_ns = wall_ns_at(t0_);
+  utc_day_ = wall_ns / kDayNs;  // after 1970: no negative times
+  origin_us_ = static_cast<double>(wall_ns - utc_day_ * kDayNs) / 1000.0;
+}
 
 Trace::~Trace() {
   try {
@@ -175,7 +210,7 @@ void Trace::open(const std::string& path_pattern) {
   write_error_.clear();
   names_written_.clear();
   batch_.clear();
-  write_partial(std::string(kObjectStart.size(), ' ') + "[\n" + process_lines(rank_));
+  write_partial(std::string(kObjectStart.size(), ' ') + "[\n" + process_lines(rank_, utc_day_));
   {
     std::lock_guard<std::mutex> lock(mu_);
     events_.clear();

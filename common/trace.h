@@ -2,7 +2,8 @@
 // Thread-safe; a disabled Trace costs one branch per event. Events are "complete" events
 // (ph:"X"; counter() writes counter events, ph:"C") with microsecond timestamps from one steady
 // clock shared by all threads of the rank (now_us() counts from the Trace's creation; the file
-// holds the host's monotonic time, so the ranks of one host line up); pid = rank, tid = a small
+// holds microseconds of the UTC day on the wall clock, read once at creation, so the ranks of
+// every host line up; the day is the process_name's args.utc_day); pid = rank, tid = a small
 // id per thread, named with set_thread_name ("compute", "comm"), or per row of complete_on.
 // Events stream to "<file>.partial" while the run goes (a writer thread appends them every
 // kFlushEvents events or kFlushPeriod), so a run killed mid-way still leaves a viewable
@@ -84,7 +85,8 @@ class Trace {
   int rank_;
   std::atomic<bool> enabled_{false};
   std::chrono::steady_clock::time_point t0_;
-  double origin_us_;  // t0_ on the host's monotonic clock
+  double origin_us_;      // t0_ in microseconds since 00:00 UTC of utc_day_
+  std::int64_t utc_day_;  // days since 1970-01-01
   // Recording: the events not yet written, and the threads.
   std::mutex mu_;
   std::condition_variable wake_;  // the writer: a full buffer, or close()

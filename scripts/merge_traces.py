@@ -5,10 +5,12 @@ chrome://tracing:
   scripts/merge_traces.py merged.json trace.*.json*
 (`trace.*.json*` takes a killed rank's trace.<rank>.json.partial too: its events up to the
 kill; a .partial beside a file of the same name is the newer run's and is read instead.)
-Ranks of one host share its monotonic clock, so their events line up; ranks on different hosts
-are only as aligned as the hosts' clocks. The sweep driver does this for every traced run
-(runs/<id>/trace.json). Exit 0 when every file given was merged, 1 when one was left out (named
-on stderr, with why), the output cannot be written or the arguments are missing."""
+Each rank's times are microseconds of the UTC day on its host's wall clock (read once beside
+the steady clock), so ranks of one host line up, and ranks on different hosts as well as the
+hosts' clocks agree; ranks started on both sides of a midnight are put on the earlier day's.
+The sweep driver does this for every traced run (runs/<id>/trace.json). Exit 0 when every file
+given was merged, 1 when one was left out (named on stderr, with why), the output cannot be
+written or the arguments are missing."""
 import os
 import sys
 

@@ -490,10 +490,10 @@ def claim_unique_name(folder, name, ext=""):
 
 
 def merge_traces(paths, out, skipped=None):
-    """Merges per-rank Chrome trace files (pid = rank; timestamps on the host's monotonic clock)
-    into one file that Perfetto / chrome://tracing shows with one process per rank; a rank
-    that died contributes its '<file>.partial' (read_trace_events; a file and its .partial both
-    given count once). Missing or unreadable inputs are skipped (with a dict `skipped`, each
-    such path maps to why); returns the list of files merged. The events are copied line by
-    line, not loaded (scripts/trace_merge.py)."""
+    """Merges per-rank Chrome trace files (pid = rank; times in microseconds of the UTC day,
+    common/trace.cc) into one file that Perfetto / chrome://tracing shows with one process per
+    rank; a rank that died contributes its '<file>.partial' (read_trace_events; a file and its
+    .partial both given count once). Missing or unreadable inputs are skipped (with a dict
+    `skipped`, each such path maps to why); returns the list of files merged. The events are
+    copied line by line, not loaded (scripts/trace_merge.py)."""
     return trace_merge.merge(paths, out, skipped)

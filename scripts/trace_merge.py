@@ -90,9 +90,27 @@ def _event_lines(path):
     return count
 
 
-def _copy_events(path, count, out, first):
-    """Writes the first `count` event lines of `path` to `out`; returns whether `first` is
-    still true (no event written yet)."""
+DAY_US = 86400e6
+
+
+def _utc_day(path):
+    """The UTC day a file of ours counts its times from (its process_name event's args.utc_day,
+    common/trace.cc), or None (another layout, or a file written before it was recorded)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for _, line in zip(range(4), f):
+                if "process_name" in line:
+                    day = json.loads(line.strip().rstrip(",")).get("args", {}).get("utc_day")
+                    return day if isinstance(day, int) else None
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
+def _copy_events(path, count, out, first, shift_days=0):
+    """Writes the first `count` event lines of `path` to `out`, their times moved `shift_days`
+    days later (a rank whose times count from a later day than the others'); returns whether
+    `first` is still true (no event written yet)."""
     with open(path, encoding="utf-8") as f:
         f.readline()
         for line in f:
@@ -101,7 +119,15 @@ def _copy_events(path, count, out, first):
             s = line.strip()
             if not s:
                 continue
-            out.write(("" if first else ",\n") + s.rstrip(","))
+            s = s.rstrip(",")
+            if shift_days:
+                event = json.loads(s)
+                if isinstance(event.get("ts"), (int, float)):
+                    event["ts"] += shift_days * DAY_US
+                if event.get("name") == "process_name" and "utc_day" in event.get("args", {}):
+                    event["args"]["utc_day"] -= shift_days
+                s = json.dumps(event, separators=(",", ":"))
+            out.write(("" if first else ",\n") + s)
             first = False
             count -= 1
     return first
@@ -122,9 +148,20 @@ def merge(paths, out_path, skipped=None):
     return merged
 
 
+def _source(path):
+    """The file read for `path`: its '.partial' where there is one (read_trace_events)."""
+    base = trace_base(path)
+    return base + ".partial" if os.path.exists(base + ".partial") else base
+
+
 def _merge_into(paths, tmp, skipped):
     """merge()'s body: writes the merged file to `tmp`; returns the paths merged."""
     merged, done = [], {}
+    # Each rank's times count from 00:00 UTC of its utc_day: ranks that started on both sides of
+    # a midnight are put on the earlier day's count (times past 86400 s: Perfetto drops negative
+    # times).
+    days = [d for d in (_utc_day(_source(p)) for p in paths) if d is not None]
+    first_day = min(days, default=None)
     with open(tmp, "w", encoding="utf-8") as out:
         out.write('{"traceEvents":[\n')
         first = True
@@ -132,7 +169,7 @@ def _merge_into(paths, tmp, skipped):
             base = trace_base(path)
             if base not in done:
                 done[base] = False
-                src = base + ".partial" if os.path.exists(base + ".partial") else base
+                src = _source(path)
                 try:
                     count = _event_lines(src)
                     if count is None:  # another layout: read it whole
@@ -140,7 +177,9 @@ def _merge_into(paths, tmp, skipped):
                             out.write(("" if first else ",\n") + json.dumps(event))
                             first = False
                     else:
-                        first = _copy_events(src, count, out, first)
+                        day = _utc_day(src)
+                        first = _copy_events(src, count, out, first,
+                                             0 if day is None else day - first_day)
                     done[base] = True
                 except (OSError, ValueError, KeyError, TypeError) as e:
                     if skipped is not None:

@@ -272,6 +272,34 @@ class MergeTraces(unittest.TestCase):
     only '<trace>.partial' (common/trace.cc: JSON Array Format, one event per line, no closing
     ']', perhaps a last line cut by the kill); its events are merged with the others'."""
 
+    def test_ranks_started_on_both_sides_of_a_midnight_line_up(self):
+        # times count from 00:00 UTC of the process_name's args.utc_day (common/trace.cc): a rank
+        # that started just after midnight is put on the earlier day's count (its times past a
+        # day), where the merge copied both as they were, a day apart
+        day_us = 86400e6
+
+        def trace(path, rank, day, ts, head='{"traceEvents":['):
+            lines = [json.dumps({"ph": "M", "name": "process_name", "pid": rank, "tid": 0,
+                                 "args": {"name": f"rank {rank}", "utc_day": day}}),
+                     json.dumps({"ph": "X", "name": "forward", "cat": "compute", "ts": ts,
+                                 "dur": 3.0, "pid": rank, "tid": 0})]
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(head + "\n" + ",\n".join(lines) + ("\n]}\n" if "{" in head else ""))
+
+        with tempfile.TemporaryDirectory(prefix="starring_merge_") as tmp:
+            paths = [os.path.join(tmp, f"t.{r}.json") for r in range(3)]
+            trace(paths[0], 0, 20424, day_us - 2e6)  # 23:59:58
+            trace(paths[1], 1, 20425, 1e6)           # 00:00:01, 3 s later
+            trace(paths[2] + ".partial", 2, 20425, 2e6, head=" " * 15 + "[")  # killed
+            out = os.path.join(tmp, "merged.json")
+            self.assertEqual(sr.merge_traces(paths, out), paths)
+            with open(out, encoding="utf-8") as f:
+                events = json.load(f)["traceEvents"]
+        ts = {e["pid"]: e["ts"] for e in events if e["ph"] == "X"}
+        self.assertEqual(ts, {0: day_us - 2e6, 1: day_us + 1e6, 2: day_us + 2e6})
+        days = {e["pid"]: e["args"]["utc_day"] for e in events if e["ph"] == "M"}
+        self.assertEqual(days, {0: 20424, 1: 20424, 2: 20424})
+
     def test_a_killed_ranks_partial_trace_is_merged(self):
         ev = lambda rank, ts: {"ph": "X", "name": "forward", "cat": "compute",  # noqa: E731
                                "ts": ts, "dur": 1.5, "pid": rank, "tid": 0}
