@@ -44,6 +44,7 @@
 #include <cstring>
 #include <functional>
 #include <string_view>
+#include <utility>
 
 #include "common/error.h"
 
@@ -117,11 +118,12 @@ std::string metadata_line(const char* what, int pid, int tid, const char* key,
   return out;
 }
 
-// The process's name, with the UTC day its times count from (args.utc_day, days since
-// 1970-01-01), and its sort index.
-std::string process_lines(int rank, std::int64_t utc_day) {
+// The process's name ("rank 2 (server 0)"), with the UTC day its times count from (args.utc_day,
+// days since 1970-01-01), and its sort index.
+std::string process_lines(int rank, const std::string& role, std::int64_t utc_day) {
   std::string name =
-      metadata_line("process_name", rank, 0, "name", "rank " + std::to_string(rank), true);
+      metadata_line("process_name", rank, 0, "name",
+                    "rank " + std::to_string(rank) + (role.empty() ? "" : " (" + role + ")"), true);
   name.insert(name.size() - 2, ",\"utc_day\":" + std::to_string(utc_day));  // before "}}"
   return name + ",\n" +
          metadata_line("process_sort_index", rank, 0, "sort_index", std::to_string(rank), false);
@@ -180,7 +182,7 @@ void put_event(std::string& out, const Event& e, int pid, double origin_us) {
 
 }  // namespace
 
-Trace::Trace(int rank) : rank_(rank) {
+Trace::Trace(int rank, std::string role) : rank_(rank), role_(std::move(role)) {
   const std::int64_t wall_ns = wall_ns_at(t0_);
   utc_day_ = wall_ns / kDayNs;  // after 1970: no negative times
   origin_us_ = static_cast<double>(wall_ns - utc_day_ * kDayNs) / 1000.0;
@@ -210,7 +212,8 @@ void Trace::open(const std::string& path_pattern) {
   write_error_.clear();
   names_written_.clear();
   batch_.clear();
-  write_partial(std::string(kObjectStart.size(), ' ') + "[\n" + process_lines(rank_, utc_day_));
+  write_partial(std::string(kObjectStart.size(), ' ') + "[\n" +
+                process_lines(rank_, role_, utc_day_));
   {
     std::lock_guard<std::mutex> lock(mu_);
     events_.clear();

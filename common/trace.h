@@ -35,7 +35,8 @@ class Trace {
   static constexpr std::size_t kFlushEvents = 4096;
   static constexpr std::chrono::milliseconds kFlushPeriod{250};
 
-  explicit Trace(int rank = 0);
+  // `role` is added to the process's name: "rank 2 (server 0)" ("": "rank 2").
+  explicit Trace(int rank = 0, std::string role = {});
   ~Trace();
   Trace(const Trace&) = delete;
   Trace& operator=(const Trace&) = delete;
@@ -83,6 +84,7 @@ class Trace {
   void finish();                                // the .partial -> the file
 
   int rank_;
+  std::string role_;
   std::atomic<bool> enabled_{false};
   std::chrono::steady_clock::time_point t0_;
   double origin_us_;      // t0_ in microseconds since 00:00 UTC of utc_day_

@@ -103,7 +103,8 @@ nlohmann::json rank_totals(const Config& cfg, Comm& world, const RankOutcome& ou
 int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   finalize_config(cfg);
   world->set_timeout(Seconds(cfg.sync.timeout_s));
-  Trace trace(world->rank());
+  Trace trace(world->rank(),
+              cfg.out.trace_file.empty() ? "" : ps_role(cfg, world->rank(), world->size()));
   if (!cfg.out.trace_file.empty()) trace.open(cfg.out.trace_file);
   // Ctrl-C (mpirun passes SIGTERM to every rank): keep the timeline up to that moment, the
   // part a user stopping a slow or stuck run wants to see.

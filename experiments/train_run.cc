@@ -41,6 +41,15 @@ Seconds load_allowance(const DataConfig& d) {
   return Seconds(5.0 + floats * sizeof(float) / 4e6);
 }
 
+std::string ps_role(const Config& cfg, int rank, int size) {
+  if (cfg.sync.backend != "ps") return "";
+  const ps::PsGroup g = ps::make_ps_group(cfg.sync.servers, size);
+  const int w = g.worker_index(rank), s = g.server_index(rank);
+  std::string role = w >= 0 ? "worker " + std::to_string(w) : "";
+  if (s >= 0) role += (role.empty() ? "server " : " + server ") + std::to_string(s);
+  return role;
+}
+
 RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& device, Trace* trace) {
   return run_rank(cfg, world, device, trace, nullptr, nullptr);
 }

@@ -37,5 +37,8 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
 // Same, with data already loaded (tests share one copy between in-process ranks).
 RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& device, Trace* trace,
                      const Dataset* train, const Dataset* test);
+// A parameter-server rank's part, for its --trace process name: "server 1" (dedicated), "worker
+// 0", "worker 0 + server 0" (co-located); "" for the other backends, whose ranks are all workers.
+std::string ps_role(const Config& cfg, int rank, int size);
 
 }  // namespace starring

@@ -451,6 +451,22 @@ TEST(Trace, OverlappingIntervalsGoOnRowsOfTheirOwn) {
   fs::remove_all(dir);
 }
 
+// The process row says the rank and, given one, its part (a PS server's row read "rank 2" only).
+TEST(Trace, TheProcessNameSaysTheRankAndItsPart) {
+  const fs::path dir = temp_dir();
+  for (const char* role : {"", "server 0"}) {
+    Trace trace(2, role);
+    trace.open((dir / "t.json").string());
+    trace.close();
+    const nlohmann::json doc = read_json(dir / "t.json");
+    std::string name;
+    for (const auto& e : doc["traceEvents"])
+      if (e["ph"] == "M" && e["name"] == "process_name") name = e["args"]["name"];
+    EXPECT_EQ(name, *role ? "rank 2 (server 0)" : "rank 2");
+  }
+  fs::remove_all(dir);
+}
+
 // Numbers are written in plain decimals, as nlohmann wrote them when the file was one JSON dump
 // at the end: 1000000 as "1000000.0", not the shortest form "1e+06" (valid JSON, but a viewer's
 // hand-written number reader need not take exponents); values too long for that keep exponents.

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """`starring train --trace t.%r.json` as a user opening the files in Perfetto sees them, on small
-synthetic runs of the real executable for every backend (local, ring, mpi, ps with dedicated or
-co-located servers under bsp, ssp and asp, --accum, --resume):
+synthetic runs of the real executable for every backend on the CPU (local, ring, ring-p2p, mpi,
+ps with dedicated or co-located servers under bsp, ssp and asp, --accum, --resume):
   test_trace_cli.py --bin build/bin/starring
-one whole JSON file per rank (no .partial left), pid = rank with the process and every row named,
-times in microseconds on one clock for all ranks, an event for every bucket or chunk of every
-step and for every server push, and rows whose intervals nest: Perfetto drops an interval that
-starts inside another of its row and ends after it (its `slice_drop_overlapping_complete_event`),
-and reads a number as llround(value * 1000) ns."""
+one whole JSON file per rank (no .partial left), pid = rank with the process (a PS rank's part
+too) and every row named, times in microseconds on one clock for all ranks, an event for every
+bucket or chunk of every step and for every server push, and rows whose intervals nest: Perfetto
+drops an interval that starts inside another of its row and ends after it (its
+`slice_drop_overlapping_complete_event`), and reads a number as llround(value * 1000) ns."""
 import collections
 import json
 import os
@@ -89,6 +89,15 @@ class TracedRun:
     def role(self, rank):
         return self.summary["ranks"][rank]["role"]
 
+    def process_name(self, rank):
+        """What the rank's process row should be called: a PS rank says its part."""
+        if self.summary["backend"] != "ps":
+            return f"rank {rank}"
+        if self.role(rank) == "server":
+            return f"rank {rank} (server {rank - self.summary['workers']})"
+        colocated = self.summary["servers"] == "colocated"
+        return f"rank {rank} (worker {rank}" + (f" + server {rank})" if colocated else ")")
+
     def spans(self, rank, name=None):
         return [e for e in self.events[rank] if e["ph"] == "X" and (name is None or
                                                                     e["name"] == name)]
@@ -113,7 +122,7 @@ class TraceFiles(unittest.TestCase):
             at = f"{where}\nrank {rank}"
             self.assertEqual({e["pid"] for e in events}, {rank}, at)
             names = {e["name"]: e["args"] for e in events if e["ph"] == "M" and e["tid"] == 0}
-            self.assertEqual(names.get("process_name", {}).get("name"), f"rank {rank}", at)
+            self.assertEqual(names.get("process_name", {}).get("name"), run.process_name(rank), at)
             named = {e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
             spans = run.spans(rank)
             self.assertTrue(spans, at)
@@ -186,7 +195,9 @@ class TraceFiles(unittest.TestCase):
         self.traced(0, "--backend", "local")
 
     def test_ring(self):
-        self.assert_every_bucket(self.traced(2, "--backend", "ring", *BUCKETS), STEPS)
+        for backend in ("ring", "ring-p2p"):
+            with self.subTest(backend):
+                self.assert_every_bucket(self.traced(2, "--backend", backend, *BUCKETS), STEPS)
 
     def test_mpi(self):
         self.assert_every_bucket(self.traced(2, "--backend", "mpi", *BUCKETS), STEPS)
