@@ -2,19 +2,45 @@
 # The project's launch helper: `scripts/mpirun.sh -np N <program> [args...]`.
 # Adds what Open MPI needs on this kind of machine so a user does not have to remember it:
 #   --allow-run-as-root  when running as root;
-#   --oversubscribe      always (more ranks than cores time-share; harmless otherwise);
+#   --oversubscribe      (more ranks than cores time-share; harmless otherwise) unless the
+#                        user asks Open MPI to refuse that: --nooversubscribe or a
+#                        :NOOVERSUBSCRIBE mapping modifier, which conflict with it;
 #   --bind-to none       so oversubscribed ranks are not pinned to the same core;
-#   shared memory + self transports for single-host runs (set STARRING_MPI_ARGS to override,
-#   e.g. for a hostfile: STARRING_MPI_ARGS="--hostfile hosts");
+#   shared memory + self transports for single-host runs only: not when STARRING_MPI_ARGS is
+#   set (it replaces them, e.g. STARRING_MPI_ARGS="--hostfile hosts"), nor when the command
+#   line names hosts (--hostfile, -H, --rankfile, ...), OMPI_MCA_orte_default_hostfile is set or
+#   it runs in a Slurm allocation of more than one node: they cannot reach another host (Open
+#   MPI then picks the transport: UCX on InfiniBand/RoCE, else ob1 with TCP between hosts);
+#   -x OPENBLAS_NUM_THREADS, so that ranks on other hosts get it too;
 #   one short line instead of Open MPI's multi-line failure banners (see the end).
 set -euo pipefail
-args=(--oversubscribe --bind-to none)
-if [ "$(id -u)" -eq 0 ]; then args+=(--allow-run-as-root); fi
+user=()  # STARRING_MPI_ARGS, split into words (not glob-expanded: set -f)
 if [ -n "${STARRING_MPI_ARGS:-}" ]; then
+  set -f
   # shellcheck disable=SC2206
-  args+=(${STARRING_MPI_ARGS})
-else
-  args+=(--mca btl self,vader --mca pml ob1)
+  user=(${STARRING_MPI_ARGS})
+  set +f
+fi
+hosts=0      # the job may span hosts: the single-host transports would not reach them
+oversub=1    # add --oversubscribe
+for a in "${user[@]}" "$@"; do
+  case "$a" in
+    -H | --host | -host | --hostfile | -hostfile | --machinefile | -machinefile | \
+      --default-hostfile | -default-hostfile | --rankfile | -rankfile | -rf | --hostfile=* | \
+      --host=* | --rankfile=*) hosts=1 ;;
+    --nooversubscribe | -nooversubscribe | *:NOOVERSUBSCRIBE* | *:nooversubscribe*) oversub=0 ;;
+  esac
+done
+nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
+if [[ "$nodes" =~ ^[0-9]+$ ]] && [ "$nodes" -gt 1 ]; then hosts=1; fi
+if [ -n "${OMPI_MCA_orte_default_hostfile:-}" ]; then hosts=1; fi
+args=(--bind-to none -x OPENBLAS_NUM_THREADS)
+if [ "$oversub" = 1 ]; then args=(--oversubscribe "${args[@]}"); fi
+if [ "$(id -u)" -eq 0 ]; then args+=(--allow-run-as-root); fi
+if [ "${#user[@]}" -gt 0 ]; then
+  args+=("${user[@]}")
+elif [ "$hosts" = 0 ]; then
+  args+=(--mca btl "self,vader" --mca pml ob1)
 fi
 # Shared-memory transport settings, measured on this kind of machine (2-core VM, Open MPI 4.1.4):
 #  - single-copy (CMA) works here but is slower than vader's copy-in/copy-out for both
