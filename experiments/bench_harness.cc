@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/clock.h"
 #include "common/comm_util.h"
 #include "common/error.h"
 #include "common/fault.h"
+#include "common/gpu_assignment.h"
 #include "common/stall_watch.h"
 #include "experiments/bench_on_ranks.h"
 #include "experiments/host_cpus.h"
@@ -321,6 +323,32 @@ void compare_to_base(std::vector<BenchRow>& size_rows, std::size_t base) {
   }
 }
 
+// On rank 0, the job's hosts as `train`'s summary judges them, for every row (empty elsewhere):
+// "hosts", "cores" (the CPUs of rank 0's host its ranks may use), "oversubscribed" host by host
+// (and "oversubscribed_where"). The sweep driver had only its own host's CPUs against the job's
+// ranks: 4 ranks on two hosts of 2 CPUs read as time-shared.
+nlohmann::json job_hosts(Comm& world, int tag) {
+  const nlohmann::json mine{
+      {"host", this_host_name()}, {"cpus", usable_cpus()}, {"cpu_ids", usable_cpu_ids()}};
+  if (world.rank() != 0) {
+    send_text(world, mine.dump(), 0, tag, world.timeout());
+    return {};
+  }
+  std::vector<nlohmann::json> ranks{mine};
+  std::set<std::string> hosts{mine["host"].get<std::string>()};
+  for (int r = 1; r < world.size(); ++r) {
+    ranks.push_back(nlohmann::json::parse(
+        recv_text(world, r, tag, world.timeout(), kMaxNoteBytes, "its host and CPUs")));
+    hosts.insert(ranks.back().value("host", std::string()));
+  }
+  const std::string over = oversubscription(ranks);
+  nlohmann::json j{{"hosts", hosts.size()},
+                   {"cores", host_cpus(ranks, mine["host"].get<std::string>())},
+                   {"oversubscribed", !over.empty()}};
+  if (!over.empty()) j["oversubscribed_where"] = over;
+  return j;
+}
+
 }  // namespace
 
 std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm> world,
@@ -354,6 +382,7 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
   }
   std::vector<BenchRow> rows;
   int tag = tags::kBenchBase;
+  const nlohmann::json hosts = job_hosts(*world, ++tag);
   for (std::size_t bytes = bc.min_bytes; bytes <= bc.max_bytes; bytes *= bc.factor) {
     const std::size_t count = bytes / sizeof(float);
     std::vector<BenchRow> size_rows;
@@ -374,6 +403,7 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
       size_rows.back().iters = bc.iters;
       size_rows.back().warmup = bc.warmup;
       size_rows.back().extra = extra;
+      size_rows.back().extra.update(hosts);
       if (cfg.sync.compress != "none") size_rows.back().extra["compress"] = cfg.sync.compress;
       if (!cfg.out.run_name.empty()) size_rows.back().extra["run_name"] = cfg.out.run_name;
     }

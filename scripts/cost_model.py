@@ -246,7 +246,10 @@ def fit_group(rows, kind, workers, servers, gamma, chunk=PS_CHUNK_BYTES, alpha=N
            for r, ti in zip(rows, t)]
     cores = max((r.get("cores", 0) for r in rows), default=0)
     np_ = max(r["np"] for r in rows)  # the job's ranks: an op on W of them (NAME@W) shares cores
-    over = any(r.get("oversubscribed") for r in rows) or (cores > 0 and np_ > cores)
+    # rows that name their hosts were judged host by host by the job; others only by np
+    judged = all(r.get("hosts") for r in rows)
+    over = any(r.get("oversubscribed") for r in rows) or (
+        not judged and cores > 0 and np_ > cores)
     busy = [r["host_other_cpus"] for r in rows if sr.host_busy(r)]
     return Fit(kind, workers, servers, c, max(abs(x) for x in res), [r["size"] for r in rows],
                over, np_, res, cores=cores, host_busy=max(busy) if busy else None,

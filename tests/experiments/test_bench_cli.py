@@ -111,6 +111,28 @@ class BenchModel(unittest.TestCase):
 
 
 class Bench(unittest.TestCase):
+    def rows(self, np_, env=None):
+        p = subprocess.run([MPIRUN, "-np", str(np_), BIN, "bench", "--backends", "ring", "-b",
+                            "4K", "-e", "4K", "-n", "1", "-w", "0", "--json"],
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, **(env or {})))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual(len(rows), 1, p.stdout)
+        return rows[0]
+
+    def test_rows_say_whether_the_job_time_shared_host_by_host(self):
+        # as train's summary does: the sweep driver had only its own host's CPUs against np, so
+        # a pass over two hosts of 2 CPUs at np 4 read as time-shared (test_sweep_files)
+        cpus = len(os.sched_getaffinity(0))
+        r = self.rows(cpus + 1)  # one host, one rank more than its CPUs
+        self.assertEqual((r["hosts"], r["cores"], r["oversubscribed"]), (1, cpus, True), r)
+        self.assertIn(f"{cpus + 1} ranks on {cpus} cpus", r["oversubscribed_where"])
+        if cpus >= 2:  # two test hosts (common/test_hosts.h) of 2 ranks each, each seeing cpus
+            r = self.rows(4, {"STARRING_TEST_HOSTS": "0,0,1,1"})
+            self.assertEqual((r["hosts"], r["cores"], r["oversubscribed"]), (2, cpus, False), r)
+            self.assertNotIn("oversubscribed_where", r)
+
     def test_ops_on_fewer_ranks_beside_a_dedicated_server(self):
         # 3 ranks: ps with 1 dedicated server (2 workers), and ring, MPI_Allreduce and co-located
         # PS on the first 2 ranks only, in one run.

@@ -157,6 +157,16 @@ class Calibration(unittest.TestCase):
         ref = cm.reference(fits)["ring"]
         self.assertEqual((ref.workers, ref.ranks, ref.oversubscribed), (2, 2, False))
 
+    def test_a_job_over_hosts_judged_by_itself_is_trusted(self):
+        # np 4 over two hosts of 2 CPUs each: rows that name their hosts (bench --json) say
+        # themselves whether the job time-shared; np > the CPUs of rank 0's host does not
+        truth = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0)
+        rows = bench_rows("ring", 4, 0, truth, 0, cores=2)
+        self.assertTrue(cm.calibrate(rows, gamma=0.0)[0].oversubscribed)  # no hosts: by np
+        for r in rows:
+            r.update(hosts=2, oversubscribed=False)
+        self.assertFalse(cm.calibrate(rows, gamma=0.0)[0].oversubscribed)
+
     def test_one_worker_rows_calibrate_nothing(self):
         # `bench` at np 1 times a local copy: nothing crosses a link, so there is nothing to
         # fit; such a fit read alpha = 0 and 1/beta = inf and, fitting on the cores, was used

@@ -392,9 +392,12 @@ import json, sys
 if sys.argv[1] == "bench" and sys.argv[-1] == "0":  # a pass that exits 0 with no row
     sys.exit(0)
 if sys.argv[1] == "bench":  # one row, as `starring bench --json` prints them
-    print(json.dumps({"bench": "allreduce", "backend": "ring", "np": 0, "workers": 0,
-                      "size": 1024, "count": 256, "type": "float", "time_us": 10.0,
-                      "algbw_GBps": 0.1, "busbw_GBps": 0.1, "wrong": 0}))
+    row = {"bench": "allreduce", "backend": "ring", "np": 0, "workers": 0,
+           "size": 1024, "count": 256, "type": "float", "time_us": 10.0,
+           "algbw_GBps": 0.1, "busbw_GBps": 0.1, "wrong": 0}
+    if sys.argv[-1] == "two-hosts":  # the job's own judgement: 2 ranks on each of 2 hosts
+        row.update(hosts=2, cores=2, oversubscribed=False)
+    print(json.dumps(row))
     sys.exit(0)
 print("starring: error: --hidden 0: a width must be at least 1", file=sys.stderr)
 sys.exit(2)
@@ -484,36 +487,44 @@ class TheRecordsOfJobs(unittest.TestCase):
             self.assertNotIn(driver.run_key("t", "ring", 1, {"backend": "ring"},
                                             {}, 2), driver.recorded_jobs(ctx["out"]))
 
-    def test_bench_rows_say_whether_the_job_time_shared_the_cores(self):
+    def bench_passes(self, *passes):
+        """sweep_jobs.run_bench's (status, row count) for each (np, args), and bench.jsonl's rows
+        and bad lines."""
         import sweep_jobs
         with tempfile.TemporaryDirectory() as tmp:
             ctx = self.context(tmp)
-            for np_ in (2, 3):
+            got = []
+            for np_, args in passes:
                 try:
-                    status, nrows, _, _ = sweep_jobs.run_bench("b", np_, "-b 1K", ctx)
+                    got.append(sweep_jobs.run_bench("b", np_, args, ctx)[:2])
                 finally:
                     sweep_jobs.end_deferral(ctx)
-                self.assertEqual((status, nrows), ("ok", 1))
             rows, bad = sr.read_jsonl(os.path.join(ctx["out"], "bench.jsonl"))
+        return got, rows, bad
+
+    def test_bench_rows_say_whether_the_job_time_shared_the_cores(self):
+        got, rows, bad = self.bench_passes((2, "-b 1K"), (3, "-b 1K"))
+        self.assertEqual(got, [("ok", 1), ("ok", 1)])
         self.assertEqual(bad, [])
         self.assertEqual([(r["bench_id"], r["oversubscribed"]) for r in rows],
                          [("t-bench-b-np2", False), ("t-bench-b-np3", True)])
         for r in rows:
             self.assertEqual(sr.check_bench_row(r), [])
 
+    def test_bench_rows_judged_by_the_job_host_by_host_are_kept(self):
+        # np 4 over two hosts of 2 CPUs: the driver's host has 2 CPUs, so np > cores read as
+        # time-shared (two fake hosts, test_mpirun_helper.py's set-up: train records false,
+        # the bench pass's rows true)
+        got, rows, _ = self.bench_passes((4, "-b 1K two-hosts"))
+        self.assertEqual(got, [("ok", 1)])
+        self.assertEqual([(r["oversubscribed"], r["cores"], r["hosts"], r["host"]) for r in rows],
+                         [(False, 2, 2, "h")])
 
     def test_a_bench_pass_without_rows_is_a_failure_on_record(self):
         # exit 0 but no `--json` row: nothing to plot, so the pass failed, and says so in
         # bench.jsonl (a status record with the log's tail); its row count is 0
-        import sweep_jobs
-        with tempfile.TemporaryDirectory() as tmp:
-            ctx = self.context(tmp)
-            try:
-                status, nrows, _, _ = sweep_jobs.run_bench("e", 2, "-b 0", ctx)
-            finally:
-                sweep_jobs.end_deferral(ctx)
-            rows, _ = sr.read_jsonl(os.path.join(ctx["out"], "bench.jsonl"))
-        self.assertEqual((status, nrows), ("failed", 0))
+        got, rows, _ = self.bench_passes((2, "-b 0"))
+        self.assertEqual(got, [("failed", 0)])
         self.assertEqual([(r["status"], r["exit_code"], r["np"]) for r in rows],
                          [("failed", 0, 2)])
         self.assertEqual(sr.check_bench_row(rows[0]), [])
