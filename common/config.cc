@@ -389,7 +389,9 @@ void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::pars
     throw ConfigError(detail::concat("--hidden and --preset ", cfg.model.preset,
                                      " both given: --hidden means --preset custom"));
   auto given = [&](const char* name) { return source_of(name, cmd, ini) > 0; };
-  if (hidden_src > 0 && hidden_src >= preset_src) {
+  // The widths apply where they outrank the preset, or where the preset that won is custom (INI
+  // widths with --preset custom on the command line: the file's widths, not the default ones).
+  if (hidden_src > 0 && (hidden_src >= preset_src || cfg.model.preset == "custom")) {
     cfg.model.hidden = parse_int_list("--hidden", s.hidden);
     if (hidden_src > preset_src) cfg.model.preset = "custom";
   } else if (preset_src > 0 && cfg.model.preset != "custom") {

@@ -361,6 +361,16 @@ TEST_F(ConfigFile, PresetAndHiddenAcrossSources) {
   Config c = parse_train({"--config", wide, "--hidden", "8"});
   EXPECT_EQ(c.model.hidden, (std::vector<int>{8}));
   EXPECT_EQ(c.model.preset, "custom");
+  // INI hidden, command-line --preset custom: custom keeps the widths given anywhere (it trained
+  // the default 256,128 without a word, the file's widths dropped).
+  c = parse_train({"--config", ini, "--preset", "custom"});
+  EXPECT_EQ(c.model.hidden, (std::vector<int>{64, 32}));
+  EXPECT_EQ(c.model.preset, "custom");
+  // ... and the same from one file.
+  c = parse_train({"--config", write("c.ini", "preset = custom\nhidden = 64,32\n")});
+  EXPECT_EQ(c.model.hidden, (std::vector<int>{64, 32}));
+  // --preset custom with no widths anywhere: the default widths.
+  EXPECT_EQ(parse_train({"--preset", "custom"}).model.hidden, (std::vector<int>{256, 128}));
 }
 
 TEST(Config, HelpReturnsFalseAndShowsOnlyRelevantGroups) {
