@@ -5,7 +5,8 @@
 //    key in an INI file given with `--config FILE`:   batch = 64
 //  - INI section headers (`[train]`, `[sync]`, ...) are labels for the reader only: they are
 //    ignored, so `[train] batch = 64` and a bare `batch = 64` mean the same. Comments start with
-//    '#' or ';'. Booleans take true/false, on/off, yes/no, 1/0.
+//    '#' or ';' at the start of a line or after a blank (elsewhere they are part of the value, as
+//    on the command line). Booleans take true/false, on/off, yes/no, 1/0.
 //  - The command line wins over the INI file; the INI file wins over the built-in defaults.
 //  - The command line accepts only the option groups relevant to the sub-command (those shown
 //    by `starring <command> --help`); an INI file may hold any known option, so one experiment
@@ -294,15 +295,27 @@ std::string did_you_mean(std::string name, const po::options_description& opts,
   return best.empty() ? "" : detail::concat("; did you mean ", dashes, best, "?");
 }
 
-// Reads the INI file, drops section headers and ';' comments, and checks every key against the
-// known options so an unknown key is reported with its line number.
+// `t` without its comment: from the first '#' or ';' that begins the line or follows a blank
+// ("lr = 0.1 ; note", "lr = 0.1 # note"). Elsewhere both are part of the value, as on the command
+// line: run-name = exp#1, metrics-file = out#2.jsonl.
+std::string strip_comment(const std::string& t) {
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if ((t[i] == '#' || t[i] == ';') && (i == 0 || t[i - 1] == ' ' || t[i - 1] == '\t'))
+      return trim(t.substr(0, i));
+  return t;
+}
+
+// Reads the INI file, drops section headers and comments, and checks every key against the
+// known options so an unknown key is reported with its line number. The options are built here,
+// as Boost's parse_config_file builds them from `key=value` lines, which it cannot be given: it
+// cuts a value at any '#' ('exp#1' read as 'exp', without a word).
 po::parsed_options parse_ini(const std::string& path, const po::options_description& all) {
   std::error_code ec;  // a folder opens as an empty stream: every option would stay at its default
   STARRING_CONFIG_CHECK(!std::filesystem::is_directory(path, ec), "--config: '", path,
                         "' is a folder, not an INI file");
   std::ifstream in(path);
   STARRING_CONFIG_CHECK(in.good(), "--config: cannot read '", path, "' (missing or unreadable)");
-  std::ostringstream kept;
+  po::parsed_options parsed(&all);
   std::map<std::string, int> line_of;  // key -> its line, for errors found by the parser
   std::string sweep_file;              // a hint once the file shows a sweep file's sections
   std::string line;
@@ -317,12 +330,8 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
       throw ConfigError(detail::concat(path, ":", no, ": byte ", hex, " at column ", i + 1,
                                        " is not text (an INI file is plain text: UTF-8 or ASCII)"));
     }
-    std::string t = trim(line);
-    // ';' starts a comment after a value too, as '#' does ("lr = 0.1 ; note")
-    if (auto semi = t.find(';');
-        semi != std::string::npos && semi > 0 && (t[semi - 1] == ' ' || t[semi - 1] == '\t'))
-      t = trim(t.substr(0, semi));
-    if (t.empty() || t[0] == '#' || t[0] == ';') continue;
+    const std::string t = strip_comment(trim(line));
+    if (t.empty()) continue;
     if (t.front() == '[') {
       STARRING_CONFIG_CHECK(t.back() == ']', path, ":", no, ": bad section header '", t, "'");
       const std::string name = trim(t.substr(1, t.size() - 2));
@@ -341,11 +350,13 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
     STARRING_CONFIG_CHECK(!line_of.count(key), path, ":", no, ": '", key,
                           "' given twice (first on line ", line_of[key], ")");
     line_of[key] = no;
-    kept << key << '=' << trim(t.substr(eq + 1)) << '\n';
+    po::option o;
+    o.string_key = key;
+    o.value = {trim(t.substr(eq + 1))};
+    o.original_tokens = {key, o.value[0]};
+    parsed.options.push_back(std::move(o));
   }
-  std::istringstream stripped(kept.str());
   try {
-    po::parsed_options parsed = po::parse_config_file(stripped, all, false);
     po::variables_map scratch;  // converts every value now, so a bad one is named with its line
     po::store(parsed, scratch);
     return parsed;

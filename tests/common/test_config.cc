@@ -127,6 +127,19 @@ TEST_F(ConfigFile, IniValuesAndCommandLineWins) {
   Config on = parse_train({"--overlap", "on", "--seed", "9", "--config", ini});  // any order
   EXPECT_TRUE(on.sync.overlap);
   EXPECT_EQ(on.train.seed, 9u);
+
+  // A comment begins at '#' or ';' after a blank, as on the command line a value keeps both: the
+  // file's 'exp#1' was read as 'exp' and 'out#2.jsonl' as 'out' (a metrics file of another name),
+  // without a word.
+  Config hash = parse_train({"--config", write("h.ini",
+                                               "run-name = exp#1\n"
+                                               "metrics-file = out#2.jsonl ; where\n"
+                                               "trace = a;b#c.%r.json # the trace\n"
+                                               "lr = 0.2 #\n")});
+  EXPECT_EQ(hash.out.run_name, "exp#1");
+  EXPECT_EQ(hash.out.metrics_file, "out#2.jsonl");
+  EXPECT_EQ(hash.out.trace_file, "a;b#c.%r.json");
+  EXPECT_FLOAT_EQ(hash.train.lr, 0.2f);
 }
 
 TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
