@@ -8,8 +8,10 @@
 #   --bind-to none       so oversubscribed ranks are not pinned to the same core;
 #   shared memory + self transports for single-host runs only: not when STARRING_MPI_ARGS is
 #   set (it replaces them, e.g. STARRING_MPI_ARGS="--hostfile hosts"), nor when the command
-#   line names hosts (--hostfile, -H, --rankfile, ...), OMPI_MCA_orte_default_hostfile is set or
-#   it runs in a Slurm allocation of more than one node: they cannot reach another host (Open
+#   line's mpirun options (those before the program) name hosts (--hostfile, -H, --rankfile,
+#   --mca orte_default_hostfile ...), OMPI_MCA_orte_default_hostfile or Open MPI's MCA parameter
+#   files name a default hostfile, or it runs in a Slurm allocation of more than one node: they
+#   cannot reach another host (Open
 #   MPI then picks the transport: UCX on InfiniBand/RoCE, else ob1 with TCP between hosts);
 #   -x OPENBLAS_NUM_THREADS, so that ranks on other hosts get it too;
 #   one short line instead of Open MPI's multi-line failure banners (see the end).
@@ -23,22 +25,68 @@ if [ -n "${STARRING_MPI_ARGS:-}" ]; then
 fi
 hosts=0      # the job may span hosts: the single-host transports would not reach them
 oversub=1    # add --oversubscribe
-for a in "${user[@]}" "$@"; do
-  case "$a" in
+# note WORD: what an mpirun option (or an MCA setting "NAME VALUE") says about hosts and
+# oversubscription
+note() {
+  case "$1" in
     -H | --host | -host | --hostfile | -hostfile | --machinefile | -machinefile | \
       --default-hostfile | -default-hostfile | --rankfile | -rankfile | -rf | --hostfile=* | \
-      --host=* | --rankfile=*) hosts=1 ;;
+      --host=* | --rankfile=* | "orte_default_hostfile "*) hosts=1 ;;
     --nooversubscribe | -nooversubscribe | *:NOOVERSUBSCRIBE* | *:nooversubscribe*) oversub=0 ;;
   esac
+}
+# STARRING_MPI_ARGS holds mpirun options only; the command line's end at the program (the first
+# word that is not an option or an option's value): its own arguments are not mpirun's, whatever
+# they look like (`prog --hostfile data.txt`, `/bin/echo run:nooversubscribe`)
+words=(${user[@]+"${user[@]}"})
+for ((i = 1; i <= $#; i++)); do
+  a=${!i}
+  case "$a" in
+    -np | --np | -n | -c | -N | --npernode | -npernode | --npersocket | -npersocket | \
+      --map-by | -map-by | --rank-by | -rank-by | --bind-to | -bind-to | -x | --wdir | -wdir | \
+      --path | -path | --prefix | -prefix | --output-filename | -output-filename | --timeout | \
+      -timeout | --cpu-set | -cpu-set | --cpus-per-proc | -cpus-per-proc | --am | -am | \
+      --tune | -tune | --preload-files | -preload-files | --output | -output | --app | -app | \
+      -H | --host | -host | --hostfile | -hostfile | --machinefile | -machinefile | \
+      --default-hostfile | -default-hostfile | --rankfile | -rankfile | -rf)
+      words+=("$a")
+      i=$((i + 1))
+      if [ "$i" -le $# ]; then words+=("${!i}"); fi ;;
+    --mca | -mca | --gmca | -gmca)  # two words: the name and the value
+      if [ $((i + 2)) -le $# ]; then
+        n=$((i + 1)) v=$((i + 2))
+        words+=("${!n} ${!v}")
+      fi
+      i=$((i + 2)) ;;
+    -*) words+=("$a") ;;
+    *) break ;;
+  esac
 done
+for ((k = 0; k < ${#user[@]}; k++)); do  # STARRING_MPI_ARGS's --mca NAME VALUE
+  case "${user[k]}" in
+    --mca | -mca | --gmca | -gmca) words+=("${user[k + 1]:-} ${user[k + 2]:-}") ;;
+  esac
+done
+for a in ${words[@]+"${words[@]}"}; do note "$a"; done
 nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
 if [[ "$nodes" =~ ^[0-9]+$ ]] && [ "$nodes" -gt 1 ]; then hosts=1; fi
 if [ -n "${OMPI_MCA_orte_default_hostfile:-}" ]; then hosts=1; fi
+note "${OMPI_MCA_rmaps_base_mapping_policy:-}"
+# Open MPI's MCA parameter files: the site's and the user's (a default hostfile named there
+# makes every job span its hosts; a NOOVERSUBSCRIBE policy there conflicts with --oversubscribe)
+for f in /etc/openmpi/openmpi-mca-params.conf "${HOME:-/nonexistent}/.openmpi/mca-params.conf"; do
+  if [ -r "$f" ]; then
+    if grep -Eq '^[[:space:]]*orte_default_hostfile[[:space:]]*=' "$f"; then hosts=1; fi
+    if grep -Eiq '^[[:space:]]*rmaps_base_mapping_policy[[:space:]]*=.*:nooversubscribe' "$f"; then
+      oversub=0
+    fi
+  fi
+done
 args=(--bind-to none -x OPENBLAS_NUM_THREADS)
 if [ "$oversub" = 1 ]; then args=(--oversubscribe "${args[@]}"); fi
 if [ "$(id -u)" -eq 0 ]; then args+=(--allow-run-as-root); fi
 if [ "${#user[@]}" -gt 0 ]; then
-  args+=("${user[@]}")
+  args+=(${user[@]+"${user[@]}"})
 elif [ "$hosts" = 0 ]; then
   args+=(--mca btl "self,vader" --mca pml ob1)
 fi

@@ -28,7 +28,8 @@ BIN = None  # set from --bin
 
 # What a Slurm allocation or the user's shell may have set that changes the helper's choices.
 HOST_ENV = ("STARRING_MPI_ARGS", "SLURM_JOB_NUM_NODES", "SLURM_NNODES",
-            "OMPI_MCA_orte_default_hostfile", "STARRING_MPI_VERBOSE")
+            "OMPI_MCA_orte_default_hostfile", "OMPI_MCA_rmaps_base_mapping_policy",
+            "STARRING_MPI_VERBOSE")
 
 
 def clean_env(**extra):
@@ -112,6 +113,44 @@ class AssembledCommand(unittest.TestCase):
             with self.subTest(opts=opts, env=env):
                 argv = self.argv(*opts, "-np", "2", "prog", **env)
                 self.assertNotIn("--oversubscribe", argv)
+
+    def test_the_programs_own_arguments_are_not_read_as_mpirun_options(self):
+        # the helper read every word, the program's too: `/bin/echo run:nooversubscribe` at np 3
+        # on 2 cores lost --oversubscribe ("not enough slots", exit 1), `prog --hostfile data`
+        # lost the single-host transports
+        for words in (["prog", "--hostfile", "data.txt"], ["prog", "-H"],
+                      ["-x", "A", "--map-by", "slot", "--mca", "btl_tcp_if_include", "eth0",
+                       "prog", "run:nooversubscribe", "--host=b"]):
+            with self.subTest(words=words):
+                argv = self.argv("-np", "3", *words)
+                self.assertTrue(self.single_host_transport(argv), argv)
+                self.assertIn("--oversubscribe", argv)
+                self.assertEqual(argv[-1 - len(words):-1], words, argv)
+
+    def test_mca_settings_that_name_hosts_or_refuse_oversubscription(self):
+        # a default hostfile or a NOOVERSUBSCRIBE policy given as an MCA setting (on the command
+        # line, in the environment, in the user's mca-params.conf) spans hosts or conflicts with
+        # --oversubscribe ("Conflicting directives for mapping policy", exit 1) as the options do
+        argv = self.argv("-np", "2", "--mca", "orte_default_hostfile", "hosts", "prog")
+        self.assertFalse(self.single_host_transport(argv), argv)
+        argv = self.argv("-np", "2", "-mca", "rmaps_base_mapping_policy", "slot:NOOVERSUBSCRIBE",
+                         "prog")
+        self.assertNotIn("--oversubscribe", argv)
+        self.assertTrue(self.single_host_transport(argv), argv)
+        argv = self.argv("-np", "2", "prog",
+                         OMPI_MCA_rmaps_base_mapping_policy="slot:NOOVERSUBSCRIBE")
+        self.assertNotIn("--oversubscribe", argv)
+        argv = self.argv("-np", "2", "prog",
+                         STARRING_MPI_ARGS="--mca orte_default_hostfile hosts")
+        self.assertFalse(self.single_host_transport(argv), argv)
+        home = os.path.join(self.tmp, "home")
+        os.makedirs(os.path.join(home, ".openmpi"))
+        with open(os.path.join(home, ".openmpi", "mca-params.conf"), "w") as f:
+            f.write("# site\norte_default_hostfile = /etc/hosts.mpi\n"
+                    "rmaps_base_mapping_policy = node:NOOVERSUBSCRIBE\n")
+        argv = self.argv("-np", "2", "prog", HOME=home)
+        self.assertFalse(self.single_host_transport(argv), argv)
+        self.assertNotIn("--oversubscribe", argv)
 
     def test_openblas_threads_reach_other_hosts(self):
         # mpirun passes OMPI_* variables to the ranks it starts on other hosts, others only with
