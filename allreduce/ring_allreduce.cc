@@ -213,8 +213,12 @@ void RingAllreduce::run(const float* in, float* out, std::size_t count, float sc
     // the error unwinds. One that had matched the message of a sender stopped mid-message is
     // released unfinished after --timeout and noted (common/mpi_comm.cc); the owners of what it
     // may still write into keep that memory (scratch_ and stage_ are ReceiveVectors, the
-    // caller's `out` its owner's business: common/kept_memory.h, docs/LIMITS.md).
+    // caller's `out` its owner's business: common/kept_memory.h, docs/LIMITS.md). The sends not
+    // complete stay until the next run or the ring's end, and MPI may read their buffers later
+    // still (a successor stopped before it took them goes on): `in`, `out` and stage_ are noted
+    // now, before the caller frees its buffers, and kept by their owners the same way.
     recvs_.clear();
+    for (auto& s : sends_) s->note_if_unfinished();
     throw;
   }
 }

@@ -20,8 +20,17 @@ Seconds remaining(Clock::time_point deadline) {
 }
 }  // namespace
 
+// A send that failed (timed out) is let go unfinished as the error unwinds, and MPI may still read
+// `buf` afterwards, which the caller frees: noted first, so that its owner keeps the memory
+// (Request::note_if_unfinished, common/kept_memory.h).
 void Comm::send(const void* buf, std::size_t bytes, int peer, int tag, Seconds timeout) {
-  isend(buf, bytes, peer, tag)->wait(timeout);
+  auto s = isend(buf, bytes, peer, tag);
+  try {
+    s->wait(timeout);
+  } catch (...) {
+    s->note_if_unfinished();
+    throw;
+  }
 }
 
 RecvStatus Comm::recv(void* buf, std::size_t bytes, int peer, int tag, Seconds timeout) {
@@ -33,9 +42,14 @@ RecvStatus Comm::sendrecv(const void* sbuf, std::size_t sbytes, int dst, void* r
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
   auto r = irecv(rbuf, rbytes, src, tag);  // pre-post the receive before sending
   auto s = isend(sbuf, sbytes, dst, tag);
-  RecvStatus st = r->wait(remaining(deadline));
-  s->wait(remaining(deadline));
-  return st;
+  try {
+    RecvStatus st = r->wait(remaining(deadline));
+    s->wait(remaining(deadline));
+    return st;
+  } catch (...) {
+    s->note_if_unfinished();  // as in send()
+    throw;
+  }
 }
 
 CommCounters Comm::counters() const {

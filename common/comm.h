@@ -40,6 +40,12 @@ class Request {
   virtual bool may_be_done() { return true; }
   virtual RecvStatus wait(Seconds timeout) = 0;  // throws TimeoutError
   virtual RecvStatus status() const = 0;         // valid after completion
+  // For an owner that gives up on this request as it fails (a wait timed out): a transport that
+  // may still read or write its buffer after the request goes (MPI: a send released unfinished)
+  // notes that buffer (note_left_to_mpi, common/kept_memory.h), so that the memory's owner keeps
+  // it instead of freeing it under MPI. A complete request notes nothing; a receive is noted by
+  // its own destructor when it cannot be cancelled. Never throws.
+  virtual void note_if_unfinished() noexcept {}
 };
 
 struct CommCounters {

@@ -9,11 +9,12 @@
 // before or while it writes its error line and output files). The process is failing, so the
 // memory is kept (never freed) instead; the cost is memory held by a process that is ending.
 //
-// Two halves: whoever lets go of a transfer notes its bytes (note_left_to_mpi); an owner that
-// frees memory a receive may have been posted into asks first (keep_if_left_to_mpi), or lets
-// its allocator ask (ReceiveVector). Sends' owners keep their buffers themselves
-// (keep_for_process, ps/protocol.h's release_unfinished). docs/LIMITS.md, "Receives abandoned
-// mid-message".
+// Two halves: whoever lets go of a transfer notes its bytes (note_left_to_mpi: MpiRequest for a
+// receive it cannot cancel, Request::note_if_unfinished for a send given up on as a failure
+// unwinds, Comm::send's and the ring's); an owner that frees memory a transfer may have used asks
+// first (keep_if_left_to_mpi), or lets its allocator ask (ReceiveVector). Sends released by
+// design keep their buffers themselves (keep_for_process, ps/protocol.h's release_unfinished, a
+// static note). docs/LIMITS.md, "Receives abandoned mid-message".
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -49,9 +50,10 @@ void keep_if_left_to_mpi(Buffer& buf) noexcept {
   if (Buffer* kept = new (std::nothrow) Buffer(std::move(buf))) keep_reachable(kept);
 }
 
-// An allocator for buffers receives are posted into: memory that a receive let go unfinished
-// may still write into is kept instead of freed, on every path that frees it (destruction, a
-// reallocating resize, assignment). Costs a flag's load per free while no receive was let go.
+// An allocator for buffers receives are posted into (or sends read from): memory that a
+// transfer let go unfinished may still use is kept instead of freed, on every path that frees it
+// (destruction, a reallocating resize, assignment). Costs a flag's load per free while no receive
+// was let go.
 template <class T>
 struct ReceiveAllocator {
   using value_type = T;

@@ -163,6 +163,19 @@ class MpiRequest : public Request {
 
   RecvStatus status() const override { return status_; }
 
+  // A send released unfinished may be read by MPI after its request goes (its peer, stopped
+  // before it took the message, goes on while this rank makes its last MPI calls): its buffer
+  // freed, MPI sends whatever the memory then holds, or faults where it was unmapped.
+  void note_if_unfinished() noexcept override {
+    if (!is_send_ || req_ == MPI_REQUEST_NULL) return;  // a receive: the destructor notes it
+    int done = 0;
+    if (MPI_Test(&req_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) {
+      done_ = true;  // req_ is MPI_REQUEST_NULL now
+      return;
+    }
+    note_left_to_mpi(buf_, bytes_);
+  }
+
  private:
   // A failed completion: a message longer than the receive buffer is named as InProcComm names
   // it (common/inproc_comm.cc); any other error as CHECK_MPI does.

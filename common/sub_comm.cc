@@ -22,6 +22,7 @@ class SubRequest : public Request {
     return status_;
   }
   RecvStatus status() const override { return status_; }
+  void note_if_unfinished() noexcept override { inner_->note_if_unfinished(); }
 
  private:
   void finish() {

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/fault.h"
 #include "common/gpu_assignment.h"
+#include "common/kept_memory.h"
 #include "common/stall_watch.h"
 #include "experiments/bench_on_ranks.h"
 #include "experiments/host_cpus.h"
@@ -39,7 +40,7 @@ struct Measured {
 // calls the blocking MPI_Allreduce, which waits for a silent peer for good: each iteration must
 // complete within --timeout + 10 s (the other ops fail sooner, at --timeout, naming the peer).
 Measured measure(BenchOp& op, const std::string& name, Comm& world, const BenchConfig& bc,
-                 std::size_t count, const ClosedForm& cf, const std::vector<float>& input,
+                 std::size_t count, const ClosedForm& cf, const ReceiveVector<float>& input,
                  std::vector<float>& out) {
   const bool worker = op.is_worker();
   const bool blocking = name == "mpi" || name.rfind("mpi@", 0) == 0;
@@ -389,7 +390,9 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
     for (std::size_t b = 0; b < ops.size(); ++b) {  // backends side by side at each size
       BenchOp& op = *ops[b];
       const ClosedForm cf = closed_form_for(op.workers(), cfg.sync.compress);
-      std::vector<float> input(op.is_worker() ? count : 0), out(input.size());
+      // kept where a send let go may still read it (an op that failed: common/kept_memory.h)
+      ReceiveVector<float> input(op.is_worker() ? count : 0);
+      std::vector<float> out(input.size());
       for (std::size_t i = 0; i < input.size(); ++i) input[i] = cf.value(op.worker_index(), i);
       Measured m = measure(op, names[b], *world, bc, count, cf, input, out);
       nlohmann::json extra = op.extra_fields(count, bc.iters);

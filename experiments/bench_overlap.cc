@@ -12,6 +12,7 @@
 #include "common/comm_util.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/kept_memory.h"
 #include "common/sub_comm.h"
 #include "experiments/backend_registry.h"
 #include "experiments/bench_harness.h"
@@ -236,7 +237,9 @@ RankMeasured run_backend(const std::string& name, const Config& cfg, std::shared
   ParamLayout layout;
   for (std::size_t t = 0; t < sizes.size(); ++t)
     layout.add("t" + std::to_string(t), {static_cast<int>(sizes[t])});
-  std::vector<float> params(count, 0.0f), grads(count);
+  // the backends send from and receive into them: kept where a transfer let go on a failure may
+  // still use them (common/kept_memory.h)
+  ReceiveVector<float> params(count, 0.0f), grads(count);
   for (std::size_t i = 0; i < count; ++i) grads[i] = input_value(be.worker_index, i);
   std::vector<std::unique_ptr<Compute>> kinds;
   for (const auto& k : cfg.bench.compute)

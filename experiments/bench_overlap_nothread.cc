@@ -13,6 +13,7 @@
 #include "allreduce/private_comm.h"
 #include "common/comm_util.h"
 #include "common/error.h"
+#include "common/kept_memory.h"
 #include "common/mpi_comm.h"
 #include "experiments/bench_overlap.h"
 
@@ -60,8 +61,13 @@ class NoThreadIallreduce : public GradientSync {
     for (int done = 0;;) {
       CHECK_MPI(MPI_Test(&req_, &done, MPI_STATUS_IGNORE));
       if (done) return;
-      if (std::chrono::steady_clock::now() > deadline)
+      if (std::chrono::steady_clock::now() > deadline) {
+        // MPI forbids freeing a pending collective: left as it stands, it may still read and
+        // write the gradients should a stopped peer go on; their owner keeps them
+        // (common/kept_memory.h), as the mpi engine's (allreduce/mpi_allreduce.cc)
+        note_left_to_mpi(grads_, count_ * sizeof(float));
         throw TimeoutError(timeout_message(*comm_, timeout_, "MPI_Iallreduce (mpi-nothread)"));
+      }
       std::this_thread::yield();
     }
   }

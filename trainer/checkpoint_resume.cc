@@ -9,6 +9,7 @@
 
 #include "common/comm_util.h"
 #include "common/error.h"
+#include "common/kept_memory.h"
 #include "trainer/checkpoint.h"
 
 namespace starring {
@@ -174,10 +175,15 @@ CheckpointData load_resume_on_workers(const Config& cfg, Comm& workers, std::str
   agree_with_worker0(workers, error, "loading the checkpoint to resume from");
   if (failed) std::rethrow_exception(failed);
   if (workers.size() > 1) {
-    const std::string bytes = path.empty() ? "" : encode_checkpoint(c);  // re-encoded, verified
-    for (int r = 1; r < workers.size(); ++r) {
-      send_resume(workers, path, r);
-      if (!path.empty()) send_resume(workers, bytes, r);
+    std::string bytes = path.empty() ? "" : encode_checkpoint(c);  // re-encoded, verified
+    try {
+      for (int r = 1; r < workers.size(); ++r) {
+        send_resume(workers, path, r);
+        if (!path.empty()) send_resume(workers, bytes, r);
+      }
+    } catch (...) {
+      keep_if_left_to_mpi(bytes);  // a send that timed out may still read it (Comm::send)
+      throw;
     }
   }
   return c;

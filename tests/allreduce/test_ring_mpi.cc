@@ -17,6 +17,7 @@
 #include "tests/allreduce/allreduce_test_util.h"
 #include "tests/allreduce/ring_test_cases.h"
 #include "tests/scheduling_lag.h"
+#include "tests/send_let_go.h"
 #include "tests/stall_gate.h"
 
 namespace starring {
@@ -204,6 +205,32 @@ TEST(RingMpi, MemoryAReceiveLetGoMayStillWriteIsNotFreed) {
   MPI_Bcast(&canary_kept, 1, MPI_INT, 1, MPI_COMM_WORLD);  // rank 0 prints the verdict
   EXPECT_TRUE(canary_kept) << "rank 1: the scratch of the failed ring was freed under the receive "
                               "it let go, and the stopped sender's data landed in memory reused";
+}
+
+// The sends a failed ring leaves unfinished stay until its next run or its end, and MPI may read
+// their buffers later still (the successor, stopped before it took them, goes on): the caller's
+// gradients here, which it frees as the error unwinds. They are noted as the failure leaves
+// run() and their owner, a ReceiveVector (as the trainer's Staging), keeps them. Rank 1's ring
+// sends its chunk (32 MiB, one segment) to rank 0, which posts no receive, and times out
+// waiting for rank 0's; rank 0 takes the message only once rank 1 freed its gradients and
+// allocated as much again with a canary. Before, rank 0 received the canary.
+TEST(RingMpi, MemoryASendLetGoMayStillReadIsNotFreed) {
+  MPI_ONLY();
+  if (mpi_world_size() != 2) GTEST_SKIP() << "a two-rank case";
+  auto world = mpi_world(Seconds(0.5));
+  constexpr std::size_t kChunk = std::size_t{8} << 20;  // floats: 32 MiB, one segment a chunk
+  RingOptions o;
+  o.segment_bytes = kChunk * sizeof(float);
+  o.timeout = Seconds(0.5);
+  o.shared_memory = false;
+  o.tag = tags::kRingBase + 4545;  // and + 1, + 2 (send_let_go.h)
+  const std::string got =
+      testing::send_let_go_read_kept(*world, o.tag, 2 * kChunk, kChunk, [&](auto& g) {
+        RingAllreduce ring(*world, o);  // rank 1's chunk is the second half: its first send
+        EXPECT_THROW(ring.run(g.data(), g.data(), g.size()), TimeoutError);
+      });
+  EXPECT_EQ(got, "") << "rank 1: the gradients a failed ring was sending from were freed under "
+                        "MPI, and rank 0 received the memory allocated after them";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "common/kept_memory.h"
 #include "tests/common/comm_cases.h"
+#include "tests/send_let_go.h"
 #include "tests/stall_gate.h"
 
 namespace starring {
@@ -228,6 +229,21 @@ TEST(MpiComm, AnAbandonedReceiveOfAStalledSenderIsLetGo) {
                            "message landed in memory allocated after it";
   EXPECT_TRUE(found[3]) << "rank 1: the receive let go was not noted, or its buffer not kept "
                            "and written (common/kept_memory.h)";
+}
+// A blocking send that times out is let go unfinished as the error unwinds (Comm::send), and MPI
+// may still read its buffer should the peer go on and take the message: the send is noted
+// (Request::note_if_unfinished) and its owner, a ReceiveVector, keeps the memory
+// (common/kept_memory.h). Before, the buffer was freed, and rank 0 got what was put there next.
+TEST(MpiComm, ASendLetGoMayStillReadIsNotFreed) {
+  MPI_WORLD_ONLY();
+  constexpr int kTag = 46;                               // and 47, 48 (send_let_go.h)
+  constexpr std::size_t kFloats = std::size_t{8} << 20;  // 32 MiB
+  const std::string got = send_let_go_read_kept(*mpi_world, kTag, kFloats, kFloats, [&](auto& buf) {
+    EXPECT_THROW(mpi_world->send(buf.data(), kFloats * sizeof(float), 0, kTag, Seconds(0.5)),
+                 TimeoutError);
+  });
+  EXPECT_EQ(got, "") << "rank 1: the buffer of a send that timed out was freed under MPI, and "
+                        "rank 0 received the memory allocated after it";
 }
 TEST(MpiComm, SubComm) {
   MPI_WORLD_ONLY();
