@@ -52,6 +52,7 @@ class AllreduceBenchOp : public BenchOp {
       std::copy(host_out_.begin(), host_out_.end(), out);
     }
   }
+  int host_buffers() const override { return engine_->on_device() ? 0 : 1; }
   std::optional<CommCounters> counters() const override { return engine_->counters(); }
 
  private:

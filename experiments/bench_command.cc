@@ -3,6 +3,7 @@
 // --mode overlap runs the overlap benchmark instead (experiments/bench_overlap.h).
 #include "common/device.h"
 #include "common/error.h"
+#include "experiments/bench_agreement.h"
 #include "experiments/bench_harness.h"
 #include "experiments/bench_overlap.h"
 #include "experiments/commands.h"
@@ -12,6 +13,7 @@ namespace starring {
 
 int run_bench(Config& cfg, std::shared_ptr<Comm> world) {
   world->set_timeout(Seconds(cfg.sync.timeout_s));
+  agree_on_bench_options(cfg, *world);  // ranks given other options would run other rows
   const auto note = [&] { note_single_process(cfg, world->rank(), world->size()); };
   if (cfg.bench.mode == "overlap") {
     run_overlap_bench(cfg, world, note);

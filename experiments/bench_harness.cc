@@ -17,6 +17,7 @@
 #include "common/gpu_assignment.h"
 #include "common/kept_memory.h"
 #include "common/stall_watch.h"
+#include "experiments/bench_agreement.h"
 #include "experiments/bench_on_ranks.h"
 #include "experiments/host_cpus.h"
 
@@ -314,6 +315,19 @@ std::vector<std::unique_ptr<BenchOp>> make_ops_agreed(const std::vector<std::str
   return ops;
 }
 
+// What this rank holds in host memory at the largest size at least: on a worker of any op, the
+// input and result vectors of measure() and the op's own buffers (BenchOp::host_buffers).
+double host_bytes_at_largest(const BenchConfig& bc,
+                             const std::vector<std::unique_ptr<BenchOp>>& ops) {
+  std::size_t largest = bc.min_bytes;
+  while (largest <= bc.max_bytes / bc.factor) largest *= bc.factor;  // the size loop's last
+  const double bytes = static_cast<double>(largest / sizeof(float) * sizeof(float));
+  double holds = 0;
+  for (const auto& op : ops)
+    if (op->is_worker()) holds = std::max(holds, (2.0 + op->host_buffers()) * bytes);
+  return holds;
+}
+
 // vs base: busbw over the base backend's at the same size, for rows of the base's shape only.
 void compare_to_base(std::vector<BenchRow>& size_rows, std::size_t base) {
   const BenchRow base_row = size_rows[base];
@@ -360,6 +374,7 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
   if (names.empty()) names.push_back(cfg.sync.backend == "local" ? "ring" : cfg.sync.backend);
   const bool leader = world->rank() == 0;
   const std::vector<std::unique_ptr<BenchOp>> ops = make_ops_agreed(names, cfg, world, device);
+  check_bench_host_memory(*world, host_bytes_at_largest(bc, ops), bc.max_bytes);
   if (checked) checked();
   std::size_t base = 0;  // the baseline column: "mpi" when present, else the first backend
   int width = 10;

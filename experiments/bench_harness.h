@@ -75,6 +75,11 @@ class BenchOp {
   virtual void run() = 0;
   // Not timed, workers only: copies the last run()'s result (count floats) to host memory.
   virtual void result(float* out) = 0;
+  // Buffers of the message's size this op keeps in host memory on a worker (its result: the
+  // ring's and MPI's output, the parameter server's parameters), besides the harness's input and
+  // result; 0 where they live on the device (nccl). For the check that a host holds its ranks'
+  // buffers (experiments/bench_agreement.h).
+  virtual int host_buffers() const { return 1; }
 
   // Bytes/messages this rank has moved so far through a counting transport (Comm counters);
   // nullopt when the transport is opaque (MPI_Allreduce, NCCL): the harness then reports the

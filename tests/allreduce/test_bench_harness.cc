@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <thread>
 
 #include "common/error.h"
+#include "experiments/bench_agreement.h"
 #include "experiments/bench_harness.h"
 #include "experiments/bench_on_ranks.h"
 #include "experiments/commands.h"
@@ -323,6 +325,78 @@ TEST(BenchHarness, BenchCommandExitsOneWhenAValueWasWrong) {
     EXPECT_EQ(rc_bad, 1);
     EXPECT_EQ(rc_good, 0);
   });
+}
+
+// Ranks given other bench options (mpirun's MPMD `a : b`, a --config file that differs between
+// hosts) ran other rows: with another -e rank 1 timed out waiting for rank 0 after --timeout,
+// with another -b the ring read 'corrupt shared-memory ring message', with another -n one rank
+// timed out. Every rank now says which option differs, on which rank, with both values.
+TEST(BenchHarness, OptionsThatDifferBetweenRanksAreOneConfigErrorOnEveryRank) {
+  INPROC_ONLY();
+  struct Case {
+    std::function<void(Config&)> set;
+    std::string said;
+  };
+  const std::vector<Case> cases{
+      {[](Config& c) { c.bench.max_bytes = 16 << 10; }, "-e/--max-bytes 16K, rank 0 4K"},
+      {[](Config& c) { c.bench.min_bytes = 8 << 10; }, "-b/--min-bytes 8K, rank 0 4K"},
+      {[](Config& c) { c.bench.iters = 5; }, "-n/--iters 5, rank 0 2"},
+      {[](Config& c) { c.bench.backends = {"ring-p2p"}; }, "--backends ring-p2p, rank 0 ring"},
+      {[](Config& c) { c.bench.mode = "overlap"; }, "--mode overlap, rank 0 bandwidth"}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.said);
+    inproc(3, [&k](std::shared_ptr<Comm> c) {
+      Config cfg = bench_config({"ring"});
+      cfg.bench.min_bytes = 4 << 10;
+      cfg.bench.max_bytes = 4 << 10;
+      cfg.bench.memcpy_baseline = false;
+      cfg.sync.timeout_s = 5;
+      if (c->rank() == 2) k.set(cfg);
+      try {
+        run_bench(cfg, c);
+        ADD_FAILURE() << "rank " << c->rank() << " ran";
+      } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("bench options differ between ranks: rank 2 was "
+                                             "given " +
+                                             k.said),
+                  std::string::npos)
+            << e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << c->rank() << ": not a ConfigError: " << e.what();
+      }
+    });
+  }
+  // the same options on every rank: no complaint (a list written out or left to --backend)
+  inproc(2, [](std::shared_ptr<Comm> c) {
+    Config cfg = bench_config(c->rank() == 0 ? std::vector<std::string>{"ring"}
+                                             : std::vector<std::string>{});
+    cfg.sync.backend = "ring";
+    cfg.bench.min_bytes = cfg.bench.max_bytes = 4 << 10;
+    cfg.bench.memcpy_baseline = false;
+    EXPECT_EQ(run_bench(cfg, c), 0);
+  });
+}
+
+// Each host's ranks together: preflight refused only an -e one rank could not hold, and 2 ranks
+// at 9G each on a 23.6 GiB machine were killed by the kernel in the first row.
+TEST(BenchHarness, AHostWhoseRanksTogetherCannotHoldTheBuffersIsNamed) {
+  const double g = 1 << 30;
+  EXPECT_EQ(host_memory_problem({{"a", 16 * g, 10 * g}, {"b", 16 * g, 10 * g}}, 1 << 30), "");
+  EXPECT_EQ(host_memory_problem({{"a", 0, 10 * g}, {"a", 0, 10 * g}}, 1 << 30), "")
+      << "memory unknown: nothing refused";
+  const std::string p = host_memory_problem(
+      {{"a", 32 * g, 12 * g}, {"b", 16 * g, 12 * g}, {"a", 32 * g, 12 * g}, {"b", 16 * g, 6 * g}},
+      std::size_t{4} << 30);
+  EXPECT_EQ(p,
+            "--max-bytes 4G: the 2 ranks on host b (ranks 1 and 3) hold at least 18 GiB together "
+            "at that size (each worker its input, its result and the backend's buffer), more than "
+            "its memory (16 GiB): give a smaller -e or start fewer ranks on that host")
+      << p;
+  EXPECT_NE(
+      host_memory_problem({{"a", 32 * g, 12 * g}, {"b", 16 * g, 8 * g}, {"a", 32 * g, 24 * g}},
+                          std::size_t{4} << 30)
+          .find("the 2 ranks on host a (ranks 0 and 2) hold at least 36 GiB"),
+      std::string::npos);
 }
 
 TEST(BenchHarness, RankSuffixIsAWholeNumber) {

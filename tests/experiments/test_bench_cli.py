@@ -200,6 +200,21 @@ class Bench(unittest.TestCase):
         for got_in, want_in, got_out, want_out in pairs:
             self.assertEqual((got_in, got_out), (want_in, want_out), p.stdout)
 
+    def test_ranks_given_other_options_are_one_line_before_the_table(self):
+        # mpirun's MPMD form (or a --config file that differs between hosts): rank 1 ran other
+        # sizes and failed late ('corrupt shared-memory ring message' with another -b, a timeout
+        # after --timeout with another -e)
+        common = [BIN, "bench", "--backends", "ring", "-n", "1", "-w", "0", "-e", "16K"]
+        p = subprocess.run([MPIRUN, "-np", "1", *common, "-b", "4K", ":", "-np", "1", *common,
+                            "-b", "8K"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        errors = [line for line in p.stderr.splitlines() if line.startswith("starring: error")]
+        self.assertEqual(errors, ["starring: error: bench options differ between ranks: rank 1 "
+                                  "was given -b/--min-bytes 8K, rank 0 4K (every rank must run "
+                                  "the same sizes, iterations and backends: give every rank the "
+                                  "same options)"], p.stderr)
+        self.assertNotIn("starring bench", p.stdout)  # before the table's header
+
     def test_compressed_rows_say_so(self):
         # --compress bf16 halves the bytes on the wire, but its rows (size, algbw, busbw of the
         # float32 data) read like an uncompressed run's: bench.jsonl could not tell them apart.

@@ -473,6 +473,20 @@ class OneAtATime(CliCase):
         self.run_case(0, ["train"] + with_opts(TINY, hidden=widths), 2,
                       ["--hidden", widths, "memory"], preexec=cap)
 
+    def test_bench_beyond_one_hosts_memory_with_its_ranks_together(self):
+        # 2 ranks at 0.4 x memory each: one rank could hold its two buffers (preflight's check),
+        # the two of them with the backend's buffers could not; the kernel killed a rank in the
+        # first row (SIGKILL, no word of why). Refused before rank 0's memcpy baseline.
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        size = f"{int(0.4 * memory / 2**30)}G"
+
+        def cap():  # a binary without the check fails to allocate instead of calling the OOM killer
+            resource.setrlimit(resource.RLIMIT_AS, (memory // 2, memory // 2))
+        self.run_case(2, ["bench", "--backends", "ring", "-b", size, "-e", size, "-n", "1",
+                          "-w", "0"], 2,
+                      [f"--max-bytes {size}: the 2 ranks on host ", "(ranks 0 and 1) hold at "
+                       "least", "more than its memory"], preexec=cap)
+
     def test_interrupted_job_keeps_every_ranks_trace(self):
         # Ctrl-C on mpirun: it passes SIGTERM to every rank; each writes its own trace file
         out = tempfile.mkdtemp(dir=self.tmp)
