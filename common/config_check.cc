@@ -246,6 +246,13 @@ void check_bench(const BenchConfig& b) {
   check(b.check == 0 || b.check == 1, "--check", "0 or 1 (off or on, nccl-tests' -c <0/1>)",
         b.check);
   check_choice("--mode", b.mode, {"bandwidth", "overlap"});
+  // a name twice ran twice under one name: the footer printed its line twice, each with the
+  // out-of-bounds count and average busbw of both runs' rows together
+  for (std::size_t i = 0; i < b.backends.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (b.backends[i] == b.backends[j])
+        throw ConfigError(detail::concat("--backends: '", b.backends[i],
+                                         "' is listed twice (its rows would share one name)"));
   for (const auto& c : b.compute) check_choice("--compute", c, {"sleep", "busy", "serial"});
 }
 

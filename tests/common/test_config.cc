@@ -295,6 +295,9 @@ TEST(Config, BadValuesNameTheOption) {
   // -c 2 was read as on: it is off or on, not a count of checked iterations
   EXPECT_NE(error_of("bench", {"-c", "2"}).find("--check: must be 0 or 1"), std::string::npos);
   EXPECT_NE(error_of("bench", {"--segment-bytes", "6"}).find("--segment-bytes"), std::string::npos);
+  EXPECT_NE(
+      error_of("bench", {"--backends", "ring,mpi,ring"}).find("--backends: 'ring' is listed twice"),
+      std::string::npos);
   // A width past int is out of range, not 'not an integer'.
   EXPECT_NE(error_of("train", {"--hidden", "64,100000000000"})
                 .find("--hidden: '100000000000' is out of an int's range (at most 2147483647"),
