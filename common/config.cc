@@ -400,6 +400,7 @@ void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::pars
     throw ConfigError(detail::concat("--hidden and --preset ", cfg.model.preset,
                                      " both given: --hidden means --preset custom"));
   auto given = [&](const char* name) { return source_of(name, cmd, ini) > 0; };
+  cfg.model.preset_given = preset_src > 0;
   // The widths apply where they outrank the preset, or where the preset that won is custom (INI
   // widths with --preset custom on the command line: the file's widths, not the default ones).
   if (hidden_src > 0 && (hidden_src >= preset_src || cfg.model.preset == "custom")) {

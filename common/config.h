@@ -25,6 +25,8 @@ struct DataConfig {
 struct ModelConfig {
   std::string preset = "default";  // "default" (hidden 256,128) | "wide" (~20M params) | "custom"
   std::vector<int> hidden{256, 128};
+  // --preset was given (command line or --config file): `bench-model` then times that model alone
+  bool preset_given = false;
 };
 
 struct TrainConfig {

@@ -1,11 +1,12 @@
 // `starring bench-model`: single-worker training throughput of the MLP on this rank's device.
 //
 // For each model (the default 784-256-128-10 and the wide 784-4096-4096-10 preset, plus the
-// configured widths when --hidden is custom) it times full training steps -- forward, softmax
-// cross-entropy, backward, optimizer step on the flat buffer -- on a fixed synthetic batch
-// (cfg.train.batch rows). It then times, in the same run and on the same device, the bare GEMMs
-// that step executes (forward Y = X W^T, backward dW = dY^T X and dX = dY W, layer 0 without dX)
-// through OpenBLAS's cblas_sgemm (or the device's gemm on a GPU). Reported per model:
+// configured widths when --hidden is custom; --preset default or wide: that preset alone) it times
+// full training steps -- forward, softmax cross-entropy, backward, optimizer step on the flat
+// buffer -- on a fixed synthetic batch (cfg.train.batch rows). It then times, in the same run and
+// on the same device, the bare GEMMs that step executes (forward Y = X W^T, backward dW = dY^T X
+// and dX = dY W, layer 0 without dX) through OpenBLAS's cblas_sgemm (or the device's gemm on a
+// GPU). Reported per model:
 //   samples/s         batch / median step time
 //   model GFLOP/s     6 * batch * sum(in*out) / step time (the usual training-FLOP count; it
 //                     includes layer 0's dX, which the step skips)
@@ -219,14 +220,15 @@ nlohmann::json bench_one(Device& dev, const Config& cfg, const ModelSpec& spec) 
   return row;
 }
 
+// --preset default or wide: that model alone (it was timed beside the other, and the option
+// ignored); none: both, the cost model's references; --hidden (--preset custom): both and then it.
 std::vector<ModelSpec> models(const Config& cfg) {
+  std::vector<int> w = {784};  // the configured model's widths
+  w.insert(w.end(), cfg.model.hidden.begin(), cfg.model.hidden.end());
+  w.push_back(10);
+  if (cfg.model.preset_given && cfg.model.preset != "custom") return {{cfg.model.preset, w}};
   std::vector<ModelSpec> m = {{"default", {784, 256, 128, 10}}, {"wide", {784, 4096, 4096, 10}}};
-  if (cfg.model.preset == "custom") {
-    std::vector<int> w = {784};
-    w.insert(w.end(), cfg.model.hidden.begin(), cfg.model.hidden.end());
-    w.push_back(10);
-    m.push_back({"custom", w});
-  }
+  if (cfg.model.preset == "custom") m.push_back({"custom", w});
   return m;
 }
 

@@ -85,6 +85,16 @@ class BenchModel(unittest.TestCase):
                 self.assertLess(r["optimizer_ms"], r["step_ms"])
         self.assertGreater(rows[1]["params"], 19_000_000)  # the ~20M-parameter preset
 
+    def test_a_preset_times_that_model_alone(self):
+        # --preset default|wide was accepted and ignored: both presets were timed every time
+        for preset, widths in (("default", [784, 256, 128, 10]), ("wide", [784, 4096, 4096, 10])):
+            with self.subTest(preset=preset):
+                rc, out, err = bench_model("--json", "--preset", preset)
+                self.assertEqual(rc, 0, out + err)
+                rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+                self.assertEqual([(r["model"], r["widths"]) for r in rows], [(preset, widths)],
+                                 out)
+
     def test_table_and_optimizer(self):
         rc, out, err = bench_model("--optimizer", "adamw")
         self.assertEqual(rc, 0, out + err)
