@@ -1,6 +1,7 @@
 // Bench adapters of the all-reduce engines: ring (the project's; ring-p2p forces its MPI
 // point-to-point data path), mpi (a plain MPI_Allreduce call, the vendor baseline), nccl (device
 // buffers). Each is a sum over all ranks of the world; busbw = algbw * 2(N-1)/N as in nccl-tests.
+#include <algorithm>
 #include <vector>
 
 #include "allreduce/private_comm.h"
@@ -53,6 +54,14 @@ class AllreduceBenchOp : public BenchOp {
     }
   }
   int host_buffers() const override { return engine_->on_device() ? 0 : 1; }
+  void clear_result() override {
+    if (engine_->on_device()) {
+      device_->fill(d_out_, 0.0f, count_);
+      device_->synchronize();  // done before NCCL's own stream writes it (as in prepare())
+    } else {
+      std::fill(host_out_.begin(), host_out_.end(), 0.0f);
+    }
+  }
   std::optional<CommCounters> counters() const override { return engine_->counters(); }
 
  private:

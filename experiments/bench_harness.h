@@ -14,7 +14,9 @@
 //   1. fills the input with the closed form input_value(worker, i) on worker ranks (ClosedForm);
 //   2. calls op.prepare(input, count) (not timed), then op.run() -w times (warm-up);
 //   3. barrier, then op.run() -n times, timed; the time is the slowest worker's mean;
-//   4. with -c, op.result(out, count) on workers and compares every element against
+//   4. with -c, one more op.run() (untimed, after op.clear_result() on workers, as nccl-tests
+//      checks a run of its own into a zeroed buffer), then op.result(out, count) on workers, and
+//      compares every element against
 //      expected_sum(workers, i) exactly: the values are small integers, so any order of float
 //      additions gives the same bits, and a wrong count of 0 is a real check (with --compress
 //      and many workers, a smaller closed form whose sums stay exact on the wire: ClosedForm);
@@ -75,6 +77,9 @@ class BenchOp {
   virtual void run() = 0;
   // Not timed, workers only: copies the last run()'s result (count floats) to host memory.
   virtual void result(float* out) = 0;
+  // Not timed, workers only: sets the result to zeros before the check's own run (-c), so that
+  // the run must write every element: a result left by an earlier run would read as right.
+  virtual void clear_result() = 0;
   // Buffers of the message's size this op keeps in host memory on a worker (its result: the
   // ring's and MPI's output, the parameter server's parameters), besides the harness's input and
   // result; 0 where they live on the device (nccl). For the check that a host holds its ranks'

@@ -18,6 +18,7 @@ class SitOutBenchOp : public BenchOp {
   void prepare(const float*, std::size_t) override {}
   void run() override {}
   void result(float*) override {}
+  void clear_result() override {}
   std::optional<CommCounters> counters() const override { return CommCounters{}; }
 };
 

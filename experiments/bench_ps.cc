@@ -19,6 +19,7 @@
 // a 32-byte chunk header (ps/protocol.h), replies carry none. The --json rows' server_bytes_in
 // and server_bytes_out are these wire bytes (the headers in), server_push_payload_in the floats
 // alone.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -125,6 +126,7 @@ class PsBenchOp : public BenchOp {
   }
 
   void result(float* out) override { std::memcpy(out, params_.data(), count_ * sizeof(float)); }
+  void clear_result() override { std::fill(params_.begin(), params_.end(), 0.0f); }
 
   // A worker's count includes the data it moved through shared segments instead of messages.
   std::optional<CommCounters> counters() const override {

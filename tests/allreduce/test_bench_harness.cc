@@ -36,6 +36,7 @@ class OffByOneOp : public BenchOp {
     for (std::size_t i = 0; i < count_; ++i) out[i] = expected_sum(workers(), i);
     if (count_ > 3) out[3] += 1;
   }
+  void clear_result() override {}
 
  private:
   std::shared_ptr<Comm> comm_;
@@ -62,6 +63,30 @@ class ShiftedChunkOp : public OffByOneOp {
 };
 const BenchOpRegistrar kShifted("test-shifted-chunk", [](const BenchOpContext& c) {
   return std::make_unique<ShiftedChunkOp>(c);
+});
+
+// Writes the sum on its first run after prepare() only, as a run() that returned before its data
+// arrived would leave an earlier run's result in place (and time nothing).
+class DoneOnceOp : public OffByOneOp {
+ public:
+  using OffByOneOp::OffByOneOp;
+  void prepare(const float*, std::size_t count) override {
+    out_.assign(count, 0.0f);
+    runs_ = 0;
+  }
+  void run() override {
+    if (runs_++ > 0) return;
+    for (std::size_t i = 0; i < out_.size(); ++i) out_[i] = expected_sum(workers(), i);
+  }
+  void result(float* out) override { std::copy(out_.begin(), out_.end(), out); }
+  void clear_result() override { std::fill(out_.begin(), out_.end(), 0.0f); }
+
+ private:
+  std::vector<float> out_;
+  int runs_ = 0;
+};
+const BenchOpRegistrar kDoneOnce("test-done-once", [](const BenchOpContext& c) {
+  return std::make_unique<DoneOnceOp>(c);
 });
 
 // Worker 1 takes 20 ms a run, worker 0 nothing: the row's time must be worker 1's.
@@ -118,24 +143,45 @@ TEST(BenchHarness, RingRowsAreCorrectAndCountBytes) {  // the shared-memory ring
   }
 }
 
+// Rank 0's rows of `op` on 2 in-process ranks at 4 K and 16 K, without the memcpy baseline.
+std::vector<BenchRow> rows_on_two_ranks(const std::string& op) {
+  std::vector<BenchRow> rows;
+  inproc(2, [&](std::shared_ptr<Comm> c) {
+    Config cfg = bench_config({op});
+    cfg.bench.max_bytes = 16384;
+    cfg.bench.memcpy_baseline = false;
+    auto r = run_bench_harness(cfg, c, nullptr);
+    if (c->rank() == 0) rows = r;
+  });
+  return rows;
+}
+
+// -c checks a run of its own into a zeroed result, as nccl-tests does: the last timed run's
+// result, left there by the first warm-up run (stale, but equal), read as 0 wrong.
+TEST(BenchHarness, TheCheckRunsIntoAZeroedResult) {
+  INPROC_ONLY();
+  const std::vector<BenchRow> rows = rows_on_two_ranks("test-done-once");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    long nonzero = 0;  // a zero left where the sum is 0 is right
+    for (std::size_t i = 0; i < r.count; ++i) nonzero += expected_sum(2, i) != 0;
+    EXPECT_GT(nonzero, 0);
+    EXPECT_EQ(r.wrong, 2 * nonzero) << r.bytes;
+  }
+}
+
 // With a half-precision wire every partial sum travels narrowed, and integers are exact only up to
 // 256 (bf16) or 2048 (fp16): the default closed form's sums pass 256 from 20 workers on, so a
 // correct ring read '320 wrong ... FAILED' at np 20 with --compress bf16 (rounding, not a bug).
 // The harness then uses a smaller closed form whose partial sums all stay exact.
 TEST(BenchHarness, AChunkReadFromAWrongOffsetIsWrong) {
   INPROC_ONLY();
-  inproc(2, [](std::shared_ptr<Comm> c) {
-    Config cfg = bench_config({"test-shifted-chunk"});
-    cfg.bench.max_bytes = 16384;
-    cfg.bench.memcpy_baseline = false;
-    auto rows = run_bench_harness(cfg, c, nullptr);
-    if (c->rank() != 0) return;
-    ASSERT_EQ(rows.size(), 2u);
-    // 64 shifted elements per worker; a few may agree by chance (61 values per worker)
-    for (const auto& r : rows) EXPECT_GE(r.wrong, 2 * 50) << r.bytes;
-    // --memcpy-baseline false: no memcpy figure, null rather than a 0 GB/s one
-    EXPECT_TRUE(to_json(rows[0])["memcpy_GBps"].is_null()) << to_json(rows[0]).dump();
-  });
+  const std::vector<BenchRow> rows = rows_on_two_ranks("test-shifted-chunk");
+  ASSERT_EQ(rows.size(), 2u);
+  // 64 shifted elements per worker; a few may agree by chance (61 values per worker)
+  for (const auto& r : rows) EXPECT_GE(r.wrong, 2 * 50) << r.bytes;
+  // --memcpy-baseline false: no memcpy figure, null rather than a 0 GB/s one
+  EXPECT_TRUE(to_json(rows[0])["memcpy_GBps"].is_null()) << to_json(rows[0]).dump();
   // and the closed forms: an index and the one a period further agree only by chance
   for (const ClosedForm& cf : {ClosedForm{}, closed_form_for(20, "bf16")}) {
     const auto p = static_cast<std::size_t>(cf.period);
