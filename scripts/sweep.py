@@ -53,8 +53,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
-from sweep_jobs import (DRIVER_FLAGS, OtherLoad, check_launcher, cores,  # noqa: E402,F401
-                        end_deferral, git_commit, gpu_count, help_flags, launch,
+from sweep_jobs import (DRIVER_FLAGS, OtherLoad, bench_id_of, check_launcher,  # noqa: E402,F401
+                        cores, end_deferral, git_commit, gpu_count, help_flags, launch,
                         other_load_words, repeat_suffix, run_bench, run_report,
                         stopped_job_words, tail, unknown_flags, usage_error, utc_now)
 import sweep_recovery as recovery  # noqa: E402
@@ -220,8 +220,9 @@ def parse_args(argv):
                     "the sweep runs on a login node without GPUs")
     ap.add_argument("--resume", action="store_true",
                     help="skip the runs and bench passes the results folder already has a record "
-                    "of (this sweep, the same flags, the same round): finishes an interrupted "
-                    "sweep (with --out DIR, or the default folder, which is then kept)")
+                    "of (this sweep, the same flags, the same round; a bench pass: the same "
+                    "args and --quick): finishes an interrupted sweep (with --out DIR, or the "
+                    "default folder, which is then kept)")
     ap.add_argument("--no-bench", action="store_true", help="skip the bench passes")
     ap.add_argument("--no-report", action="store_true", help="do not run scripts/report.py")
     ap.add_argument("--dry-run", action="store_true", help="print the runs, launch nothing")
@@ -406,15 +407,24 @@ def run_key(sweep, variant, workers, config, point, rep):
     return json.dumps([sweep, variant, workers, config, point, rep], sort_keys=True)
 
 
+def bench_key(bench_id, rep, args, quick):
+    """What makes a bench pass the same one again for --resume: its id (sweep, bench, np), round,
+    args and --quick (the id alone took a --quick pass's rows for the full sweep's, of other
+    message sizes)."""
+    return json.dumps(["bench", bench_id, rep, args, bool(quick)])
+
+
 def recorded_jobs(out):
-    """The runs (run_key) and bench passes ((bench_id, round)) OUT's records hold, for --resume;
+    """The runs (run_key) and bench passes (bench_key) OUT's records hold, for --resume;
     whatever their status: a failed or timed-out run is a result (run it again without
-    --resume). A line that does not parse (cut by a kill) is no record."""
+    --resume). A line that does not parse (cut by a kill) is no record, nor is a bench row
+    without bench_args (written before the rows said their args: made again)."""
     runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
     bench, _ = sr.read_jsonl(os.path.join(out, "bench.jsonl"))
     keys = {run_key(r.get("sweep"), r.get("variant"), r.get("workers"), r.get("config"),
                     r.get("grid_point"), r.get("repeat", 1)) for r in runs if isinstance(r, dict)}
-    keys |= {(b.get("bench_id"), b.get("repeat", 1)) for b in bench if isinstance(b, dict)}
+    keys |= {bench_key(b.get("bench_id"), b.get("repeat", 1), b["bench_args"], b.get("quick"))
+             for b in bench if isinstance(b, dict) and "bench_args" in b}
     return keys
 
 
@@ -447,8 +457,8 @@ def run_all(runs, benches, ctx, counts):
         for bname, b in benches.items():
             for np_ in b["np"].split():
                 print(f"[sweep]{round_} bench {bname} np={np_} ...", end=" ", flush=True)
-                if (f"{ctx['name']}-bench-{bname}-np{np_}" + repeat_suffix(ctx, rep),
-                        rep) in done:
+                if bench_key(bench_id_of(bname, np_, ctx, rep), rep, b.get("args", ""),
+                             ctx["quick"]) in done:
                     counts[RECORDED] = counts.get(RECORDED, 0) + 1
                     print("recorded before: skipped (--resume)", flush=True)
                     continue

@@ -201,8 +201,12 @@ def repeat_suffix(ctx, rep):
     return f"-r{rep}" if ctx["repeats"] > 1 else ""
 
 
+def bench_id_of(name, np_, ctx, rep=1):
+    return f"{ctx['name']}-bench-{name}-np{np_}" + repeat_suffix(ctx, rep)
+
+
 def run_bench(name, np_, args, ctx, rep=1):
-    bench_id = f"{ctx['name']}-bench-{name}-np{np_}" + repeat_suffix(ctx, rep)
+    bench_id = bench_id_of(name, np_, ctx, rep)
     # bench_id stays as it is (rows of the same pass made again count as its repeats); the log
     # gets a name of its own
     log_path = os.path.join(ctx["out"], "runs",
@@ -212,8 +216,10 @@ def run_bench(name, np_, args, ctx, rep=1):
     argv = [ctx["bin"], "bench", "--json"] + shlex.split(args)
     load = OtherLoad()
     rc, status, elapsed, cmd = launch(np_, argv, log_path, ctx)
-    extra = {"sweep": ctx["name"], "bench_id": bench_id, "git": ctx["git"], "host": ctx["host"],
-             "date": utc_now(), "cores": ctx["cores"], "oversubscribed": np_ > ctx["cores"],
+    # bench_args and quick: what the pass ran, so that --resume makes a pass of other args again
+    extra = {"sweep": ctx["name"], "bench_id": bench_id, "bench_args": args,
+             "quick": ctx["quick"], "git": ctx["git"], "host": ctx["host"], "date": utc_now(),
+             "cores": ctx["cores"], "oversubscribed": np_ > ctx["cores"],
              "repeat": rep, "repeats": ctx["repeats"], "host_other_cpus": load.cpus()}
     rows = []
     with open(log_path, encoding="utf-8", errors="replace") as f:

@@ -4,6 +4,7 @@ sweeps expand to the runs they promise, and the file format's rules hold (grid p
 overrides, `-` to leave a flag out, `servers = half`, [quick] and [quick variant|bench NAME]
 overrides); every job's time bound; and what the driver records of a job, on a stand-in
 `starring`."""
+import json
 import os
 import subprocess
 import sys
@@ -486,6 +487,39 @@ class TheRecordsOfJobs(unittest.TestCase):
             # another round of the same sweep (--repeat) is not the same job
             self.assertNotIn(driver.run_key("t", "ring", 1, {"backend": "ring"},
                                             {}, 2), driver.recorded_jobs(ctx["out"]))
+
+    def test_resume_makes_a_bench_pass_of_other_args_or_quick_again(self):
+        # the bench key was (bench_id, round): a --quick pass of `-b 1K` counted as the full
+        # sweep's `-b 64M` pass, whose rows were never made
+        import sweep_jobs
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = self.context(tmp)
+            os.makedirs(ctx["out"])
+
+            def sweep(args, quick):
+                counts = {}
+                try:
+                    driver.run_all([], {"ar": {"np": "2", "args": args}},
+                                   dict(ctx, quick=quick,
+                                        recorded=driver.recorded_jobs(ctx["out"])), counts)
+                finally:
+                    sweep_jobs.end_deferral(ctx)
+                return counts
+
+            self.assertEqual(sweep("-b 1K", True), {"bench ok": 1})
+            self.assertEqual(sweep("-b 64M", True), {"bench ok": 1})  # other args
+            self.assertEqual(sweep("-b 64M", False), {"bench ok": 1})  # not --quick
+            self.assertEqual(sweep("-b 64M", False), {driver.RECORDED: 1})
+            bench = os.path.join(ctx["out"], "bench.jsonl")
+            self.assertEqual([(r["bench_args"], r["quick"]) for r in sr.read_jsonl(bench)[0]],
+                             [("-b 1K", True), ("-b 64M", True), ("-b 64M", False)])
+            # a row written before rows said their args matches no pass: made again
+            rows = sr.read_jsonl(bench)[0]
+            with open(bench, "w", encoding="utf-8") as f:
+                for r in rows:
+                    r.pop("bench_args")
+                    f.write(json.dumps(r) + "\n")
+            self.assertEqual(sweep("-b 64M", False), {"bench ok": 1})
 
     def bench_passes(self, *passes):
         """sweep_jobs.run_bench's (status, row count) for each (np, args), and bench.jsonl's rows
