@@ -416,13 +416,15 @@ def bench_key(bench_id, rep, args, quick):
 
 def recorded_jobs(out):
     """The runs (run_key) and bench passes (bench_key) OUT's records hold, for --resume;
-    whatever their status: a failed or timed-out run is a result (run it again without
-    --resume). A line that does not parse (cut by a kill) is no record, nor is a bench row
-    without bench_args (written before the rows said their args: made again)."""
+    a failed or timed-out run is a result (run it again without --resume), a skipped one is not
+    (it was never launched: `requires = gpu` on a host without GPUs, then resumed with --gpus or
+    on a GPU node, runs). A line that does not parse (cut by a kill) is no record, nor is a bench
+    row without bench_args (written before the rows said their args: made again)."""
     runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
     bench, _ = sr.read_jsonl(os.path.join(out, "bench.jsonl"))
     keys = {run_key(r.get("sweep"), r.get("variant"), r.get("workers"), r.get("config"),
-                    r.get("grid_point"), r.get("repeat", 1)) for r in runs if isinstance(r, dict)}
+                    r.get("grid_point"), r.get("repeat", 1)) for r in runs
+            if isinstance(r, dict) and r.get("status") != "skipped"}
     keys |= {bench_key(b.get("bench_id"), b.get("repeat", 1), b["bench_args"], b.get("quick"))
              for b in bench if isinstance(b, dict) and "bench_args" in b}
     return keys

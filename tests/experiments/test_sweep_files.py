@@ -521,6 +521,28 @@ class TheRecordsOfJobs(unittest.TestCase):
                     f.write(json.dumps(r) + "\n")
             self.assertEqual(sweep("-b 64M", False), {"bench ok": 1})
 
+    def test_resume_runs_a_run_that_was_skipped(self):
+        # a skipped run (`requires = gpu` where there was no GPU) counted as done: resumed on a
+        # host with GPUs (or with --gpus), the sweep still never launched it
+        import sweep_jobs
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = self.context(tmp)
+            runs = [{"variant": "nccl", "flags": {"backend": "nccl"}, "workers": 2,
+                     "point": {}, "requires": "gpu"}]
+            os.makedirs(ctx["out"])
+
+            def sweep(**more):
+                counts = {}
+                try:
+                    driver.run_all(runs, {}, dict(ctx, **more), counts)
+                finally:
+                    sweep_jobs.end_deferral(ctx)
+                return counts
+
+            self.assertEqual(sweep(gpus=0), {"skipped": 1})
+            self.assertEqual(sweep(gpus=2, recorded=driver.recorded_jobs(ctx["out"])),
+                             {"failed": 1})  # launched (the stand-in fails every run)
+
     def bench_passes(self, *passes):
         """sweep_jobs.run_bench's (status, row count) for each (np, args), and bench.jsonl's rows
         and bad lines."""
