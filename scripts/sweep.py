@@ -391,14 +391,29 @@ def main(argv=None):
     print(f"[sweep] done in {time.monotonic() - t0:.0f} s: "
           f"{', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}; records in {out}",
           flush=True)
-    rc = 0 if all(k in ("ok", "skipped", "bench ok", "fault detected", "recovered",
-                        RECORDED) for k in counts) else 1
+    recorded_bad = counts.get(RECORDED_BAD, 0)
+    if recorded_bad:  # the same sweep made without a stop would exit 1 for them
+        print(f"[sweep] {recorded_bad} of {recorded_bad + counts.get(RECORDED, 0)} run(s) and "
+              "bench pass(es) recorded before did not succeed (the report lists them): exit 1, "
+              "as the sweep made in one go", flush=True)
+    rc = 0 if all(k in SUCCEEDED + (RECORDED,) for k in counts) else 1
     if sweep["report"].lower() in YES and not a.no_report:
         rc = run_report(out, ctx) or rc
     return rc
 
 
 RECORDED = "recorded before (--resume)"
+RECORDED_BAD = "recorded before, did not succeed (--resume)"
+# the tally's keys (count_key) of jobs that went as they should: any other fails the sweep
+SUCCEEDED = ("ok", "skipped", "bench ok", "fault detected", "recovered")
+
+
+def count_key(rec):
+    """How the sweep's tally counts a run's record: its status, a faulted run's outcome, a
+    recovery run's (sweep_recovery.count_key)."""
+    if rec.get("recovery"):
+        return recovery.count_key(rec)
+    return "fault " + rec["fault"]["outcome"] if rec.get("fault") else rec["status"]
 
 
 def run_key(sweep, variant, workers, config, point, rep):
@@ -415,26 +430,50 @@ def bench_key(bench_id, rep, args, quick):
 
 
 def recorded_jobs(out):
-    """The runs (run_key) and bench passes (bench_key) OUT's records hold, for --resume;
-    a failed or timed-out run is a result (run it again without --resume), a skipped one is not
+    """The runs (run_key) and bench passes (bench_key) OUT's records hold, for --resume, each
+    with its tally key (count_key; a bench pass's "bench ok", "bench failed"...; a job's last
+    record where it was made more than once): the exit code counts one that did not succeed.
+    A failed or timed-out run is a result (run it again without --resume), a skipped one is not
     (it was never launched: `requires = gpu` on a host without GPUs, then resumed with --gpus or
     on a GPU node, runs). A line that does not parse (cut by a kill) is no record, nor is a bench
     row without bench_args (written before the rows said their args: made again)."""
     runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
     bench, _ = sr.read_jsonl(os.path.join(out, "bench.jsonl"))
-    keys = {run_key(r.get("sweep"), r.get("variant"), r.get("workers"), r.get("config"),
-                    r.get("grid_point"), r.get("repeat", 1)) for r in runs
-            if isinstance(r, dict) and r.get("status") != "skipped"}
-    keys |= {bench_key(b.get("bench_id"), b.get("repeat", 1), b["bench_args"], b.get("quick"))
-             for b in bench if isinstance(b, dict) and "bench_args" in b}
+    keys = {}
+    for r in runs:
+        if isinstance(r, dict) and r.get("status") != "skipped":
+            try:
+                outcome = count_key(r)
+            except (KeyError, TypeError, AttributeError):  # a hand-edited record
+                outcome = str(r.get("status"))
+            keys[run_key(r.get("sweep"), r.get("variant"), r.get("workers"), r.get("config"),
+                         r.get("grid_point"), r.get("repeat", 1))] = outcome
+    for b in bench:
+        if isinstance(b, dict) and "bench_args" in b:
+            keys[bench_key(b.get("bench_id"), b.get("repeat", 1), b["bench_args"],
+                           b.get("quick"))] = "bench " + ("ok" if "size" in b else
+                                                          str(b.get("status")))
     return keys
+
+
+def skip_recorded(key, done, counts):
+    """With --resume, a job `done` holds is not made again: counted (one that did not succeed
+    apart) and said. True when skipped."""
+    if key not in done:
+        return False
+    ok = done[key] in SUCCEEDED
+    tally = RECORDED if ok else RECORDED_BAD
+    counts[tally] = counts.get(tally, 0) + 1
+    print("recorded before" + ("" if ok else f" ({done[key]})") + ": skipped (--resume)",
+          flush=True)
+    return True
 
 
 def run_all(runs, benches, ctx, counts):
     """Every run and bench pass, `ctx["repeats"]` rounds; counts outcomes into `counts`. With
     --resume, those `ctx["recorded"]` holds are skipped."""
     out, repeats = ctx["out"], ctx["repeats"]
-    done = ctx.get("recorded", set())
+    done = ctx.get("recorded", {})
     for rep in range(1, repeats + 1):
         round_ = f" round {rep}/{repeats}" if repeats > 1 else ""
         for i, run in enumerate(runs, 1):
@@ -442,27 +481,21 @@ def run_all(runs, benches, ctx, counts):
             print(f"[sweep]{round_} [{i}/{len(runs)}] {run['variant']} W={run['workers']} "
                   f"np={np_} {' '.join(f'{k}={v}' for k, v in run['point'].items())} ...",
                   end=" ", flush=True)
-            if run_key(ctx["name"], run["variant"], run["workers"], run["flags"], run["point"],
-                       rep) in done:
-                counts[RECORDED] = counts.get(RECORDED, 0) + 1
-                print("recorded before: skipped (--resume)", flush=True)
+            if skip_recorded(run_key(ctx["name"], run["variant"], run["workers"], run["flags"],
+                                     run["point"], rep), done, counts):
                 continue
             rec = run_train(run, i, ctx, rep)
             sr.append_jsonl(os.path.join(out, "runs.jsonl"), rec)
             ctx.pop("job_files", None)  # recorded
-            key = "fault " + rec["fault"]["outcome"] if rec.get("fault") else rec["status"]
-            if rec.get("recovery"):
-                key = recovery.count_key(rec)
+            key = count_key(rec)
             counts[key] = counts.get(key, 0) + 1
             print(describe(rec), flush=True)
             end_deferral(ctx)  # a Ctrl-C held while the finished run was recorded stops here
         for bname, b in benches.items():
             for np_ in b["np"].split():
                 print(f"[sweep]{round_} bench {bname} np={np_} ...", end=" ", flush=True)
-                if bench_key(bench_id_of(bname, np_, ctx, rep), rep, b.get("args", ""),
-                             ctx["quick"]) in done:
-                    counts[RECORDED] = counts.get(RECORDED, 0) + 1
-                    print("recorded before: skipped (--resume)", flush=True)
+                if skip_recorded(bench_key(bench_id_of(bname, np_, ctx, rep), rep,
+                                           b.get("args", ""), ctx["quick"]), done, counts):
                     continue
                 status, nrows, elapsed, load = run_bench(bname, int(np_), b.get("args", ""),
                                                          ctx, rep)

@@ -478,7 +478,8 @@ class TheRecordsOfJobs(unittest.TestCase):
             with open(bench, "w", encoding="utf-8") as f:  # the np 4 pass not made yet
                 f.write(rows[0])
             counts = sweep(recorded=driver.recorded_jobs(ctx["out"]))
-            self.assertEqual(counts, {driver.RECORDED: 3, "failed": 1, "bench ok": 1})
+            self.assertEqual(counts, {driver.RECORDED: 1, driver.RECORDED_BAD: 2, "failed": 1,
+                                      "bench ok": 1})
             made, bad = sr.read_jsonl(path)
             self.assertEqual([r["workers"] for r in made], [1, 2, 4])
             self.assertEqual(len(bad), 1)  # the cut line, reported and not taken as a record
@@ -487,6 +488,40 @@ class TheRecordsOfJobs(unittest.TestCase):
             # another round of the same sweep (--repeat) is not the same job
             self.assertNotIn(driver.run_key("t", "ring", 1, {"backend": "ring"},
                                             {}, 2), driver.recorded_jobs(ctx["out"]))
+
+    def test_resume_exits_1_when_recorded_jobs_failed(self):
+        # --resume counted a recorded failed run as done, and the sweep exited 0: one stopped
+        # and resumed exited 0 where the same sweep made in one go exits 1
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = self.context(tmp)
+            path = os.path.join(tmp, "s.ini")
+            with open(path, "w") as f:
+                f.write("[sweep]\nreport = no\n[grid]\nworkers = 1\n[bench x]\nargs = -b 1K\n")
+
+            def sweep(*more):
+                return subprocess.run(
+                    [sys.executable, os.path.join(REPO, "scripts", "sweep.py"), path, "--out",
+                     ctx["out"], "--bin", ctx["bin"], "--launcher", "env STARRING_NP={np}",
+                     *more], capture_output=True, text=True, timeout=60)
+
+            p = sweep()
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)  # the run failed
+            os.remove(os.path.join(ctx["out"], "bench.jsonl"))  # stopped before the bench pass
+            p = sweep("--resume")
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertIn("recorded before (failed): skipped (--resume)", p.stdout)
+            self.assertIn("1 bench ok, 1 recorded before, did not succeed (--resume)", p.stdout)
+            self.assertIn("1 of 1 run(s) and bench pass(es) recorded before did not "
+                          "succeed", p.stdout)
+            # a fault detected as meant (an expected failure) is a success on record too
+            runs = os.path.join(ctx["out"], "runs.jsonl")
+            rec = sr.read_jsonl(runs)[0][0]
+            rec["fault"] = {"spec": "kill:1:3", "outcome": "detected"}
+            with open(runs, "w", encoding="utf-8") as f:
+                f.write(json.dumps(rec) + "\n")
+            p = sweep("--resume")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("2 recorded before (--resume)", p.stdout)
 
     def test_resume_makes_a_bench_pass_of_other_args_or_quick_again(self):
         # the bench key was (bench_id, round): a --quick pass of `-b 1K` counted as the full
