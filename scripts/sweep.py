@@ -273,15 +273,47 @@ def print_dry_run(runs, benches, ctx):
 
 
 def print_plan(runs, benches, ctx):
+    rounds = range(1, ctx["repeats"] + 1)
+    jobs = []  # (what, key) of every job, for --resume's notes
     for r in runs:  # a run the sweep would skip here says so (the scaling plan listed nccl runs)
         np_, _, _ = roles_of(r["flags"], r["workers"])
         skip = gpu_skip_reason(r, np_, ctx)
+        keys = [(f"round {rep}", run_key(ctx["name"], r["variant"], r["workers"], r["flags"],
+                                         r["point"], rep)) for rep in rounds]
+        jobs += keys
         print(f"  {r['variant']:>14} W={r['workers']} np={np_}: "
               f"{shlex.join(flag_args(r['flags']))}"
               + (recovery.dry_run_note(r["flags"]) if ctx["recovery"] else "")
-              + (f"  [skipped here: {skip}]" if skip else ""))
+              + (f"  [skipped here: {skip}]" if skip else "") + resume_note(keys, ctx))
     for bname, b in benches.items():
-        print(f"  bench {bname}: np {b.get('np', '')}: {b.get('args', '')}")
+        keys = [(f"np {np_} round {rep}", bench_key(bench_id_of(bname, np_, ctx, rep), rep,
+                                                    b.get("args", ""), ctx["quick"]))
+                for np_ in b.get("np", "").split() for rep in rounds]
+        jobs += keys
+        print(f"  bench {bname}: np {b.get('np', '')}: {b.get('args', '')}"
+              + resume_note(keys, ctx))
+    if "recorded" in ctx:
+        done = [ctx["recorded"][k] for _, k in jobs if k in ctx["recorded"]]
+        bad = sum(1 for o in done if o not in SUCCEEDED)
+        print(f"[sweep] --resume: {len(done)} of the {len(jobs)} runs and bench passes are "
+              f"recorded in {ctx['out']} and would be skipped"
+              + (f" ({bad} of them did not succeed: the exit code counts them)" if bad else ""))
+
+
+def resume_note(keys, ctx):
+    """'  [recorded: --resume skips it]' on a dry run's line of a job (or jobs: each round, each
+    np of a bench) that --resume would skip, naming which and how the ones that did not succeed
+    ended; '' without --resume or when none is recorded."""
+    done = ctx.get("recorded", {})
+    got = [(what, done[k]) for what, k in keys if k in done]
+    if not got:
+        return ""
+    if ctx["repeats"] == 1:  # no rounds to name
+        got = [(what.replace("round 1", "").strip(), o) for what, o in got]
+    which = f" {', '.join(what for what, _ in got)}" if len(keys) > 1 else ""
+    bad = sorted({o for _, o in got if o not in SUCCEEDED})
+    return (f"  [recorded{which}" + (f" ({', '.join(bad)})" if bad else "")
+            + f": --resume skips {'it' if len(got) == 1 else 'them'}]")
 
 
 def check_before_running(runs, benches, ctx):
@@ -358,13 +390,13 @@ def main(argv=None):
           f"passes{times}, at most {ctx['timeout_s']:.0f} s each -> {out}", flush=True)
     if sweep["description"]:
         print(f"[sweep] {sweep['description']}", flush=True)
+    if a.resume:  # a dry run marks the jobs it would skip
+        ctx["recorded"] = recorded_jobs(out)
     if a.dry_run:
         return print_dry_run(runs, benches, ctx)
     check_before_running(runs, benches, ctx)
     if not a.out and not a.resume:
         default_out(name, a.quick)
-    if a.resume:
-        ctx["recorded"] = recorded_jobs(out)
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as e:  # before any run, not as a traceback

@@ -523,6 +523,41 @@ class TheRecordsOfJobs(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertIn("2 recorded before (--resume)", p.stdout)
 
+    def test_a_dry_run_with_resume_marks_the_recorded_jobs(self):
+        # --dry-run ignored --resume: the plan listed every job as one to make
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = self.context(tmp)
+            path = os.path.join(tmp, "s.ini")
+            with open(path, "w") as f:
+                f.write("[sweep]\nreport = no\n[grid]\nworkers = 1 2\n"
+                        "[bench x]\nnp = 2 4\nargs = -b 1K\n")
+
+            def sweep(*more):
+                return subprocess.run(
+                    [sys.executable, os.path.join(REPO, "scripts", "sweep.py"), path, "--out",
+                     ctx["out"], "--bin", ctx["bin"], "--launcher", "env STARRING_NP={np}",
+                     *more], capture_output=True, text=True, timeout=60)
+
+            sweep()
+            for name in ("runs.jsonl", "bench.jsonl"):  # stopped after W=1 and the np 2 pass
+                with open(os.path.join(ctx["out"], name), encoding="utf-8") as f:
+                    first = f.readline()
+                with open(os.path.join(ctx["out"], name), "w", encoding="utf-8") as f:
+                    f.write(first)
+            p = sweep("--dry-run", "--resume")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            lines = [ln for ln in p.stdout.splitlines() if ln.startswith("  ")]
+            self.assertEqual(len(lines), 3, p.stdout)
+            self.assertTrue(lines[0].endswith("W=1 np=1:   [recorded (failed): "
+                                              "--resume skips it]"), lines[0])
+            self.assertNotIn("recorded", lines[1])
+            self.assertTrue(lines[2].endswith("-b 1K  [recorded np 2: --resume skips it]"),
+                            lines[2])
+            self.assertIn("[sweep] --resume: 2 of the 4 runs and bench passes are recorded in "
+                          f"{ctx['out']} and would be skipped (1 of them did not succeed",
+                          p.stdout)
+            self.assertNotIn("recorded", sweep("--dry-run").stdout)
+
     def test_resume_makes_a_bench_pass_of_other_args_or_quick_again(self):
         # the bench key was (bench_id, round): a --quick pass of `-b 1K` counted as the full
         # sweep's `-b 64M` pass, whose rows were never made
