@@ -420,6 +420,7 @@ def make_figures(runs, bench, metrics, out):
     # A configuration run several times is drawn as its median run (with the spread where a
     # plot can show it); the fault table keeps every run.
     ok = shown_runs(runs)
+    missing, passes = not_drawn_note(runs), passes_note(bench)
     bench = sr.collapse_bench_repeats(bench)
     makers = [("throughput", lambda: rsc.throughput(ok, out)),
               ("efficiency", lambda: rsc.efficiency(ok, out)),
@@ -437,10 +438,6 @@ def make_figures(runs, bench, metrics, out):
               ("cost model check", lambda: rm.predicted_vs_measured(ok, bench, out)),
               ("cost model scaling", lambda: rm.extrapolation(ok, bench, out))]
     figures = []
-    missing = not_drawn_note(runs)
-    passes = (" Not drawn, as they did not succeed: " + ", ".join(
-        pass_words(b) for b in failed_passes(bench)) + " (see Runs that did not succeed)."
-        if failed_passes(bench) else "")
     for name, make in makers:
         try:
             fig = make()
@@ -462,13 +459,56 @@ def not_drawn_note(runs):
     """The scaling plots' sentence on the configurations that were run but did not succeed:
     the plots draw successful runs only, so a backend's line ended at W=4 with no word that W=8
     failed, and a backend whose W=2 run failed read 'no backend was run at more than one worker
-    count'."""
-    bad = [r for r in rp.scaling_runs(not_ok(runs)) if isinstance(r.get("workers"), int)]
-    if not bad:
-        return ""
-    return (" Not drawn, as they did not succeed: " + ", ".join(
-        f"{sr.backend_label(r)} W={r['workers']} ({r.get('status')})" for r in bad)
-        + " (see Runs that did not succeed).")
+    count'. A configuration with a successful run too (another round, the sweep made again into
+    the folder) is drawn: it is named apart, with how many of its runs did not succeed."""
+    groups = {}
+    for r in rp.scaling_runs(runs):
+        if isinstance(r.get("workers"), int):
+            groups.setdefault(sr.config_key(r), []).append(r)
+    lost, partial = [], []
+    for group in groups.values():
+        bad = not_ok(group)
+        if not bad:
+            continue
+        name = f"{sr.backend_label(bad[0])} W={bad[0]['workers']}"
+        if any(r.get("status") == "ok" for r in group):
+            partial.append(f"{name} ({len(bad)} of {len(group)} runs {status_words(bad)})")
+        else:
+            lost.append(f"{name} ({', '.join(dict.fromkeys(str(r.get('status')) for r in bad))})")
+    return drawn_words(lost, partial, "runs")
+
+
+def passes_note(bench):
+    """The busbw plot's sentence on the bench passes that did not succeed (their series were
+    missing without a word); a pass that failed in one round and gave rows in another is drawn,
+    and named apart with how many of its passes failed."""
+    failed = failed_passes(bench)  # `bench` as recorded: every round's rows, not their medians
+    lost, partial = [], []
+    for key in dict.fromkeys(sr.pass_key(b) for b in failed):
+        mine = [b for b in failed if sr.pass_key(b) == key]
+        # a pass's rows and its record of failure share its round and date
+        made = {(b.get("repeat"), b.get("date")) for b in bench if sr.pass_key(b) == key}
+        if any("size" in b and sr.pass_key(b) == key for b in bench):
+            partial.append(f"bench pass {key[1]} (np {mine[0].get('np', '?')}: {len(mine)} of "
+                           f"{len(made)} passes {status_words(mine)})")
+        else:
+            lost += [pass_words(b) for b in mine]
+    return drawn_words(lost, partial, "passes")
+
+
+def status_words(bad):
+    """'failed', 'failed or timed out'...: how the runs or passes `bad` ended."""
+    words = {"timeout": "timed out"}
+    return " or ".join(dict.fromkeys(words.get(b.get("status"), str(b.get("status")))
+                                     for b in bad))
+
+
+def drawn_words(lost, partial, what):
+    """' Not drawn, as they did not succeed: LOST. Drawn from the WHAT that succeeded: PARTIAL
+    (see Runs that did not succeed).', either part alone, or '' with neither."""
+    parts = ([f"Not drawn, as they did not succeed: {', '.join(lost)}"] if lost else []) + (
+        [f"Drawn from the {what} that succeeded: {', '.join(partial)}"] if partial else [])
+    return " " + ". ".join(parts) + " (see Runs that did not succeed)." if parts else ""
 
 
 def main(argv=None):

@@ -417,23 +417,34 @@ def _collapse(items, key, value, spread_field, also=None):
     return out
 
 
+def config_key(r):
+    """What makes runs repeats of one configuration: sweep, variant, workers, flags and grid
+    point (the round, commit, host and date may differ)."""
+    return (r.get("sweep"), r.get("variant"), r.get("workers"),
+            json.dumps(r.get("config", {}), sort_keys=True),
+            json.dumps(r.get("grid_point", {}), sort_keys=True))
+
+
+def pass_key(b):
+    """What makes bench records (rows, a failed pass's record) ones of the same pass made again:
+    sweep, bench_id without its round's -rN, and the pass's args where recorded."""
+    return (b.get("sweep"), re.sub(r"-r\d+$", "", str(b.get("bench_id", ""))),
+            b.get("bench_args"))
+
+
 def collapse_repeats(runs):
     """Successful runs of one configuration made several times (scripts/sweep.sh --repeat) ->
     one record each: the run with the median samples_per_s, carrying every repeat's figure in
     `repeat_samples_per_s` (sorted), and, when they come from several commits (the sweep run
     again with --out after a change), those commits in `repeat_git` (sorted). Runs of different
     configurations, and other statuses, pass through unchanged."""
-    def key(r):
-        return (r.get("sweep"), r.get("variant"), r.get("workers"),
-                json.dumps(r.get("config", {}), sort_keys=True),
-                json.dumps(r.get("grid_point", {}), sort_keys=True))
     def commits(group, pick):
         gits = sorted({str(g.get("git")) for g in group})
         if len(gits) > 1:
             pick["repeat_git"] = gits
 
     ok = [r for r in runs if r.get("status") == "ok"]
-    return _collapse(ok, key, lambda r: r["samples_per_s"], "repeat_samples_per_s",
+    return _collapse(ok, config_key, lambda r: r["samples_per_s"], "repeat_samples_per_s",
                      commits) + \
         [r for r in runs if r.get("status") != "ok"]
 

@@ -323,6 +323,38 @@ class RunsThatDidNotSucceed(unittest.TestCase):
                       made["Bus bandwidth vs message size"].caption)
 
 
+    def test_a_configuration_that_succeeded_in_another_round_is_not_called_undrawn(self):
+        # ring W=8 failed in round 1 and succeeded in round 2 (or in the sweep made again into
+        # the folder): the captions said "Not drawn, as they did not succeed: ring W=8", beside
+        # its drawn point; so did the busbw caption for a pass that failed in round 1 only
+        import report
+        base = {"sweep": "s", "variant": "ring", "workers": 8, "config": {"backend": "ring"},
+                "grid_point": {}, "backend": "ring", "np": 8}
+        runs = [dict(base, run_id="s-001-ring-w8-r1", status="failed", repeat=1),
+                dict(base, run_id="s-001-ring-w8-r2", status="ok", repeat=2),
+                dict(base, run_id="s-001-ring-w8-r3", status="timeout", repeat=3),
+                dict(base, variant="ps-1", run_id="s-002-ps-1-w8-r1", status="failed")]
+        self.assertEqual(report.not_drawn_note(runs),
+                         " Not drawn, as they did not succeed: ps-1 W=8 (failed). Drawn from "
+                         "the runs that succeeded: ring W=8 (2 of 3 runs failed or timed out) "
+                         "(see Runs that did not succeed).")
+        self.assertEqual(report.not_drawn_note(runs[:2]),
+                         " Drawn from the runs that succeeded: ring W=8 (1 of 2 runs failed) "
+                         "(see Runs that did not succeed).")
+        row = {"sweep": "s", "bench_id": "s-bench-ar-np8-r2", "np": 8, "bench": "allreduce",
+               "busbw_GBps": 1.0, "repeat": 2, "date": "2026-12-02T07:00:00Z"}
+        bench = [{"sweep": "s", "bench_id": "s-bench-ar-np8-r1", "np": 8, "status": "failed",
+                  "exit_code": 1, "repeat": 1, "date": "2026-12-02T06:00:00Z"},
+                 dict(row, size=1024), dict(row, size=2048),
+                 {"sweep": "s", "bench_id": "s-bench-ar-np4-r1", "np": 4, "status": "timeout",
+                  "exit_code": 124, "repeat": 1, "date": "2026-12-02T06:00:00Z"}]
+        self.assertEqual(report.passes_note(bench),
+                         " Not drawn, as they did not succeed: bench pass s-bench-ar-np4-r1 "
+                         "(np 4): timeout (exit 124). Drawn from the passes that succeeded: "
+                         "bench pass s-bench-ar-np8 (np 8: 1 of 2 passes failed) (see Runs that "
+                         "did not succeed).")
+
+
 class StalenessAndBytesPoints(unittest.TestCase):
     def test_the_asp_curve_is_cumulative(self):
         import report_studies as rs
