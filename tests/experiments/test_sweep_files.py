@@ -421,6 +421,13 @@ class TheRecordsOfJobs(unittest.TestCase):
                 "git": "0123abc", "host": "h", "cores": 2, "gpus": 0, "gpus_where": "",
                 "trace": False, "recovery": False}
 
+    def sweep_cli(self, path, ctx, *more):
+        """scripts/sweep.py on the sweep file `path` with ctx's stand-in and folder."""
+        return subprocess.run(
+            [sys.executable, os.path.join(REPO, "scripts", "sweep.py"), path, "--out",
+             ctx["out"], "--bin", ctx["bin"], "--launcher", "env STARRING_NP={np}", *more],
+            capture_output=True, text=True, timeout=60)
+
     def test_a_failed_runs_record(self):
         import sweep_jobs
         with tempfile.TemporaryDirectory() as tmp:
@@ -499,10 +506,7 @@ class TheRecordsOfJobs(unittest.TestCase):
                 f.write("[sweep]\nreport = no\n[grid]\nworkers = 1\n[bench x]\nargs = -b 1K\n")
 
             def sweep(*more):
-                return subprocess.run(
-                    [sys.executable, os.path.join(REPO, "scripts", "sweep.py"), path, "--out",
-                     ctx["out"], "--bin", ctx["bin"], "--launcher", "env STARRING_NP={np}",
-                     *more], capture_output=True, text=True, timeout=60)
+                return self.sweep_cli(path, ctx, *more)
 
             p = sweep()
             self.assertEqual(p.returncode, 1, p.stdout + p.stderr)  # the run failed
@@ -533,10 +537,7 @@ class TheRecordsOfJobs(unittest.TestCase):
                         "[bench x]\nnp = 2 4\nargs = -b 1K\n")
 
             def sweep(*more):
-                return subprocess.run(
-                    [sys.executable, os.path.join(REPO, "scripts", "sweep.py"), path, "--out",
-                     ctx["out"], "--bin", ctx["bin"], "--launcher", "env STARRING_NP={np}",
-                     *more], capture_output=True, text=True, timeout=60)
+                return self.sweep_cli(path, ctx, *more)
 
             sweep()
             for name in ("runs.jsonl", "bench.jsonl"):  # stopped after W=1 and the np 2 pass
