@@ -297,12 +297,32 @@ std::string did_you_mean(std::string name, const po::options_description& opts,
 
 // `t` without its comment: from the first '#' or ';' that begins the line or follows a blank
 // ("lr = 0.1 ; note", "lr = 0.1 # note"). Elsewhere both are part of the value, as on the command
-// line: run-name = exp#1, metrics-file = out#2.jsonl.
-std::string strip_comment(const std::string& t) {
+// line: run-name = exp#1, metrics-file = out#2.jsonl. `line_start`: t[0] begins the line (else it
+// follows '=', and a '#' there is text: run-name =#1).
+std::string strip_comment(const std::string& t, bool line_start = true) {
   for (std::size_t i = 0; i < t.size(); ++i)
-    if ((t[i] == '#' || t[i] == ';') && (i == 0 || t[i - 1] == ' ' || t[i - 1] == '\t'))
+    if ((t[i] == '#' || t[i] == ';') && (i == 0 ? line_start : t[i - 1] == ' ' || t[i - 1] == '\t'))
       return trim(t.substr(0, i));
-  return t;
+  return trim(t);
+}
+
+// The value of a `key = value` line from the text after its '=' (`where`: "file:line: key"): the
+// text without its comment, or, where it begins with a quote, what lies between that quote and the
+// next one of the same kind ("exp #1" or 'exp #1': exp #1), '#' and ';' included, as configparser
+// users and shells expect; a comment may follow. Before, `"exp #1"` read '"exp'. Quotes elsewhere
+// in a value are text (a"b). An unclosed quote, or other text after the closing one, is an error.
+std::string ini_value(const std::string& after_eq, const std::string& where) {
+  const std::size_t at = after_eq.find_first_not_of(" \t\r");
+  if (at == std::string::npos || (after_eq[at] != '"' && after_eq[at] != '\''))
+    return strip_comment(after_eq, false);
+  const char q = after_eq[at];
+  const std::size_t close = after_eq.find(q, at + 1);
+  STARRING_CONFIG_CHECK(close != std::string::npos, where, ": the value's opening quote ", q,
+                        " is not closed");
+  const std::string rest = trim(after_eq.substr(close + 1));
+  STARRING_CONFIG_CHECK(rest.empty() || rest[0] == '#' || rest[0] == ';', where, ": '", rest,
+                        "' after the closing quote (only a comment may follow it)");
+  return after_eq.substr(at + 1, close - at - 1);
 }
 
 // Reads the INI file, drops section headers and comments, and checks every key against the
@@ -330,18 +350,21 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
       throw ConfigError(detail::concat(path, ":", no, ": byte ", hex, " at column ", i + 1,
                                        " is not text (an INI file is plain text: UTF-8 or ASCII)"));
     }
-    const std::string t = strip_comment(trim(line));
-    if (t.empty()) continue;
+    const std::string t = trim(line);
+    if (t.empty() || t.front() == '#' || t.front() == ';') continue;
     if (t.front() == '[') {
-      STARRING_CONFIG_CHECK(t.back() == ']', path, ":", no, ": bad section header '", t, "'");
-      const std::string name = trim(t.substr(1, t.size() - 2));
+      const std::string h = strip_comment(t);
+      STARRING_CONFIG_CHECK(h.back() == ']', path, ":", no, ": bad section header '", h, "'");
+      const std::string name = trim(h.substr(1, h.size() - 2));
       if (name == "sweep" || name == "grid" || name.rfind("variant ", 0) == 0)
         sweep_file = " (a sweep file: run it with scripts/sweep.sh)";
       continue;
     }
-    auto eq = t.find('=');
-    STARRING_CONFIG_CHECK(eq != std::string::npos, path, ":", no, ": expected 'key = value', got '",
-                          t, "'");
+    // The key ends at the first '='; a comment before it leaves the line without one.
+    const auto eq = t.find('=');
+    STARRING_CONFIG_CHECK(
+        eq != std::string::npos && strip_comment(t.substr(0, eq)) == trim(t.substr(0, eq)), path,
+        ":", no, ": expected 'key = value', got '", strip_comment(t), "'");
     std::string key = trim(t.substr(0, eq));
     STARRING_CONFIG_CHECK(
         key != "config" && key != "help" && all.find_nothrow(key, false), path, ":", no,
@@ -352,7 +375,7 @@ po::parsed_options parse_ini(const std::string& path, const po::options_descript
     line_of[key] = no;
     po::option o;
     o.string_key = key;
-    o.value = {trim(t.substr(eq + 1))};
+    o.value = {ini_value(t.substr(eq + 1), detail::concat(path, ":", no, ": ", key))};
     o.original_tokens = {key, o.value[0]};
     parsed.options.push_back(std::move(o));
   }

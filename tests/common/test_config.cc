@@ -100,6 +100,13 @@ TEST(Config, CommandLineValues) {
   EXPECT_EQ(cfg.sync.segment_bytes, 256u << 10);
 }
 
+using Strings = std::vector<std::string>;
+
+// The run name, metrics, trace and summary file of `cfg`: values an INI test reads back.
+Strings out_files(const Config& cfg) {
+  return {cfg.out.run_name, cfg.out.metrics_file, cfg.out.trace_file, cfg.out.summary_file};
+}
+
 TEST_F(ConfigFile, IniValuesAndCommandLineWins) {
   std::string ini = write("a.ini",
                           "# experiment\n"
@@ -127,19 +134,43 @@ TEST_F(ConfigFile, IniValuesAndCommandLineWins) {
   Config on = parse_train({"--overlap", "on", "--seed", "9", "--config", ini});  // any order
   EXPECT_TRUE(on.sync.overlap);
   EXPECT_EQ(on.train.seed, 9u);
+}
 
-  // A comment begins at '#' or ';' after a blank, as on the command line a value keeps both: the
-  // file's 'exp#1' was read as 'exp' and 'out#2.jsonl' as 'out' (a metrics file of another name),
-  // without a word.
-  Config hash = parse_train({"--config", write("h.ini",
-                                               "run-name = exp#1\n"
-                                               "metrics-file = out#2.jsonl ; where\n"
-                                               "trace = a;b#c.%r.json # the trace\n"
-                                               "lr = 0.2 #\n")});
-  EXPECT_EQ(hash.out.run_name, "exp#1");
-  EXPECT_EQ(hash.out.metrics_file, "out#2.jsonl");
-  EXPECT_EQ(hash.out.trace_file, "a;b#c.%r.json");
-  EXPECT_FLOAT_EQ(hash.train.lr, 0.2f);
+// A comment begins at '#' or ';' after a blank, as on the command line a value keeps both: the
+// file's 'exp#1' was read as 'exp' and 'out#2.jsonl' as 'out' (a metrics file of another name),
+// without a word. One pair of quotes around a value is taken off, and '#' or ';' inside it is
+// text: `run-name = "exp #1"` trained as run '"exp' (the quote kept, the rest read as a comment),
+// exit 0. An unclosed quote, or text after the closing one, is an error naming the line.
+TEST_F(ConfigFile, IniCommentsAndQuotes) {
+  const std::pair<const char*, Strings> cases[] = {
+      {"run-name = exp#1\n"
+       "metrics-file = out#2.jsonl ; where\n"
+       "trace = a;b#c.%r.json # the trace\n"
+       "lr = 0.2 #\n",
+       {"exp#1", "out#2.jsonl", "a;b#c.%r.json", ""}},
+      // the other quote is text inside, and quotes inside a value are text
+      {"run-name = \"exp #1\"\n"
+       "metrics-file = 'out ;2.jsonl'   # where\n"
+       "trace = \"it's.json\";note\n"
+       "summary-file = a\"b'c\n"
+       "lr =\"0.2\"\n",
+       {"exp #1", "out ;2.jsonl", "it's.json", "a\"b'c"}},
+      // '#' right after '=' is text, quoted or not
+      {"run-name =#1 # c\nlr = '0.2'\n", {"#1", "", "", ""}},
+  };
+  for (const auto& [text, want] : cases) {
+    const Config cfg = parse_train({"--config", write("c.ini", text)});
+    EXPECT_EQ(out_files(cfg), want) << text;
+    EXPECT_FLOAT_EQ(cfg.train.lr, 0.2f) << text;
+  }
+
+  std::string msg =
+      error_of("train", {"--config", write("u.ini", "lr = 0.1\nrun-name = \"exp #1\n")});
+  EXPECT_NE(msg.find("u.ini:2: run-name: the value's opening quote \" is not closed"),
+            std::string::npos)
+      << msg;
+  msg = error_of("train", {"--config", write("a.ini", "run-name = 'a' b\n")});
+  EXPECT_NE(msg.find("a.ini:1: run-name: 'b' after the closing quote"), std::string::npos) << msg;
 }
 
 TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
