@@ -154,8 +154,13 @@ TEST(Trace, ArgsAndUnnamedThreadsAreRecorded) {
   fs::remove_all(dir);
 }
 
-// The files of ranks created at different moments share the host's clock, so a later
-// event has a later timestamp whichever rank recorded it (what lets merged traces line up).
+// The files of ranks created at different moments share the host's clock, so a later event has a
+// later timestamp whichever rank recorded it (what lets merged traces line up): an event of the
+// later rank read between two of the earlier one lies between them. Each rank reads the wall
+// clock once beside its steady clock, the best of 5 tries (about 0.1 us apart here), and the wall
+// clock may be slewed by NTP (at most 500 ppm: 10 us over the 20 ms between the two creations),
+// so 50 us is ample. Rank 1 skewed by -900 or +900 us (origin_us_ -/+ rank_ * 900 in trace.cc),
+// or by +100, fails it; the check before (an event 2 ms later at least 1 ms later) passed -900.
 TEST(Trace, RanksShareTheHostClock) {
   const fs::path dir = temp_dir();
   Trace early(0);
@@ -163,22 +168,29 @@ TEST(Trace, RanksShareTheHostClock) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   Trace late(1);
   late.open((dir / "t.%r.json").string());
-  early.complete("first", "compute", early.now_us(), 1.0);
-  // each rank reads the wall clock once beside its steady clock: they agree to the gap between
-  // two readings (about 0.1 us here, the shortest of 5), far less than this
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  late.complete("second", "compute", late.now_us(), 1.0);
+  const double a = early.now_us(), b = late.now_us(), c = early.now_us();
+  early.complete("a", "compute", a, 1.0);
+  late.complete("b", "compute", b, 1.0);
+  early.complete("c", "compute", c, 1.0);
   early.close();
   late.close();
+  // microseconds since 1970: ts counts from the file's utc_day (midnight may fall between ranks)
   auto ts_of = [&](const char* file, const char* name) {
     const nlohmann::json doc = read_json(dir / file);
-    for (const auto& e : doc["traceEvents"])
-      if (e["name"] == name) return e["ts"].get<double>();
-    return -1.0;
+    double day = -1, ts = -1;
+    for (const auto& e : doc["traceEvents"]) {
+      if (e["ph"] == "M" && e["name"] == "process_name") day = e["args"].value("utc_day", -1.0);
+      if (e["name"] == name) ts = e["ts"].get<double>();
+    }
+    EXPECT_GE(day, 0.0) << file;
+    EXPECT_GE(ts, 0.0) << file << " " << name;
+    return day * 86400e6 + ts;
   };
-  const double first = ts_of("t.0.json", "first"), second = ts_of("t.1.json", "second");
-  EXPECT_GT(first, 0.0);
-  EXPECT_GE(second, first + 1000.0);
+  const double ts_a = ts_of("t.0.json", "a"), ts_b = ts_of("t.1.json", "b"),
+               ts_c = ts_of("t.0.json", "c");
+  constexpr double kMarginUs = 50.0;
+  EXPECT_GE(ts_b - ts_a, -kMarginUs) << "rank 1's clock is behind rank 0's";
+  EXPECT_GE(ts_c - ts_b, -kMarginUs) << "rank 1's clock is ahead of rank 0's";
   fs::remove_all(dir);
 }
 
