@@ -35,6 +35,7 @@ if(STARRING_HAVE_SMPI)
     common/test_hosts.cc
     common/census.cc
     common/config.cc
+    common/config_ini.cc
     common/config_check.cc
     common/fault.cc
     allreduce/allreducer.cc
