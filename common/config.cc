@@ -21,11 +21,6 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <charconv>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <type_traits>
 #include <vector>
 
