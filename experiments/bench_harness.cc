@@ -347,9 +347,9 @@ void compare_to_base(std::vector<BenchRow>& size_rows, std::size_t base) {
   }
 }
 
-// On rank 0, the job's hosts as `train`'s summary judges them, for every row (empty elsewhere):
-// "hosts", "cores" (the CPUs of rank 0's host its ranks may use), "oversubscribed" host by host
-// (and "oversubscribed_where"). The sweep driver had only its own host's CPUs against the job's
+}  // namespace
+
+// The sweep driver had only its own host's CPUs against the job's
 // ranks: 4 ranks on two hosts of 2 CPUs read as time-shared.
 nlohmann::json job_hosts(Comm& world, int tag) {
   const nlohmann::json mine{
@@ -372,8 +372,6 @@ nlohmann::json job_hosts(Comm& world, int tag) {
   if (!over.empty()) j["oversubscribed_where"] = over;
   return j;
 }
-
-}  // namespace
 
 std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm> world,
                                         Device* device, const std::function<void()>& checked) {

@@ -210,6 +210,11 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
 // per byte), measured on a buffer of `bytes` (at least 1 MiB).
 double measure_memcpy_GBps(std::size_t bytes);
 
+// Collective over `world`: on rank 0, the job's hosts as `train`'s summary judges them, for every
+// row of a bench (empty elsewhere): "hosts", "cores" (the CPUs of rank 0's host its ranks may
+// use), "oversubscribed" host by host (and "oversubscribed_where").
+nlohmann::json job_hosts(Comm& world, int tag);
+
 // The bench's %memcpy reference is measured on max(-e, this): out of the CPU caches whatever -e
 // is, so it is memory bandwidth and the same figure in every run (measured at -e = 2 MiB, it read
 // the cache's copy speed: 63 GB/s here against 20-26 GB/s from 16 MiB up).

@@ -302,13 +302,14 @@ void print_header(const Config& cfg, int np) {
               "t_comm(us)", "t_compute(us)", "t_total(us)", "overlap(%)");
 }
 
-void print_row(const OverlapRow& r, const Config& cfg) {
+void print_row(const OverlapRow& r, const Config& cfg, const nlohmann::json& hosts) {
   std::printf("   %12zu %-18s %-7s %12.1f %13.1f %12.1f %10.1f\n", r.bytes, r.backend.c_str(),
               r.compute.c_str(), r.t_comm_us, r.t_compute_us, r.t_total_us, r.overlap_pct);
   if (!cfg.bench.json) return;
   nlohmann::json j = to_json(r);  // labelled as bandwidth rows are (bench_harness.cc)
   if (cfg.sync.compress != "none") j["compress"] = cfg.sync.compress;
   if (!cfg.out.run_name.empty()) j["run_name"] = cfg.out.run_name;
+  j.update(hosts);  // host by host, as bandwidth rows say it: the sweep's time-shared marks
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -413,6 +414,7 @@ std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Com
   if (leader) print_header(cfg, world->size());
   std::vector<OverlapRow> rows;
   int tag = kTagBase;
+  const nlohmann::json hosts = job_hosts(*world, ++tag);
   for (std::size_t bytes = bc.min_bytes; bytes <= bc.max_bytes; bytes *= bc.factor) {
     const std::size_t count = bytes / sizeof(float);
     for (const auto& name : names) {
@@ -443,7 +445,7 @@ std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Com
       base.tensors = static_cast<int>(overlap_tensor_sizes(count).size());
       base.iters = bc.iters;
       for (auto& r : overlap_rows(base, bc.compute, unflatten(all, bc.compute.size()))) {
-        print_row(r, cfg);
+        print_row(r, cfg, hosts);
         rows.push_back(std::move(r));
       }
       std::fflush(stdout);

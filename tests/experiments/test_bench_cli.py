@@ -381,6 +381,11 @@ class Bench(unittest.TestCase):
         _, rows = self.overlap_json(3, "--backends", "ps", "--servers", "1", "--compute",
                                     "serial", "-b", "64K", "-e", "64K", "-n", "1", "-w", "0")
         self.assertEqual([(r["np"], r["workers"], r["servers"]) for r in rows], [(3, 2, 1)])
+        # and say, as bandwidth rows do, whether the job time-shared host by host (the sweep
+        # driver's own guess from its host's CPUs was all overlap rows had)
+        cpus = len(os.sched_getaffinity(0))
+        self.assertEqual((rows[0]["hosts"], rows[0]["cores"], rows[0]["oversubscribed"]),
+                         (1, cpus, 3 > cpus), rows[0])
 
 
 if __name__ == "__main__":
