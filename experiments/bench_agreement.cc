@@ -119,7 +119,8 @@ std::string host_memory_problem(const std::vector<RankMemory>& ranks, std::size_
                   members.size() == 1 ? " rank" : " ranks", " on host ", host, " (",
                   rank_list(members), ") hold at least ", gib(holds),
                   " GiB together at that size (each worker its input, its result and the "
-                  "backend's buffer), more than its memory (",
+                  "backend's buffer; a parameter server its shard's parameters and sums), more "
+                  "than its memory (",
                   gib(memory), " GiB): give a smaller -e or start fewer ranks on that host");
   }
   return "";

@@ -53,7 +53,7 @@ class AllreduceBenchOp : public BenchOp {
       std::copy(host_out_.begin(), host_out_.end(), out);
     }
   }
-  int host_buffers() const override { return engine_->on_device() ? 0 : 1; }
+  double host_buffers() const override { return engine_->on_device() ? 0 : 1; }
   void clear_result() override {
     if (engine_->on_device()) {
       device_->fill(d_out_, 0.0f, count_);

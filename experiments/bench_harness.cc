@@ -325,15 +325,14 @@ std::vector<std::unique_ptr<BenchOp>> make_ops_agreed(const std::vector<std::str
 }
 
 // What this rank holds in host memory at the largest size at least: on a worker of any op, the
-// input and result vectors of measure() and the op's own buffers (BenchOp::host_buffers).
+// input and result vectors of measure(); on every rank, the op's own buffers (BenchOp::
+// host_buffers: a dedicated server's shard too, 2 x D/S with S = 1 the largest of a 4-rank job).
 double host_bytes_at_largest(const BenchConfig& bc,
                              const std::vector<std::unique_ptr<BenchOp>>& ops) {
-  std::size_t largest = bc.min_bytes;
-  while (largest <= bc.max_bytes / bc.factor) largest *= bc.factor;  // the size loop's last
-  const double bytes = static_cast<double>(largest / sizeof(float) * sizeof(float));
+  const double bytes = static_cast<double>(largest_bench_size(bc) / sizeof(float) * sizeof(float));
   double holds = 0;
   for (const auto& op : ops)
-    if (op->is_worker()) holds = std::max(holds, (2.0 + op->host_buffers()) * bytes);
+    holds = std::max(holds, ((op->is_worker() ? 2.0 : 0.0) + op->host_buffers()) * bytes);
   return holds;
 }
 
@@ -348,6 +347,12 @@ void compare_to_base(std::vector<BenchRow>& size_rows, std::size_t base) {
 }
 
 }  // namespace
+
+std::size_t largest_bench_size(const BenchConfig& bc) {
+  std::size_t largest = bc.min_bytes;
+  while (largest <= bc.max_bytes / bc.factor) largest *= bc.factor;  // the size loop's last
+  return largest;
+}
 
 // The sweep driver had only its own host's CPUs against the job's
 // ranks: 4 ranks on two hosts of 2 CPUs read as time-shared.

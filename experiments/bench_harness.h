@@ -80,11 +80,12 @@ class BenchOp {
   // Not timed, workers only: sets the result to zeros before the check's own run (-c), so that
   // the run must write every element: a result left by an earlier run would read as right.
   virtual void clear_result() = 0;
-  // Buffers of the message's size this op keeps in host memory on a worker (its result: the
-  // ring's and MPI's output, the parameter server's parameters), besides the harness's input and
-  // result; 0 where they live on the device (nccl). For the check that a host holds its ranks'
+  // Buffers of the message's size (or fractions of one) this op keeps in host memory on this
+  // rank (a worker's result: the ring's and MPI's output, the parameter server's parameters; a
+  // server shard's parameters and sums), besides a worker's input and result, which the harness
+  // holds; 0 where they live on the device (nccl). For the check that a host holds its ranks'
   // buffers (experiments/bench_agreement.h).
-  virtual int host_buffers() const { return 1; }
+  virtual double host_buffers() const { return 1; }
 
   // Bytes/messages this rank has moved so far through a counting transport (Comm counters);
   // nullopt when the transport is opaque (MPI_Allreduce, NCCL): the harness then reports the
@@ -209,6 +210,9 @@ std::vector<BenchRow> run_bench_harness(const Config& cfg, std::shared_ptr<Comm>
 // This machine's memcpy bandwidth in GB/s (counted as bytes copied / time; one read + one write
 // per byte), measured on a buffer of `bytes` (at least 1 MiB).
 double measure_memcpy_GBps(std::size_t bytes);
+
+// The last size the bench's loop reaches: -b times -f while that stays within -e.
+std::size_t largest_bench_size(const BenchConfig& bc);
 
 // Collective over `world`: on rank 0, the job's hosts as `train`'s summary judges them, for every
 // row of a bench (empty elsewhere): "hosts", "cores" (the CPUs of rank 0's host its ranks may

@@ -15,8 +15,10 @@
 #include "common/kept_memory.h"
 #include "common/sub_comm.h"
 #include "experiments/backend_registry.h"
+#include "experiments/bench_agreement.h"
 #include "experiments/bench_harness.h"
 #include "experiments/bench_on_ranks.h"
+#include "ps/ps_group.h"
 
 namespace starring {
 
@@ -212,6 +214,30 @@ struct RankMeasured {
 };
 
 // This rank's part of one size on one backend, on `comm` (the ranks that run it).
+// What this rank holds in host memory at the largest size at least, over the backends it runs
+// (one at a time): a worker its parameters and gradients, a parameter-server shard its parameters
+// and sums (ps/shard_server.h), for check_bench_host_memory.
+double overlap_host_bytes(const Config& cfg, const std::vector<std::string>& names, int rank,
+                          int size) {
+  const double bytes =
+      static_cast<double>(largest_bench_size(cfg.bench) / sizeof(float) * sizeof(float));
+  double holds = 0;
+  for (const auto& name : names) {
+    const auto [base_name, n] = split_ranks_suffix(name);
+    const int ranks = n == 0 ? size : n;
+    if (rank >= ranks) continue;  // sits out
+    const auto [entry, c] = registry_entry(base_name, cfg);
+    double buffers = 2;
+    if (entry == "ps") {
+      const ps::PsGroup g = ps::make_ps_group(c.sync.servers, ranks);
+      const double shard = 2.0 / g.num_servers();
+      buffers = g.is_dedicated_server(rank) ? shard : 2 + (g.colocated ? shard : 0);
+    }
+    holds = std::max(holds, buffers * bytes);
+  }
+  return holds;
+}
+
 RankMeasured run_backend(const std::string& name, const Config& cfg, std::shared_ptr<Comm> comm,
                          std::size_t count, int tag) {
   const auto [entry, c] = registry_entry(name, cfg);
@@ -409,6 +435,8 @@ std::vector<OverlapRow> run_overlap_bench(const Config& cfg, std::shared_ptr<Com
     STARRING_CONFIG_CHECK(n <= world->size(), "bench backend '", name, "' on ", n,
                           " ranks, but only ", world->size(), " were started");
   }
+  check_bench_host_memory(*world, overlap_host_bytes(cfg, names, world->rank(), world->size()),
+                          bc.max_bytes);
   if (checked) checked();
   const bool leader = world->rank() == 0;
   if (leader) print_header(cfg, world->size());

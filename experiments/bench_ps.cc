@@ -72,6 +72,14 @@ class PsBenchOp : public BenchOp {
     if (group_.colocated) return "colocated";
     return group_.num_servers();
   }
+  // A worker's parameters; a server shard's parameters and sums (ps/shard_server.h: only the
+  // shard's pages of them are touched), D/S each on a dedicated server, D/N each beside a
+  // co-located worker's.
+  double host_buffers() const override {
+    const double shard = 2.0 / group_.num_servers();
+    if (!is_worker()) return shard;
+    return 1.0 + (group_.colocated ? shard : 0.0);
+  }
   double bus_factor() const override {
     const double w = workers(), s = group_.num_servers();
     return group_.colocated ? 2.0 * (w - 1) / w : std::max(1.0, w / s);

@@ -435,8 +435,9 @@ TEST(BenchHarness, AHostWhoseRanksTogetherCannotHoldTheBuffersIsNamed) {
       std::size_t{4} << 30);
   EXPECT_EQ(p,
             "--max-bytes 4G: the 2 ranks on host b (ranks 1 and 3) hold at least 18 GiB together "
-            "at that size (each worker its input, its result and the backend's buffer), more than "
-            "its memory (16 GiB): give a smaller -e or start fewer ranks on that host")
+            "at that size (each worker its input, its result and the backend's buffer; a "
+            "parameter server its shard's parameters and sums), more than its memory (16 GiB): "
+            "give a smaller -e or start fewer ranks on that host")
       << p;
   EXPECT_NE(
       host_memory_problem({{"a", 32 * g, 12 * g}, {"b", 16 * g, 8 * g}, {"a", 32 * g, 24 * g}},

@@ -482,10 +482,27 @@ class OneAtATime(CliCase):
 
         def cap():  # a binary without the check fails to allocate instead of calling the OOM killer
             resource.setrlimit(resource.RLIMIT_AS, (memory // 2, memory // 2))
-        self.run_case(2, ["bench", "--backends", "ring", "-b", size, "-e", size, "-n", "1",
-                          "-w", "0"], 2,
-                      [f"--max-bytes {size}: the 2 ranks on host ", "(ranks 0 and 1) hold at "
-                       "least", "more than its memory"], preexec=cap)
+        for mode in ("bandwidth", "overlap"):  # overlap: each its parameters and gradients
+            with self.subTest(mode=mode):
+                self.run_case(2, ["bench", "--mode", mode, "--backends", "ring", "-b", size, "-e",
+                                  size, "-n", "1", "-w", "0"], 2,
+                              [f"--max-bytes {size}: the 2 ranks on host ", "(ranks 0 and 1) "
+                               "hold at least", "more than its memory"], preexec=cap)
+
+    def test_bench_counts_a_dedicated_servers_shard_in_its_hosts_memory(self):
+        # ps with 1 dedicated server on 3 ranks at 0.14 x memory: the 2 workers' input, result
+        # and parameters (6 x 0.14) fit, the server's parameters and sums of the whole buffer
+        # (2 x 0.14 more) do not; the check counted workers alone and passed it.
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        size = f"{int(0.14 * memory / 2**20)}M"
+
+        def cap():
+            resource.setrlimit(resource.RLIMIT_AS, (memory // 2, memory // 2))
+        self.run_case(3, ["bench", "--backends", "ps", "--servers", "1", "-b", size, "-e", size,
+                          "-n", "1", "-w", "0"], 2,
+                      [f"--max-bytes {size}: the 3 ranks on host ", "(ranks 0, 1 and 2) hold at "
+                       "least", "a parameter server its shard's parameters and sums"],
+                      preexec=cap)
 
     def test_interrupted_job_keeps_every_ranks_trace(self):
         # Ctrl-C on mpirun: it passes SIGTERM to every rank; each writes its own trace file
