@@ -6,7 +6,8 @@
 #                        user asks Open MPI to refuse that: --nooversubscribe or a
 #                        :NOOVERSUBSCRIBE mapping modifier, which conflict with it;
 #   --bind-to none       so oversubscribed ranks are not pinned to the same core;
-#   shared memory + self transports for single-host runs only: not when STARRING_MPI_ARGS is
+#   shared memory + self transports (--mca btl self,vader, --mca pml ob1; each left to the user
+#   who sets it: --mca btl/pml, OMPI_MCA_btl/pml) for single-host runs only: not when STARRING_MPI_ARGS is
 #   set (it replaces them, e.g. STARRING_MPI_ARGS="--hostfile hosts"), nor when the command
 #   line's mpirun options (those before the program) name hosts (--hostfile, -H, --rankfile,
 #   --mca orte_default_hostfile ...), OMPI_MCA_orte_default_hostfile or Open MPI's MCA parameter
@@ -25,6 +26,8 @@ if [ -n "${STARRING_MPI_ARGS:-}" ]; then
 fi
 hosts=0      # the job may span hosts: the single-host transports would not reach them
 oversub=1    # add --oversubscribe
+own_btl=1    # add --mca btl self,vader (single host) unless the user names the BTLs
+own_pml=1    # the same for --mca pml ob1
 # note WORD: what an mpirun option (or an MCA setting "NAME VALUE") says about hosts and
 # oversubscription
 note() {
@@ -33,6 +36,8 @@ note() {
       --default-hostfile | -default-hostfile | --rankfile | -rankfile | -rf | --hostfile=* | \
       --host=* | --rankfile=* | "orte_default_hostfile "*) hosts=1 ;;
     --nooversubscribe | -nooversubscribe | *:NOOVERSUBSCRIBE* | *:nooversubscribe*) oversub=0 ;;
+    "btl "*) own_btl=0 ;;  # the user's own transports: Open MPI refuses a parameter given twice
+    "pml "*) own_pml=0 ;;
   esac
 }
 # STARRING_MPI_ARGS holds mpirun options only; the command line's end at the program (the first
@@ -42,11 +47,19 @@ words=(${user[@]+"${user[@]}"})
 for ((i = 1; i <= $#; i++)); do
   a=${!i}
   case "$a" in
-    -np | --np | -n | -c | -N | --npernode | -npernode | --npersocket | -npersocket | \
-      --map-by | -map-by | --rank-by | -rank-by | --bind-to | -bind-to | -x | --wdir | -wdir | \
-      --path | -path | --prefix | -prefix | --output-filename | -output-filename | --timeout | \
-      -timeout | --cpu-set | -cpu-set | --cpus-per-proc | -cpus-per-proc | --am | -am | \
+    # every option of Open MPI 4.1's `mpirun --help all` that takes a value (one missed here
+    # ended the scan: `-wd /run --hostfile h` kept the single-host transports)
+    -np | --np | -n | --n | -c | -N | --npernode | -npernode | --npersocket | -npersocket | \
+      --map-by | -map-by | --rank-by | -rank-by | --bind-to | -bind-to | --ppr | -ppr | -x | \
+      --wdir | -wdir | --wd | -wd | --path | -path | --prefix | -prefix | --output-filename | \
+      -output-filename | --timeout | -timeout | --cpu-set | -cpu-set | --cpu-list | -cpu-list | \
+      --cpus-per-proc | -cpus-per-proc | --cpus-per-rank | -cpus-per-rank | --am | -am | \
       --tune | -tune | --preload-files | -preload-files | --output | -output | --app | -app | \
+      --stdin | -stdin | --cartofile | -cf | --debugger | -debugger | --launch-agent | \
+      -launch-agent | --personality | -personality | --xterm | -xterm | --hnp | -hnp | \
+      --ompi-server | -ompi-server | --max-vm-size | -max-vm-size | --max-restarts | \
+      -max-restarts | --xml-file | -xml-file | --report-uri | -report-uri | --report-pid | \
+      -report-pid | --report-events | -report-events | \
       -H | --host | -host | --hostfile | -hostfile | --machinefile | -machinefile | \
       --default-hostfile | -default-hostfile | --rankfile | -rankfile | -rf)
       words+=("$a")
@@ -71,6 +84,8 @@ for a in ${words[@]+"${words[@]}"}; do note "$a"; done
 nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
 if [[ "$nodes" =~ ^[0-9]+$ ]] && [ "$nodes" -gt 1 ]; then hosts=1; fi
 if [ -n "${OMPI_MCA_orte_default_hostfile:-}" ]; then hosts=1; fi
+if [ -n "${OMPI_MCA_btl:-}" ]; then own_btl=0; fi  # a command-line setting would override them
+if [ -n "${OMPI_MCA_pml:-}" ]; then own_pml=0; fi
 note "${OMPI_MCA_rmaps_base_mapping_policy:-}"
 # Open MPI's MCA parameter files: the site's and the user's (a default hostfile named there
 # makes every job span its hosts; a NOOVERSUBSCRIBE policy there conflicts with --oversubscribe)
@@ -88,7 +103,8 @@ if [ "$(id -u)" -eq 0 ]; then args+=(--allow-run-as-root); fi
 if [ "${#user[@]}" -gt 0 ]; then
   args+=(${user[@]+"${user[@]}"})
 elif [ "$hosts" = 0 ]; then
-  args+=(--mca btl "self,vader" --mca pml ob1)
+  if [ "$own_btl" = 1 ]; then args+=(--mca btl "self,vader"); fi
+  if [ "$own_pml" = 1 ]; then args+=(--mca pml ob1); fi
 fi
 # Shared-memory transport settings, measured on this kind of machine (2-core VM, Open MPI 4.1.4):
 #  - single-copy (CMA) works here but is slower than vader's copy-in/copy-out for both

@@ -127,6 +127,26 @@ class AssembledCommand(unittest.TestCase):
                 self.assertIn("--oversubscribe", argv)
                 self.assertEqual(argv[-1 - len(words):-1], words, argv)
 
+    def test_every_mpirun_option_with_a_value_is_read_past(self):
+        # options the scan did not know took a value ended it at their value: `-wd /run
+        # --hostfile h` kept the single-host transports ("unable to reach each other")
+        for opts in (["-wd", "/run"], ["--stdin", "none"], ["--ppr", "2:node"],
+                     ["-cpus-per-rank", "2"], ["--report-pid", "-"], ["-cf", "carto"]):
+            with self.subTest(opts=opts):
+                argv = self.argv(*opts, "--hostfile", "h", "-np", "4", "prog")
+                self.assertFalse(self.single_host_transport(argv), argv)
+
+    def test_the_users_own_btl_or_pml_is_not_given_twice(self):
+        # Open MPI refuses a parameter given twice ("MCA parameter has been listed multiple
+        # times", exit 1): the README's transport advice (--mca btl self,vader,tcp) failed
+        def mca(argv, name):
+            return [argv[i + 2] for i in range(len(argv) - 2)
+                    if argv[i] == "--mca" and argv[i + 1] == name]
+        argv = self.argv("--mca", "btl", "tcp,self", "-np", "2", "prog")
+        self.assertEqual((mca(argv, "btl"), mca(argv, "pml")), (["tcp,self"], ["ob1"]), argv)
+        argv = self.argv("-np", "2", "prog", OMPI_MCA_pml="ucx")
+        self.assertEqual((mca(argv, "btl"), mca(argv, "pml")), (["self,vader"], []), argv)
+
     def test_mca_settings_that_name_hosts_or_refuse_oversubscription(self):
         # a default hostfile or a NOOVERSUBSCRIBE policy given as an MCA setting (on the command
         # line, in the environment, in the user's mca-params.conf) spans hosts or conflicts with
@@ -186,6 +206,15 @@ class RealMpirun(unittest.TestCase):
         self.assertNotEqual(rc, 0, out)
         self.assertIn("not enough slots", out)
         self.assertNotIn("Conflicting directives", out)
+
+    def test_options_the_user_adds_are_accepted(self):
+        # each failed before: "MCA parameter has been listed multiple times"; "Conflicting
+        # directives for mapping policy" (the scan stopped at -wd's value, missed the modifier)
+        for opts in (["--mca", "btl", "tcp,self"], ["-wd", self.tmp, "--map-by",
+                                                    "core:NOOVERSUBSCRIBE"]):
+            with self.subTest(opts=opts):
+                rc, out = run([*opts, "-np", "1", BIN, "env"])
+                self.assertEqual(rc, 0, out)
 
 
 FAKE_SSH = """#!/bin/bash
