@@ -1,6 +1,7 @@
 #include "experiments/bench_agreement.h"
 
 #include <cmath>
+#include <iomanip>
 #include <map>
 #include <sstream>
 
@@ -44,7 +45,19 @@ void agree(Comm& world, const std::string& mine, int tag) {
   if (!first.empty()) throw_failure(first[0], first.substr(1));
 }
 
-double gib(double bytes) { return std::round(bytes / (1 << 30) * 10) / 10; }
+// GiB to one decimal, or to as many as tell `bytes` from `other` (up to 3): "23.6 GiB, more than
+// its memory (23.6 GiB)" read as a contradiction.
+std::string gib(double bytes, double other) {
+  int digits = 1;
+  const auto at = [](double b, int d) { return std::round(b / (1 << 30) * std::pow(10, d)); };
+  while (digits < 3 && at(bytes, digits) == at(other, digits)) ++digits;
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << bytes / (1 << 30);
+  std::string t = s.str();  // always has a '.': 54.0 -> 54, 23.60 -> 23.6
+  t.erase(t.find_last_not_of('0') + 1);
+  if (t.back() == '.') t.pop_back();
+  return t;
+}
 
 }  // namespace
 
@@ -108,20 +121,25 @@ void agree_on_bench_options(const Config& cfg, Comm& world) {
 
 std::string host_memory_problem(const std::vector<RankMemory>& ranks, std::size_t max_bytes) {
   std::map<std::string, std::vector<int>> by_host;  // its ranks, in order
-  for (std::size_t r = 0; r < ranks.size(); ++r)
-    by_host[ranks[r].host].push_back(static_cast<int>(r));
-  for (const auto& [host, members] : by_host) {
+  std::vector<std::string> hosts;                   // in the order of their lowest rank
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    auto& members = by_host[ranks[r].host];
+    if (members.empty()) hosts.push_back(ranks[r].host);
+    members.push_back(static_cast<int>(r));
+  }
+  for (const auto& host : hosts) {
+    const std::vector<int>& members = by_host[host];
     double holds = 0;
     for (int r : members) holds += ranks[r].holds;
     const double memory = ranks[members.front()].host_memory;
     if (memory <= 0 || holds <= memory) continue;
     return concat("--max-bytes ", format_bytes(max_bytes), ": the ", members.size(),
                   members.size() == 1 ? " rank" : " ranks", " on host ", host, " (",
-                  rank_list(members), ") hold at least ", gib(holds),
+                  rank_list(members), ") hold at least ", gib(holds, memory),
                   " GiB together at that size (each worker its input, its result and the "
                   "backend's buffer; a parameter server its shard's parameters and sums), more "
                   "than its memory (",
-                  gib(memory), " GiB): give a smaller -e or start fewer ranks on that host");
+                  gib(memory, holds), " GiB): give a smaller -e or start fewer ranks on that host");
   }
   return "";
 }

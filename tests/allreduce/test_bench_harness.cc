@@ -444,6 +444,18 @@ TEST(BenchHarness, AHostWhoseRanksTogetherCannotHoldTheBuffersIsNamed) {
                           std::size_t{4} << 30)
           .find("the 2 ranks on host a (ranks 0 and 2) hold at least 36 GiB"),
       std::string::npos);
+  // the host of the lowest rank first, not the first name in alphabetical order; and as many
+  // decimals as tell the two figures apart
+  EXPECT_NE(
+      host_memory_problem(
+          {{"z", 16 * g, 9 * g}, {"a", 16 * g, 9 * g}, {"z", 16 * g, 9 * g}, {"a", 16 * g, 9 * g}},
+          std::size_t{3} << 30)
+          .find("on host z (ranks 0 and 2)"),
+      std::string::npos);
+  const std::string close =
+      host_memory_problem({{"a", 23.6 * g, 11.81 * g}, {"a", 23.6 * g, 11.81 * g}}, 1 << 30);
+  EXPECT_NE(close.find("at least 23.62 GiB together"), std::string::npos) << close;
+  EXPECT_NE(close.find("more than its memory (23.6 GiB)"), std::string::npos) << close;
 }
 
 TEST(BenchHarness, RankSuffixIsAWholeNumber) {
