@@ -42,9 +42,17 @@ import starring_results as sr  # noqa: E402
 
 
 def load(results):
-    runs, bad = sr.read_jsonl(os.path.join(results, "runs.jsonl"))
-    bench, bad_b = sr.read_jsonl(os.path.join(results, "bench.jsonl"))
+    lines = {"runs.jsonl": [], "bench.jsonl": []}
+    runs, bad = sr.read_jsonl(os.path.join(results, "runs.jsonl"), lines["runs.jsonl"])
+    bench, bad_b = sr.read_jsonl(os.path.join(results, "bench.jsonl"), lines["bench.jsonl"])
     problems = bad + bad_b
+    # a record the report cannot group by its keys (a null grid_point): left out, and said
+    for name, items in (("runs.jsonl", runs), ("bench.jsonl", bench)):
+        odd = [(i, x) for i, x in enumerate(items)
+               if isinstance(x, dict) and sr.odd_key_field(x, name == "bench.jsonl")]
+        problems += [f"{name} line {lines[name][i]} ({x.get('run_id') or x.get('bench_id', '?')})"
+                     f": {sr.odd_key_field(x, name == 'bench.jsonl')}, left out" for i, x in odd]
+        items[:] = [x for i, x in enumerate(items) if i not in dict(odd)]
     # a line that parses but is not a record (a list, a number): left out, and said so
     problems += [f"{name} record {i + 1}: not a JSON object, left out"
                  for name, items in (("runs.jsonl", runs), ("bench.jsonl", bench))
@@ -420,7 +428,7 @@ def make_figures(runs, bench, metrics, out):
     # A configuration run several times is drawn as its median run (with the spread where a
     # plot can show it); the fault table keeps every run.
     ok = shown_runs(runs)
-    missing, passes = not_drawn_note(runs), passes_note(bench)
+    missing, passes = safe_note(not_drawn_note, runs), safe_note(passes_note, bench)
     bench = sr.collapse_bench_repeats(bench)
     makers = [("throughput", lambda: rsc.throughput(ok, out)),
               ("efficiency", lambda: rsc.efficiency(ok, out)),
@@ -453,6 +461,15 @@ def make_figures(runs, bench, metrics, out):
                 fig.reason += f" ({note.strip()})"
         figures.append(fig)
     return figures
+
+
+def safe_note(note, records):
+    """note(records), or a word that it could not be made: as a plot, a malformed record must
+    not cost the rest of the report."""
+    try:
+        return note(records)
+    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as err:
+        return f" (What did not succeed could not be told: {err!r}.)"
 
 
 def not_drawn_note(runs):

@@ -82,8 +82,9 @@ def check_writable_folder(path):
     os.remove(probe)
 
 
-def read_jsonl(path):
-    """Records of a JSON-lines file; a line that does not parse is reported, not fatal."""
+def read_jsonl(path, lines=None):
+    """Records of a JSON-lines file; a line that does not parse is reported, not fatal. A list
+    `lines` gets each record's line number."""
     records, bad = [], []
     if not os.path.exists(path):
         return records, bad
@@ -94,6 +95,8 @@ def read_jsonl(path):
                 continue
             try:
                 records.append(json.loads(line))
+                if lines is not None:
+                    lines.append(n)
             except json.JSONDecodeError as e:
                 bad.append(f"{path}:{n}: {e}")
     return records, bad
@@ -430,6 +433,20 @@ def pass_key(b):
     sweep, bench_id without its round's -rN, and the pass's args where recorded."""
     return (b.get("sweep"), re.sub(r"-r\d+$", "", str(b.get("bench_id", ""))),
             b.get("bench_args"))
+
+
+def odd_key_field(rec, bench=False):
+    """The first field by which the report groups `rec` (config_key, pass_key, the bench key)
+    that it cannot group by, a hand-edited "grid_point": null or "bench_args": ["a"] (a
+    TypeError that ended the whole report), with what it is; None when there is none."""
+    scalar = (str, int, float, bool, type(None))
+    kinds = ({"bench_id": str, **dict.fromkeys(_BENCH_KEY + ("bench_args",), scalar)} if bench
+             else {"config": dict, "grid_point": dict,
+                   **dict.fromkeys(("sweep", "variant", "workers"), scalar)})
+    for k, typ in kinds.items():
+        if k in rec and not isinstance(rec[k], typ):
+            return f"'{k}' is {json.dumps(rec[k])[:40]}"
+    return None
 
 
 def collapse_repeats(runs):

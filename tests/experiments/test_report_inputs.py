@@ -59,6 +59,33 @@ class ReportWithPartialData(unittest.TestCase):
             with open(os.path.join(tmp, "report", "report.html"), encoding="utf-8") as f:
                 self.assertIn("bench.jsonl record 1: not a JSON object", f.read())
 
+    def test_a_record_of_keys_of_another_type_is_left_out_by_its_line(self):
+        # "grid_point": null in runs.jsonl, a failed pass's "bench_args": ["a"] in bench.jsonl:
+        # the notes on what did not succeed (made before any plot's guard) ended the report in a
+        # TypeError traceback, exit 1, no summary.md or report.html
+        with open(os.path.join(FIXTURE, "runs.jsonl"), encoding="utf-8") as f:
+            recs = [json.loads(line) for line in f][:3]
+        bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            with open(os.path.join(tmp, "runs.jsonl"), "w", encoding="utf-8") as f:
+                f.write("".join(json.dumps(r) + "\n" for r in recs) + "\n"  # line 4 blank
+                        + json.dumps(dict(recs[0], run_id="null-point", grid_point=None)) + "\n")
+            with open(os.path.join(tmp, "bench.jsonl"), "w", encoding="utf-8") as f:
+                f.write("".join(json.dumps(b) + "\n" for b in bench[:2]) + json.dumps(
+                    {"sweep": "main", "bench_id": "main-bench-x-np2", "bench_args": ["a"],
+                     "status": "failed", "np": 2, "command": "c", "log_tail": "t"}) + "\n")
+            proc = run_report(tmp, os.path.join(tmp, "report"))
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertNotIn("Traceback", proc.stderr)
+            self.assertIn("runs.jsonl line 5 (null-point): 'grid_point' is null, left out",
+                          proc.stderr)
+            self.assertIn("bench.jsonl line 3 (main-bench-x-np2): 'bench_args' is [\"a\"], "
+                          "left out", proc.stderr)
+            out = os.path.join(tmp, "report")
+            self.assertIn("busbw.png", os.listdir(out))
+            with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
+                self.assertEqual(len([ln for ln in f if ln.startswith("| ring | 784-")]), 3)
+
     def test_bench_only_folder_skips_the_training_plots_and_says_so(self):
         tmp = tempfile.mkdtemp(prefix="starring_report_test_")
         try:
