@@ -44,6 +44,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -457,8 +458,10 @@ def run_key(sweep, variant, workers, config, point, rep):
 def bench_key(bench_id, rep, args, quick):
     """What makes a bench pass the same one again for --resume: its id (sweep, bench, np), round,
     args and --quick (the id alone took a --quick pass's rows for the full sweep's, of other
-    message sizes)."""
-    return json.dumps(["bench", bench_id, rep, args, bool(quick)])
+    message sizes). The id without its "-rN" (written only with --repeat 2 or more; the round is
+    `rep`), as run_key has no id: a sweep resumed with another --repeat made round 1's pass again
+    but not its runs."""
+    return json.dumps(["bench", re.sub(r"-r\d+$", "", str(bench_id)), rep, args, bool(quick)])
 
 
 def recorded_jobs(out):

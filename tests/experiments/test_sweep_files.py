@@ -559,6 +559,29 @@ class TheRecordsOfJobs(unittest.TestCase):
                           p.stdout)
             self.assertNotIn("recorded", sweep("--dry-run").stdout)
 
+    def test_resume_with_another_repeat_count_skips_round_1s_bench_pass_too(self):
+        # a bench pass's id has "-rN" only with --repeat 2 or more, a run's key has no id: one
+        # sweep, then --resume --repeat 2 skipped round 1's run but made its bench pass again
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = self.context(tmp)
+            path = os.path.join(tmp, "s.ini")
+            with open(path, "w") as f:
+                f.write("[sweep]\nreport = no\n[grid]\nworkers = 1\n[bench x]\nargs = -b 1K\n")
+            self.sweep_cli(path, ctx)
+            p = self.sweep_cli(path, ctx, "--resume", "--repeat", "2", "--dry-run")
+            self.assertIn("-b 1K  [recorded np 2 round 1: --resume skips it]", p.stdout)
+            self.assertIn("2 of the 4 runs and bench passes are recorded", p.stdout)
+            p = self.sweep_cli(path, ctx, "--resume", "--repeat", "2")
+            self.assertIn("1 bench ok, 1 failed, 1 recorded before (--resume)", p.stdout)
+            bench = os.path.join(ctx["out"], "bench.jsonl")
+            self.assertEqual([(r["bench_id"], r["repeat"]) for r in sr.read_jsonl(bench)[0]],
+                             [("s-bench-x-np2", 1), ("s-bench-x-np2-r2", 2)])
+            # ... and back: round 1 of a --repeat 2 sweep is "-r1", recorded for --repeat 1 too
+            ctx["out"] += "2"
+            self.sweep_cli(path, ctx, "--repeat", "2")
+            p = self.sweep_cli(path, ctx, "--resume", "--dry-run")
+            self.assertIn("-b 1K  [recorded: --resume skips it]", p.stdout)
+
     def test_resume_makes_a_bench_pass_of_other_args_or_quick_again(self):
         # the bench key was (bench_id, round): a --quick pass of `-b 1K` counted as the full
         # sweep's `-b 64M` pass, whose rows were never made
