@@ -15,6 +15,7 @@ in DIR are removed).
 """
 import argparse
 import base64
+import collections
 import datetime
 import html
 import os
@@ -66,6 +67,10 @@ def load(results):
         problems += sr.check_record(r, where)
     for i, b in enumerate(bench):
         problems += sr.check_bench_row(b, f"bench.jsonl row {i + 1}")
+    old = collections.Counter((b.get("bench_id"), b.get("bench_args"))
+                              for b in sr.superseded_bench_rows(bench))
+    problems += [f"bench.jsonl: {n} rows of {pass_id} with args {args!r} left out: a later pass "
+                 "of it, of other args, measured those sizes" for (pass_id, args), n in old.items()]
     metrics = {}
     for r in runs:
         if r.get("status") == "ok" and r.get("metrics_file"):

@@ -470,14 +470,30 @@ _BENCH_KEY = ("sweep", "bench", "backend", "np", "workers", "servers", "size", "
               "sync_overlap", "compress")
 
 
+def _bench_row_key(b):
+    return tuple(b.get(k) for k in _BENCH_KEY) + (re.sub(r"-r\d+$", "", b.get("bench_id", "")),)
+
+
+def superseded_bench_rows(rows):
+    """The rows of a pass made again with other args (a [bench] section's `-n 5` changed to
+    `-n 20`, then the sweep again into the folder) at a size the later pass measured too: not
+    repeats of it (they were pooled into one median) nor a series of their own (one line per
+    backend and np), they give way to the latest pass's rows (file order) at that size."""
+    last = {}
+    for b in rows:
+        if "size" in b:
+            last[_bench_row_key(b)] = b.get("bench_args")
+    return [b for b in rows if "size" in b and b.get("bench_args") != last[_bench_row_key(b)]]
+
+
 def collapse_bench_repeats(rows):
     """Bench rows of one pass made several times -> the median row of each (by busbw, the lower
     median for an even count; by overlap % for overlap rows), with every repeat's busbw (or
-    overlap %) in `repeat_busbw_GBps` (`repeat_overlap_pct`). Failed-pass records pass
-    through."""
-    def key(b):
-        return tuple(b.get(k) for k in _BENCH_KEY) + (re.sub(r"-r\d+$", "", b.get("bench_id", "")),)
-    sized = [b for b in rows if "size" in b]
+    overlap %) in `repeat_busbw_GBps` (`repeat_overlap_pct`); rows superseded_bench_rows
+    names are left out. Failed-pass records pass through."""
+    key = _bench_row_key
+    old = {id(b) for b in superseded_bench_rows(rows)}
+    sized = [b for b in rows if "size" in b and id(b) not in old]
     rest = [b for b in rows if "size" not in b]
     overlap = [b for b in sized if b.get("bench") == "overlap"]
     plain = [b for b in sized if b.get("bench") != "overlap"]

@@ -305,6 +305,30 @@ class RepeatedRuns(unittest.TestCase):
             self.assertAlmostEqual(b["busbw_GBps"], orig["busbw_GBps"])
             self.assertEqual(len(b["repeat_busbw_GBps"]), 3)
 
+    def test_rows_of_a_pass_made_again_with_other_args_are_no_repeats(self):
+        # [bench a] with `-n 5`, then with `-n 20` into the same folder: at the sizes both
+        # measured, their rows were pooled as repeats into one median (by busbw, the -n 5 row's
+        # here); the latest pass's rows are kept there, and the rest said
+        rows = [b for b in self.bench if b.get("bench") == "allreduce" and "size" in b
+                and b["backend"] == "ring" and b["np"] == 2]
+        sizes = sorted(b["size"] for b in rows)
+        first = [dict(b, bench_id="x-bench-a-np2", bench_args="-n 5",
+                      busbw_GBps=b["busbw_GBps"] * 2) for b in rows]
+        later = [dict(b, bench_id="x-bench-a-np2", bench_args="-n 20") for b in rows
+                 if b["size"] != sizes[0]]  # the smallest size: measured by -n 5 only
+        got = sr.collapse_bench_repeats(first + later)
+        self.assertEqual(sorted(b["size"] for b in got), sizes)
+        self.assertEqual({b["size"]: b["bench_args"] for b in got},
+                         {s: "-n 5" if s == sizes[0] else "-n 20" for s in sizes})
+        self.assertFalse(any("repeat_busbw_GBps" in b for b in got))
+        import report
+        with tempfile.TemporaryDirectory(prefix="starring_report_rep_") as tmp:
+            with open(os.path.join(tmp, "bench.jsonl"), "w", encoding="utf-8") as f:
+                f.write("".join(json.dumps(b) + "\n" for b in first + later))
+            problems = report.load(tmp)[3]
+        self.assertIn(f"bench.jsonl: {len(later)} rows of x-bench-a-np2 with args '-n 5' left "
+                      "out: a later pass of it, of other args, measured those sizes", problems)
+
     def test_report_shows_the_range_and_says_so(self):
         with tempfile.TemporaryDirectory(prefix="starring_report_rep_") as tmp:
             shutil.copytree(FIXTURE, os.path.join(tmp, "results"))
