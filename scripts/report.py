@@ -11,7 +11,7 @@ rows) and the per-run metrics files they name, and writes to DIR (default RESULT
                against theory, accuracy (also printed here, or only one sweep's rows with
                --table-sweep), then the runs that did not succeed and the other studies' tables.
 Plots whose data is absent are skipped, and the page says so (their PNGs from an earlier report
-in DIR are removed).
+in DIR, the ones its summary.md or report.html names, are removed).
 """
 import argparse
 import base64
@@ -419,10 +419,19 @@ PLOT_FILES = ("throughput.png", "efficiency.png", "breakdown.png", "bytes_per_ra
 def remove_stale_plots(out, figures):
     """Removes the report's PNGs that this run did not draw: run again on changed results (a
     bench pass dropped), the report folder kept the earlier run's busbw.png beside the new
-    summary.md, which no longer lists it. Other files in the folder are not the report's."""
+    summary.md, which no longer lists it. Only those the earlier report's summary.md or
+    report.html (not yet replaced) names: a throughput.png of the user's own in `--out .` was
+    removed too. Other files in the folder are not the report's."""
     drawn = {f.file for f in figures if isinstance(f, rp.Figure)}
+    named = ""
+    for page in ("summary.md", "report.html"):
+        try:
+            with open(os.path.join(out, page), encoding="utf-8", errors="replace") as f:
+                named += f.read()
+        except OSError:  # none: no earlier report here
+            pass
     for name in PLOT_FILES:
-        if name not in drawn:
+        if name not in drawn and (f"- `{name}`: " in named or f'alt="{name}"' in named):
             try:
                 os.remove(os.path.join(out, name))
             except FileNotFoundError:

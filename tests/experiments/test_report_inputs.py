@@ -174,6 +174,19 @@ class ReportRunAgain(unittest.TestCase):
             self.assertIn("mine.png", again)
             self.assertIn("Bus bandwidth vs message size: no `starring bench` rows", page)
 
+    def test_a_png_of_a_plot_name_the_report_did_not_write_stays(self):
+        # `--out .` beside the user's own throughput.png: a bench-only report removed it as a
+        # plot it had not drawn this time
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            shutil.copy(os.path.join(FIXTURE, "bench.jsonl"), tmp)
+            with open(os.path.join(tmp, "throughput.png"), "w") as f:
+                f.write("mine")
+            proc = run_report(tmp, tmp)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(os.path.join(tmp, "throughput.png")) as f:
+                self.assertEqual(f.read(), "mine")
+            self.assertIn("busbw.png", os.listdir(tmp))
+
     def test_the_report_knows_every_png_its_plots_write(self):
         import report
         saved = set()
