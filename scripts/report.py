@@ -574,6 +574,7 @@ def main(argv=None):
         runs, bench, metrics, problems = load(a.results)
     except OSError as e:  # runs.jsonl a folder, or not readable: one line, not a traceback
         sys.exit(f"report.py: cannot read {e.filename or a.results}: {e.strerror or e}")
+    sr.remove_stale_tmp(out, PLOT_FILES + ("summary.md", "report.html"))  # of killed reports
     try:
         figures = make_figures(runs, bench, metrics, out)
         remove_stale_plots(out, figures)

@@ -120,6 +120,32 @@ def write_whole(path, write):
         raise
 
 
+def remove_stale_tmp(folder, names):
+    """Removes write_whole's `<name>.<pid>.tmp` files in `folder`, for `names`, whose writer is
+    gone (no process `pid` here): a report killed by SIGTERM or SIGKILL left them, and no later
+    run removed them. A live writer's (another report in the same folder) stays."""
+    names = set(names)
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        m = re.fullmatch(r"(.+)\.(\d+)\.tmp", entry)
+        if not m or m.group(1) not in names or int(m.group(2)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(2)), 0)
+            continue  # alive
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError, ValueError):  # another user's process
+            continue
+        try:
+            os.remove(os.path.join(folder, entry))
+        except OSError:
+            pass
+
+
 def append_jsonl(path, record):
     """Appends one record as one line (a single write, so concurrent readers see whole lines).
     A file whose last line was cut (a full disk, a killed writer) gets its newline first: the

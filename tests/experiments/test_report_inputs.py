@@ -187,6 +187,22 @@ class ReportRunAgain(unittest.TestCase):
                 self.assertEqual(f.read(), "mine")
             self.assertIn("busbw.png", os.listdir(tmp))
 
+    def test_a_killed_reports_tmp_files_are_removed_a_live_ones_stay(self):
+        # write_whole's <file>.<pid>.tmp of a report killed by SIGKILL stayed for good
+        gone = subprocess.Popen(["true"])
+        gone.wait()  # a pid no process has now
+        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
+            shutil.copy(os.path.join(FIXTURE, "bench.jsonl"), tmp)
+            left = [f"busbw.png.{gone.pid}.tmp", f"report.html.{gone.pid}.tmp"]
+            kept = [f"summary.md.{os.getpid()}.tmp",  # a writer alive (this test)
+                    f"notes.txt.{gone.pid}.tmp"]  # not a name the report writes
+            for name in left + kept:
+                open(os.path.join(tmp, name), "w").close()
+            proc = run_report(tmp, tmp)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(sorted(p for p in os.listdir(tmp) if p.endswith(".tmp")),
+                             sorted(kept))
+
     def test_the_report_knows_every_png_its_plots_write(self):
         import report
         saved = set()
