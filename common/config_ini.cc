@@ -44,7 +44,8 @@ std::string strip_comment(const std::string& t, bool line_start = true) {
 // The value of a `key = value` line from the text after its '=' (`where`: "file:line: key"): the
 // text without its comment, or, where it begins with a quote, what lies between that quote and the
 // next one of the same kind ("exp #1" or 'exp #1': exp #1), '#' and ';' included, as configparser
-// users and shells expect; a comment may follow. Before, `"exp #1"` read '"exp'. Quotes elsewhere
+// users and shells expect; a comment may follow, after a blank as anywhere ("x"#y is text after
+// the quote: it was read as x and a comment). Before, `"exp #1"` read '"exp'. Quotes elsewhere
 // in a value are text (a"b). An unclosed quote, or other text after the closing one, is an error.
 std::string ini_value(const std::string& after_eq, const std::string& where) {
   const std::size_t at = after_eq.find_first_not_of(" \t\r");
@@ -54,9 +55,10 @@ std::string ini_value(const std::string& after_eq, const std::string& where) {
   const std::size_t close = after_eq.find(q, at + 1);
   STARRING_CONFIG_CHECK(close != std::string::npos, where, ": the value's opening quote ", q,
                         " is not closed");
-  const std::string rest = trim(after_eq.substr(close + 1));
-  STARRING_CONFIG_CHECK(rest.empty() || rest[0] == '#' || rest[0] == ';', where, ": '", rest,
-                        "' after the closing quote (only a comment may follow it)");
+  const std::string after = after_eq.substr(close + 1);
+  const std::string rest = trim(after);
+  STARRING_CONFIG_CHECK(strip_comment(after, false).empty(), where, ": '", rest,
+                        "' after the closing quote (only a comment may follow it, after a blank)");
   return after_eq.substr(at + 1, close - at - 1);
 }
 

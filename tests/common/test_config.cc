@@ -140,7 +140,8 @@ TEST_F(ConfigFile, IniValuesAndCommandLineWins) {
 // file's 'exp#1' was read as 'exp' and 'out#2.jsonl' as 'out' (a metrics file of another name),
 // without a word. One pair of quotes around a value is taken off, and '#' or ';' inside it is
 // text: `run-name = "exp #1"` trained as run '"exp' (the quote kept, the rest read as a comment),
-// exit 0. An unclosed quote, or text after the closing one, is an error naming the line.
+// exit 0. An unclosed quote, or text after the closing one (a '#' right after it too), is an
+// error naming the line.
 TEST_F(ConfigFile, IniCommentsAndQuotes) {
   const std::pair<const char*, Strings> cases[] = {
       {"run-name = exp#1\n"
@@ -151,7 +152,7 @@ TEST_F(ConfigFile, IniCommentsAndQuotes) {
       // the other quote is text inside, and quotes inside a value are text
       {"run-name = \"exp #1\"\n"
        "metrics-file = 'out ;2.jsonl'   # where\n"
-       "trace = \"it's.json\";note\n"
+       "trace = \"it's.json\" ;note\n"
        "summary-file = a\"b'c\n"
        "lr =\"0.2\"\n",
        {"exp #1", "out ;2.jsonl", "it's.json", "a\"b'c"}},
@@ -171,6 +172,14 @@ TEST_F(ConfigFile, IniCommentsAndQuotes) {
       << msg;
   msg = error_of("train", {"--config", write("a.ini", "run-name = 'a' b\n")});
   EXPECT_NE(msg.find("a.ini:1: run-name: 'b' after the closing quote"), std::string::npos) << msg;
+  // a comment begins after a blank here too: "x"#y was read as x and a comment, exit 0
+  for (const char* text : {"run-name =\"x\"#y\n", "run-name = 'x';y # c\n"}) {
+    msg = error_of("train", {"--config", write("h.ini", text)});
+    EXPECT_NE(msg.find("h.ini:1: run-name: '"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("' after the closing quote (only a comment may follow it, after a blank)"),
+              std::string::npos)
+        << msg;
+  }
 }
 
 TEST_F(ConfigFile, IniErrorsNameFileAndLine) {
