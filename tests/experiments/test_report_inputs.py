@@ -174,25 +174,16 @@ class ReportRunAgain(unittest.TestCase):
             self.assertIn("mine.png", again)
             self.assertIn("Bus bandwidth vs message size: no `starring bench` rows", page)
 
-    def test_a_png_of_a_plot_name_the_report_did_not_write_stays(self):
+    def test_in_a_folder_of_other_files_only_the_reports_own_are_removed(self):
         # `--out .` beside the user's own throughput.png: a bench-only report removed it as a
-        # plot it had not drawn this time
-        with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
-            shutil.copy(os.path.join(FIXTURE, "bench.jsonl"), tmp)
-            with open(os.path.join(tmp, "throughput.png"), "w") as f:
-                f.write("mine")
-            proc = run_report(tmp, tmp)
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-            with open(os.path.join(tmp, "throughput.png")) as f:
-                self.assertEqual(f.read(), "mine")
-            self.assertIn("busbw.png", os.listdir(tmp))
-
-    def test_a_killed_reports_tmp_files_are_removed_a_live_ones_stay(self):
-        # write_whole's <file>.<pid>.tmp of a report killed by SIGKILL stayed for good
+        # plot it had not drawn this time. And write_whole's <file>.<pid>.tmp of a report killed
+        # by SIGKILL stayed for good: removed where its process is gone, and only those.
         gone = subprocess.Popen(["true"])
         gone.wait()  # a pid no process has now
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
             shutil.copy(os.path.join(FIXTURE, "bench.jsonl"), tmp)
+            with open(os.path.join(tmp, "throughput.png"), "w") as f:
+                f.write("mine")
             left = [f"busbw.png.{gone.pid}.tmp", f"report.html.{gone.pid}.tmp"]
             kept = [f"summary.md.{os.getpid()}.tmp",  # a writer alive (this test)
                     f"notes.txt.{gone.pid}.tmp"]  # not a name the report writes
@@ -200,6 +191,9 @@ class ReportRunAgain(unittest.TestCase):
                 open(os.path.join(tmp, name), "w").close()
             proc = run_report(tmp, tmp)
             self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(os.path.join(tmp, "throughput.png")) as f:
+                self.assertEqual(f.read(), "mine")
+            self.assertIn("busbw.png", os.listdir(tmp))
             self.assertEqual(sorted(p for p in os.listdir(tmp) if p.endswith(".tmp")),
                              sorted(kept))
 
