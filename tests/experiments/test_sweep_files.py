@@ -428,6 +428,14 @@ class TheRecordsOfJobs(unittest.TestCase):
              ctx["out"], "--bin", ctx["bin"], "--launcher", "env STARRING_NP={np}", *more],
             capture_output=True, text=True, timeout=60)
 
+    def sweep_file(self, tmp, text):
+        """(ctx, sweep): sweep(*flags) runs scripts/sweep.py on a sweep file `text` in `tmp`."""
+        ctx = self.context(tmp)
+        path = os.path.join(tmp, "s.ini")
+        with open(path, "w") as f:
+            f.write(text)
+        return ctx, lambda *more: self.sweep_cli(path, ctx, *more)
+
     def test_a_failed_runs_record(self):
         import sweep_jobs
         with tempfile.TemporaryDirectory() as tmp:
@@ -500,14 +508,8 @@ class TheRecordsOfJobs(unittest.TestCase):
         # --resume counted a recorded failed run as done, and the sweep exited 0: one stopped
         # and resumed exited 0 where the same sweep made in one go exits 1
         with tempfile.TemporaryDirectory() as tmp:
-            ctx = self.context(tmp)
-            path = os.path.join(tmp, "s.ini")
-            with open(path, "w") as f:
-                f.write("[sweep]\nreport = no\n[grid]\nworkers = 1\n[bench x]\nargs = -b 1K\n")
-
-            def sweep(*more):
-                return self.sweep_cli(path, ctx, *more)
-
+            ctx, sweep = self.sweep_file(tmp, "[sweep]\nreport = no\n[grid]\nworkers = 1\n"
+                                         "[bench x]\nargs = -b 1K\n")
             p = sweep()
             self.assertEqual(p.returncode, 1, p.stdout + p.stderr)  # the run failed
             os.remove(os.path.join(ctx["out"], "bench.jsonl"))  # stopped before the bench pass
@@ -530,14 +532,8 @@ class TheRecordsOfJobs(unittest.TestCase):
     def test_a_dry_run_with_resume_marks_the_recorded_jobs(self):
         # --dry-run ignored --resume: the plan listed every job as one to make
         with tempfile.TemporaryDirectory() as tmp:
-            ctx = self.context(tmp)
-            path = os.path.join(tmp, "s.ini")
-            with open(path, "w") as f:
-                f.write("[sweep]\nreport = no\n[grid]\nworkers = 1 2\n"
-                        "[bench x]\nnp = 2 4\nargs = -b 1K\n")
-
-            def sweep(*more):
-                return self.sweep_cli(path, ctx, *more)
+            ctx, sweep = self.sweep_file(tmp, "[sweep]\nreport = no\n[grid]\nworkers = 1 2\n"
+                                         "[bench x]\nnp = 2 4\nargs = -b 1K\n")
 
             sweep()
             for name in ("runs.jsonl", "bench.jsonl"):  # stopped after W=1 and the np 2 pass
@@ -563,23 +559,21 @@ class TheRecordsOfJobs(unittest.TestCase):
         # a bench pass's id has "-rN" only with --repeat 2 or more, a run's key has no id: one
         # sweep, then --resume --repeat 2 skipped round 1's run but made its bench pass again
         with tempfile.TemporaryDirectory() as tmp:
-            ctx = self.context(tmp)
-            path = os.path.join(tmp, "s.ini")
-            with open(path, "w") as f:
-                f.write("[sweep]\nreport = no\n[grid]\nworkers = 1\n[bench x]\nargs = -b 1K\n")
-            self.sweep_cli(path, ctx)
-            p = self.sweep_cli(path, ctx, "--resume", "--repeat", "2", "--dry-run")
+            ctx, sweep = self.sweep_file(tmp, "[sweep]\nreport = no\n[grid]\nworkers = 1\n"
+                                         "[bench x]\nargs = -b 1K\n")
+            sweep()
+            p = sweep("--resume", "--repeat", "2", "--dry-run")
             self.assertIn("-b 1K  [recorded np 2 round 1: --resume skips it]", p.stdout)
             self.assertIn("2 of the 4 runs and bench passes are recorded", p.stdout)
-            p = self.sweep_cli(path, ctx, "--resume", "--repeat", "2")
+            p = sweep("--resume", "--repeat", "2")
             self.assertIn("1 bench ok, 1 failed, 1 recorded before (--resume)", p.stdout)
             bench = os.path.join(ctx["out"], "bench.jsonl")
             self.assertEqual([(r["bench_id"], r["repeat"]) for r in sr.read_jsonl(bench)[0]],
                              [("s-bench-x-np2", 1), ("s-bench-x-np2-r2", 2)])
             # ... and back: round 1 of a --repeat 2 sweep is "-r1", recorded for --repeat 1 too
             ctx["out"] += "2"
-            self.sweep_cli(path, ctx, "--repeat", "2")
-            p = self.sweep_cli(path, ctx, "--resume", "--dry-run")
+            sweep("--repeat", "2")
+            p = sweep("--resume", "--dry-run")
             self.assertIn("-b 1K  [recorded: --resume skips it]", p.stdout)
 
     def test_resume_makes_a_bench_pass_of_other_args_or_quick_again(self):
