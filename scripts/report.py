@@ -224,9 +224,9 @@ def load_note(runs, bench, sep=" "):
             and j["host_other_cpus"] > 0.25 * (j.get("cores") or 1)]
     if not busy:
         return ""
-    other = sorted(j["host_other_cpus"] for j in busy)
     ncpu = max(j.get("cores") or 1 for j in busy)
-    return (f"{sep}Other processes kept {other[0]:.1f}-{other[-1]:.1f} of the host's {ncpu} CPUs "
+    return (f"{sep}Other processes kept {sr.span_text([j['host_other_cpus'] for j in busy])} of "
+            f"the host's {ncpu} CPUs "
             f"busy during {len(busy)} of {len(jobs)} runs and bench passes (host_other_cpus "
             "in runs.jsonl and bench.jsonl): their wall-clock figures measure that load as much "
             "as the backends; rerun them on a quiet machine.")

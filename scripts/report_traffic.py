@@ -264,9 +264,8 @@ def busy_note(rows):
     busy = [b for b in rows if sr.host_busy(b)]
     if not busy:
         return ""
-    other = sorted({b["host_other_cpus"] for b in busy})
     nps = sorted({b["np"] for b in busy})
-    span = f"{other[0]:.1f}" + (f"-{other[-1]:.1f}" if other[-1] > other[0] else "")
+    span = sr.span_text([b["host_other_cpus"] for b in busy])
     return (f" Faded lines, marked [busy] in the legend, are bench passes (np "
             f"{', '.join(map(str, nps))}) during which other processes kept {span} of the "
             f"host's {max(b.get('cores', 0) for b in busy)} CPUs busy (host_other_cpus in "

@@ -317,6 +317,13 @@ def check_bench_row(row, where="bench row"):
 HOST_BUSY_SLACK_CPUS = 0.25
 
 
+def span_text(values, spec=".1f"):
+    """'1.2-1.9': the smallest and the largest of `values` as printed with `spec`, or one figure
+    where both print alike (other CPUs of 1.56 and 1.63 were captioned '1.6-1.6')."""
+    lo, hi = f"{min(values):{spec}}", f"{max(values):{spec}}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def host_busy(rec):
     """True when other processes kept so many CPUs busy during a job (`host_other_cpus`, the
     sweep's OtherLoad) that they and the job's ranks outnumbered the host's cores: the ranks then

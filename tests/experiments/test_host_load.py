@@ -115,6 +115,20 @@ class WhatIsSaid(unittest.TestCase):
                       "runs and bench passes", note)
         self.assertEqual(report.load_note(runs[:1], []), "")
 
+    def test_a_range_whose_ends_print_alike_is_one_figure(self):
+        # the quickstart's folder on a loaded machine: bench passes beside 1.56-1.63 other CPUs
+        # were captioned 'kept 1.6-1.6 of the host's 2 CPUs', a range that is none
+        import report_traffic as rt
+        runs = self.fixture_runs("main", [1.56, 1.63])
+        self.assertIn("kept 1.6 of the host's 2 CPUs busy during 2 of 2",
+                      report.load_note(runs, []))
+        self.assertIn("kept 1.2-1.6 of", report.load_note(self.fixture_runs("main", [1.2, 1.6]),
+                                                          []))
+        rows = [{"np": 3, "cores": 2, "host_other_cpus": x} for x in (1.56, 1.58, 1.63)]
+        self.assertIn("other processes kept 1.6 of the host's 2 CPUs busy", rt.busy_note(rows))
+        rows[0]["host_other_cpus"] = 1.26
+        self.assertIn("other processes kept 1.3-1.6 of the host's", rt.busy_note(rows))
+
     def test_one_sweeps_terminal_table_has_its_own_note(self):
         # report.py --table-sweep main: the note under the table is the main sweep's
         runs = self.fixture_runs("main", [0.1, 0.2]) + self.fixture_runs("straggler", [1.5])
@@ -122,7 +136,7 @@ class WhatIsSaid(unittest.TestCase):
                   "host_other_cpus": 1.9}]
         self.assertIn("during 2 of 4 runs", report.load_note(runs, bench))
         self.assertEqual(report.load_note(*report.sweep_scope(runs, bench, "main")), "")
-        self.assertIn("1.5-1.5 of the host's 2 CPUs busy during 1 of 1 runs",
+        self.assertIn("kept 1.5 of the host's 2 CPUs busy during 1 of 1 runs",
                       report.load_note(*report.sweep_scope(runs, bench, "straggler")))
         self.assertEqual(report.sweep_scope(runs, bench, None), (runs, bench))
 
@@ -138,10 +152,10 @@ class WhatIsSaid(unittest.TestCase):
                                    text=True, timeout=300)
                 self.assertEqual(p.returncode, 0, p.stderr)
                 self.assertIn("MLP", p.stdout)  # the table
-                self.assertEqual("Other processes kept 1.5-1.5 of the host's 2 CPUs" in p.stdout,
+                self.assertEqual("Other processes kept 1.5 of the host's 2 CPUs" in p.stdout,
                                  noted, (scope, p.stdout))
             with open(os.path.join(tmp, "report", "summary.md"), encoding="utf-8") as f:
-                self.assertIn("Other processes kept 1.5-1.5 of the host's 2 CPUs", f.read())
+                self.assertIn("Other processes kept 1.5 of the host's 2 CPUs", f.read())
 
 if __name__ == "__main__":
     unittest.main()
