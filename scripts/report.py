@@ -281,7 +281,7 @@ def async_note(runs):
 def write_summary(out, runs, bench, figures):
     rows = table_rows(runs)
     parts = ["# StarRing results", "",
-             f"{len(runs)} runs: " + ", ".join(
+             f"{len(runs)} runs" + (": " if runs else "") + ", ".join(
                  f"{sum(1 for r in runs if r.get('status') == s)} {s}" for s in sr.STATUSES
                  if any(r.get("status") == s for r in runs)) + f"; {sum(1 for b in bench if 'size' in b)} bench rows.",
              "", "Samples/s and step ms (the mean per step over workers) leave out each run's "
@@ -330,14 +330,21 @@ td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}.skip{color:#777}
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:12px}"""
 
 
+def origins(records):
+    """' Hosts: a, b; commits: c.' of the runs and bench rows that name them ('' where none
+    does: a folder of bench rows written by hand read 'Hosts: ; commits: .')."""
+    hosts, gits = ({str(x[k]) for x in records if x.get(k)} for k in ("host", "git"))
+    parts = [f"{what}: {', '.join(sorted(v))}" for what, v in (("Hosts", hosts),
+                                                                ("commits", gits)) if v]
+    return f" {'; '.join(parts)}." if parts else ""
+
+
 def write_html(out, results, runs, bench, figures, rows, problems):
     e = html.escape
     body = [f"<h1>StarRing report</h1><p>Results: <code>{e(os.path.abspath(results))}</code>; "
             f"generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}. "
             f"{len(runs)} train runs ({sum(1 for r in runs if r.get('status') == 'ok')} ok), "
-            f"{sum(1 for b in bench if 'size' in b)} bench rows. Hosts: "
-            f"{e(', '.join(sorted({str(r.get('host')) for r in runs})))}; commits: "
-            f"{e(', '.join(sorted({str(r.get('git')) for r in runs})))}.</p>"]
+            f"{sum(1 for b in bench if 'size' in b)} bench rows.{e(origins(runs + bench))}</p>"]
     if rows:
         body.append("<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER)
                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row)

@@ -99,6 +99,20 @@ class ReportWithPartialData(unittest.TestCase):
                 page = f.read()
             self.assertIn("Plots not drawn", page)
             self.assertIn("Throughput vs workers", page)
+            # no runs: the counts said '0 runs: ; 54 bench rows.' and the page 'Hosts: ;
+            # commits: .', an empty list each
+            with open(os.path.join(out, "summary.md"), encoding="utf-8") as f:
+                self.assertRegex(f.read(), r"\n0 runs; \d+ bench rows\.\n")
+            self.assertNotIn("Hosts: ;", page)
+            self.assertNotIn("commits: .", page)
+            # bench rows that name their host and commit (a sweep's do) give them
+            bench, _ = sr.read_jsonl(os.path.join(FIXTURE, "bench.jsonl"))
+            with open(os.path.join(tmp, "bench.jsonl"), "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(dict(b, host="h1", git="abc123")) + "\n" for b in bench)
+            proc = run_report(tmp, out)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(os.path.join(out, "report.html"), encoding="utf-8") as f:
+                self.assertIn("Hosts: h1; commits: abc123.", f.read())
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
