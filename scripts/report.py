@@ -147,6 +147,8 @@ def table_rows(runs):
             "coloc." if sr.is_colocated(r) else "-")
         wsent = sr.busiest(r, "worker_sent")
         wbytes = f"{_mb(wsent)} / {_mb(th['worker'])} ({_dev(wsent, th['worker'])})"
+        if r.get("backend") in rt.OPAQUE:  # the theory itself: 0% would claim a measurement
+            wbytes = f"- / {_mb(th['worker'])} ({NOT_MEASURED})"
         srecv = sr.busiest(r, "server_recv")
         sbytes = "-" if th["server"] is None else \
             f"{_mb(srecv)} / {_mb(th['server'])} ({_dev(srecv, th['server'])})"
@@ -191,7 +193,7 @@ def text_table(rows):
     n = len(head[0])
     widths = [max(len(c[i]) for c in cells) for i in range(n)]
     return "\n".join("  ".join(c[i].ljust(widths[i]) for i in range(n)).rstrip()
-                     for c in cells) + star_note(rows, "\n")
+                     for c in cells) + star_note(rows, "\n") + opaque_note(rows, "\n")
 
 
 STEP_MS_NOTE = ("In step ms, total is the training thread's step: compute + wait + other, other "
@@ -207,6 +209,18 @@ def star_note(rows, sep=" "):
     return (f"{sep}* more ranks (workers + dedicated servers) on a host than the CPUs they may "
             "use there: they time-share them, so wall-clock figures measure the machine, not "
             "the backend.")
+
+
+NOT_MEASURED = "not measured"
+
+
+def opaque_note(rows, sep=" "):
+    """What 'not measured' in the bytes column means, when a row has it (column 6)."""
+    if not any(row[6].endswith(f"({NOT_MEASURED})") for row in rows):
+        return ""
+    return (f"{sep}{NOT_MEASURED}: the mpi and nccl runs report the theory as their bytes "
+            "(Open MPI's and NCCL's transports are opaque to StarRing), so there is no count "
+            "to compare with it.")
 
 
 def load_note(runs, bench, sep=" "):
@@ -295,7 +309,7 @@ def write_summary(out, runs, bench, figures):
              "with fp16/bf16). A "
              "configuration run several times (`scripts/sweep.sh --repeat N`) shows its median "
              "run (by samples/s), with the range of all its runs in brackets."
-             + async_note(runs) + star_note(rows) + load_note(runs, bench)
+             + async_note(runs) + star_note(rows) + opaque_note(rows) + load_note(runs, bench)
              + commits_note(runs), "",
              markdown_table(rows) if rows else "(no successful run)", ""]
     bad = not_ok(runs)
@@ -351,6 +365,7 @@ def write_html(out, results, runs, bench, figures, rows, problems):
                                         + "</tr>" for row in rows) + "</table>"
                     + f"<p>{e(STEP_MS_NOTE)}</p>"
                     + (f"<p>{e(star_note(rows, ''))}</p>" if star_note(rows) else "")
+                    + (f"<p>{e(opaque_note(rows, ''))}</p>" if opaque_note(rows) else "")
                     + (f"<p>{e(load_note(runs, bench, ''))}</p>" if load_note(runs, bench)
                        else "")
                     + (f"<p>{e(commits_note(runs, ''))}</p>" if commits_note(runs) else ""))

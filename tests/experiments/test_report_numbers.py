@@ -210,6 +210,23 @@ class TableCells(unittest.TestCase):
         self.assertRegex(body[0][col:], r"^[0-9.]+ / [0-9.]+ \((0|[+-][0-9.]+)%\)")
 
 
+    def test_bytes_of_an_opaque_transport_are_not_called_measured(self):
+        # The quickstart's crossover mpi runs read '0.106 / 0.106 (0%)' under 'measured /
+        # theory (dev)': mpi and nccl report the theory itself (their transport is opaque to
+        # StarRing), so that 0% measured nothing; the bytes plot's caption said so, the table
+        # did not.
+        import report  # noqa: E402
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        ring = next(r for r in runs if r.get("run_id") == "main-ring-w2")
+        mpi = dict(copy.deepcopy(ring), backend="mpi", variant="mpi", run_id="main-mpi-w2")
+        rows = report.table_rows([ring, mpi])
+        cells = {row[0]: row[6] for row in rows}
+        self.assertEqual(cells["ring"], "0.941 / 0.941 (0%)")
+        self.assertEqual(cells["mpi"], "- / 0.941 (not measured)")
+        for text in (report.text_table(rows), report.opaque_note(rows)):
+            self.assertIn("not measured: the mpi and nccl runs report the theory", text)
+        self.assertEqual(report.opaque_note(report.table_rows([ring])), "")
+
     def test_repeats_from_several_commits_are_said_to_be_pooled(self):
         # a sweep run again with --out after a change: its runs were taken as repeats of the
         # first's, the median and range mixing the two versions, with no word but the page's
