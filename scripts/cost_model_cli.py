@@ -51,13 +51,20 @@ def _percent(x):
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
+def _consts_cell(c):
+    """'alpha us, 1/beta GB/s' of the constants a prediction used; 'inf' for a beta clamped at 0
+    (as fits_table writes it: '-' there read as no constants used); '-' where none were."""
+    if not c:
+        return "-"
+    return f"{c.alpha * 1e6:.3g}, " + (f"{1e-9 / c.beta:.3g}" if c.beta > 0 else "inf")
+
+
 def check_table(preds):
     head = ["run", "backend", "W", "np", "constants: alpha us, 1/beta GB/s", "measured ms",
             "predicted ms (overlap..none)", "comm ms pred. / meas.", "error (no overlap)",
             "error, run's own compute", "in bounds", "note"]
     rows = [[p["run_id"], p["label"], str(p["workers"]), str(p["np"]),
-             f"{p['consts'].alpha * 1e6:.3g}, {1e-9 / p['consts'].beta:.3g}"
-             if p["consts"] and p["consts"].beta > 0 else "-", f"{1e3 * p['measured']:.3f}",
+             _consts_cell(p["consts"]), f"{1e3 * p['measured']:.3f}",
              f"{1e3 * p['lower']:.3f}..{1e3 * p['upper']:.3f}",
              f"{1e3 * p['comm']:.3f} / {1e3 * p['measured_comm']:.3f}",
              f"{100 * p['err']:+.0f}%", f"{100 * p['own_compute_err']:+.0f}%",

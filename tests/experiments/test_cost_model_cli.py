@@ -132,6 +132,14 @@ class CliFigures(unittest.TestCase):
              "notes": []}
         head, rows = cli.check_table([p])
         self.assertEqual(dict(zip(head, rows[0]))["comm ms pred. / meas."], "1.000 / 2.500")
+        # a fit with beta clamped at 0 predicts with alpha alone: its constants are shown as the
+        # calibration table shows them, not '-' (the quickstart's ring runs read '-', as if no
+        # constants were used, beside a predicted comm of 2.724 ms: 2 x 1.24 ms of alpha)
+        col = "constants: alpha us, 1/beta GB/s"
+        _, rows = cli.check_table([dict(p, consts=cm.Consts(1.24e-3, 0.0, 1 / 1.91e9))])
+        self.assertEqual(dict(zip(head, rows[0]))[col], "1.24e+03, inf")
+        _, rows = cli.check_table([p])  # no constants (a 1-worker run): none shown
+        self.assertEqual(dict(zip(head, rows[0]))[col], "-")
         # series within 0.5% of the fastest share the name
         ext = {"a": [(2, 1.000, 0, 0, 0)], "b": [(2, 1.004, 0, 0, 0)], "c": [(2, 1.2, 0, 0, 0)]}
         self.assertEqual(cli._fastest(ext, 0), "a = b")
