@@ -77,10 +77,11 @@ def _fastest(ext, i, doubtful=()):
     """The series with the lowest no-overlap time at row i, among those whose fit is not in
     doubt; a doubtful one predicted lower is named as not ranked."""
     trusted = [s for s in ext if s not in doubtful]
-    best = min((ext[s][i][1] for s in trusted), default=None)
-    lower = [s for s in ext if s in doubtful and (best is None or ext[s][i][1] < best / 1.005)]
-    name = " = ".join(s for s in trusted if ext[s][i][1] <= best * 1.005) if trusted else \
-        "none ranked"
+    if not trusted:  # nothing to be lower than ('a, b, c lower' was said of every series,
+        return "none ranked (every fit in doubt)"  # the slowest too)
+    best = min(ext[s][i][1] for s in trusted)
+    lower = [s for s in ext if s in doubtful and ext[s][i][1] < best / 1.005]
+    name = " = ".join(s for s in trusted if ext[s][i][1] <= best * 1.005)
     return name + (f" ({', '.join(lower)} lower, not ranked)" if lower else "")
 
 

@@ -226,6 +226,16 @@ class Doubts(unittest.TestCase):
         ext = cm.extrapolate(cm.PRESETS["default"], 1e-3, lambda k: c, [2])
         _, table = cli.extrapolation_table("default", ext, 64, {s: ["x"] for s in ext})
         self.assertTrue(table[0][-1].startswith("none ranked ("), table[0][-1])
+        # with no trusted fit there is nothing to be lower than: the quickstart's table read
+        # 'none ranked (ring, ps S=1, ps S=W/2, ps co-located lower, not ranked)' on rows where
+        # the ring took 4.83 ms beside the others' 3.18-3.27
+        ext = {"a": [(2, 4.83e-3, 0, 0, 0)], "b": [(2, 3.18e-3, 0, 0, 0)],
+               "c": [(2, 3.181e-3, 0, 0, 0)]}
+        self.assertEqual(cli._fastest(ext, 0, {"a": ["x"], "b": ["x"], "c": ["x"]}),
+                         "none ranked (every fit in doubt)")
+        # one trusted fit: the doubtful ones below it are named lower, the others not
+        self.assertEqual(cli._fastest(ext, 0, {"b": ["x"], "c": ["x"]}),
+                         "a (b, c lower, not ranked)")
 
     def test_three_sizes_are_judged_on_the_one_the_line_misses(self):
         # an L1 line of 2 constants through 3 sizes passes through 2: the median residual was
