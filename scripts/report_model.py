@@ -259,7 +259,9 @@ def extrapolation(runs, bench, out_dir):
 
 def _constants_caveat(ref):
     """What the extrapolation's per-backend constants are, and which of them came from bench runs
-    that time-shared the cores (their 1/beta and alpha carry the sharing, not a network)."""
+    that time-shared the cores (their 1/beta and alpha carry the sharing, not a network). Only
+    the backends the table extrapolates: an mpi fit was named, used by none of its columns."""
+    ref = {k: f for k, f in ref.items() if k in SERIES_KINDS}
     shared = sorted(f"{k} (W={f.workers}, {f.ranks} ranks)" for k, f in ref.items()
                     if f.oversubscribed)
     busy = sorted(f"{k} (W={f.workers}, {f.ranks} ranks, {f.host_busy:.1f} other CPUs)"
