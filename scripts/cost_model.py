@@ -42,7 +42,8 @@ A step synchronizes gradients in buckets (--bucket-mb, tensors never split) and 
 Calibration: at a fixed N every formula is linear in the sizes, T = alpha m + beta b + gamma r,
 but b and r are proportional to each other, so a size sweep cannot separate beta from gamma:
 gamma is pinned to the reduction speed a += b implied by the bench's memcpy bandwidth (3 bytes of
-memory traffic per byte reduced against memcpy's 2: gamma = 1.5 / memcpy_Bps; --gamma-gbps
+memory traffic per byte reduced against memcpy's 2: gamma = 1.5 / memcpy_Bps, the median over the
+bench jobs with no more ranks than cores where there are any; --gamma-gbps
 overrides) and (alpha, beta) >= 0 are fit per backend and per (W, S) by least absolute relative
 deviations (a 64 KiB row counts as much as a 64 MiB one, and one row slowed by another process's
 time slice does not move the fit; the largest relative residual is reported as the fit error).
@@ -201,8 +202,13 @@ def median(xs):
 
 
 def gamma_from_bench(rows):
-    """s per byte reduced: 1.5 / memcpy bandwidth (median over rows); 0 without a memcpy figure."""
+    """s per byte reduced: 1.5 / memcpy bandwidth (median over rows); 0 without a memcpy figure.
+    Rows of jobs with more ranks than cores are left out where others exist, as the busbw plot's
+    memcpy line leaves them out: their memcpy was timed time-shared (2.1-2.9 GB/s beside the
+    2-rank job's 4.6 on 2 cores), which made the reduction look 1.6 times slower."""
     bw = [r["memcpy_GBps"] for r in rows if r.get("memcpy_GBps")]
+    own = [r["memcpy_GBps"] for r in rows if r.get("memcpy_GBps") and not r.get("oversubscribed")]
+    bw = own or bw
     return 1.5 / (median(bw) * 1e9) if bw else 0.0
 
 

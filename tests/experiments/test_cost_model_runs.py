@@ -202,6 +202,17 @@ class ModelInputs(unittest.TestCase):
         rows = [{"memcpy_GBps": x} for x in (60.0, 2.0, 6.0, 4.0)]
         self.assertAlmostEqual(cm.gamma_from_bench(rows), 1.5 / 5e9, delta=1e-6 * 1.5 / 5e9)
 
+    def test_gamma_leaves_out_time_shared_memcpy_where_others_exist(self):
+        # The quickstart's folder: the 2-rank bench measured memcpy at 4.62 GB/s, the 3-, 4-
+        # and 5-rank ones on 2 cores at 2.14-2.90 GB/s (time-shared); the median over every
+        # row gave 1/gamma 1.91 GB/s where the busbw plot's memcpy line, which leaves those out,
+        # read 4.6 GB/s (1/gamma 3.08)
+        rows = ([{"memcpy_GBps": 4.62, "oversubscribed": False}] * 10
+                + [{"memcpy_GBps": x, "oversubscribed": True} for x in (2.14, 2.90, 2.84)] * 10)
+        self.assertAlmostEqual(cm.gamma_from_bench(rows), 1.5 / 4.62e9, delta=1e-15)
+        # every job time-shared: those are all there is
+        self.assertAlmostEqual(cm.gamma_from_bench(rows[10:]), 1.5 / 2.84e9, delta=1e-15)
+
     def test_the_median_of_an_even_count_is_the_mean_of_the_middle_two(self):
         self.assertEqual(cm.median([3.0, 1.0, 4.0, 2.0]), 2.5)
         self.assertEqual(cm.median([2.0, 1.0, 3.0]), 2.0)
