@@ -172,6 +172,23 @@ class CliFigures(unittest.TestCase):
                                                         cmr.compute_times(self.runs, self.bench))}
         self.assertEqual(circles, sorted((round(1e3 * p["measured"], 6), round(1e3 * p["upper"], 6))
                                          for k, p in preds.items() if k != "slowed"))
+        # the 1-worker run took its compute time alone: its scatter is the compute's noise
+        self.assertIn("1-worker runs set T_compute, so their scatter is the run-to-run noise",
+                      fig.caption)
+
+    def test_a_one_worker_step_beyond_its_compute_is_not_called_noise(self):
+        # The quickstart's ps-colocated W=1 run: compute 2.37 ms, step 4.50 ms (2.09 ms waiting
+        # on its own shard's push, update and pull) against 2.10 predicted; the caption said
+        # the 1-worker runs' scatter was the compute time's run-to-run noise.
+        import report_model as rm
+        one = dict(self.runs[0], run_id="coloc-one", backend="ps", servers="colocated",
+                   variant="ps-colocated",
+                   step_time={"compute_s": 0.00237, "total_s": 0.0045, "comm_s": 0.0015})
+        with mock.patch.object(rm, "_save", lambda fig, d, name: name):
+            fig = rm.predicted_vs_measured(self.runs + [one], self.bench, None)
+        self.assertNotIn("scatter is the run-to-run noise", fig.caption)
+        self.assertIn("but ps-colocated W=1 (4.5 ms against 2.19 predicted) spent over a quarter "
+                      "more than that prediction: not compute noise", fig.caption)
 
 
     def test_the_scaling_plot_draws_milliseconds(self):
