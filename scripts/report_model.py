@@ -156,8 +156,9 @@ def _one_worker_note(preds):
             + ", ".join(f"{p['label']} W=1 ({1e3 * p['measured']:.3g} ms against "
                         f"{1e3 * p['upper']:.3g} predicted)" for p in slow)
             + " spent over a quarter more than that prediction: not compute noise, but the rest "
-            "of the step (a parameter server's push, update and pull, which at one worker the "
-            "model counts only as a dedicated server's bytes; waiting on a loaded machine).")
+            "of the step, the wait for the optimizer's update (which the model leaves out) and "
+            "under a parameter server for the push and pull (at one worker counted only as a "
+            "dedicated server's bytes), longer on a loaded machine.")
 
 
 def _unpredicted(runs, preds):

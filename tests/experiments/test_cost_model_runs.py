@@ -127,6 +127,15 @@ class HostLoad(unittest.TestCase):
         self.assertIn("; 1 of them was predicted", cmr.doubt_clause(good))
         self.assertIn("; all of them were predicted", cmr.doubt_clause(good[:1] * 2))
         self.assertEqual(cmr.doubt_clause(good[1:]), "")
+        # none within its bounds: there is no agreement to discount (the quickstart's main
+        # --quick folder read '0 lie within ...; all of them were predicted from constants in
+        # doubt ..., so this agreement is not evidence for the model')
+        self.assertIn("so this agreement is not evidence for the model",
+                      cmr.doubt_clause([dict(g, within=True) for g in good]))
+        off = cmr.doubt_clause([dict(g, within=False) for g in good])
+        self.assertNotIn("agreement", off)
+        self.assertTrue(off.endswith("so the misses test those constants as much as the model"),
+                        off)
         self.assertIn("ring ms (samples/s) [fit in doubt]", p.stdout)
         self.assertIn("not ranked (fit in doubt): ring: bench on a busy host", p.stdout)
         self.assertEqual(cli.fit_note(cm.calibrate(rows, gamma=0.0)[0], {}).split(" (")[0],
