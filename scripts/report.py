@@ -308,7 +308,8 @@ def write_summary(out, runs, bench, figures):
              "hides --ps-partition tensor's unbalanced shards; D = model bytes, halved "
              "with fp16/bf16). A "
              "configuration run several times (`scripts/sweep.sh --repeat N`) shows its median "
-             "run (by samples/s), with the range of all its runs in brackets."
+             "run (by samples/s; of an even number of runs, the slower of the middle two), with "
+             "the range of all its runs in brackets."
              + async_note(runs) + star_note(rows) + opaque_note(rows) + load_note(runs, bench)
              + commits_note(runs), "",
              markdown_table(rows) if rows else "(no successful run)", ""]

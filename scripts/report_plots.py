@@ -127,8 +127,10 @@ def repeat_note(runs, field="repeat_samples_per_s"):
     if not counts:
         return ""
     n = f"{counts[0]}-{counts[-1]}" if len(counts) > 1 else str(counts[0])
-    return (f" Points run {n} times show the median run; the bars span the fastest and the "
-            "slowest.")
+    even = any(c % 2 == 0 for c in counts)  # the lower median: 2 runs showed the slower alone
+    return (f" Points run {n} times show the median run"
+            + (" (of an even number of runs, the slower of the middle two)" if even else "")
+            + "; the bars span the fastest and the slowest.")
 
 
 def _hollow_oversubscribed(ax, xs, items, ys, color):

@@ -227,6 +227,22 @@ class TableCells(unittest.TestCase):
             self.assertIn("not measured: the mpi and nccl runs report the theory", text)
         self.assertEqual(report.opaque_note(report.table_rows([ring])), "")
 
+    def test_the_median_of_two_runs_is_said_to_be_the_slower(self):
+        # main --quick made twice into one folder: ring W=1 read '21,961 [21,961..30,432, 2
+        # runs]', the slower run, under 'shows its median run' and 'Points run 2 times show the
+        # median run' (the lower median: a real run, its other figures consistent)
+        import report
+        import report_plots as rp
+        two = [{"repeat_samples_per_s": [1.0, 2.0]}]
+        self.assertIn("the slower of the middle two", rp.repeat_note(two))
+        self.assertNotIn("middle two", rp.repeat_note([{"repeat_samples_per_s": [1, 2, 3]}]))
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        with tempfile.TemporaryDirectory(prefix="starring_report_median_") as tmp:
+            report.write_summary(tmp, runs, [], [])
+            with open(os.path.join(tmp, "summary.md"), encoding="utf-8") as f:
+                self.assertIn("shows its median run (by samples/s; of an even number of runs, "
+                              "the slower of the middle two)", f.read())
+
     def test_repeats_from_several_commits_are_said_to_be_pooled(self):
         # a sweep run again with --out after a change: its runs were taken as repeats of the
         # first's, the median and range mixing the two versions, with no word but the page's
