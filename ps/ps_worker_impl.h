@@ -82,7 +82,7 @@ class PsWorker::Impl {
   void comm_loop();
   bool issue(const Job& job);
   void open_window(std::int64_t step);
-  bool push_chunk(int chunk, const Job& job);  // true: handed to this process's own shard
+  void push_chunk(int chunk, const Job& job);
   bool poll_flights();
   bool poll_ctl();
   void on_ctl(Op op, const std::string& text, bool timeout, int server);

@@ -79,17 +79,7 @@ void PsWorker::Impl::comm_loop() {
 // the others over the Comm, each with its reply's receive posted first.
 bool PsWorker::Impl::issue(const Job& job) {
   open_window(job.step);
-  std::size_t sent_now = 0;
-  for (int c : plan_.chunks_of_bucket[static_cast<std::size_t>(job.bucket)])
-    if (push_chunk(c, job)) ++sent_now;
-  if (sent_now) {
-    std::lock_guard<std::mutex> lk(mu_);
-    win_sends_ += sent_now;
-    if (win_sends_ == plan_.chunks.size()) {
-      win_sent_ = Clock::now();
-      push_s_ += seconds(win_sent_ - win_start_);
-    }
-  }
+  for (int c : plan_.chunks_of_bucket[static_cast<std::size_t>(job.bucket)]) push_chunk(c, job);
   return true;
 }
 
@@ -104,9 +94,13 @@ void PsWorker::Impl::open_window(std::int64_t step) {
   }
 }
 
-// Returns true for a chunk handed to this process's own shard (counted as sent at once); a
-// chunk sent over the Comm is counted when its send completes or its reply comes (count_push).
-bool PsWorker::Impl::push_chunk(int c, const Job& job) {
+// A chunk handed to this process's own shard is counted as sent at once, before it is handed
+// over: the shard may reply on its own thread before this one goes on (a bsp round this worker
+// completes, asp), and a reply that closed the step's window before its push was counted
+// measured the pull time from the previous step's last push (one step too long) and the push
+// time past the last reply. A chunk sent over the Comm is counted when its send completes or its
+// reply comes (count_push).
+void PsWorker::Impl::push_chunk(int c, const Job& job) {
   const ChunkSpec& ch = plan_.chunks[static_cast<std::size_t>(c)];
   Flight& f = flights_[static_cast<std::size_t>(c)];
   f.since = Clock::now();
@@ -121,9 +115,11 @@ bool PsWorker::Impl::push_chunk(int c, const Job& job) {
   h.lr = job.lr;
   h.count = static_cast<std::uint32_t>(ch.count);
   last_sent_[static_cast<std::size_t>(ch.server)] = f.since;
+  f.pushed = false;
   if (local_chunk(c)) {
+    count_push(f);
     link_->post({h, buf_.grads + ch.begin, {}});
-    return true;
+    return;
   }
   const int dst = server_rank(c);
   const std::size_t bytes = ch.count * sizeof(float);
@@ -135,7 +131,6 @@ bool PsWorker::Impl::push_chunk(int c, const Job& job) {
     f.send->wait(comm_->timeout());
     f.send.reset();
   }
-  f.pushed = false;
   f.recv = comm_->irecv(buf_.params + ch.begin, bytes, dst, kReplyTagBase + c);
   const auto t0 = Clock::now();
   if (server_seg_[static_cast<std::size_t>(ch.server)]) {
@@ -155,7 +150,6 @@ bool PsWorker::Impl::push_chunk(int c, const Job& job) {
   if (!listed) active_.push_back(c);  // listed once: poll_flights would test it twice
   std::lock_guard<std::mutex> lk(mu_);
   stage_s_ += staged;
-  return false;
 }
 
 bool PsWorker::Impl::poll_flights() {
