@@ -76,22 +76,48 @@ void PsWorker::Impl::comm_loop() {
 }
 
 // Pushes every chunk of a complete bucket: to this process's own shard through the LocalLink, to
-// the others over the Comm, each with its reply's receive posted first.
+// the others over the Comm, each with its reply's receive posted first. Traced on this thread's
+// row ("comm") as "push bucket N": the gradients copied out and the messages posted.
 bool PsWorker::Impl::issue(const Job& job) {
   open_window(job.step);
-  for (int c : plan_.chunks_of_bucket[static_cast<std::size_t>(job.bucket)]) push_chunk(c, job);
+  const double t0 = tracing() ? opt_.trace->now_us() : 0;
+  const auto& chunks = plan_.chunks_of_bucket[static_cast<std::size_t>(job.bucket)];
+  std::size_t floats = 0;
+  for (int c : chunks) {
+    push_chunk(c, job);
+    floats += plan_.chunks[static_cast<std::size_t>(c)].count;
+  }
+  if (tracing())
+    opt_.trace->complete("push bucket " + std::to_string(job.bucket), "comm", t0,
+                         opt_.trace->now_us() - t0,
+                         {{"bucket", job.bucket},
+                          {"step", static_cast<double>(job.step)},
+                          {"bytes", static_cast<double>(floats * sizeof(float))},
+                          {"chunks", static_cast<double>(chunks.size())}});
   return true;
 }
 
 // The first bucket of a new step opens its window (push, pull and comm times are measured in it).
 void PsWorker::Impl::open_window(std::int64_t step) {
   const auto now = Clock::now();
+  const double now_us = tracing() ? opt_.trace->now_us() : 0;
   std::lock_guard<std::mutex> lk(mu_);
   if (step != win_step_) {
     win_step_ = step;
     win_start_ = now;
+    win_start_us_ = now_us;
     win_sends_ = win_replies_ = 0;
   }
+}
+
+// The step's window on a row of its own ("push_pull step": a co-located shard's thread closes
+// it): "push" until its last push has left (push_s), "pull" from then until its last reply
+// (pull_s). Called with the window's times in trace microseconds, outside mu_.
+void PsWorker::Impl::trace_window(const char* phase, double from_us, double to_us,
+                                  std::int64_t step) const {
+  opt_.trace->complete_on(
+      "push_pull step", phase, "comm", from_us, to_us - from_us,
+      {{"step", static_cast<double>(step)}, {"chunks", static_cast<double>(plan_.chunks.size())}});
 }
 
 // A chunk handed to this process's own shard is counted as sent at once, before it is handed
@@ -195,11 +221,19 @@ bool PsWorker::Impl::poll_flights() {
 void PsWorker::Impl::count_push(Flight& f) {
   if (f.pushed) return;
   f.pushed = true;
-  std::lock_guard<std::mutex> lk(mu_);
-  if (++win_sends_ == plan_.chunks.size()) {
+  const double now_us = tracing() ? opt_.trace->now_us() : 0;
+  double from_us = 0;
+  std::int64_t step = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (++win_sends_ != plan_.chunks.size()) return;
     win_sent_ = Clock::now();
+    win_sent_us_ = now_us;
     push_s_ += seconds(win_sent_ - win_start_);
+    from_us = win_start_us_;
+    step = win_step_;
   }
+  if (tracing()) trace_window("push", from_us, now_us, step);
 }
 
 // A chunk's updated parameters have landed (comm thread, or the co-located server thread).
@@ -207,12 +241,15 @@ void PsWorker::Impl::on_reply(int c) {
   const Flight& f = flights_[static_cast<std::size_t>(c)];
   // On a row per chunk: the chunks of a step are in flight together, and a co-located server
   // delivers its own chunk's reply on its thread, inside its push (rows must nest).
-  if (opt_.trace && opt_.trace->enabled())
+  if (tracing())
     opt_.trace->complete_on("push_pull chunk " + std::to_string(c), "push_pull", "comm", f.trace_t0,
                             opt_.trace->now_us() - f.trace_t0,
                             {{"chunk", c},
                              {"server", plan_.chunks[static_cast<std::size_t>(c)].server},
                              {"step", static_cast<double>(f.step)}});
+  const double now_us = tracing() ? opt_.trace->now_us() : 0;
+  double from_us = -1;
+  std::int64_t step = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++completed_[static_cast<std::size_t>(c)];
@@ -221,8 +258,11 @@ void PsWorker::Impl::on_reply(int c) {
       comm_s_ += seconds(now - win_start_);
       pull_s_ += seconds(now - win_sent_);
       ++steps_done_;
+      from_us = win_sent_us_;
+      step = win_step_;
     }
   }
+  if (from_us >= 0 && tracing()) trace_window("pull", from_us, now_us, step);
   cv_.notify_all();
 }
 

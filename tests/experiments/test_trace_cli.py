@@ -163,8 +163,9 @@ class TraceFiles(unittest.TestCase):
 
     def assert_every_chunk(self, run, steps, consistency):
         """Each worker traces every chunk's push and pull of every step on that chunk's own
-        row; the servers trace every push, the one that completes a round as push+apply (bsp:
-        one of the workers' pushes, ssp/asp: each)."""
+        row, each bucket's push on its comm row (empty until 2026-12-02) and each step's push and
+        pull phases on a row of their own; the servers trace every push, the one that completes a
+        round as push+apply (bsp: one of the workers' pushes, ssp/asp: each)."""
         workers = [r for r in range(run.ranks) if run.role(r) == "worker"]
         chunks = None
         for rank in workers:
@@ -181,6 +182,14 @@ class TraceFiles(unittest.TestCase):
             self.assertGreater(len(chunks), 1, run.where)
             self.assertEqual(set(seen.values()), {1}, run.where)
             self.assertEqual(len(seen), len(chunks) * steps, run.where)
+            by_row = collections.defaultdict(collections.Counter)
+            for e in run.spans(rank):
+                by_row[rows[e["tid"]]][(e["name"], e.get("args", {}).get("step"))] += 1
+            # one bucket (the default --bucket-mb): its push in every step, then the step's phases
+            self.assertEqual(by_row["comm"], {("push bucket 0", t): 1 for t in
+                                              range(1, steps + 1)}, run.where)
+            self.assertEqual(by_row["push_pull step"], {(p, t): 1 for t in range(1, steps + 1)
+                                                        for p in ("push", "pull")}, run.where)
         pushes = collections.Counter()
         for rank in range(run.ranks):
             for e in run.spans(rank):
