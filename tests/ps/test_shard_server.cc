@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 
 #include "common/error.h"
 #include "common/optimizer.h"
@@ -229,6 +231,44 @@ TEST(ShardServer, SspWithStalenessZeroRunsInLockStep) {
   }
   const std::map<std::int64_t, std::uint64_t> expect{{0, 6}};
   EXPECT_EQ(s.staleness_hist(), expect);
+}
+
+// What --staleness 0 does to the parameters (docs/REFERENCE.md): ssp keeps bsp's clocks but
+// applies each push on arrival as a step of its own, so with plain SGD (no momentum, no weight
+// decay) its parameters are bsp's up to rounding - 20 steps of 3 workers, the pushes in another
+// order each step: 1.2e-6 apart at most here - and with momentum they are not (every push a
+// momentum step of its own: 0.48 apart here at 0.9).
+TEST(ShardServer, SspWithStalenessZeroIsBspUpToRoundingWithPlainSgdOnly) {
+  constexpr int kW = 3, kSteps = 20;
+  for (const float momentum : {0.0f, 0.9f}) {
+    std::vector<std::vector<float>> finals;
+    for (const char* mode : {"bsp", "ssp"}) {
+      auto sp = spec(kW, mode, 0);
+      sp.opt.momentum = momentum;
+      ShardServer s(sp);
+      const float p0[3] = {0.5f, -0.25f, 1.0f};
+      s.set_params(0, p0, 3);
+      s.set_params(1, p0, 3);
+      std::vector<PsReply> out;
+      for (int t = 1; t <= kSteps; ++t)
+        for (int k = 0; k < kW; ++k) {
+          const int w = (k + t) % kW;
+          const float g[3] = {0.3f * static_cast<float>(w + 1) / static_cast<float>(t),
+                              -0.7f + 0.1f * static_cast<float>(w), 0.01f * static_cast<float>(t)};
+          s.push(w, 0, t, 0.1f / static_cast<float>(t), g, 3, out);
+        }
+      EXPECT_EQ(out.size(), static_cast<std::size_t>(kW * kSteps)) << mode;
+      EXPECT_EQ(s.staleness_hist(), (std::map<std::int64_t, std::uint64_t>{{0, kW * kSteps}}));
+      finals.emplace_back(s.params(), s.params() + 3);
+    }
+    double apart = 0;
+    for (int i = 0; i < 3; ++i)
+      apart = std::max<double>(apart, std::abs(finals[0][i] - finals[1][i]));
+    if (momentum == 0)
+      EXPECT_LT(apart, 1e-5) << "plain SGD: rounding only";
+    else
+      EXPECT_GT(apart, 1e-3) << "momentum: each push is a momentum step of its own";
+  }
 }
 
 TEST(ShardServer, AspRepliesAtOnceAndRecordsUnboundedStaleness) {
