@@ -24,8 +24,10 @@ has passed, that one line is held back and written right after the first one, or
 closes its stderr. Over TCP, a peer's hang-up (its frame, or a btl_tcp note of a reset connection,
 a broken pipe) is held until the program's error line or mpirun's line says why, then dropped;
 a connect that failed, which may be the cause, is kept (its frame at the end, dropped if mpirun
-says a rank was killed: connects to it fail too). Frames this filter does
-not know are passed on unchanged, so nothing mpirun says is lost except the known boilerplate.
+says a rank was killed: connects to it fail too). A line that starts on a rank's open
+progress-bar line (another rank's error line, mpirun's banner) ends the bar's line first.
+Frames this filter does not know are passed on unchanged, so nothing mpirun says is lost
+except the known boilerplate.
 With `--launcher-pid PID` (mpirun's pid, as scripts/mpirun.sh passes it), a crash of mpirun
 itself (Open MPI 4.1's mpirun sometimes segfaults in PMIx_server_finalize while it stops a job
 whose rank is stopped, after the program's own error line) is one line too, e.g.
@@ -138,6 +140,13 @@ ERROR_RANK = re.compile(rb"^starring: error: (?:server )?rank (\d+)[: ]")
 # its --metrics-file and mpirun said "rank 1 exited with code 2" in 5 of 6 runs. The line then
 # names the first rank the program's lines named.
 EXITED = re.compile(rb"^(mpirun: job stopped: rank )(\d+)( exited with code )")
+# A rank's progress bar (--progress bar) leaves its line open: each redraw starts with "\r" and
+# none ends it. mpirun relays what the other ranks write as it comes, so another rank's error
+# line, a fault's note or mpirun's own banner landed on the bar's line ("... ETA 0:02 starring:
+# error: server rank 2: ...": 6 of 6 np 3 ps jobs with rank 0's bar and rank 1 hung), where
+# neither this filter nor a reader of the log (cli_case, the sweep's fault_outcome) took it for
+# one. The start of such a line ends the bar's line first; the bar's own text has none of them.
+LINE_START = re.compile(rb"starring: |\[starring\] |-{74}|mpirun: |\[[\w.-]+:\d+\] ")
 # Open MPI's signal handler's backtrace, each line "[host:pid] ..." (pid zero-padded).
 BACKTRACE = re.compile(rb"^\[[^\]:]+:0*(\d+)\] (.*)$")
 
@@ -157,6 +166,16 @@ def crash_line(lines):
     return b"mpirun: crashed itself (%s%s) as it ended the job\n" % (sig, where)
 
 
+def partial_line_start(data):
+    """How many bytes at the end of `data` may begin a LINE_START the next read completes."""
+    for k in range(min(len(data), 74), 0, -1):
+        tail = data[-k:]
+        if (any(w.startswith(tail) for w in (b"starring: ", b"[starring] ", b"mpirun: "))
+                or tail.lstrip(b"-") == b"" or re.fullmatch(rb"\[[\w.-]*(:\d*)?", tail)):
+            return k
+    return 0
+
+
 class Filter:
     def __init__(self, out, launcher_pid=None):
         self.out = out
@@ -165,6 +184,9 @@ class Filter:
         self.pending = b""  # an incomplete line that may turn out to be mpirun's
         self.midline = False  # the current line was passed on in part already
         self.midline_error = False  # ... and it is a program's error line
+        self.bar = False  # ... and it is a progress bar's (began with a redraw, "\r")
+        # a bar's line this filter ended: the newline its rank writes to end it is not passed on
+        self.bar_cut = False
         self.frame = None  # lines of an open frame, dashes included
         self.said = False  # the one condensed line of this job was written or is held
         self.held = b""  # that line, an MPI_Abort's or an exit's, until a program's error line
@@ -287,17 +309,30 @@ class Filter:
         data = self.pending + data
         self.pending = b""
         while data:
+            # another line starts on a progress bar's line: end the bar's line first
+            bar = (self.bar if self.midline else data.startswith(b"\r"))
+            if bar:
+                m = LINE_START.search(data, 0 if self.midline else 1)
+                if m and b"\n" not in data[: m.start()]:
+                    self.write(data[: m.start()] + b"\n")
+                    self.midline = self.bar = False
+                    self.bar_cut = True
+                    data = data[m.start() :]
             nl = data.find(b"\n")
             if nl < 0:
                 break
             ln, data = data[: nl + 1], data[nl + 1 :]
             if self.midline:
                 self.write(ln)
-                self.midline = False
+                self.midline = self.bar = False
                 if self.midline_error:
                     self.error_passed(self.error_text + ln)
                     self.error_text = b""
+            elif ln in (b"\n", b"\r\n") and self.bar_cut:
+                self.bar_cut = False
             else:
+                if ln.startswith(b"\r"):
+                    self.bar_cut = False  # a bar again, and its line ended by its own newline
                 self.line(ln)
         if not data:
             return
@@ -306,7 +341,9 @@ class Filter:
         # line cut short (told from other lines only once it reads "starring: error: "); pass
         # anything else on now.
         if self.midline:
-            self.write(data)
+            keep = partial_line_start(data) if self.bar else 0
+            self.write(data[: len(data) - keep])
+            self.pending = data[len(data) - keep :]  # maybe the start of another line: held
             if self.midline_error:
                 self.error_text += data
         elif (self.frame is not None or data.lstrip(b"-") == b"" or data.startswith(b"[")
@@ -315,7 +352,11 @@ class Filter:
             self.pending = data
         else:
             self.tcp_cont = None  # what follows a note is not its own line
-            self.write(data)
+            self.bar = data.startswith(b"\r")
+            self.bar_cut = self.bar_cut and not self.bar
+            keep = partial_line_start(data) if self.bar else 0
+            self.write(data[: len(data) - keep])
+            self.pending = data[len(data) - keep :]  # maybe the start of another line: held
             self.midline = True
             self.midline_error = bool(ERROR.match(data))
             self.error_text = data if self.midline_error else b""

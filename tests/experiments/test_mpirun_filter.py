@@ -323,6 +323,35 @@ class Filter(unittest.TestCase):
         self.assertEqual(filtered(err + errno_note + mine, chunk=1), err + mine)
         self.assertEqual(filtered(errno_note + mine), mine + errno_note)
 
+    def test_a_line_that_starts_on_a_progress_bars_line_gets_its_own(self):
+        # Rank 0's --progress bar leaves its line open; mpirun relayed the server's error line, a
+        # fault's note and its own banner onto it ("... ETA 0:02 starring: error: ..."), and the
+        # error line was not taken for one (scripts/mpirun.sh -np 3 ... --backend ps --servers 1
+        # --fault hang:1:10 --straggler 0:60 --progress bar: 6 of 6 jobs, 2026-12-02)
+        bar = "\r[#####.......................] step 8/40  epoch 1  loss 2.3671  ETA 0:02 "
+        note = "[starring] rank 1: --fault hang: going silent at step 10 (unix time 17.0)\n"
+        err = "starring: error: server rank 2: timeout after 1.5 s: worker rank 1 sent nothing\n"
+        stop = "starring: rank 0: stopped by SIGTERM\n"
+        lost = ("[vm:31448] [[5670,0],0] ORTE_ERROR_LOG: Out of resource in file "
+                "../../../orte/util/show_help.c at line 501\n")
+        abort = "mpirun: job stopped: rank 1 called MPI_Abort (error code 1)\n"
+        killed = "mpirun: job stopped: rank 1 on node vm was killed by signal 9 (Killed)\n"
+        for chunk in (1, 7, 4096):  # in pieces, or the bar and the next line in one read
+            with self.subTest(chunk=chunk):
+                self.assertEqual(filtered(bar + note + bar + err + ABORT, chunk),
+                                 bar + "\n" + note + bar + "\n" + err + abort)
+                # the banner lost: the error line is one, so the stop note after it is dropped
+                self.assertEqual(filtered(bar + err + bar + lost + bar + stop, chunk),
+                                 bar + "\n" + err + bar + "\n" + bar + "\n")
+                self.assertEqual(filtered(bar + KILLED, chunk), bar + "\n" + killed)
+        # the newline with which the bar's rank then ends the line (before its own note) is not
+        # passed on: the filter ended that line already
+        self.assertEqual(filtered(bar + err + "\n" + stop + "x\n", 5), bar + "\n" + err + "x\n"
+                         + stop)
+        self.assertEqual(filtered(bar + err + bar + "\n", 5), bar + "\n" + err + bar + "\n")
+        # the bar's own redraws and its last newline pass as they are
+        self.assertEqual(filtered(bar + bar + "\n" + err, 3), bar + bar + "\n" + err)
+
     def test_everything_else_passes_unchanged(self):
         text = ("\r[####....] step 3/8 loss 2.1\r[########] step 8/8 loss 1.9\n"
                 "[starring] rank 1: --fault hang: going silent at step 5\n" + UNKNOWN
