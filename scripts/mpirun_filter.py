@@ -328,7 +328,8 @@ class Filter:
                 if self.midline_error:
                     self.error_passed(self.error_text + ln)
                     self.error_text = b""
-            elif ln in (b"\n", b"\r\n") and self.bar_cut:
+            elif (ln in (b"\n", b"\r\n") and self.bar_cut and self.frame is None
+                  and not self.tcp_cont):
                 self.bar_cut = False
             else:
                 if ln.startswith(b"\r"):

@@ -352,6 +352,39 @@ class Filter(unittest.TestCase):
         # the bar's own redraws and its last newline pass as they are
         self.assertEqual(filtered(bar + bar + "\n" + err, 3), bar + bar + "\n" + err)
 
+    def test_recorded_fault_jobs_name_the_silent_rank_on_a_line_of_its_own(self):
+        # Open MPI 4.1's stderr (STARRING_MPI_VERBOSE=1) of real np 3 ps jobs whose worker 1 hung
+        # (--fault hang:1:5; one server, co-located; rank 0's --progress bar: hang:1:10,
+        # --straggler 0:60), 2026-12-02: with the MPI_Abort banner, without it (its show_help
+        # race, 9 of 24 such jobs), twice without it. Whatever mpirun lost, the program's line
+        # names worker rank 1 at the start of a line, mpirun's line comes after it or not at all,
+        # and nothing of the race, no stop note and no empty line is left.
+        folder = os.path.join(HERE, "fixtures", "mpirun_stderr")
+        names = sorted(os.listdir(folder))
+        self.assertEqual(len(names), 7, names)
+        for name in names:
+            with open(os.path.join(folder, name), encoding="utf-8", newline="") as fh:
+                raw = fh.read()  # a bar's "\r" kept
+            for chunk in (4096, 61):
+                with self.subTest(name=name, chunk=chunk):
+                    out = filtered(raw, chunk)
+                    self.assertTrue(out.endswith("\n"), out)
+                    lines = out[:-1].split("\n")  # a bar's redraws ("\r") stay on their line
+                    errors = [i for i, l in enumerate(lines) if l.startswith("starring: error: ")]
+                    self.assertTrue(errors, out)
+                    self.assertIn("worker rank 1 (worker 1) sent nothing", lines[errors[0]], out)
+                    launcher = [i for i, l in enumerate(lines) if l.startswith("mpirun:")]
+                    self.assertLessEqual(len(launcher), 1, out)
+                    self.assertTrue(all(i > errors[0] for i in launcher), out)
+                    self.assertEqual("banner_lost" in name, not launcher, out)
+                    for bad in ("ORTE_ERROR_LOG", "stopped by SIGTERM", "MPI_ABORT", "-" * 74):
+                        self.assertNotIn(bad, out)
+                    self.assertNotIn("", lines, out)
+                    for line in lines:  # a bar's redraws, or one line that starts where it should
+                        rest = line.split("\r")[-1]
+                        self.assertNotIn("starring: error:", rest[1:], out)
+                        self.assertNotIn("[starring]", rest[1:], out)
+
     def test_everything_else_passes_unchanged(self):
         text = ("\r[####....] step 3/8 loss 2.1\r[########] step 8/8 loss 1.9\n"
                 "[starring] rank 1: --fault hang: going silent at step 5\n" + UNKNOWN
