@@ -8,7 +8,7 @@ import sys
 
 import bin_main
 import cli_case
-from cli_case import TINY, LONG, CliCase, ps1_run, trained_a_step
+from cli_case import TINY, LONG, CliCase, ps1_run, trained_a_step, with_opts
 
 
 class LooselyTimed(CliCase):
@@ -107,6 +107,16 @@ class LooselyTimed(CliCase):
             self.assertIn("worker rank 1 (worker 1) sent nothing", line, err)
         for line in errors[1:]:
             self.assertTrue(line.endswith("(the details: the server's own error line)"), err)
+
+    def test_silent_worker_named_beside_a_progress_bar(self):
+        # Worker 0's --progress bar leaves its line open (worker 0 sleeps 60 ms a step, so that it
+        # is drawn before worker 1 hangs); mpirun relayed the server's error line onto it, after
+        # '... ETA 0:02 ', where no line started with 'starring: error:' (6 of 6 such jobs).
+        # scripts/mpirun_filter.py ends the bar's line first.
+        self.run_case(3, ["train", "--backend", "ps", "--servers", "1", "--timeout", "1.5",
+                          "--fault", "hang:1:10", "--straggler", "0:60"]
+                      + with_opts(LONG, progress="bar"), 1, ["worker rank 1", "sent nothing"],
+                      rank=2, after_fault=(1.5, 30))
 
     def test_silent_worker_named_by_a_colocated_server(self):
         # A co-located server lives in a worker's process, whose one line is that worker's: it
