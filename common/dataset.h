@@ -2,8 +2,10 @@
 //   load_idx_dataset(dir, train) reads Fashion-MNIST / MNIST IDX files (.gz via zlib, or plain):
 //     train: train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz)
 //     test:  t10k-images-idx3-ubyte(.gz),  t10k-labels-idx1-ubyte(.gz)
-//   Every problem (missing file, wrong magic, truncated payload, label/image count mismatch,
-//   label out of range) throws ConfigError naming the file and what is wrong.
+//   Every problem (missing file or a link to nothing, wrong magic, corrupt or truncated payload,
+//   label/image count mismatch, label out of range) throws ConfigError naming the file and what
+//   is wrong. A .gz may hold several gzip members; a plain (gunzipped) file may carry the .gz
+//   name.
 //   make_synthetic(...) generates a learnable classification set (class-dependent Gaussian
 //   clusters) deterministically from a seed, for tests and scale runs.
 #pragma once

@@ -43,7 +43,10 @@ std::size_t read_some(gzFile f, const std::string& path, std::uint8_t* dst, std:
       int code = 0;
       const char* msg = gzerror(f, &code);
       if (code == Z_BUF_ERROR) break;  // compressed stream cut short: the caller says truncated
-      throw ConfigError(detail::concat("'", path, "': corrupt file (zlib: ", msg, ")"));
+      // zlib's message starts with the path ("PATH: incorrect data check"): named once
+      std::string why = msg ? msg : "unknown error";
+      if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+      throw ConfigError(detail::concat("'", path, "': corrupt file (zlib: ", why, ")"));
     }
     if (r == 0) break;
     got += static_cast<std::size_t>(r);
@@ -51,12 +54,16 @@ std::size_t read_some(gzFile f, const std::string& path, std::uint8_t* dst, std:
   return got;
 }
 
+// The file ended after `got` of the `expected` bytes (both counted from its start).
+ConfigError truncated(const std::string& path, std::size_t expected, std::size_t got) {
+  return ConfigError(
+      detail::concat("'", path, "': truncated: expected ", expected, " bytes, got ", got));
+}
+
 void read_exact(gzFile f, const std::string& path, std::uint8_t* dst, std::size_t n,
                 std::size_t offset) {
   std::size_t got = read_some(f, path, dst, n);
-  if (got != n)
-    throw ConfigError(detail::concat("'", path, "': truncated: expected ", offset + n,
-                                     " bytes, got ", offset + got));
+  if (got != n) throw truncated(path, offset + n, offset + got);
 }
 
 std::uint32_t big_endian(const std::uint8_t* p) {
@@ -74,27 +81,45 @@ bool path_exists(const std::string& path, const char* what) {
   return there;
 }
 
+// For a `path` that does not exist: a ConfigError if it is a symbolic link to nothing (a data
+// set on a share that is not mounted), which would otherwise read as "cannot find" a file that
+// `ls` lists.
+void refuse_broken_link(const std::string& path, const char* what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(path, ec))) return;
+  const fs::path target = fs::read_symlink(path, ec);
+  throw ConfigError(detail::concat(what, "'", path, "' is a symbolic link to '", target.string(),
+                                   "', which does not exist"));
+}
+
 // The file's path: `base`.gz if present, else `base` itself; neither -> ConfigError (naming the
-// folder itself when it is not there or is not a folder).
+// folder itself when it is not there or is not a folder, a link to nothing by its target).
 std::string locate(const std::string& dir, const std::string& base) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!path_exists(dir, "--data-dir: folder "))
+  if (!path_exists(dir, "--data-dir: folder ")) {
+    refuse_broken_link(dir, "--data-dir: folder ");
     throw ConfigError(
         detail::concat("--data-dir: folder '", dir, "' does not exist", missing_hint()));
+  }
   if (!fs::is_directory(dir, ec))
     throw ConfigError(detail::concat("--data-dir: '", dir, "' is not a folder", missing_hint()));
   fs::path gz = fs::path(dir) / (base + ".gz"), plain = fs::path(dir) / base;
   if (path_exists(gz.string(), "")) return gz.string();
   if (path_exists(plain.string(), "")) return plain.string();
+  refuse_broken_link(gz.string(), "");
+  refuse_broken_link(plain.string(), "");
   throw ConfigError(detail::concat("cannot find '", gz.string(), "' (nor '", plain.string(), "')",
                                    missing_hint()));
 }
 
 // Opens `path` and reads its header: the magic and the dimensions (payload not read).
 GzPtr open_idx(const std::string& path, int expected_rank, IdxFile& out, std::uint64_t& count) {
-  if (!path_exists(path, ""))
+  if (!path_exists(path, "")) {
+    refuse_broken_link(path, "");
     throw ConfigError(detail::concat("cannot open '", path, "': no such file", missing_hint()));
+  }
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw ConfigError(
@@ -149,8 +174,20 @@ IdxFile read_idx_file(const std::string& path, int expected_rank) {
   std::uint64_t count = 0;
   GzPtr f = open_idx(path, expected_rank, out, count);
   const std::size_t header = 4 + 4 * static_cast<std::size_t>(expected_rank);
-  out.data.resize(count);
-  read_exact(f.get(), path, out.data.data(), count, header);
+  // The buffer grows as the payload arrives: a header that claims more than the file holds (up to
+  // 2^31 - 1 bytes) fails as truncated without first allocating and zero-filling what it claims.
+  constexpr std::size_t kPiece = std::size_t(64) << 20;
+  std::size_t got = 0;
+  while (got < count) {
+    const std::size_t want = std::min<std::size_t>(count - got, kPiece);
+    if (got + want > out.data.capacity())
+      out.data.reserve(std::min<std::size_t>(count, std::max(2 * out.data.capacity(), got + want)));
+    out.data.resize(got + want);
+    const std::size_t r = read_some(f.get(), path, out.data.data() + got, want);
+    got += r;
+    if (r < want) break;
+  }
+  if (got != count) throw truncated(path, header + count, header + got);
   std::uint8_t extra[256];
   std::size_t more = read_some(f.get(), path, extra, sizeof extra);
   if (more > 0)
