@@ -93,6 +93,28 @@ void refuse_broken_link(const std::string& path, const char* what) {
                                    "', which does not exist"));
 }
 
+// What `path` (which exists) is when it is not a regular file ("a directory", "a FIFO", ...),
+// after following links; nullptr for a regular file.
+const char* not_a_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  switch (fs::status(path, ec).type()) {
+    case fs::file_type::regular:
+      return nullptr;
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
+    case fs::file_type::character:
+    case fs::file_type::block:
+      return "a device";
+    default:
+      return nullptr;  // unknown: opening it says what is wrong
+  }
+}
+
 // The file's path: `base`.gz if present, else `base` itself; neither -> ConfigError (naming the
 // folder itself when it is not there or is not a folder, a link to nothing by its target).
 std::string locate(const std::string& dir, const std::string& base) {
@@ -120,10 +142,10 @@ GzPtr open_idx(const std::string& path, int expected_rank, IdxFile& out, std::ui
     refuse_broken_link(path, "");
     throw ConfigError(detail::concat("cannot open '", path, "': no such file", missing_hint()));
   }
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
+  // Only a regular file: opening a FIFO waited for a writer forever, without a word.
+  if (const char* kind = not_a_file(path))
     throw ConfigError(
-        detail::concat("cannot read '", path, "': it is a directory, not an IDX file"));
+        detail::concat("cannot read '", path, "': it is ", kind, ", not an IDX file"));
   errno = 0;
   GzPtr f(gzopen(path.c_str(), "rb"));
   if (!f)

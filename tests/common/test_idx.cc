@@ -5,6 +5,7 @@
 // Fashion-MNIST loads with its known shape. Also the synthetic generator's contract.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -222,6 +223,10 @@ TEST_F(IdxTest, CorruptDimensions) {
 
 TEST_F(IdxTest, MissingFileSuggestsSetup) {
   EXPECT_NE(error_of(dir_.string(), 1).find("directory"), std::string::npos);
+  // A FIFO in a file's place is refused: opening it waited for a writer forever, without a word.
+  const std::string fifo = (dir_ / "fifo.gz").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error_of(fifo, 1), "cannot read '" + fifo + "': it is a FIFO, not an IDX file");
   std::string path = (dir_ / "nope.gz").string();
   std::string msg = error_of(path, 3);
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
