@@ -261,10 +261,30 @@ void print_gpus(const GpuInfo& g, const std::vector<GpuSlot>& slots) {
   print_gpu_plan(slots);
 }
 
+// Why OpenBLAS runs `now` threads when the variable it reads (the first set of these, in its
+// order) asks for more: it caps the count at the CPUs the process may use. Empty when no
+// variable asks for a count or OpenBLAS runs what it asks.
+std::string blas_threads_note(int now) {
+  for (const char* name : {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char* value = std::getenv(name);
+    const int asked = value ? std::atoi(value) : 0;
+    if (asked <= 0) continue;
+    if (asked <= now) return "";
+    const int cpus = static_cast<int>(parse_cpus(allowed_cpus()).size());
+    return std::string(name) + "=" + value + ": OpenBLAS caps it" +
+           (cpus == now ? " at the " + std::to_string(cpus) + (cpus == 1 ? " CPU" : " CPUs") +
+                              " this process may use"
+                        : "");
+  }
+  return "";
+}
+
 void print_blas_and_build(const Config& cfg, const GpuInfo& gpu) {
   std::printf("OpenBLAS\n");
-  row("threads now", std::to_string(openblas_get_num_threads()) + "  (train sets --threads " +
+  const int threads = openblas_get_num_threads();
+  row("threads now", std::to_string(threads) + "  (train and bench set --threads " +
                          std::to_string(cfg.train.threads) + ")");
+  if (const std::string note = blas_threads_note(threads); !note.empty()) row("", note);
   row("config", openblas_get_config());
   row("core", openblas_get_corename());
   if (const std::string note = blas_core_note(); !note.empty()) row("", note);

@@ -140,6 +140,22 @@ class EnvCommand(unittest.TestCase):
                               r"would refuse this job: it needs (a GPU on every rank, but rank 0|"
                               r"one GPU per rank, but ranks 0 and 1))")
 
+    def test_openblas_threads_asked_beyond_the_cpus_say_why_fewer_run(self):
+        # OPENBLAS_NUM_THREADS above the CPUs a rank may use: OpenBLAS runs one per CPU, and
+        # env printed that count beside the variable's value without a word of why
+        asked = len(os.sched_getaffinity(0)) + 1
+        rc, out = env(1, {"OPENBLAS_NUM_THREADS": str(asked)})
+        self.assertEqual(rc, 0, out)
+        m = re.search(r"\n  threads now +(\d+)  \(train and bench set --threads 1\)\n +"
+                      rf"OPENBLAS_NUM_THREADS={asked}: OpenBLAS caps it", out)
+        self.assertTrue(m, out)
+        self.assertLess(int(m.group(1)), asked)
+        self.assertRegex(out.split("Environment (rank 0)")[1], rf"OPENBLAS_NUM_THREADS +{asked}\n")
+        # what it asks for and gets: no note (the helper's OPENBLAS_NUM_THREADS=1)
+        rc, out = env(1, {"OPENBLAS_NUM_THREADS": "1"})
+        self.assertEqual(rc, 0, out)
+        self.assertRegex(out, r"\n  threads now +1  \(train and bench set --threads 1\)\n  config ")
+
     def test_every_backend_is_listed(self):
         # the backends --backend takes (nccl too where it is not built: it refuses at run time);
         # the registry's list losing one passed every test
