@@ -112,6 +112,7 @@ inline constexpr int kRunTotals = kTrainerBase + 2;       // experiments/train_c
 inline constexpr int kCheckpointSums = kTrainerBase + 3;  // trainer/train_loop_checkpoint.cc
 inline constexpr int kResume = kTrainerBase + 40;         // trainer/checkpoint_resume.cc
 inline constexpr int kDataLoaded = kTrainerBase + 50;     // experiments/train_run.cc (first_error)
+inline constexpr int kDataShape = kTrainerBase + 51;      // experiments/train_run.cc (+1)
 inline constexpr int kStopVote = kTrainerBase + 60;       // trainer/stop_vote.cc
 inline constexpr int kSetUp = kTrainerBase + 70;          // trainer/trainer.cc (first_error)
 inline constexpr int kStepLosses = kTrainerBase + 80;     // trainer/step_losses.cc

@@ -31,6 +31,35 @@ std::pair<Dataset, Dataset> load_data(const Config& cfg) {
   return {load_idx_dataset(d.data_dir, true), load_idx_dataset(d.data_dir, false)};
 }
 
+namespace {
+
+// Every worker must hold the same data set (each reads its own --data-dir, a node's local copy):
+// with another number of samples a worker took another number of steps, and the job ended in a
+// timeout at a barrier (60 s, MPI_Abort, exit 1) that did not say why. The workers compare
+// shapes (sample counts, features, classes; not the path, which may differ from node to node):
+// the lowest worker's goes to every rank, each compares its own, and the first mismatch goes to
+// every rank, which throws it as one ConfigError. Dedicated servers (train == nullptr) pass.
+void check_same_data(Comm& world, const Dataset* train, const Dataset* test, Seconds timeout) {
+  std::string shape, mine;  // mine: "RANK\tSHAPE\tSOURCE"
+  if (train) {
+    shape = detail::concat(train->n, " training and ", test->n, " test samples of ", train->dim,
+                           " features, ", train->classes, " classes");
+    mine = detail::concat(world.rank(), "\t", shape, "\t", train->source);
+  }
+  const std::string first = first_error(world, mine, tags::kDataShape, timeout);
+  std::string differs;
+  const auto tab = first.find('\t'), tab2 = first.find('\t', tab + 1);
+  if (train && tab2 != std::string::npos && first.substr(tab + 1, tab2 - tab - 1) != shape)
+    differs = detail::concat("the workers' data differ: rank ", world.rank(), " has ", shape, " ('",
+                             train->source, "'), rank ", first.substr(0, tab), " ",
+                             first.substr(tab + 1, tab2 - tab - 1), " ('", first.substr(tab2 + 1),
+                             "'); every rank must read the same data set");
+  differs = first_error(world, differs, tags::kDataShape + 1, timeout);
+  if (!differs.empty()) throw ConfigError(differs);
+}
+
+}  // namespace
+
 Seconds load_allowance(const DataConfig& d) {
   // Floats one rank builds: the synthetic set drawn, or the whole (Fashion-)MNIST (70000 images of
   // 28 x 28, read and converted): every rank loads all of it, a server knows its size unread.
@@ -99,6 +128,7 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
     if (server) throw_failure(failed[0], failure_note_message(failed));
     throw_peer_failure(world->where(), failed, "could not load its data");
   }
+  check_same_data(*world, server ? nullptr : train, server ? nullptr : test, world->timeout());
   BackendContext ctx{cfg, world, trace, &device};
   test_stop_point("backend-setup", world->rank());
   Backend be = BackendRegistry::instance().create(cfg.sync.backend, ctx);

@@ -218,6 +218,21 @@ class BadInput(CliCase):
             err, _ = self.run_case(1, args, 2, ["truncated", trunc], rank=bad, outputs=False)
             self.assertNotIn("MPI_Abort", err)
 
+    def test_ranks_whose_data_differ_in_size_are_refused(self):
+        # Each rank reads its own --data-dir: a worker with 128 training samples beside one with
+        # 64 took twice the steps, and the job ended in a timeout at a barrier after 60 s
+        # (MPI_Abort, exit 1) that did not say why. The paths may differ; the shapes may not.
+        small, big = os.path.join(self.tmp, "d64"), os.path.join(self.tmp, "d128")
+        write_idx_dir(small)
+        write_idx_dir(big, n_train=128)
+        base = ["train", "--epochs", "1", "--batch", "8", "--progress", "off"]
+        for backend, np_ in ((["ring"], 2), (["ps", "--servers", "1"], 3)):
+            args = (base + ["--backend", *backend, "--data-dir", small, ":", "-np", str(np_ - 1),
+                            BIN] + base + ["--backend", *backend, "--data-dir", big])
+            self.run_case(1, args, 2, ["the workers' data differ", "has 128 training and 16 test",
+                                       "rank 0 64 training and 16 test", small, big],
+                          rank=1, bound=30, outputs=False)
+
     def test_batch_larger_than_shard(self):
         self.run_case(2, ["train", "--backend", "ring"] + with_opts(TINY, batch=300), 2,
                       ["batch 300", "shard"])
