@@ -136,6 +136,25 @@ std::string locate(const std::string& dir, const std::string& base) {
                                    missing_hint()));
 }
 
+// For a file whose first bytes are another compressor's magic (zlib reads gzip only, and passes
+// anything else through as it is): what to do about it; empty otherwise.
+std::string other_compression(const std::uint8_t* head) {
+  struct Kind {
+    const char* name;
+    std::uint8_t magic[4];
+    int len;
+  };
+  static const Kind kinds[] = {{"bzip2", {'B', 'Z', 'h'}, 3},
+                               {"xz", {0xFD, '7', 'z', 'X'}, 4},
+                               {"zstd", {0x28, 0xB5, 0x2F, 0xFD}, 4},
+                               {"zip", {'P', 'K', 3, 4}, 4}};
+  for (const Kind& k : kinds)
+    if (std::equal(k.magic, k.magic + k.len, head))
+      return detail::concat(" (it is ", k.name, "-compressed: this reader takes gzip or plain ",
+                            "IDX files; decompress it)");
+  return "";
+}
+
 // Opens `path` and reads its header: the magic and the dimensions (payload not read).
 GzPtr open_idx(const std::string& path, int expected_rank, IdxFile& out, std::uint64_t& count) {
   if (!path_exists(path, "")) {
@@ -161,7 +180,8 @@ GzPtr open_idx(const std::string& path, int expected_rank, IdxFile& out, std::ui
     char buf[96];
     std::snprintf(buf, sizeof buf, "wrong magic 0x%08x (expected 0x%08x: unsigned bytes, %d dims)",
                   magic, want, expected_rank);
-    throw ConfigError(detail::concat("'", path, "': ", buf, "; not an IDX file of this kind"));
+    throw ConfigError(detail::concat("'", path, "': ", buf, "; not an IDX file of this kind",
+                                     other_compression(head)));
   }
 
   std::vector<std::uint8_t> dims(4 * static_cast<std::size_t>(expected_rank));

@@ -209,6 +209,12 @@ TEST_F(IdxTest, WrongMagic) {
   EXPECT_NE(msg.find(labels_path), std::string::npos) << msg;
   std::string text = write("text", {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd'});
   EXPECT_NE(error_of(text, 1).find("wrong magic"), std::string::npos);
+  // Another compressor's file (as named, or under a .gz name): said so (zlib passes it through).
+  std::string bz = write("bz", {'B', 'Z', 'h', '9', '1', 'A', 'Y', '&', 'S', 'Y'});
+  EXPECT_NE(error_of(bz, 3).find("it is bzip2-compressed"), std::string::npos) << error_of(bz, 3);
+  std::string zip = write("zip", {'P', 'K', 3, 4, 20, 0, 0, 0});
+  EXPECT_NE(error_of(zip, 1).find("it is zip-compressed"), std::string::npos) << error_of(zip, 1);
+  EXPECT_EQ(error_of(text, 1).find("compressed"), std::string::npos) << error_of(text, 1);
   // Float element type (0x0D) is not what this reader accepts.
   std::string floats = write("floats", idx_bytes(0xD01, {1}, {0, 0, 0, 0}));
   EXPECT_NE(error_of(floats, 1).find("wrong magic"), std::string::npos);
