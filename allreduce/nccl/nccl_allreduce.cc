@@ -10,10 +10,13 @@
 // ncclGetUniqueId is reported on every rank too). Every rank then creates its communicator in
 // NCCL's non-blocking mode, so that set-up and every collective can be polled against the
 // timeout (ncclCommGetAsyncError / cudaStreamQuery) and a silent peer aborts the communicator
-// with TimeoutError instead of hanging. force_ring sets NCCL_ALGO=Ring while the communicator is
-// created (NCCL reads it only from the environment, during initialisation, which runs on NCCL's
-// own thread in non-blocking mode) and puts back the previous value once it is ready, so later
-// communicators of the process get the user's setting.
+// with TimeoutError instead of hanging. The set-up's wait is the longer of the timeout and 120 s
+// (NCCL's set-up takes seconds on a node of many GPUs; every rank was alive just before it). A
+// collective's waits, for the call to be ready (the first one connects to the peers under NCCL's
+// lazy connection) and for the stream, ask the trainer's PeerWatch past the timeout. force_ring
+// sets NCCL_ALGO=Ring while the communicator is created (NCCL reads it only from the environment,
+// during initialisation, which runs on NCCL's own thread in non-blocking mode) and puts back the
+// previous value once it is ready, so later communicators of the process get the user's setting.
 // Threads: run() is called on BucketSync's communication thread, whose current GPU is CUDA's
 // default, device 0: it makes the engine's GPU current first (else the stream queries would
 // make a context on GPU 0 for every rank of the node).
@@ -26,6 +29,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -47,6 +51,8 @@ namespace {
 
 constexpr int kNcclIdTag = tags::kRingBase + 900000;
 constexpr int kGpuIdTag = kNcclIdTag + 1;
+// The least time ncclCommInitRank may take (the wait is the longer of this and --timeout).
+constexpr double kInitWaitFloorS = 120.0;
 
 // NCCL's name for the code, and its last warning when it left one (the specific reason).
 std::string nccl_error_text(ncclResult_t rc, ncclComm_t comm) {
@@ -137,7 +143,10 @@ class NcclAllreducer : public Allreducer {
     guard([&] {
       CHECK_CUDA(cudaSetDevice(ordinal_));  // this thread may have another GPU current (header)
       CHECK_NCCL(ncclAllReduce(in, out, count, ncclFloat, ncclSum, nccl_, stream_));
-      wait_ready("ncclAllReduce");
+      // The first call connects to the peers (NCCL_RUNTIME_CONNECT, NCCL's default since 2.22),
+      // so it is ready only once they reach theirs: a live straggler's first step is waited for
+      // here as its later ones are in the stream's wait below.
+      wait_ready("ncclAllReduce", timeout_, liveness_);
       // Yield, never sleep, as for MPI_Iallreduce: a sleep of up to 500 us would be added to
       // every all-reduce longer than 2 ms (not measured: one GPU runs NCCL on one rank only).
       ProgressWaiter waiter(*comm_, timeout_, std::chrono::microseconds(0), /*max_sleep_us=*/0,
@@ -183,7 +192,11 @@ class NcclAllreducer : public Allreducer {
     config.blocking = 0;
     ncclResult_t rc = ncclCommInitRankConfig(&nccl_, comm_->size(), msg.id, comm_->rank(), &config);
     CHECK_NCCL(rc);
-    guard([&] { wait_ready("ncclCommInitRank"); });
+    // Every rank has just sent rank 0 its GPU, so all are alive; NCCL's set-up (topology, and
+    // with lazy connection off the connections) takes seconds on a node of many GPUs, more than
+    // a short --timeout meant for a peer that stops answering in training.
+    const Seconds init_wait(std::max(timeout_.count(), kInitWaitFloorS));
+    guard([&] { wait_ready("ncclCommInitRank", init_wait, nullptr); });
     algo_env_.reset();
   }
 
@@ -216,9 +229,10 @@ class NcclAllreducer : public Allreducer {
     return msg;
   }
 
-  // Polls until the non-blocking communicator has finished the last call.
-  void wait_ready(const char* what) {
-    ProgressWaiter waiter(*comm_, timeout_);
+  // Polls until the non-blocking communicator has finished the last call: for at most `limit`
+  // without progress, or past it while `liveness` (if any) says a peer is alive.
+  void wait_ready(const char* what, Seconds limit, PeerLiveness* liveness) {
+    ProgressWaiter waiter(*comm_, limit, std::chrono::microseconds(0), 500, liveness);
     for (;;) {
       ncclResult_t st = poll_async(what);
       if (st != ncclInProgress) return;

@@ -1,15 +1,20 @@
 // The nccl engine on one GPU: the closed-form all-reduce (tests/allreduce's data: exact sums) at
 // every rank count the machine has GPUs for (plain run: 1 rank; under mpirun: one GPU per rank),
 // NCCL_ALGO=Ring forcing (and putting it back), a run from a thread with another current GPU,
-// and two ranks on one GPU, or a rank without one, refused with a ConfigError on both ranks
-// (in-process ranks, so no mpirun is needed) instead of NCCL's hang or opaque failure.
+// a live straggler's first all-reduce waited for past the timeout (two GPUs), and two ranks on
+// one GPU, or a rank without one, refused with a ConfigError on both ranks (in-process ranks, so
+// no mpirun is needed) instead of NCCL's hang or opaque failure.
 // Skipped without a usable GPU or without NCCL in the build.
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <vector>
 
 #include "allreduce/allreducer.h"
 #include "common/error.h"
+#include "common/peer_liveness.h"
+#include "common/scoped_env.h"
 #include "tests/allreduce/allreduce_test_util.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/nccl_refusal.h"
@@ -112,6 +117,69 @@ TEST(GpuNccl, RunsFromAThreadWithAnotherCurrentGpu) {
   std::thread([&] { eng->run(In.p, Out.p, in.size(), 1.0f); }).join();
   auto out = Out.get();
   EXPECT_EQ(test::count_wrong(out.data(), in.size(), 1, 1.0f), 0);
+}
+
+// Vouches for the peers (a straggler's trainer computing) until `until`; counts the asks.
+class AliveUntil : public PeerLiveness {
+ public:
+  explicit AliveUntil(std::chrono::steady_clock::time_point until) : until_(until) {}
+  bool peers_alive(std::string* why) override {
+    ++asks;
+    if (std::chrono::steady_clock::now() < until_) return true;
+    *why = "the test's liveness gave up";
+    return false;
+  }
+  std::atomic<int> asks{0};
+
+ private:
+  std::chrono::steady_clock::time_point until_;
+};
+
+// A live straggler whose first all-reduce comes later than the timeout: NCCL (2.22 on, lazy
+// connection, NCCL_RUNTIME_CONNECT=1) connects the ranks inside that first call, so the punctual
+// rank waits for the call to be ready, before any stream wait. Both waits must ask the PeerWatch
+// (here a liveness that vouches for the peer) past the timeout instead of failing; the readiness
+// wait asked nothing before (read from NCCL's code, not seen: the punctual rank would fail with
+// 'timeout after 1.0 s waiting for ncclAllReduce'). Two in-process ranks on two GPUs (skipped
+// with fewer). The set-up is not bounded by the 1 s: ncclCommInitRank waits at least 120 s.
+TEST(GpuNccl, FirstAllreduceWaitsForALiveStragglerPastTheTimeout) {
+  INPROC_ONLY();
+  std::string why;
+  if (!gpu_test::cuda_or_null(&why)) GTEST_SKIP() << why;
+  if (query_gpus().gpus.size() < 2) GTEST_SKIP() << "needs 2 GPUs (one per rank)";
+  ScopedEnv lazy("NCCL_RUNTIME_CONNECT", "1");  // NCCL's default since 2.22; ignored before
+  const std::size_t count = 1000003;
+  InProcWorld w(2);
+  AliveUntil alive(std::chrono::steady_clock::now() + std::chrono::seconds(20));
+  std::string err[2];
+  long wrong[2] = {-1, -1};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        std::string no;
+        auto dev = gpu_test::cuda_or_null(&no, r);
+        if (!dev) throw Error("no GPU " + std::to_string(r) + ": " + no);
+        w.comm(r)->barrier(Seconds(60));  // both GPUs' contexts made: the engines meet at once
+        auto eng = make_nccl_allreducer(w.comm(r), dev.get(), false, Seconds(1.0));
+        eng->watch_peers(&alive);
+        auto in = test::closed_form_input(r, count);
+        Buf In(*dev, in), Out(*dev, count);
+        if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // straggler
+        eng->run(In.p, Out.p, count, 1.0f);
+        auto out = Out.get();
+        wrong[r] = test::count_wrong(out.data(), count, 2, 1.0f);
+      } catch (const std::exception& e) {
+        err[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  if (err[0].find("built without NCCL") != std::string::npos) GTEST_SKIP() << err[0];
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(err[r], "") << "rank " << r;
+    EXPECT_EQ(wrong[r], 0) << "rank " << r;
+  }
+  EXPECT_GT(alive.asks.load(), 0) << "the punctual rank never waited past the timeout";
 }
 
 // A rank whose Device is the CPU (--device cpu, or a GPU it could not use) next to a GPU rank:
