@@ -112,7 +112,8 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
   if (trace.enabled())
     keep_trace = std::make_unique<InterruptHook>([&trace] { trace.close(); },
                                                  "writing the --trace events recorded so far");
-  auto device = make_device(cfg.train.device, cfg.train.threads, world->node_rank());
+  auto device = make_device(device_for_rank(cfg, world->rank(), world->size()), cfg.train.threads,
+                            world->node_rank());
   RankOutcome out = run_rank(cfg, world, *device, &trace);
   const TrainResult& res = out.result;
   nlohmann::json mine = rank_totals(cfg, *world, out);

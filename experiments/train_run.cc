@@ -79,6 +79,19 @@ std::string ps_role(const Config& cfg, int rank, int size) {
   return role;
 }
 
+bool is_dedicated_server(const Config& cfg, int rank, int size) {
+  return cfg.sync.backend == "ps" && cfg.sync.servers != "colocated" &&
+         ps::make_ps_group(cfg.sync.servers, size).is_dedicated_server(rank);
+}
+
+std::string device_for_rank(const Config& cfg, int rank, int size) {
+  try {
+    if (is_dedicated_server(cfg, rank, size)) return "cpu";
+  } catch (const ConfigError&) {  // a bad --servers: run_rank says so, on every rank alike
+  }
+  return cfg.train.device;
+}
+
 RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& device, Trace* trace) {
   return run_rank(cfg, world, device, trace, nullptr, nullptr);
 }
@@ -92,9 +105,7 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
   // its own, on its node), so the job ends with one line and exit 2: experiments/main.cc prints
   // identical messages once, without a rank, and leaves out those a bystander's line wraps.
   // Dedicated servers, which load nothing, pass the message on as it is.
-  const bool server =
-      cfg.sync.backend == "ps" && cfg.sync.servers != "colocated" &&
-      ps::make_ps_group(cfg.sync.servers, world->size()).is_dedicated_server(world->rank());
+  const bool server = is_dedicated_server(cfg, world->rank(), world->size());
   std::pair<Dataset, Dataset> own;
   std::string failed;  // a failure_note (common/comm_util.h): its kind, rank and message
   std::exception_ptr mine;

@@ -37,6 +37,15 @@ RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& dev
 // Same, with data already loaded (tests share one copy between in-process ranks).
 RankOutcome run_rank(const Config& cfg, std::shared_ptr<Comm> world, Device& device, Trace* trace,
                      const Dataset* train, const Dataset* test);
+// Whether `rank` of `size` is a dedicated parameter-server rank (--backend ps, --servers N); throws
+// ConfigError on a bad --servers.
+bool is_dedicated_server(const Config& cfg, int rank, int size);
+// The Device kind `rank` computes with: --device, but "cpu" on a dedicated server, which computes
+// no model (its shard's optimizer runs on the host): with --device cuda it made a CUDA context and
+// a cuBLAS handle on a worker's GPU (the servers are the last ranks, so on a node with as many
+// GPUs as workers it took GPU 0.. again; in EXCLUSIVE_PROCESS mode it could take the GPU from
+// the worker, which then fell back to the CPU), and printed the fallback line without a GPU.
+std::string device_for_rank(const Config& cfg, int rank, int size);
 // A parameter-server rank's part, for its --trace process name: "server 1" (dedicated), "worker
 // 0", "worker 0 + server 0" (co-located); "" for the other backends, whose ranks are all workers.
 std::string ps_role(const Config& cfg, int rank, int size);

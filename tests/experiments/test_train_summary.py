@@ -3,9 +3,11 @@
 lines, on small synthetic runs of the real executable:
   test_train_summary.py --bin build/bin/starring
 the busiest server and co-located worker beside the mean (--ps-partition tensor unbalances the
-shards), and time-sharing judged host by host from the CPUs the ranks may use."""
+shards), time-sharing judged host by host from the CPUs the ranks may use, and which ranks take
+a GPU under --device cuda."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -231,6 +233,23 @@ class StragglerOption(unittest.TestCase):
         self.assertEqual(sleeps[0], [])
         self.assertEqual(len(sleeps[1]), 4, sleeps)
         self.assertTrue(all(d >= 5000 for d in sleeps[1]), sleeps)  # microseconds
+
+
+class DeviceChoice(unittest.TestCase):
+    def test_a_dedicated_server_takes_no_gpu(self):
+        # --device cuda with a dedicated parameter server: the server computes no model (its
+        # shard's optimizer runs on the host), so it makes no Device on a GPU. It made one, with
+        # a CUDA context and a cuBLAS handle, on GPU local-rank % count: servers are the last
+        # ranks, so on a node with a GPU per worker it sat on a worker's GPU (and could take it
+        # from that worker in EXCLUSIVE_PROCESS mode). Seen here (no GPU) by its fallback line:
+        # the workers, local ranks 0 and 1, say they use the CPU; the server said so too.
+        p, j = train([MPIRUN, "-np", "3"], "--backend", "ps", "--servers", "1",
+                     "--device", "cuda")
+        said = sorted(re.findall(r"\[starring\] local rank (\d+): no usable CUDA device",
+                                 p.stderr))
+        self.assertNotIn("2", said, p.stderr)
+        if j["device"] == "cpu":  # no GPU: each worker says so once
+            self.assertEqual(said, ["0", "1"], p.stderr)
 
 
 if __name__ == "__main__":

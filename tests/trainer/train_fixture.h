@@ -51,7 +51,8 @@ inline Config resumable_config(const std::string& backend, const std::string& se
 }
 
 // Trains on `world_size` in-process ranks; returns every rank's outcome. `device`: the model's
-// Device, "cpu" or "cuda" (every rank on GPU 0; throws Error when no GPU is usable).
+// Device, "cpu" or "cuda" (every worker on GPU 0; throws Error when no GPU is usable; dedicated
+// servers on the CPU, as in `starring train`: device_for_rank).
 inline std::vector<RankOutcome> train_inproc(const Config& cfg, int world_size,
                                              const std::string& device = "cpu") {
   auto data = load_data(cfg);
@@ -61,8 +62,11 @@ inline std::vector<RankOutcome> train_inproc(const Config& cfg, int world_size,
       [&](Comm& c) {
         // run_ranks hands out a Comm&; the registry wants shared ownership without deleting it.
         std::shared_ptr<Comm> world(&c, [](Comm*) {});
-        auto dev = make_device(device, 1, device == "cpu" ? c.rank() : 0);
-        if (device == "cuda" && !dev->is_gpu()) throw Error("no GPU for a cuda case");
+        Config rank_cfg = cfg;
+        rank_cfg.train.device = device;
+        const std::string kind = device_for_rank(rank_cfg, c.rank(), world_size);
+        auto dev = make_device(kind, 1, kind == "cpu" ? c.rank() : 0);
+        if (kind == "cuda" && !dev->is_gpu()) throw Error("no GPU for a cuda case");
         outs[c.rank()] = run_rank(cfg, world, *dev, nullptr, &data.first, &data.second);
       },
       Seconds(cfg.sync.timeout_s));
