@@ -15,6 +15,7 @@ class SitOutBenchOp : public BenchOp {
   int worker_index() const override { return 0; }
   int workers() const override { return 0; }
   double bus_factor() const override { return 0; }
+  double host_buffers() const override { return 0; }  // and the harness's input: none
   void prepare(const float*, std::size_t) override {}
   void run() override {}
   void result(float*) override {}

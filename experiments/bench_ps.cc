@@ -72,13 +72,14 @@ class PsBenchOp : public BenchOp {
     if (group_.colocated) return "colocated";
     return group_.num_servers();
   }
-  // A worker's parameters; a server shard's parameters and sums (ps/shard_server.h: only the
-  // shard's pages of them are touched), D/S each on a dedicated server, D/N each beside a
-  // co-located worker's.
+  // A worker's parameters and its pushes' buffers; a server shard's parameters, sums and early
+  // pushes' copies (ps/shard_server.h: only the shard's pages of them are touched). Peak RSS
+  // measured at -e 128M (2026-12-02), in buffers of -e besides a worker's input and result:
+  // --servers 1 np 3 workers 2.85, the server 3.0. Counted a little below (2.5, 2.5/S), and a
+  // co-located worker's shard as its parameters and sums (2 + 2/N).
   double host_buffers() const override {
-    const double shard = 2.0 / group_.num_servers();
-    if (!is_worker()) return shard;
-    return 1.0 + (group_.colocated ? shard : 0.0);
+    if (!is_worker()) return 2.5 / group_.num_servers();
+    return group_.colocated ? 2.0 + 2.0 / group_.num_workers() : 2.5;
   }
   double bus_factor() const override {
     const double w = workers(), s = group_.num_servers();

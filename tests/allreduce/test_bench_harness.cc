@@ -458,6 +458,23 @@ TEST(BenchHarness, AHostWhoseRanksTogetherCannotHoldTheBuffersIsNamed) {
   EXPECT_NE(close.find("more than its memory (23.6 GiB)"), std::string::npos) << close;
 }
 
+// A rank outside NAME@N holds nothing: counted as one buffer of -e, 2 idle ranks beside ring@2 at
+// -e 3600M made 28.1 GiB of a job that needed 21.1 (refused on a 23.6 GiB host).
+TEST(BenchHarness, RanksThatSitOutHoldNoBuffer) {
+  Config cfg;
+  inproc(2, [&cfg](std::shared_ptr<Comm> c) {
+    const auto op = make_bench_op_on_ranks(
+        [](const BenchOpContext& ctx) -> std::unique_ptr<BenchOp> {
+          return std::make_unique<OffByOneOp>(ctx);  // on the member alone
+        },
+        1, BenchOpContext{cfg, c});
+    if (c->rank() == 1) {
+      EXPECT_FALSE(op->is_worker());
+      EXPECT_EQ(op->host_buffers(), 0);
+    }
+  });
+}
+
 TEST(BenchHarness, RankSuffixIsAWholeNumber) {
   EXPECT_EQ(split_ranks_suffix("ring@2"), std::make_pair(std::string("ring"), 2));
   EXPECT_EQ(split_ranks_suffix("ps-colocated"), std::make_pair(std::string("ps-colocated"), 0));
