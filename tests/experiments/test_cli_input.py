@@ -505,11 +505,11 @@ class OneAtATime(CliCase):
                                "hold at least", "more than its memory"], preexec=cap)
 
     def test_bench_counts_a_dedicated_servers_shard_in_its_hosts_memory(self):
-        # ps with 1 dedicated server on 3 ranks at 0.14 x memory: the 2 workers' input, result
-        # and parameters (6 x 0.14) fit, the server's parameters and sums of the whole buffer
-        # (2 x 0.14 more) do not; the check counted workers alone and passed it.
+        # ps with 1 dedicated server on 3 ranks at 0.1 x memory: the 2 workers' input, result
+        # and buffers (2 x 4.5 x 0.1) fit, the server's parameters, sums and copies of the whole
+        # buffer (2.5 x 0.1 more) do not; the check counted workers alone and passed it.
         memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        size = f"{int(0.14 * memory / 2**20)}M"
+        size = f"{int(0.1 * memory / 2**20)}M"
 
         def cap():
             resource.setrlimit(resource.RLIMIT_AS, (memory // 2, memory // 2))
