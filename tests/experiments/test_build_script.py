@@ -189,14 +189,18 @@ class QuickstartResultsFolder(unittest.TestCase):
         self.assertIn("no report was written", p.stderr)
 
 
-def run_setup(tmp, extra_stubs, *args):
-    """scripts/setup.sh as a normal user (`id -u` says 1000) lacking dataset-fashion-mnist, with
-    only the stubs in `tmp` (and grep) on PATH."""
+def run_setup(tmp, extra_stubs, *args, absent=("dataset-fashion-mnist",)):
+    """scripts/setup.sh as a normal user (`id -u` says 1000) lacking the packages `absent`, with
+    only the stubs in `tmp` (and grep) on PATH; a stub given as None is left out (apt-get's
+    logs its calls: it is on a user's PATH, and sudo or root runs it)."""
     stubs = {"dpkg-query": 'for p; do :; done  # the package: the last argument\n'
-                           '[ "$p" = dataset-fashion-mnist ] && exit 1\n'
+                           f'case " {" ".join(absent)} " in *" $p "*) exit 1;; esac\n'
                            'echo "install ok installed"\n',
-             "id": "echo 1000\n", **extra_stubs}
+             "id": "echo 1000\n", "apt-get": 'echo "$*" >> "${0%/*}/apt_calls"\n',
+             **extra_stubs}
     for name, body in stubs.items():
+        if body is None:
+            continue
         path = os.path.join(tmp, name)
         with open(path, "w") as f:
             f.write("#!/bin/sh\n" + body)
@@ -216,6 +220,70 @@ class SetupWithoutRoot(unittest.TestCase):
         self.assertIn("missing packages: dataset-fashion-mnist", p.stderr)
         self.assertIn("needs root", p.stderr)
         self.assertIn("'apt-get install dataset-fashion-mnist'", p.stderr)
+
+
+    # A machine whose administrator installed every package but the optional SimGrid one:
+    # setup.sh stopped every user without sudo ('missing packages: libsimgrid-dev ... needs
+    # root'), and with it both of the README's commands, though only the SimGrid bench needs it
+    # (its test reports Skipped without).
+    def test_only_an_optional_package_missing_goes_on(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_setup(tmp, {}, absent=("libsimgrid-dev",))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("optional libsimgrid-dev is not installed", p.stdout)
+        self.assertIn("report Skipped", p.stdout)
+
+    def test_the_administrators_command_names_the_optional_package_too(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_setup(tmp, {}, absent=("zlib1g-dev", "libsimgrid-dev"))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("missing packages: zlib1g-dev.", p.stderr)
+        self.assertIn("'apt-get install zlib1g-dev libsimgrid-dev'", p.stderr)
+
+
+# What a machine that is not Debian/Ubuntu has on PATH: the build's commands, no dpkg-query.
+NOT_DEBIAN = {"dpkg-query": None, **{c: "exit 0\n" for c in
+                                     ("cmake", "make", "c++", "mpicxx", "mpirun", "python3")}}
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+class SetupWithoutApt(unittest.TestCase):
+    # Without dpkg-query every package counted as missing: a user read 'missing packages:' and
+    # the whole Debian list, and root ran 'env: apt-get: No such file or directory' after
+    # '[setup] installing: ...' (exit 127). Both README commands stopped there, even where
+    # everything the build needs was installed by the system's own package manager.
+    def test_not_debian_lacking_a_command_names_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_setup(tmp, {**NOT_DEBIAN, "mpicxx": None, "id": "echo 0\n"})
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("not a Debian/Ubuntu machine (no dpkg-query)", lines[0])
+        self.assertIn("it lacks: mpicxx.", lines[0])
+        self.assertNotIn("installing", p.stdout)
+
+    def test_not_debian_lacking_matplotlib_names_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_setup(tmp, {**NOT_DEBIAN, "python3": "exit 1\n"})
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("it lacks: python3's matplotlib.", p.stderr)
+
+    def test_not_debian_with_everything_goes_on_to_the_build(self):
+        if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
+            self.skipTest(f"no Fashion-MNIST in {DATA}")
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_setup(tmp, NOT_DEBIAN)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("not a Debian/Ubuntu machine", p.stdout)
+        self.assertIn("the build's CMake step checks the libraries", p.stdout)
+
+    def test_dpkg_without_apt_get_says_so(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            p = run_setup(tmp, {"id": "echo 0\n", "apt-get": None})  # root, no apt-get
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("missing packages: dataset-fashion-mnist, and this machine has no apt-get",
+                      p.stderr)
+        self.assertNotIn("installing", p.stdout)
 
 
 class SetupArguments(unittest.TestCase):
@@ -269,6 +337,22 @@ class SetupWithSudo(unittest.TestCase):
         self.assertEqual(calls, [
             "noninteractive update -q",
             "noninteractive install -y -q --no-install-recommends dataset-fashion-mnist"])
+
+    def test_an_optional_package_apt_cannot_install_is_a_note(self):
+        # an Ubuntu without the universe component has no libsimgrid-dev: 'apt-get install' of
+        # it with the required packages failed them all
+        apt = 'echo "$*" >> "${0%/*}/apt_calls"\ncase "$*" in *libsimgrid-dev*) exit 100;; esac\n'
+        with tempfile.TemporaryDirectory() as tmp:
+            os.symlink(shutil.which("env"), os.path.join(tmp, "env"))
+            p = run_setup(tmp, {"id": "echo 0\n", "apt-get": apt},
+                          absent=("zlib1g-dev", "libsimgrid-dev"))
+            calls = open(os.path.join(tmp, "apt_calls")).read().splitlines()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(calls, ["update -q",
+                                 "install -y -q --no-install-recommends zlib1g-dev",
+                                 "install -y -q --no-install-recommends libsimgrid-dev"])
+        self.assertIn("optional libsimgrid-dev could not be installed", p.stdout)
+        self.assertIn("[setup] done", p.stdout)
 
     def test_a_refused_sudo_stops_the_script(self):
         with tempfile.TemporaryDirectory() as tmp:
