@@ -1,7 +1,6 @@
 // parse_config / finalize_config: INI + command-line precedence, errors naming the option, size
 // suffixes, presets, per-command option groups, --help.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include "common/config_detail.h"
 #include "common/error.h"
 #include "tests/common/config_test_util.h"
+#include "tests/scratch_dir.h"
 
 namespace starring {
 namespace {
@@ -42,8 +42,7 @@ std::string error_of(const std::string& command, std::vector<std::string> args) 
 class ConfigFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("starring_cfg_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
+    dir_ = testing::scratch_dir("cfg");  // of this user and process (tests/scratch_dir.h)
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& text) {
@@ -430,17 +429,17 @@ TEST_F(ConfigFile, PresetAndHiddenAcrossSources) {
 }
 
 TEST(Config, HelpReturnsFalseAndShowsOnlyRelevantGroups) {
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   Config cfg;
   EXPECT_FALSE(parse("bench", {"--help"}, cfg));
-  std::string out = testing::internal::GetCapturedStdout();
+  std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(out.find("--min-bytes"), std::string::npos);
   EXPECT_NE(out.find("--backend"), std::string::npos);
   EXPECT_EQ(out.find("--epochs"), std::string::npos);
 
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   EXPECT_FALSE(parse("train", {"-h"}, cfg));
-  out = testing::internal::GetCapturedStdout();
+  out = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(out.find("--epochs"), std::string::npos);
   EXPECT_NE(out.find("--consistency"), std::string::npos);
   EXPECT_EQ(out.find("--min-bytes"), std::string::npos);

@@ -5,7 +5,6 @@
 // option, so a new one is held to this too. Options are read as the code keeps them (a size as
 // bytes, a list as its items), through one getter each.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -19,6 +18,7 @@
 
 #include "common/config.h"
 #include "tests/common/config_test_util.h"
+#include "tests/scratch_dir.h"
 
 namespace starring {
 namespace {
@@ -137,7 +137,7 @@ std::set<std::string> listed(const std::string& command) {
 }
 
 TEST(ConfigSources, EveryOptionFromTheFileAndTheCommandLineWins) {
-  const fs::path ini = fs::temp_directory_path() / ("starring_sources_" + std::to_string(getpid()));
+  const fs::path ini = fs::path(testing::scratch_dir("sources")) / "sources.ini";
   std::set<std::string> all;
   for (const std::string command : {"train", "bench", "bench-model", "env"}) {
     const std::set<std::string> names = listed(command);

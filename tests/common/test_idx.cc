@@ -20,6 +20,7 @@
 #include "common/dataset.h"
 #include "common/error.h"
 #include "tests/common/idx_bytes.h"
+#include "tests/scratch_dir.h"
 
 namespace starring {
 namespace {
@@ -34,8 +35,7 @@ class IdxTest : public ::testing::Test {
   static constexpr int kN = 37, kRows = 5, kCols = 3;
 
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("starring_idx_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
+    dir_ = testing::scratch_dir("idx");  // of this user and process (tests/scratch_dir.h)
   }
   void TearDown() override { fs::remove_all(dir_); }
 

@@ -2,7 +2,6 @@
 // the trace files read back as JSON.
 #pragma once
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -12,17 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "tests/scratch_dir.h"
+
 namespace starring::trace_test {
 
 namespace fs = std::filesystem;
 
+// This process's own (tests/scratch_dir.h: its user id and pid in the name, removed at exit even
+// when an ASSERT returned early): a folder named after the pid alone, left by a failed run of
+// another user, stood in the way of a later process that got the same pid.
 inline fs::path temp_dir() {
-  fs::path dir =
-      fs::temp_directory_path() / ("starring_trace_test_" + std::to_string(::getpid()) + "_" +
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::scratch_dir(std::string("trace_") +
+                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
 }
 
 inline nlohmann::json read_json(const fs::path& path) {
