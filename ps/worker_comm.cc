@@ -221,13 +221,15 @@ bool PsWorker::Impl::poll_flights() {
 void PsWorker::Impl::count_push(Flight& f) {
   if (f.pushed) return;
   f.pushed = true;
-  const double now_us = tracing() ? opt_.trace->now_us() : 0;
-  double from_us = 0;
+  double from_us = 0, now_us = 0;
   std::int64_t step = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (++win_sends_ != plan_.chunks.size()) return;
     win_sent_ = Clock::now();
+    // read under mu_, as on_reply reads its end: a reply on the co-located shard's thread must
+    // not end the window at a time read before this start
+    now_us = tracing() ? opt_.trace->now_us() : 0;
     win_sent_us_ = now_us;
     push_s_ += seconds(win_sent_ - win_start_);
     from_us = win_start_us_;
@@ -247,14 +249,16 @@ void PsWorker::Impl::on_reply(int c) {
                             {{"chunk", c},
                              {"server", plan_.chunks[static_cast<std::size_t>(c)].server},
                              {"step", static_cast<double>(f.step)}});
-  const double now_us = tracing() ? opt_.trace->now_us() : 0;
-  double from_us = -1;
+  double from_us = -1, now_us = 0;
   std::int64_t step = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++completed_[static_cast<std::size_t>(c)];
     if (++win_replies_ == plan_.chunks.size()) {
       const auto now = Clock::now();
+      // under mu_: read before it, on the co-located shard's thread, it could precede the start
+      // the comm thread set meanwhile (a "pull" of negative length)
+      now_us = tracing() ? opt_.trace->now_us() : 0;
       comm_s_ += seconds(now - win_start_);
       pull_s_ += seconds(now - win_sent_);
       ++steps_done_;

@@ -12,6 +12,7 @@
 #include "common/trace.h"
 #include "ps/partition.h"
 #include "ps_test_util.h"
+#include "tests/scratch_dir.h"
 
 namespace starring::ps {
 namespace {
@@ -59,9 +60,7 @@ TEST(PsStepWindow, ColocatedReplyBeforeTheIssueEndsIsCountedAfterItsPush) {
 TEST(PsStepWindow, WorkerTraceShowsEachBucketsPushAndTheStepsPushAndPull) {
   constexpr int kSteps = 4, kWorkers = 2;
   namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::temp_directory_path() / ("starring_ps_trace_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = starring::testing::scratch_dir("ps_trace");  // of this process alone
   for (const std::string servers : {"1", "colocated"}) {
     for (const std::string consistency : {"bsp", "asp"}) {
       SCOPED_TRACE("--servers " + servers + " --consistency " + consistency);
@@ -131,7 +130,6 @@ TEST(PsStepWindow, WorkerTraceShowsEachBucketsPushAndTheStepsPushAndPull) {
       }
     }
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace
