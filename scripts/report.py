@@ -43,30 +43,30 @@ import starring_results as sr  # noqa: E402
 
 
 def load(results):
-    lines = {"runs.jsonl": [], "bench.jsonl": []}
-    runs, bad = sr.read_jsonl(os.path.join(results, "runs.jsonl"), lines["runs.jsonl"])
-    bench, bad_b = sr.read_jsonl(os.path.join(results, "bench.jsonl"), lines["bench.jsonl"])
-    problems = bad + bad_b
-    # a record the report cannot group by its keys (a null grid_point): left out, and said
-    for name, items in (("runs.jsonl", runs), ("bench.jsonl", bench)):
-        odd = [(i, x) for i, x in enumerate(items)
-               if isinstance(x, dict) and sr.odd_key_field(x, name == "bench.jsonl")]
-        problems += [f"{name} line {lines[name][i]} ({x.get('run_id') or x.get('bench_id', '?')})"
-                     f": {sr.odd_key_field(x, name == 'bench.jsonl')}, left out" for i, x in odd]
-        items[:] = [x for i, x in enumerate(items) if i not in dict(odd)]
-    # a line that parses but is not a record (a list, a number): left out, and said so
-    problems += [f"{name} record {i + 1}: not a JSON object, left out"
-                 for name, items in (("runs.jsonl", runs), ("bench.jsonl", bench))
-                 for i, x in enumerate(items) if not isinstance(x, dict)]
-    runs = [r for r in runs if isinstance(r, dict)]
-    bench = [b for b in bench if isinstance(b, dict)]
-    for i, r in enumerate(runs):
-        where = f"runs.jsonl record {i + 1} ({r.get('run_id', '?')})"
+    problems, kept = [], {}
+    for name in ("runs.jsonl", "bench.jsonl"):
+        lines = []
+        items, bad = sr.read_jsonl(os.path.join(results, name), lines)
+        problems += bad
+        kept[name] = []
+        for line, x in zip(lines, items):  # every problem names the file's line
+            odd = isinstance(x, dict) and sr.odd_key_field(x, name == "bench.jsonl")
+            if not isinstance(x, dict):  # a line that parses but is not a record (a list)
+                problems.append(f"{name} line {line}: not a JSON object, left out")
+            elif odd:  # a record the report cannot group by its keys (a null grid_point)
+                problems.append(f"{name} line {line} ({x.get('run_id') or x.get('bench_id', '?')})"
+                                f": {odd}, left out")
+            else:
+                kept[name].append((line, x))
+    for line, r in kept["runs.jsonl"]:
+        where = f"runs.jsonl line {line} ({r.get('run_id', '?')})"
         if r.get("status") == "ok" and not sr.table_ready(r):  # first: the terminal shows 10
             problems.append(f"{where}: left out of the tables and plots (it lacks what they read)")
         problems += sr.check_record(r, where)
-    for i, b in enumerate(bench):
-        problems += sr.check_bench_row(b, f"bench.jsonl row {i + 1}")
+    for line, b in kept["bench.jsonl"]:
+        problems += sr.check_bench_row(b, f"bench.jsonl line {line}")
+    runs = [r for _, r in kept["runs.jsonl"]]
+    bench = [b for _, b in kept["bench.jsonl"]]
     old = collections.Counter((b.get("bench_id"), b.get("bench_args"))
                               for b in sr.superseded_bench_rows(bench))
     problems += [f"bench.jsonl: {n} rows of {pass_id} with args {args!r} left out: a later pass "

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import socket
 import tempfile
 
 # Re-exported: callers read a trace and judge a fault's outcome through this module (sr.*).
@@ -102,11 +103,21 @@ def read_jsonl(path, lines=None):
     return records, bad
 
 
+# This host in write_whole's temporary names: a folder on shared storage may be written from
+# several hosts, and a pid says whether its writer is alive on its own host only.
+HOST_TAG = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+
+
+def tmp_name(path, pid=None):
+    """write_whole's temporary name for `path`: `path`.<host>.<pid>.tmp."""
+    return f"{path}.{HOST_TAG}.{os.getpid() if pid is None else pid}.tmp"
+
+
 def write_whole(path, write):
-    """Writes a file whole or not at all: `write(tmp)` writes it to `path`.<pid>.tmp, which then
+    """Writes a file whole or not at all: `write(tmp)` writes it to tmp_name(path), which then
     replaces `path`. A write that fails (a full disk) removes the .tmp and raises, so no cut
     file is left looking complete and an earlier good one stays."""
-    tmp = f"{path}.{os.getpid()}.tmp"  # two writers of one path (two reports) never share it
+    tmp = tmp_name(path)  # two writers of one path (two reports, two hosts) never share it
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -121,16 +132,17 @@ def write_whole(path, write):
 
 
 def remove_stale_tmp(folder, names):
-    """Removes write_whole's `<name>.<pid>.tmp` files in `folder`, for `names`, whose writer is
-    gone (no process `pid` here): a report killed by SIGTERM or SIGKILL left them, and no later
-    run removed them. A live writer's (another report in the same folder) stays."""
+    """Removes write_whole's `<name>.<host>.<pid>.tmp` files in `folder` of this host, for
+    `names`, whose writer is gone (no process `pid` here): a report killed by SIGTERM or SIGKILL
+    left them, and no later run removed them. A live writer's (another report in the same
+    folder) stays, and so does another host's (its pid says nothing here)."""
     names = set(names)
     try:
         entries = os.listdir(folder)
     except OSError:
         return
     for entry in entries:
-        m = re.fullmatch(r"(.+)\.(\d+)\.tmp", entry)
+        m = re.fullmatch(r"(.+)\.%s\.(\d+)\.tmp" % re.escape(HOST_TAG), entry)
         if not m or m.group(1) not in names or int(m.group(2)) == os.getpid():
             continue
         try:

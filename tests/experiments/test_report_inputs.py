@@ -52,12 +52,12 @@ class ReportWithPartialData(unittest.TestCase):
             self.assertNotIn("Traceback", proc.stderr)
             for run_id in ("no-model", "null-rate", "no-steps"):
                 self.assertIn(f"({run_id}): left out of the tables and plots", proc.stderr)
-            self.assertIn("runs.jsonl record 7: not a JSON object", proc.stderr)
+            self.assertIn("runs.jsonl line 7: not a JSON object", proc.stderr)
             with open(os.path.join(tmp, "report", "summary.md"), encoding="utf-8") as f:
                 table = [line for line in f if line.startswith("| ring ")]
             self.assertEqual(len(table), 3)  # the three good runs
             with open(os.path.join(tmp, "report", "report.html"), encoding="utf-8") as f:
-                self.assertIn("bench.jsonl record 1: not a JSON object", f.read())
+                self.assertIn("bench.jsonl line 1: not a JSON object", f.read())
 
     def test_a_record_of_keys_of_another_type_is_left_out_by_its_line(self):
         # "grid_point": null in runs.jsonl, a failed pass's "bench_args": ["a"] in bench.jsonl:
@@ -69,7 +69,9 @@ class ReportWithPartialData(unittest.TestCase):
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
             with open(os.path.join(tmp, "runs.jsonl"), "w", encoding="utf-8") as f:
                 f.write("".join(json.dumps(r) + "\n" for r in recs) + "\n"  # line 4 blank
-                        + json.dumps(dict(recs[0], run_id="null-point", grid_point=None)) + "\n")
+                        + json.dumps(dict(recs[0], run_id="null-point", grid_point=None)) + "\n"
+                        + "[1, 2]\n" + json.dumps(dict(recs[1], run_id="no-model",
+                                                        model=None)) + "\n")
             with open(os.path.join(tmp, "bench.jsonl"), "w", encoding="utf-8") as f:
                 f.write("".join(json.dumps(b) + "\n" for b in bench[:2]) + json.dumps(
                     {"sweep": "main", "bench_id": "main-bench-x-np2", "bench_args": ["a"],
@@ -79,6 +81,10 @@ class ReportWithPartialData(unittest.TestCase):
             self.assertNotIn("Traceback", proc.stderr)
             self.assertIn("runs.jsonl line 5 (null-point): 'grid_point' is null, left out",
                           proc.stderr)
+            # each problem by its own line, not a count of the records left after those out
+            # (both read "record 1" before)
+            self.assertIn("runs.jsonl line 6: not a JSON object", proc.stderr)
+            self.assertIn("runs.jsonl line 7 (no-model)", proc.stderr)
             self.assertIn("bench.jsonl line 3 (main-bench-x-np2): 'bench_args' is [\"a\"], "
                           "left out", proc.stderr)
             out = os.path.join(tmp, "report")
@@ -190,17 +196,19 @@ class ReportRunAgain(unittest.TestCase):
 
     def test_in_a_folder_of_other_files_only_the_reports_own_are_removed(self):
         # `--out .` beside the user's own throughput.png: a bench-only report removed it as a
-        # plot it had not drawn this time. And write_whole's <file>.<pid>.tmp of a report killed
-        # by SIGKILL stayed for good: removed where its process is gone, and only those.
+        # plot it had not drawn this time. And write_whole's <file>.<host>.<pid>.tmp of a report killed
+        # by SIGKILL stayed for good: removed where its process is gone, and only those (not
+        # another host's, whose pid says nothing here: a folder on shared storage).
         gone = subprocess.Popen(["true"])
         gone.wait()  # a pid no process has now
         with tempfile.TemporaryDirectory(prefix="starring_report_test_") as tmp:
             shutil.copy(os.path.join(FIXTURE, "bench.jsonl"), tmp)
             with open(os.path.join(tmp, "throughput.png"), "w") as f:
                 f.write("mine")
-            left = [f"busbw.png.{gone.pid}.tmp", f"report.html.{gone.pid}.tmp"]
-            kept = [f"summary.md.{os.getpid()}.tmp",  # a writer alive (this test)
-                    f"notes.txt.{gone.pid}.tmp"]  # not a name the report writes
+            left = [sr.tmp_name(n, gone.pid) for n in ("busbw.png", "report.html")]
+            kept = [sr.tmp_name("summary.md"),  # a writer alive (this test)
+                    sr.tmp_name("notes.txt", gone.pid),  # not a name the report writes
+                    f"busbw.png.{sr.HOST_TAG}x.{gone.pid}.tmp"]  # another host's
             for name in left + kept:
                 open(os.path.join(tmp, name), "w").close()
             proc = run_report(tmp, tmp)

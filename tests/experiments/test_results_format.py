@@ -193,7 +193,7 @@ class UniqueNames(unittest.TestCase):
             path = os.path.join(tmp, "summary.md")
             seen = []
             sr.write_whole(path, lambda t: (seen.append(t), open(t, "w").write("x")))
-            self.assertEqual(seen, [f"{path}.{os.getpid()}.tmp"])
+            self.assertEqual(seen, [sr.tmp_name(path)])
             self.assertEqual(os.listdir(tmp), ["summary.md"])
 
 
