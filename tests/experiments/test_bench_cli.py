@@ -133,7 +133,7 @@ class Bench(unittest.TestCase):
 
     def test_rows_say_whether_the_job_time_shared_host_by_host(self):
         # as train's summary does: the sweep driver had only its own host's CPUs against np, so
-        # a pass over two hosts of 2 CPUs at np 4 read as time-shared (test_sweep_files)
+        # a pass over two hosts of 2 CPUs at np 4 read as time-shared (test_sweep_records)
         cpus = len(os.sched_getaffinity(0))
         r = self.rows(cpus + 1)  # one host, one rank more than its CPUs
         self.assertEqual((r["hosts"], r["cores"], r["oversubscribed"]), (1, cpus, True), r)
