@@ -185,8 +185,12 @@ class Filter:
         self.midline = False  # the current line was passed on in part already
         self.midline_error = False  # ... and it is a program's error line
         self.bar = False  # ... and it is a progress bar's (began with a redraw, "\r")
-        # a bar's line this filter ended: the newline its rank writes to end it is not passed on
+        # a bar's line this filter ended: the newline its rank writes to end it is not passed on.
+        # That newline comes before the program's next line, mpirun's frames and notes aside (a
+        # rank stopped by mpirun ends its bar, then says so): a rank that died drawing its bar
+        # writes none, so the flag lasts until then, not to the next blank line of any rank
         self.bar_cut = False
+        self.cutting = False  # ... and the line that cut it has not ended yet
         self.frame = None  # lines of an open frame, dashes included
         self.said = False  # the one condensed line of this job was written or is held
         self.held = b""  # that line, an MPI_Abort's or an exit's, until a program's error line
@@ -316,7 +320,7 @@ class Filter:
                 if m and b"\n" not in data[: m.start()]:
                     self.write(data[: m.start()] + b"\n")
                     self.midline = self.bar = False
-                    self.bar_cut = True
+                    self.bar_cut = self.cutting = True
                     data = data[m.start() :]
             nl = data.find(b"\n")
             if nl < 0:
@@ -324,6 +328,7 @@ class Filter:
             ln, data = data[: nl + 1], data[nl + 1 :]
             if self.midline:
                 self.write(ln)
+                self.line_ended(ln)
                 self.midline = self.bar = False
                 if self.midline_error:
                     self.error_passed(self.error_text + ln)
@@ -334,6 +339,7 @@ class Filter:
             else:
                 if ln.startswith(b"\r"):
                     self.bar_cut = False  # a bar again, and its line ended by its own newline
+                self.line_ended(ln)
                 self.line(ln)
         if not data:
             return
@@ -361,6 +367,21 @@ class Filter:
             self.midline = True
             self.midline_error = bool(ERROR.match(data))
             self.error_text = data if self.midline_error else b""
+
+    def line_ended(self, ln):
+        """A line other than the cut bar's newline ended: a program's line after the one that
+        cut the bar means the bar's rank wrote no newline before it (it died): a blank line
+        later on is another's. Lines of mpirun's (a frame, a "[host:pid] " note) leave it."""
+        if self.midline and self.bar:
+            return  # the bar's own line, ended by its own newline
+        if not self.midline and (self.frame is not None or self.tcp_cont or ln.startswith(b"-")
+                                 or ln.startswith(b"mpirun: ") or BACKTRACE.match(ln)):
+            self.cutting = False  # it may have been the line that cut the bar
+            return
+        if self.cutting:
+            self.cutting = False
+        else:
+            self.bar_cut = False
 
     def finish(self):
         if self.pending:

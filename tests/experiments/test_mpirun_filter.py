@@ -351,6 +351,18 @@ class Filter(unittest.TestCase):
         self.assertEqual(filtered(bar + err + bar + "\n", 5), bar + "\n" + err + bar + "\n")
         # the bar's own redraws and its last newline pass as they are
         self.assertEqual(filtered(bar + bar + "\n" + err, 3), bar + bar + "\n" + err)
+        # the bar's rank died drawing it and never ended its line: its newline would have come
+        # before the program's next line (mpirun's frames and notes aside, as in the recordings
+        # below), so a blank line after that line is another's and passes (it was dropped)
+        note_of_mpirun = "[vm:31448] a note of mpirun's\n"
+        for chunk in (1, 7, 4096):
+            with self.subTest(chunk=chunk):
+                self.assertEqual(filtered(bar + note + "x\n" + "\n" + "y\n", chunk),
+                                 bar + "\n" + note + "x\n" + "\n" + "y\n")
+                self.assertEqual(filtered(bar + note + "x" + "\n\n", chunk),
+                                 bar + "\n" + note + "x\n" + "\n")
+                self.assertEqual(filtered(bar + note_of_mpirun + "x\n" + "\n", chunk),
+                                 bar + "\n" + note_of_mpirun + "x\n" + "\n")
 
     def test_recorded_fault_jobs_name_the_silent_rank_on_a_line_of_its_own(self):
         # Open MPI 4.1's stderr (STARRING_MPI_VERBOSE=1) of real np 3 ps jobs whose worker 1 hung
