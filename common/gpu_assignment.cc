@@ -122,6 +122,10 @@ std::vector<std::string> gpu_plan_lines(const std::vector<GpuSlot>& slots) {
       if (!n.empty()) line += " [" + n + "]";
     lines.push_back(line);
   }
+  // train keeps dedicated server ranks off the GPU (experiments/train_run.cc device_for_rank);
+  // env is not told --backend or --servers, so it says so for any job that could have one
+  if (slots.size() >= 2)
+    lines.push_back("--backend ps --servers S: the last S ranks are servers, on the CPU");
   return lines;
 }
 

@@ -35,7 +35,9 @@ std::string one_gpu_per_rank_problem(const std::vector<GpuSlot>& slots, const st
 
 // Per host, in order of first rank, the GPU each rank computes on with --device cuda (what
 // `starring env` prints): "node0: ranks 0->cuda:0 1->cuda:1 2->cuda:0 (3 ranks on 2 GPUs; a rank
-// sees 2)", "node1: ranks 3->cpu [no CUDA device found]".
+// sees 2)", "node1: ranks 3->cpu [no CUDA device found]"; then, for a job of 2 ranks or more,
+// one line saying that dedicated parameter-server ranks (--backend ps --servers S: the last S)
+// compute on the CPU whatever --device says (train's rule; env is not given those options).
 std::vector<std::string> gpu_plan_lines(const std::vector<GpuSlot>& slots);
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints a UUID's 16 bytes.

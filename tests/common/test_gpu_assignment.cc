@@ -103,13 +103,17 @@ TEST(GpuPlanLines, OneLinePerHostWithEachRanksGpu) {
   slots[5].host = "node1";
   slots[5].note = "no CUDA device found";
   const auto lines = gpu_plan_lines(slots);
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0],
             "node0: ranks 0->cuda:0 1->cuda:1 2->cuda:0 (3 ranks on 2 GPUs; a rank sees 2)");
   EXPECT_EQ(
       lines[1],
       "node1: ranks 3->cuda:0 4->cuda:1 5->cpu (2 GPUs; a rank sees 2) [no CUDA device found]");
-  EXPECT_EQ(gpu_plan_lines(job(1, 1, 1))[0], "node0: ranks 0->cuda:0 (1 GPU; a rank sees 1)");
+  // train keeps dedicated ps servers on the CPU whatever --device says: the plan says so (env
+  // is not given --backend or --servers), for a job that can have a server
+  EXPECT_EQ(lines[2], "--backend ps --servers S: the last S ranks are servers, on the CPU");
+  EXPECT_EQ(gpu_plan_lines(job(1, 1, 1)),
+            std::vector<std::string>{"node0: ranks 0->cuda:0 (1 GPU; a rank sees 1)"});
   // Every rank given its own GPU by the launcher: each sees one, all are cuda:0, none shared.
   EXPECT_EQ(gpu_plan_lines(job(1, 2, 2, true))[0],
             "node0: ranks 0->cuda:0 1->cuda:0 (2 GPUs; a rank sees 1)");

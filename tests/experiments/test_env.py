@@ -136,6 +136,10 @@ class EnvCommand(unittest.TestCase):
         rc, out = env(2)
         self.assertEqual(rc, 0, out)
         self.assertRegex(out, r"--device cuda\s+\S+: ranks 0->(cuda:\d+|cpu) 1->(cuda:\d+|cpu)")
+        # train keeps dedicated ps servers on the CPU whatever --device says; env is not told
+        # --servers, so it says so in a line of its own
+        self.assertRegex(out, r"\n {2,}--backend ps --servers S: the last S ranks are servers, "
+                              r"on the CPU\n")
         self.assertRegex(out, r"nccl backend\s+(not built|every rank has a GPU of its own|"
                               r"would refuse this job: it needs (a GPU on every rank, but rank 0|"
                               r"one GPU per rank, but ranks 0 and 1))")
