@@ -46,17 +46,22 @@ void agree(Comm& world, const std::string& mine, int tag) {
 }
 
 // GiB to one decimal, or to as many as tell `bytes` from `other` (up to 3): "23.6 GiB, more than
-// its memory (23.6 GiB)" read as a contradiction.
+// its memory (23.6 GiB)" read as a contradiction. Closer than that (under about 0.0005 GiB
+// apart): whole bytes.
 std::string gib(double bytes, double other) {
   int digits = 1;
   const auto at = [](double b, int d) { return std::round(b / (1 << 30) * std::pow(10, d)); };
   while (digits < 3 && at(bytes, digits) == at(other, digits)) ++digits;
   std::ostringstream s;
+  if (at(bytes, digits) == at(other, digits)) {
+    s << std::fixed << std::setprecision(0) << bytes << " bytes";
+    return s.str();
+  }
   s << std::fixed << std::setprecision(digits) << bytes / (1 << 30);
   std::string t = s.str();  // always has a '.': 54.0 -> 54, 23.60 -> 23.6
   t.erase(t.find_last_not_of('0') + 1);
   if (t.back() == '.') t.pop_back();
-  return t;
+  return t + " GiB";
 }
 
 }  // namespace
@@ -136,10 +141,10 @@ std::string host_memory_problem(const std::vector<RankMemory>& ranks, std::size_
     return concat("--max-bytes ", format_bytes(max_bytes), ": the ", members.size(),
                   members.size() == 1 ? " rank" : " ranks", " on host ", host, " (",
                   rank_list(members), ") hold at least ", gib(holds, memory),
-                  " GiB together at that size (each worker its input, its result and the "
+                  " together at that size (each worker its input, its result and the "
                   "backend's buffer; a parameter server its shard's parameters and sums), more "
                   "than its memory (",
-                  gib(memory, holds), " GiB): give a smaller -e or start fewer ranks on that host");
+                  gib(memory, holds), "): give a smaller -e or start fewer ranks on that host");
   }
   return "";
 }

@@ -456,6 +456,14 @@ TEST(BenchHarness, AHostWhoseRanksTogetherCannotHoldTheBuffersIsNamed) {
       host_memory_problem({{"a", 23.6 * g, 11.81 * g}, {"a", 23.6 * g, 11.81 * g}}, 1 << 30);
   EXPECT_NE(close.find("at least 23.62 GiB together"), std::string::npos) << close;
   EXPECT_NE(close.find("more than its memory (23.6 GiB)"), std::string::npos) << close;
+  // closer than 3 decimals tell apart (0.0004 GiB, about 429 kB): whole bytes
+  const double memory = std::round(23.6 * g), each = std::round(11.8002 * g);
+  const std::string closer =
+      host_memory_problem({{"a", memory, each}, {"a", memory, each}}, 1 << 30);
+  const auto bytes = [](double b) { return std::to_string(static_cast<long long>(b)) + " bytes"; };
+  EXPECT_NE(closer.find("at least " + bytes(2 * each) + " together"), std::string::npos) << closer;
+  EXPECT_NE(closer.find("more than its memory (" + bytes(memory) + ")"), std::string::npos)
+      << closer;
 }
 
 // A rank outside NAME@N holds nothing: counted as one buffer of -e, 2 idle ranks beside ring@2 at
