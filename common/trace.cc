@@ -224,8 +224,10 @@ void Trace::open(const std::string& path_pattern) {
   writer_ = std::thread([this] { write_loop(); });
 }
 
-double Trace::now_us() const {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+double Trace::now_us() const { return us_at(std::chrono::steady_clock::now()); }
+
+double Trace::us_at(std::chrono::steady_clock::time_point t) const {
+  return std::chrono::duration<double, std::micro>(t - t0_).count();
 }
 
 int Trace::thread_id() {  // caller holds mu_

@@ -54,6 +54,8 @@ class Trace {
   void close();
 
   double now_us() const;  // microseconds since this Trace was created
+  // `t` on the same clock (what now_us() would have said at `t`)
+  double us_at(std::chrono::steady_clock::time_point t) const;
   // A finished interval on the calling thread (thread name set with set_thread_name).
   void complete(const std::string& name, const std::string& cat, double start_us, double dur_us,
                 const std::map<std::string, double>& args = {});

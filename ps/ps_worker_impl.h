@@ -89,7 +89,8 @@ class PsWorker::Impl {
   void on_reply(int chunk);
   void count_push(Flight& f);
   bool tracing() const { return opt_.trace && opt_.trace->enabled(); }
-  void trace_window(const char* phase, double from_us, double to_us, std::int64_t step) const;
+  void trace_window(const char* phase, std::chrono::steady_clock::time_point from,
+                    std::chrono::steady_clock::time_point to, std::int64_t step) const;
   void open_server_segment(int server, const std::string& ack_text);
   void check_deadlines();
   // Heartbeats every server (`only_quiet`: those sent nothing for timeout/4).
@@ -202,7 +203,6 @@ class PsWorker::Impl {
   // each send over the Comm): no heartbeat follows a kDone (ServerLoop::finish).
   std::atomic<bool> goodbye_{false};
   std::chrono::steady_clock::time_point win_start_, win_sent_;  // the current step's window
-  double win_start_us_ = 0, win_sent_us_ = 0;                   // the same on the trace's clock
   std::size_t win_sends_ = 0, win_replies_ = 0;
   std::int64_t win_step_ = -1;
   std::thread comm_thread_;

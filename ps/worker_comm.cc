@@ -100,23 +100,22 @@ bool PsWorker::Impl::issue(const Job& job) {
 // The first bucket of a new step opens its window (push, pull and comm times are measured in it).
 void PsWorker::Impl::open_window(std::int64_t step) {
   const auto now = Clock::now();
-  const double now_us = tracing() ? opt_.trace->now_us() : 0;
   std::lock_guard<std::mutex> lk(mu_);
   if (step != win_step_) {
     win_step_ = step;
     win_start_ = now;
-    win_start_us_ = now_us;
     win_sends_ = win_replies_ = 0;
   }
 }
 
 // The step's window on a row of its own ("push_pull step": a co-located shard's thread closes
 // it): "push" until its last push has left (push_s), "pull" from then until its last reply
-// (pull_s). Called with the window's times in trace microseconds, outside mu_.
-void PsWorker::Impl::trace_window(const char* phase, double from_us, double to_us,
+// (pull_s), the very times those measure. Called outside mu_.
+void PsWorker::Impl::trace_window(const char* phase, Clock::time_point from, Clock::time_point to,
                                   std::int64_t step) const {
+  const double from_us = opt_.trace->us_at(from);
   opt_.trace->complete_on(
-      "push_pull step", phase, "comm", from_us, to_us - from_us,
+      "push_pull step", phase, "comm", from_us, opt_.trace->us_at(to) - from_us,
       {{"step", static_cast<double>(step)}, {"chunks", static_cast<double>(plan_.chunks.size())}});
 }
 
@@ -221,21 +220,18 @@ bool PsWorker::Impl::poll_flights() {
 void PsWorker::Impl::count_push(Flight& f) {
   if (f.pushed) return;
   f.pushed = true;
-  double from_us = 0, now_us = 0;
+  Clock::time_point from, to;
   std::int64_t step = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (++win_sends_ != plan_.chunks.size()) return;
     win_sent_ = Clock::now();
-    // read under mu_, as on_reply reads its end: a reply on the co-located shard's thread must
-    // not end the window at a time read before this start
-    now_us = tracing() ? opt_.trace->now_us() : 0;
-    win_sent_us_ = now_us;
     push_s_ += seconds(win_sent_ - win_start_);
-    from_us = win_start_us_;
+    from = win_start_;
+    to = win_sent_;
     step = win_step_;
   }
-  if (tracing()) trace_window("push", from_us, now_us, step);
+  if (tracing()) trace_window("push", from, to, step);
 }
 
 // A chunk's updated parameters have landed (comm thread, or the co-located server thread).
@@ -249,24 +245,26 @@ void PsWorker::Impl::on_reply(int c) {
                             {{"chunk", c},
                              {"server", plan_.chunks[static_cast<std::size_t>(c)].server},
                              {"step", static_cast<double>(f.step)}});
-  double from_us = -1, now_us = 0;
+  bool closed = false;
+  Clock::time_point from, to;
   std::int64_t step = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++completed_[static_cast<std::size_t>(c)];
     if (++win_replies_ == plan_.chunks.size()) {
+      // read under mu_: read before it, on the co-located shard's thread, it could precede the
+      // push's end the comm thread set meanwhile (pull_s, and the trace's "pull", negative)
       const auto now = Clock::now();
-      // under mu_: read before it, on the co-located shard's thread, it could precede the start
-      // the comm thread set meanwhile (a "pull" of negative length)
-      now_us = tracing() ? opt_.trace->now_us() : 0;
       comm_s_ += seconds(now - win_start_);
       pull_s_ += seconds(now - win_sent_);
       ++steps_done_;
-      from_us = win_sent_us_;
+      closed = true;
+      from = win_sent_;
+      to = now;
       step = win_step_;
     }
   }
-  if (from_us >= 0 && tracing()) trace_window("pull", from_us, now_us, step);
+  if (closed && tracing()) trace_window("pull", from, to, step);
   cv_.notify_all();
 }
 
