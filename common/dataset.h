@@ -22,6 +22,10 @@ struct Dataset {
   std::vector<float> x;  // n * dim, row-major
   std::vector<int> y;    // n
   std::string source;    // where it came from, for logs
+  // CRC-32 (zlib) of the IDX payloads it was read from, labels then images (the same for a .gz
+  // file and its plain twin), so that ranks can tell same-shaped but different files apart;
+  // 0 for a synthetic set, which is a function of its shape and seed
+  std::uint32_t crc = 0;
 };
 
 Dataset load_idx_dataset(const std::string& dir, bool train);

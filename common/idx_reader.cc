@@ -276,6 +276,8 @@ Dataset load_idx_dataset(const std::string& dir, bool train) {
   ds.dim = images.dims[1] * images.dims[2];
   ds.classes = kClasses;
   ds.source = images_path;
+  uLong crc = crc32_z(0L, labels.data.data(), labels.data.size());
+  ds.crc = static_cast<std::uint32_t>(crc32_z(crc, images.data.data(), images.data.size()));
   ds.y.resize(ds.n);
   for (int i = 0; i < ds.n; ++i) {
     int label = labels.data[i];

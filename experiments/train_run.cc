@@ -33,10 +33,18 @@ std::pair<Dataset, Dataset> load_data(const Config& cfg) {
 
 namespace {
 
+std::string hex32(std::uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
 // Every worker must hold the same data set (each reads its own --data-dir, a node's local copy):
 // with another number of samples a worker took another number of steps, and the job ended in a
 // timeout at a barrier (60 s, MPI_Abort, exit 1) that did not say why. The workers compare
-// shapes (sample counts, features, classes; not the path, which may differ from node to node):
+// shapes (sample counts, features, classes; not the path, which may differ from node to node)
+// and the files' CRC-32s (one node's copy of another version or a damaged one trained on other
+// samples than the rest, silently):
 // the lowest worker's goes to every rank, each compares its own, and the first mismatch goes to
 // every rank, which throws it as one ConfigError. Dedicated servers (train == nullptr) pass.
 void check_same_data(Comm& world, const Dataset* train, const Dataset* test, Seconds timeout) {
@@ -44,6 +52,8 @@ void check_same_data(Comm& world, const Dataset* train, const Dataset* test, Sec
   if (train) {
     shape = detail::concat(train->n, " training and ", test->n, " test samples of ", train->dim,
                            " features, ", train->classes, " classes");
+    if (train->crc || test->crc)
+      shape += " (CRC-32 " + hex32(train->crc) + "/" + hex32(test->crc) + ")";
     mine = detail::concat(world.rank(), "\t", shape, "\t", train->source);
   }
   const std::string first = first_error(world, mine, tags::kDataShape, timeout);

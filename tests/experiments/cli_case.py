@@ -70,14 +70,14 @@ def idx(magic_dims, payload):
     return struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + payload
 
 
-def write_idx_dir(path, n_train=64, n_labels=None, magic=0x803, cut=None, test_side=28):
+def write_idx_dir(path, n_train=64, n_labels=None, magic=0x803, cut=None, test_side=28, pixel=3):
     """Tiny Fashion-MNIST-shaped IDX files; pixels and labels a closed form of the index."""
     os.makedirs(path, exist_ok=True)
     n_labels = n_train if n_labels is None else n_labels
     for prefix, n, nl in (("train", n_train, n_labels), ("t10k", 16, 16)):
         side = 28 if prefix == "train" else test_side
         images = idx((magic if prefix == "train" else 0x803, (n, side, side)),
-                     bytes((i * 7 + 3) % 256 for i in range(n * side * side)))
+                     bytes((i * 7 + pixel) % 256 for i in range(n * side * side)))
         labels = idx((0x801, (nl,)), bytes(i % 10 for i in range(nl)))
         blob = gzip.compress(images)
         if cut and prefix == "train":

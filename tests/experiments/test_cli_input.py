@@ -233,6 +233,19 @@ class BadInput(CliCase):
                                        "rank 0 64 training and 16 test", small, big],
                           rank=1, bound=30, outputs=False)
 
+    def test_ranks_whose_data_differ_in_content_are_refused(self):
+        # Same shape, other pixels (one node's copy another version of the data set, or damaged
+        # where the gzip check cannot see it): the workers trained on other samples than each
+        # other, silently. The files' CRC-32s are compared with the shapes.
+        a, b = os.path.join(self.tmp, "da"), os.path.join(self.tmp, "db")
+        write_idx_dir(a)
+        write_idx_dir(b, pixel=4)
+        base = ["train", "--epochs", "1", "--batch", "8", "--progress", "off"]
+        args = (base + ["--backend", "ring", "--data-dir", a, ":", "-np", "1", BIN] + base +
+                ["--backend", "ring", "--data-dir", b])
+        self.run_case(1, args, 2, ["the workers' data differ", "CRC-32", a, b], rank=1, bound=30,
+                      outputs=False)
+
     def test_batch_larger_than_shard(self):
         self.run_case(2, ["train", "--backend", "ring"] + with_opts(TINY, batch=300), 2,
                       ["batch 300", "shard"])
