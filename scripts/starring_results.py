@@ -1,15 +1,19 @@
 """Shared helpers for StarRing's result files (see the formats in docs/REFERENCE.md / notes):
-loading JSON lines, checking records against the agreed schema, naming a run's backend for
-plots, and the theoretical bytes each rank moves per step.
+checking records against the agreed schema, naming a run's backend for plots, the theoretical
+bytes each rank moves per step, and folding repeated runs into one. Reading and writing the
+files (read_jsonl, append_jsonl, write_whole, claim_unique_name) live in result_files.py and
+are re-exported here.
 
 Standard library only, so the sweep driver and the tests can import it without matplotlib.
 """
 import json
 import math
-import os
 import re
-import socket
-import tempfile
+
+# Re-exported: callers write and read result files through this module (sr.write_whole, ...).
+from result_files import (HOST_TAG, append_jsonl, check_writable_folder,  # noqa: F401
+                          claim_unique_name, read_jsonl, remove_stale_tmp, tmp_name, unique_name,
+                          write_whole)
 
 # Re-exported: callers read a trace and judge a fault's outcome through this module (sr.*).
 from fault_outcome import FAULT_LINE, expected_failure, fault_outcome  # noqa: F401
@@ -71,113 +75,6 @@ MODEL_FIELDS = {
     "bench": str, "model": str, "widths": list, "params": int, "batch": int, "device": str,
     "step_ms": _NUM, "samples_per_s": _NUM,
 }
-
-
-def check_writable_folder(path):
-    """Makes folder `path` (and its parents) and writes and removes a probe file in it: raises
-    OSError when it cannot (a read-only mount, a plain file on the path), so a tool can say so in
-    one line before it writes anything else."""
-    os.makedirs(path, exist_ok=True)
-    fd, probe = tempfile.mkstemp(dir=path, prefix=".starring-write-test-")
-    os.close(fd)
-    os.remove(probe)
-
-
-def read_jsonl(path, lines=None):
-    """Records of a JSON-lines file; a line that does not parse is reported, not fatal. A list
-    `lines` gets each record's line number."""
-    records, bad = [], []
-    if not os.path.exists(path):
-        return records, bad
-    with open(path, encoding="utf-8", errors="replace") as f:  # bytes not UTF-8: a bad line
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                records.append(json.loads(line))
-                if lines is not None:
-                    lines.append(n)
-            except json.JSONDecodeError as e:
-                bad.append(f"{path}:{n}: {e}")
-    return records, bad
-
-
-# This host in write_whole's temporary names: a folder on shared storage may be written from
-# several hosts, and a pid says whether its writer is alive on its own host only.
-HOST_TAG = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
-
-
-def tmp_name(path, pid=None):
-    """write_whole's temporary name for `path`: `path`.<host>.<pid>.tmp."""
-    return f"{path}.{HOST_TAG}.{os.getpid() if pid is None else pid}.tmp"
-
-
-def write_whole(path, write):
-    """Writes a file whole or not at all: `write(tmp)` writes it to tmp_name(path), which then
-    replaces `path`. A write that fails (a full disk) removes the .tmp and raises, so no cut
-    file is left looking complete and an earlier good one stays."""
-    tmp = tmp_name(path)  # two writers of one path (two reports, two hosts) never share it
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException as e:
-        if isinstance(e, OSError) and e.filename in (None, tmp):
-            e.filename = path  # the file meant, not its temporary (which is gone)
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def remove_stale_tmp(folder, names):
-    """Removes write_whole's `<name>.<host>.<pid>.tmp` files in `folder` of this host, for
-    `names`, whose writer is gone (no process `pid` here): a report killed by SIGTERM or SIGKILL
-    left them, and no later run removed them. A live writer's (another report in the same
-    folder) stays, and so does another host's (its pid says nothing here)."""
-    names = set(names)
-    try:
-        entries = os.listdir(folder)
-    except OSError:
-        return
-    for entry in entries:
-        m = re.fullmatch(r"(.+)\.%s\.(\d+)\.tmp" % re.escape(HOST_TAG), entry)
-        if not m or m.group(1) not in names or int(m.group(2)) == os.getpid():
-            continue
-        try:
-            os.kill(int(m.group(2)), 0)
-            continue  # alive
-        except ProcessLookupError:
-            pass
-        except (PermissionError, OverflowError, ValueError):  # another user's process
-            continue
-        try:
-            os.remove(os.path.join(folder, entry))
-        except OSError:
-            pass
-
-
-def append_jsonl(path, record):
-    """Appends one record as one line (a single write, so concurrent readers see whole lines).
-    A file whose last line was cut (a full disk, a killed writer) gets its newline first: the
-    cut line stays the one bad line read_jsonl reports, instead of swallowing this record. A
-    write that fails (a full disk) is undone, so this one never leaves a cut line."""
-    line = json.dumps(record, sort_keys=True) + "\n"
-    with open(path, "ab+", buffering=0) as f:
-        size = f.seek(0, os.SEEK_END)
-        if size > 0:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                line = "\n" + line
-        data = line.encode("utf-8")
-        try:  # a write that fails part-way (a full disk) leaves no cut record behind
-            done = 0
-            while done < len(data):
-                done += f.write(data[done:])
-        except OSError:
-            f.truncate(size)
-            raise
 
 
 def _type_ok(value, typ):
@@ -545,37 +442,6 @@ def collapse_bench_repeats(rows):
     return (_collapse(plain, key, lambda b: b.get("busbw_GBps") or 0.0, "repeat_busbw_GBps")
             + _collapse(overlap, key, lambda b: b.get("overlap_pct") or 0.0, "repeat_overlap_pct")
             + rest)
-
-
-def unique_name(folder, name, ext=""):
-    """`name`, or `name`-2, -3, ... : the first with no `folder`/<it><ext> yet, so that a run
-    appended to a results folder that already holds one of that name (the same sweep again with
-    --out, a hand-added run) gets files of its own instead of overwriting the earlier run's."""
-    candidate, k = name, 1
-    while os.path.exists(os.path.join(folder, candidate + ext)):
-        k += 1
-        candidate = f"{name}-{k}"
-    return candidate
-
-
-def claim_unique_name(folder, name, ext=""):
-    """unique_name's name, made in the same step: a folder `folder`/<it> (ext "") or an empty
-    file `folder`/<it><ext>, created only if nothing of that name is there (mkdir, O_EXCL), so
-    that two sweeps appending to one results folder at the same moment never take one name
-    (a look, then a makedirs(exist_ok=True), let both write into the same run folder)."""
-    os.makedirs(folder, exist_ok=True)
-    candidate, k = name, 1
-    while True:
-        path = os.path.join(folder, candidate + ext)
-        try:
-            if ext:
-                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-            else:
-                os.mkdir(path)
-            return candidate
-        except FileExistsError:
-            k += 1
-            candidate = f"{name}-{k}"
 
 
 def merge_traces(paths, out, skipped=None):

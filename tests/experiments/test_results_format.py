@@ -178,7 +178,7 @@ class UniqueNames(unittest.TestCase):
             runs = os.path.join(tmp, "runs")
             os.makedirs(os.path.join(runs, "s-000-ring-w2"))
             open(os.path.join(runs, "s-bench-np2.log"), "w").close()
-            with mock.patch.object(sr.os.path, "exists", return_value=False):
+            with mock.patch.object(os.path, "exists", return_value=False):
                 self.assertEqual(sr.claim_unique_name(runs, "s-000-ring-w2"), "s-000-ring-w2-2")
                 self.assertEqual(sr.claim_unique_name(runs, "s-bench-np2", ".log"),
                                  "s-bench-np2-2")
