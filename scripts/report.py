@@ -265,13 +265,8 @@ def write_summary(out, runs, bench, figures):
     parts += ["## Plots", ""] + [f"- `{f.file}`: {f.title}" for f in figures
                                  if isinstance(f, rp.Figure)]
     text = "\n".join(parts) + "\n"
-    sr.write_whole(os.path.join(out, "summary.md"), lambda tmp: _write_text(tmp, text))
+    sr.write_text_whole(os.path.join(out, "summary.md"), text)
     return rows
-
-
-def _write_text(path, text):
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
 
 
 CSS = """body{font-family:sans-serif;max-width:1300px;margin:2em auto;padding:0 1em;color:#222}
@@ -365,7 +360,7 @@ def write_html(out, results, runs, bench, figures, rows, problems):
             f"<li>{e(p)}</li>" for p in problems[:50]) + "</ul>")
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>StarRing report</title>"
             f"<style>{CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n")
-    sr.write_whole(os.path.join(out, "report.html"), lambda tmp: _write_text(tmp, page))
+    sr.write_text_whole(os.path.join(out, "report.html"), page)
 
 
 # Every PNG the plot modules write (their _save calls; test_report_inputs checks the list).

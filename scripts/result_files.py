@@ -71,6 +71,14 @@ def write_whole(path, write):
         raise
 
 
+def write_text_whole(path, text):
+    """write_whole for a text file (UTF-8)."""
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+    write_whole(path, write)
+
+
 def remove_stale_tmp(folder, names):
     """Removes write_whole's `<name>.<host>.<pid>.tmp` files in `folder` of this host, for
     `names`, whose writer is gone (no process `pid` here): a report killed by SIGTERM or SIGKILL

@@ -13,7 +13,7 @@ import re
 # Re-exported: callers write and read result files through this module (sr.write_whole, ...).
 from result_files import (HOST_TAG, append_jsonl, check_writable_folder,  # noqa: F401
                           claim_unique_name, read_jsonl, remove_stale_tmp, tmp_name, unique_name,
-                          write_whole)
+                          write_text_whole, write_whole)
 
 # Re-exported: callers read a trace and judge a fault's outcome through this module (sr.*).
 from fault_outcome import FAULT_LINE, expected_failure, fault_outcome  # noqa: F401

@@ -15,6 +15,8 @@ import json
 import sys
 import time
 
+from result_files import write_text_whole
+
 MODELS = {"default": [784, 256, 128, 10], "wide": [784, 4096, 4096, 10]}
 
 
@@ -87,8 +89,7 @@ def main():
         rows.append(r)
         print(f"  {name:<8} {r['params']:>10} {r['samples_per_s']:>10.0f} {r['step_ms']:>9.3f}")
     if a.json:
-        with open(a.json, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows)
+        write_text_whole(a.json, "".join(json.dumps(r) + "\n" for r in rows))
     return 0
 
 

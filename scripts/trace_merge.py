@@ -13,6 +13,8 @@ any other layout (a trace written by another tool) is read whole, as before."""
 import json
 import os
 
+from result_files import write_whole
+
 
 def read_trace_events(path):
     """The events of one rank's trace file. A finished file is a JSON object; a rank that died
@@ -134,17 +136,12 @@ def _copy_events(path, count, out, first, shift_days=0):
 
 
 def merge(paths, out_path, skipped=None):
-    """starring_results.merge_traces: see there."""
-    tmp = out_path + ".tmp"
-    try:
-        merged = _merge_into(paths, tmp, skipped)
-        os.replace(tmp, out_path)
-    except BaseException:  # the output could not be written: leave no half-written .tmp behind
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
+    """starring_results.merge_traces: see there. The merged file is written whole, through a
+    temporary of this process's own (result_files.write_whole: two merges into one output, a
+    sweep's and a hand-run merge_traces.py, shared '<out>.tmp', and one renamed the other's
+    half-written file into place)."""
+    merged = []
+    write_whole(out_path, lambda tmp: merged.extend(_merge_into(paths, tmp, skipped)))
     return merged
 
 

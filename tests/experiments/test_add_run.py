@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -396,7 +397,40 @@ class MergeTraces(unittest.TestCase):
                 self.assertEqual(p.returncode, 1, p.stderr)
                 self.assertNotIn("Traceback", p.stderr)
                 self.assertIn(f"merge_traces.py: cannot write {out}: ", p.stderr)
-                self.assertFalse(os.path.exists(out + ".tmp"), os.listdir(tmp))
+                self.assertEqual([n for n in os.listdir(tmp) if n.endswith(".tmp")], [])
+
+    def test_a_merge_writes_through_a_temporary_of_its_own(self):
+        # merge() wrote '<out>.tmp', a name every writer of <out> shared: a second merge into the
+        # same output (the sweep's and a hand-run merge_traces.py) truncated the first one's
+        # half-written file and renamed it into place. Another writer's '<out>.tmp', mid-write,
+        # stands in for it: it must stay untouched, and the output be this merge's whole file.
+        with tempfile.TemporaryDirectory(prefix="starring_merge_") as tmp:
+            trace = os.path.join(tmp, "t.0.json")
+            with open(trace, "w", encoding="utf-8") as f:
+                f.write('{"traceEvents":[\n{"ph":"X","name":"s","ts":1,"dur":1,"pid":0,"tid":0}'
+                        '\n],"displayTimeUnit":"ms"}\n')
+            out = os.path.join(tmp, "merged.json")
+            others = [out + ".tmp", sr.tmp_name(out, os.getpid() + 1)]
+            for other in others:
+                with open(other, "w", encoding="utf-8") as f:
+                    f.write('{"traceEvents":[\n{"ph":"X"')
+            real_open, opened = open, []
+
+            def spy(path, *a, **k):
+                opened.append(path)
+                return real_open(path, *a, **k)
+
+            with mock.patch("builtins.open", spy):
+                self.assertEqual(sr.merge_traces([trace], out), [trace])
+            self.assertIn(sr.tmp_name(out), opened)
+            for other in others:
+                with open(other, encoding="utf-8") as f:
+                    self.assertEqual(f.read(), '{"traceEvents":[\n{"ph":"X"', other)
+            with open(out, encoding="utf-8") as f:
+                self.assertEqual([e["name"] for e in json.load(f)["traceEvents"]], ["s"])
+            self.assertEqual(sorted(os.listdir(tmp)),
+                             sorted(["t.0.json", "merged.json"] + [os.path.basename(o)
+                                                                   for o in others]))
 
     def test_a_file_with_a_line_that_is_no_event_is_left_out(self):
         # a finished file in trace.cc's layout with a stray line inside (copied, it made the
