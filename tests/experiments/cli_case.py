@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What a user sees when `starring` is given bad input or a rank fails: the helpers and the
-common checks of test_cli_input.py (bad input, outputs, data, interrupts), test_cli_faults.py (a
-rank killed, hung, silent or far behind) and test_cli_stopped.py (a rank stopped where no --fault
-step reaches), each run as `test_cli_*.py --bin build/bin/starring`.
+common checks of test_cli_input.py (bad flags, values, config and data), test_cli_outputs.py
+(outputs, a failure to write them, interrupts), test_cli_faults.py (a rank killed, hung, silent or
+far behind) and test_cli_stopped.py (a rank stopped where no --fault step reaches), each run as
+`test_cli_*.py --bin build/bin/starring`.
 Each case runs the real executable, alone or under scripts/mpirun.sh, and checks: a non-zero
 exit (2 for bad input), one `starring: error:` line naming the problem (and the rank where one
 rank failed), at most one short line from the launcher and none of Open MPI's banners, no
