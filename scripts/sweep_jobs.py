@@ -106,12 +106,18 @@ def other_load_words(rec):
 
 def launch(np_, argv, log_path, ctx):
     """Runs `launcher argv` under `timeout`; returns (exit code, status, elapsed s, command).
+    At the bound, `timeout` sends SIGTERM to the job's process group (mpirun, its ranks, the
+    launcher's filter) and SIGKILL kill_after_s later to what is left; after the job's end, what
+    of it outlives ORPHAN_GRACE_S is killed (kill_leftovers) and named in the log, as is the
+    bound a timed-out job ran past (status "timeout": 124, or 137 after the SIGKILL).
     Ctrl-C while the job runs stops it (KeyboardInterrupt); from the job's end on, Ctrl-C is held
     until its record is written (defer_ctrl_c): a job that ran to its end is a result."""
     if ctx.get("ctrl_c"):  # held since the previous job (a recovery run's next leg)
         raise KeyboardInterrupt
     launcher = shlex.split(ctx["launcher"].format(np=np_))
-    cmd = ["timeout", "-k", "15", str(int(float(ctx["timeout_s"])))] + launcher + argv
+    bound = int(float(ctx["timeout_s"]))
+    kill_after = str(ctx.get("kill_after_s", KILL_AFTER_S))
+    cmd = ["timeout", "-k", kill_after, str(bound)] + launcher + argv
     start = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + shlex.join(cmd) + "\n")
@@ -129,12 +135,87 @@ def launch(np_, argv, log_path, ctx):
             ctx["ctrl_c"] = True
         defer_ctrl_c(ctx)
     elapsed = time.monotonic() - start
-    reap_orphans()
-    # `timeout` exits 124 (or 137 after -k); a job whose rank was killed by SIGKILL exits 137
-    # too, long before the bound.
-    timed_out = rc in (124, 137) and elapsed >= float(ctx["timeout_s"]) - 1.0
+    reap_orphans(ORPHAN_GRACE_S)
+    killed = kill_leftovers(proc.pid)
+    # `timeout` exits 124 once the job has ended on its SIGTERM. A job still there -k seconds
+    # later gets SIGKILL, which `timeout` sends to its whole group, itself included: -9 here
+    # (137 in a shell), recorded as 137; it was called "failed". A job whose rank was killed by
+    # SIGKILL exits 137 too, long before the bound.
+    if rc == -signal.SIGKILL:
+        rc = 128 + signal.SIGKILL
+    timed_out = rc in (124, 137) and elapsed >= bound - 1.0
+    if timed_out or killed:
+        with open(log_path, "a", encoding="utf-8") as log:
+            if timed_out:
+                log.write(f"[sweep] {timeout_reason(ctx)}\n")
+            if killed:
+                log.write(f"[sweep] {len(killed)} process(es) of the job outlived it by "
+                          f"{ORPHAN_GRACE_S:.0f} s and were killed: {', '.join(killed)}\n")
     status = "ok" if rc == 0 else ("timeout" if timed_out else "failed")
     return rc, status, elapsed, shlex.join(cmd)
+
+
+# `timeout -k`: the seconds between the SIGTERM at the bound and the SIGKILL, and the seconds a
+# finished job's leftovers get before kill_leftovers (reap_orphans' wait in launch)
+KILL_AFTER_S = 15
+ORPHAN_GRACE_S = 5.0
+
+
+def timeout_reason(ctx):
+    """A record's `reason` for a job stopped at its time bound."""
+    return (f"ran past its time bound of {float(ctx['timeout_s']):g} s (the sweep's timeout_s or "
+            f"--timeout): stopped, SIGTERM to the whole job, SIGKILL "
+            f"{ctx.get('kill_after_s', KILL_AFTER_S)} s later to what was left")
+
+
+def job_leftovers(pgid):
+    """'PID (NAME)' of every live process of group `pgid` (a job's: `timeout` leads it, with
+    mpirun, its ranks and the stderr filter) and every live child of this process (the job's
+    orphans adopt_orphans made ours, a rank in a group of its own among them); [] without
+    /proc."""
+    me, left = os.getpid(), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return left
+    for d in entries:
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open(f"/proc/{d}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+            name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1]
+            state, ppid, pgrp = rest.split()[:3]
+        except (OSError, ValueError):
+            continue
+        if state not in ("Z", "X") and (int(pgrp) == pgid or int(ppid) == me):
+            left.append(f"{d} ({name})")
+    return left
+
+
+def kill_leftovers(pgid):
+    """SIGKILLs what is left of a finished job after reap_orphans' grace (launch): a rank that
+    ignored the SIGTERM at the time bound, or hung in its handler, outlived mpirun and
+    `timeout` (which then exited 124 and sent no SIGKILL), and ran on beside the next runs, no
+    one's. Only when the job's own process has been waited for and the sweep runs one job at
+    a time (any child of this process is one of the job's). Returns those killed."""
+    killed = []
+    for _ in range(10):  # a killed process's children become ours: they are found next round
+        left = job_leftovers(pgid)
+        try:  # the group too where there is no /proc to list it
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for entry in left:
+            try:
+                os.kill(int(entry.split()[0]), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        killed += [e for e in left if e not in killed]
+        reap_orphans(1.0)
+        if not left:
+            break
+    return killed
 
 
 def defer_ctrl_c(ctx):
@@ -243,7 +324,8 @@ def run_bench(name, np_, args, ctx, rep=1):
         status = "failed"
     if status != "ok":
         rows.append(dict(extra, status=status, exit_code=rc, np=np_, command=cmd,
-                         elapsed_s=round(elapsed, 3), log_tail=tail(log_path)))
+                         elapsed_s=round(elapsed, 3), log_tail=tail(log_path),
+                         **({"reason": timeout_reason(ctx)} if status == "timeout" else {})))
     for row in rows:
         sr.append_jsonl(os.path.join(ctx["out"], "bench.jsonl"), row)
     return status, len([r for r in rows if "size" in r]), elapsed, other_load_words(extra)

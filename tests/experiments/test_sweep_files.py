@@ -2,8 +2,8 @@
 """Tests of how the sweep driver reads sweep files (no `starring` binary needed): the shipped
 sweeps expand to the runs they promise, and the file format's rules hold (grid products, variant
 overrides, `-` to leave a flag out, `servers = half`, [quick] and [quick variant|bench NAME]
-overrides); every job's time bound; the signals it stops on (test_sweep_records.py: what it
-records of a job, and --resume)."""
+overrides); the signals it stops on (test_sweep_records.py: what it records of a job, and
+--resume; test_sweep_time_bound.py: every job's time bound)."""
 import os
 import subprocess
 import sys
@@ -353,38 +353,6 @@ class BenchFlags(unittest.TestCase):
             self.assertEqual(sweep_jobs.unknown_flags("starring", [], {
                 "x": {"args": "--iter=5"}}), ["sweep: bench x: '--iter' is not a `starring "
                                               "bench` option (see starring bench --help)"])
-
-
-class TheTimeBound(unittest.TestCase):
-    """Every job runs under its time bound: the sweep's timeout_s, or --timeout in its place."""
-
-    def test_timeout_overrides_the_sweeps_timeout_s(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "t.ini")
-            with open(path, "w") as f:
-                f.write("[sweep]\ntimeout_s = 50\n[grid]\nworkers = 1\n")
-            for extra, bound in (([], "at most 50 s each"), (["--timeout", "7"], "at most 7 s each")):
-                p = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "sweep.py"), path,
-                                    "--dry-run", "--bin", os.path.join(tmp, "none"), *extra],
-                                   capture_output=True, text=True, timeout=60)
-                self.assertEqual(p.returncode, 0, p.stderr)
-                self.assertIn(bound, p.stdout.splitlines()[0])
-                a = driver.parse_args([path, *extra])
-                ctx = driver.make_context(a, driver.load_sweep(path, False)[0], "t")
-                self.assertEqual(ctx["timeout_s"], 7.0 if extra else 50.0)
-
-    def test_a_job_past_its_bound_is_stopped_and_called_a_timeout(self):
-        import sweep_jobs
-        ctx = {"launcher": sys.executable, "timeout_s": 2}
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                rc, status, elapsed, cmd = sweep_jobs.launch(
-                    1, ["-c", "import time; time.sleep(120)"], os.path.join(tmp, "log"), ctx)
-            finally:
-                sweep_jobs.end_deferral(ctx)
-        self.assertEqual((rc, status), (124, "timeout"))
-        self.assertLess(elapsed, 60)
-        self.assertTrue(cmd.startswith("timeout -k 15 2 "), cmd)
 
 
 class StopSignals(unittest.TestCase):
