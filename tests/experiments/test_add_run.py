@@ -379,14 +379,20 @@ class MergeTraces(unittest.TestCase):
             with open(out, encoding="utf-8") as f:
                 self.assertEqual([e["ts"] for e in json.load(f)["traceEvents"]], [10, 11])
 
+    @staticmethod
+    def one_event_trace(folder):
+        """A finished trace file of one event, `folder`/t.0.json; returns its path."""
+        trace = os.path.join(folder, "t.0.json")
+        with open(trace, "w", encoding="utf-8") as f:
+            f.write('{"traceEvents":[\n{"ph":"X","name":"s","ts":1,"dur":1,"pid":0,"tid":0}'
+                    '\n],"displayTimeUnit":"ms"}\n')
+        return trace
+
     def test_an_output_that_cannot_be_written_is_one_line_and_leaves_no_tmp(self):
         # merge_traces.py ended in a traceback when the output's folder was not there, and an
         # output that is a directory left '<out>.tmp' (the whole merged file) behind
         with tempfile.TemporaryDirectory(prefix="starring_merge_") as tmp:
-            trace = os.path.join(tmp, "t.0.json")
-            with open(trace, "w", encoding="utf-8") as f:
-                f.write('{"traceEvents":[\n{"ph":"X","name":"s","ts":1,"dur":1,"pid":0,"tid":0}'
-                        '\n],"displayTimeUnit":"ms"}\n')
+            trace = self.one_event_trace(tmp)
             for out in (os.path.join(tmp, "no-such-folder", "merged.json"),
                         os.path.join(tmp, "a-folder")):
                 if out.endswith("a-folder"):
@@ -405,10 +411,7 @@ class MergeTraces(unittest.TestCase):
         # half-written file and renamed it into place. Another writer's '<out>.tmp', mid-write,
         # stands in for it: it must stay untouched, and the output be this merge's whole file.
         with tempfile.TemporaryDirectory(prefix="starring_merge_") as tmp:
-            trace = os.path.join(tmp, "t.0.json")
-            with open(trace, "w", encoding="utf-8") as f:
-                f.write('{"traceEvents":[\n{"ph":"X","name":"s","ts":1,"dur":1,"pid":0,"tid":0}'
-                        '\n],"displayTimeUnit":"ms"}\n')
+            trace = self.one_event_trace(tmp)
             out = os.path.join(tmp, "merged.json")
             others = [out + ".tmp", sr.tmp_name(out, os.getpid() + 1)]
             for other in others:
