@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "common/blas_kernels.h"
 #include "common/config.h"
@@ -53,9 +55,22 @@ void check_choice(const char* option, const std::string& value,
   throw ConfigError(detail::concat(option, ": '", value, "' is not one of ", all));
 }
 
+// A refused value as the user gave it: a floating-point one as the shortest text that reads back
+// as it (the stream's 6 digits printed 1000000.1 as 1e+06, inside the range the line names).
+template <typename T>
+std::string as_given(const T& v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    char buf[32];
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  } else {
+    return detail::concat(v);
+  }
+}
+
 template <typename T>
 void check(bool ok, const char* option, const char* rule, const T& got) {
-  if (!ok) throw ConfigError(detail::concat(option, ": must be ", rule, " (got ", got, ")"));
+  if (!ok)
+    throw ConfigError(detail::concat(option, ": must be ", rule, " (got ", as_given(got), ")"));
 }
 
 // Beyond these a value overflows where it is converted (a timeout into a clock deadline in

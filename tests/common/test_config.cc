@@ -279,6 +279,19 @@ TEST(Config, AnOptionWithoutItsValueNamesIt) {
   EXPECT_EQ(error_of("train", {"--lr", "-0.1"}).find("needs a value"), std::string::npos);
 }
 
+// A refused number is shown as given: at the stream's 6 digits 1000000.1 read "(got 1e+06)",
+// a value inside the range the same line names, and 1.0000001 read "(got 1)".
+TEST(Config, ARefusedNumberIsShownAsGiven) {
+  EXPECT_EQ(error_of("train", {"--timeout", "1000000.1"}),
+            "--timeout: must be > 0 and at most 1e6 seconds (got 1000000.1)");
+  EXPECT_EQ(error_of("train", {"--momentum", "1.0000001"}),
+            "--momentum: must be in [0, 1) (got 1.0000001)");
+  EXPECT_EQ(error_of("train", {"--bucket-mb", "1048576.01"}),
+            "--bucket-mb: must be > 0 and at most 1048576 (1 TiB) (got 1048576.01)");
+  EXPECT_EQ(error_of("train", {"--lr", "-0.05"}), "--lr: must be finite and > 0 (got -0.05)");
+  EXPECT_EQ(error_of("train", {"--batch", "0"}), "--batch: must be > 0 (got 0)");
+}
+
 TEST(Config, BadValuesNameTheOption) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--batch", "0"}, "--batch"},
