@@ -7,7 +7,10 @@ programs that take them:
   options its program's `--help` lists: a renamed or removed option shows up here, not when a
   reader pastes the line;
 - every option of `starring train|bench|bench-model|env --help` is named in docs/REFERENCE.md,
-  in that command's own section (the README sends readers there for "every option").
+  in that command's own section (the README sends readers there for "every option");
+- every default the docs state is the one `--help` shows: `--opt X` (default V), `--opt V` (the
+  default), `(defaults `-b 1M -e 64M ...`)`, and the values in the README's table of train options
+  (`--bucket-mb 25`, `--seed 42`: a reader takes them for the defaults).
 One `--help` per program (a few seconds); nothing is trained."""
 import os
 import re
@@ -71,10 +74,80 @@ def help_options(argv):
     return set(re.findall(r"--([a-z][a-z0-9-]*)", text)) | {"help"}
 
 
+# an option line of `starring CMD --help`: `  -b [ --min-bytes ] arg (=1M)   text`
+HELP_LINE = re.compile(r"^\s{2}(?:-(\w) \[ )?--([a-z0-9-]+)(?: \])?(?: \[=arg\(=[^)]*\)\])?"
+                       r"(?: arg)?(?: \(=([^)]*)\))?", re.M)
+# a default a doc states: "`--timeout S` (default 60", "`--metrics-loss all`, the default",
+# "`--ps-shared-memory on` (the default)"
+DEFAULT_AFTER = re.compile(r"`--([a-z][a-z0-9-]*)[^`]*`\s+\(default\s+([^\s),;]+)")
+DEFAULT_GIVEN = re.compile(r"`--([a-z][a-z0-9-]*)\s+([^`\s|]+)`(?:,|\s+\()\s*the\s+default")
+DEFAULTS_LIST = re.compile(r"\(defaults\s+`([^`]+)`")  # bench's `-b 1M -e 64M ...`
+# the README's table of train options: `--opt VALUE` reads as the default, except these
+# (an alternative to the default, not the default)
+TABLE_EXAMPLES = {"hidden"}
+
+
+def help_defaults(text):
+    """{long option: default} and {short: long} of a `starring CMD --help`."""
+    defaults, shorts = {}, {}
+    for short, name, default in HELP_LINE.findall(text):
+        if default:
+            defaults[name] = default
+        if short:
+            shorts[short] = name
+    return defaults, shorts
+
+
+def same_value(doc, shown):
+    try:
+        return float(doc) == float(shown)  # 1e-8 and 1e-08, 25 and 25.0
+    except ValueError:
+        return doc == shown
+
+
+def readme_table_options(readme):
+    """(line, option, value) of each `--opt VALUE` in the README's table of train options, VALUE
+    a literal (not a placeholder such as N or DIR, not a list of choices a|b)."""
+    lines = readme.split("\n")
+    start = lines.index("## Training and its options")
+    for n, line in enumerate(lines[start:], start + 1):
+        if line.startswith("## ") and n > start + 1:
+            return
+        if not line.startswith("| "):
+            continue
+        for m in re.finditer(r"`--([a-z][a-z0-9-]*) ([^`\s]+)`", line):
+            value = m.group(2)
+            if "|" in value or re.fullmatch(r"[A-Z_]+", value) or m.group(1) in TABLE_EXAMPLES:
+                continue
+            yield n, m.group(1), value
+
+
+def stated_defaults(path):
+    """(line, program or None, option, value, whether the option must have a default) of every
+    default the file states. The README table's options without a default (`--metrics-file
+    m.jsonl`) show a name to give, not a default."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for rx in (DEFAULT_AFTER, DEFAULT_GIVEN):
+        for m in rx.finditer(text):
+            yield text.count("\n", 0, m.start()) + 1, None, m.group(1), m.group(2), True
+    for m in DEFAULTS_LIST.finditer(text):
+        words = m.group(1).split()
+        for flag, value in zip(words[::2], words[1::2]):
+            yield text.count("\n", 0, m.start()) + 1, "bench", flag.lstrip("-"), value, True
+    if os.path.basename(path) == "README.md":
+        for n, opt, value in readme_table_options(text):
+            yield n, "train", opt, value, False
+
+
 class DocOptions(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.known = {c: help_options([BIN, c, "--help"]) for c in COMMANDS}
+        cls.defaults = {}
+        for c in COMMANDS:
+            p = subprocess.run([BIN, c, "--help"], capture_output=True, text=True, timeout=60)
+            cls.defaults[c] = help_defaults(p.stdout)
         for s in SCRIPTS:
             path = os.path.join(REPO, "scripts", s)
             cls.known[s] = help_options(
@@ -133,6 +206,29 @@ class DocOptions(unittest.TestCase):
                         for o in sorted(self.known[c] - {"help"})
                         if not re.search(rf"--{re.escape(o)}(?![a-z0-9-])", found[0])]
         self.assertEqual(missing, [], "options not in their command's section of docs/REFERENCE.md")
+
+    def test_every_default_a_doc_states_is_the_one_help_shows(self):
+        problems, seen = [], 0
+        for path in doc_files():
+            rel = os.path.relpath(path, REPO)
+            for n, prog, opt, value, must in stated_defaults(path):
+                # an option several commands take has one default (one Config): the first's
+                progs = [prog] if prog else [c for c in COMMANDS if opt in self.defaults[c][0]][:1]
+                if not progs:
+                    problems.append(f"{rel}:{n}: no starring command has a default for --{opt}")
+                for c in progs:
+                    defaults, shorts = self.defaults[c]
+                    name = shorts.get(opt, opt)
+                    if name not in defaults:
+                        if must:
+                            problems.append(f"{rel}:{n}: starring {c} --{name} has no default")
+                        continue
+                    seen += 1
+                    if not same_value(value, defaults[name]):
+                        problems.append(f"{rel}:{n}: --{name} {value} is given as the default; "
+                                        f"starring {c} --help says {defaults[name]}")
+        self.assertGreater(seen, 15)  # the extraction still reads the docs
+        self.assertEqual(problems, [], "\n" + "\n".join(problems))
 
 
 if __name__ == "__main__":
