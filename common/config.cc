@@ -42,9 +42,7 @@ template <typename T>
 po::typed_value<T>* val(T* field) {
   if constexpr (std::is_floating_point_v<T>) {
     // Shown as the shortest text that reads back as the same value (0.05, not 0.0500000007).
-    char buf[32];
-    const auto r = std::to_chars(buf, buf + sizeof buf, *field);
-    return po::value<T>(field)->default_value(*field, std::string(buf, r.ptr));
+    return po::value<T>(field)->default_value(*field, format_number(*field));
   } else {
     return po::value<T>(field)->default_value(*field);
   }

@@ -55,13 +55,12 @@ void check_choice(const char* option, const std::string& value,
   throw ConfigError(detail::concat(option, ": '", value, "' is not one of ", all));
 }
 
-// A refused value as the user gave it: a floating-point one as the shortest text that reads back
-// as it (the stream's 6 digits printed 1000000.1 as 1e+06, inside the range the line names).
+// A refused value as the user gave it: a floating-point one by format_number (the stream's 6
+// digits printed 1000000.1 as 1e+06, inside the range the line names).
 template <typename T>
 std::string as_given(const T& v) {
   if constexpr (std::is_floating_point_v<T>) {
-    char buf[32];
-    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+    return format_number(v);
   } else {
     return detail::concat(v);
   }
@@ -305,6 +304,16 @@ std::size_t parse_bytes(const std::string& option, const std::string& text) {
   if (std::uint64_t(v) > std::numeric_limits<std::uint64_t>::max() / mult) throw bad();
   return static_cast<std::size_t>(std::uint64_t(v) * mult);
 }
+
+namespace {
+template <typename T>
+std::string shortest(T v) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+}  // namespace
+std::string format_number(float v) { return shortest(v); }
+std::string format_number(double v) { return shortest(v); }
 
 std::string format_bytes(std::size_t bytes) {
   const char* units[] = {"G", "M", "K"};

@@ -13,6 +13,10 @@ namespace starring {
 std::size_t parse_bytes(const std::string& option, const std::string& text);
 // The shortest exact form parse_bytes reads back: 1048576 -> "1M", 1536 -> "1536".
 std::string format_bytes(std::size_t bytes);
+// The shortest text that reads back as v in its own type: 0.05 (not 0.0500000007 for a float),
+// 1000000.1 (not 1e+06).
+std::string format_number(float v);
+std::string format_number(double v);
 // "256,128" -> {256, 128}. Entries must be integers; empty entries are an error.
 std::vector<int> parse_int_list(const std::string& option, const std::string& text);
 std::string join_ints(const std::vector<int>& v);
