@@ -97,7 +97,8 @@ def check_values(sweep, benches):
         usage_error(f"sweep: [sweep] timeout_s = {sweep['timeout_s']}: expected seconds >= 1")
     for key in ("trace", "report", "recovery"):  # `trace = y` was read as no, without a word
         if sweep[key].lower() not in YES + NO:
-            usage_error(f"sweep: [sweep] {key} = {sweep[key]}: expected yes or no")
+            usage_error(f"sweep: [sweep] {key} = {sweep[key]}: expected yes or no (or true/false, "
+                        "on/off, 1/0)")
     for name, b in benches.items():
         if not all(n.isdigit() and int(n) >= 1 for n in b["np"].split()):
             usage_error(f"sweep: bench {name}: np = {b['np']}: expected rank counts >= 1")

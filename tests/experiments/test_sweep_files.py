@@ -234,7 +234,8 @@ class BadSweepFiles(unittest.TestCase):
         ("[grid]\nworkers = 1 2\nhidden =\n", "[grid] hidden: no values"),
         ("[variant a]\nworkers =\n", "variant a: workers: no values"),
         # a yes/no key with another word was read as no: `trace = y` gave no traces
-        ("[sweep]\ntrace = y\n", "[sweep] trace = y: expected yes or no"),
+        ("[sweep]\ntrace = y\n", "[sweep] trace = y: expected yes or no (or true/false, on/off, "
+         "1/0)"),  # the words it takes, all of them
         # not a flag: the number of worker ranks ("'workers' is not a `starring train` option")
         ("[train]\nworkers = 4\n", "[train] workers: the worker counts go in [grid] or a "
          "[variant NAME]"),
