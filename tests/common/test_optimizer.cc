@@ -141,6 +141,34 @@ TEST(Optimizer, AdamWKnownValues) {
   EXPECT_NEAR(p[0], pr, 1e-6);
 }
 
+// Two details of PyTorch's AdamW that the values above cannot see (lr 1e-3 and wd 0.01 make
+// either difference smaller than 1e-8): the decoupled decay multiplies the parameter before the
+// Adam step is subtracted, p * (1 - lr wd) - step rather than (p - step) * (1 - lr wd), and eps
+// is added to the bias-corrected sqrt(v) / sqrt(bc2) rather than to sqrt(v) before the
+// correction (Kingma and Ba's eps-hat, sqrt(1 / (1 - b2)) = 31.6 times larger at step 1). Here
+// lr 0.1 and wd 0.5 make the order worth 5e-3 on element 0, and a gradient of 1e-7 (the size of
+// eps) makes eps's place move element 1's first step from 0.091 to 0.024. Either slip passed
+// every other test without a GPU (helper q4's mutation test).
+TEST(Optimizer, AdamWDecaysBeforeTheStepAndAddsEpsAfterTheBiasCorrection) {
+  OptimizerConfig cfg = adamw_cfg();
+  cfg.weight_decay = 0.5f;
+  const double lr = 0.1, wd = 0.5, eps = 1e-8, b1 = 0.9, b2 = 0.999;
+  std::vector<float> p = {1.0f, 0.5f}, g = {0.2f, 1e-7f};
+  Optimizer opt(cfg, 0, 2);
+  std::vector<double> pr = {1.0, 0.5}, m = {0, 0}, v = {0, 0};
+  for (int t = 1; t <= 2; ++t) {
+    opt.apply(p.data(), g.data(), 0, 2, static_cast<float>(lr), t);
+    const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+    for (int i = 0; i < 2; ++i) {
+      const double gi = g[static_cast<std::size_t>(i)];
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      pr[i] = pr[i] * (1 - lr * wd) - (lr / bc1) * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + eps);
+      EXPECT_NEAR(p[static_cast<std::size_t>(i)], pr[i], 2e-7) << "step " << t << ", element " << i;
+    }
+  }
+}
+
 TEST(Optimizer, RejectsBadInput) {
   OptimizerConfig bad;
   bad.type = "lamb";
