@@ -14,7 +14,8 @@
 // these fields, so printing the base --lr, the squared norm or a rate without accum passed every
 // test (helper-112's mutation test). Its span is the whole iteration (time_s less the previous
 // line's), which compute_s + wait_s + other_s add up to. Under the ring the norm is worker 0's
-// local gradient, read before the backend averages it in place.
+// local gradient, read before the backend averages it in place. The lines' `bytes_sent` and
+// `bytes_recv` add up to the run's totals less the last round (a 1-server PS worker).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "common/optimizer.h"
+#include "ps/protocol.h"
 #include "tests/scratch_dir.h"
 #include "train_fixture.h"
 #include "trainer/mlp.h"
@@ -225,6 +227,43 @@ TEST(TrainerMetrics, RingGradNormIsWorker0sLocalGradient) {
   const auto lines = step_lines(cfg.out.metrics_file);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NEAR(lines[0].at("grad_norm").get<double>(), local, 1e-5 * local);
+}
+
+// A step line's bytes_sent and bytes_recv are what the backend counted since the line before
+// (docs/REFERENCE.md), so over a run they add up to the summary's totals less the last round,
+// which completes in the final flush. A worker of a 1-server parameter server (bsp, one bucket,
+// one chunk, no shared memory) pushes D + 32 bytes and gets D back each step: every line's
+// bytes_sent is a multiple of D + 32 and its bytes_recv of D. The lines' bytes written as the run's
+// running totals, or bytes_sent written from the received bytes, passed every other test: nothing
+// read a line's bytes (helper q4's mutation test).
+TEST(TrainerMetrics, StepLineBytesAddUpToTheRunsTotals) {
+  Config cfg = testing::small_config();
+  cfg.data.synthetic_train = 256;  // 2 workers x 16: 8 steps
+  cfg.sync.backend = "ps";
+  cfg.sync.servers = "1";
+  cfg.sync.consistency = "bsp";
+  cfg.sync.ps_shared_memory = false;  // every byte in the messages
+  cfg.out.metrics_file = testing::scratch_dir("line_bytes") + "/m.jsonl";
+  const TrainResult r = testing::train_inproc(cfg, 3)[0].result;
+  const auto lines = step_lines(cfg.out.metrics_file);
+  ASSERT_EQ(static_cast<std::int64_t>(lines.size()), r.steps);
+  ASSERT_EQ(r.steps, 8);
+  const std::uint64_t down = r.num_params * sizeof(float), up = down + sizeof(ps::PsHeader);
+  std::uint64_t sent = 0, recv = 0;
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    const auto s = lines[k].at("bytes_sent").get<std::uint64_t>();
+    const auto v = lines[k].at("bytes_recv").get<std::uint64_t>();
+    EXPECT_EQ(s % up, 0u) << "step " << k + 1 << ": " << s << " bytes sent";
+    EXPECT_EQ(v % down, 0u) << "step " << k + 1 << ": " << v << " bytes received";
+    sent += s;
+    recv += v;
+  }
+  EXPECT_EQ(r.bytes_sent, r.steps * up);
+  EXPECT_EQ(r.bytes_recv, r.steps * down);
+  EXPECT_LE(sent, r.bytes_sent);
+  EXPECT_GE(sent + up, r.bytes_sent);
+  EXPECT_LE(recv, r.bytes_recv);
+  EXPECT_GE(recv + down, r.bytes_recv);
 }
 
 // The progress lines of a resumed run (--progress lines, --log-every 2): each shows the mean loss
