@@ -233,6 +233,30 @@ TEST(ShardServer, SspWithStalenessZeroRunsInLockStep) {
   EXPECT_EQ(s.staleness_hist(), expect);
 }
 
+// The bound at --staleness 2, the default (the cases above use 1 and 0, where clock - s is never
+// negative): a worker's first s pushes are answered at once, whoever has pushed, and its push
+// s + 1 waits for the slowest worker's first. A bound left unclamped at 0 made the first reply
+// wait for clock -1, which no worker reaches: every test of ps/ passed, and only
+// test_mixed_hosts' ssp run caught it, by hanging to ctest's 120 s limit (helper q4's mutation
+// test).
+TEST(ShardServer, SspAnswersTheFirstStalenessPushesAtOnce) {
+  ShardServer s(spec(2, "ssp", 2));
+  const float g[3] = {1, 1, 1};
+  start_at_zero(s);
+  std::vector<PsReply> out;
+  s.push(0, 0, 1, 0.1f, g, 3, out);
+  s.push(0, 0, 2, 0.1f, g, 3, out);  // 1 ahead of worker 1, its next step 2 ahead: allowed
+  ASSERT_EQ(workers_of(out), (std::vector<int>{0, 0})) << "worker 0's first two pushes";
+  out.clear();
+  s.push(0, 0, 3, 0.1f, g, 3, out);  // would start 3 ahead of worker 1: withheld
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(s.awaiting(0), 1);
+  s.push(1, 0, 1, 0.1f, g, 3, out);  // worker 1's first: its reply and worker 0's third
+  EXPECT_EQ(workers_of(out), (std::vector<int>{0, 1}));
+  const std::map<std::int64_t, std::uint64_t> expect{{0, 2}, {1, 1}, {2, 1}};
+  EXPECT_EQ(s.staleness_hist(), expect);
+}
+
 // What --staleness 0 does to the parameters (docs/REFERENCE.md): ssp keeps bsp's clocks but
 // applies each push on arrival as a step of its own, so with plain SGD (no momentum, no weight
 // decay) its parameters are bsp's up to rounding - 20 steps of 3 workers, the pushes in another
