@@ -113,7 +113,11 @@ echo "${march:-unknown}" > "$stage/MARCH"
 
 rm -rf "$out"
 mkdir -p "$out"
-tar -C "$stage" -cf - . | xz -T2 -6 > "$out/bundle.tar.xz"
+# written beside and renamed into place: a bundle cut by a kill or a full disk is never found
+part="$out/bundle.tar.xz.$(hostname).$$.tmp"
+trap 'rm -rf "$stage" "$part"' EXIT
+tar -C "$stage" -cf - . | xz -T2 -6 > "$part"
+mv "$part" "$out/bundle.tar.xz"
 echo "device_bundle: $(du -h "$out/bundle.tar.xz" | cut -f1) in $out/bundle.tar.xz" \
   "($(ls "$stage/bin" | wc -l) binaries, $(ls "$stage/lib" | wc -l) libraries," \
   "$(ls "$stage/ompi/lib" | wc -l) Open MPI components, data: $([ "$data" = 1 ] && echo yes || echo no))"
