@@ -306,10 +306,15 @@ std::size_t parse_bytes(const std::string& option, const std::string& text) {
 }
 
 namespace {
+// Plain digits where a person writes them (2000000, 0.0005: to_chars' shortest form is
+// scientific whenever that is shorter, 2e+06), scientific only outside [1e-4, 1e15) (1e-08).
 template <typename T>
 std::string shortest(T v) {
-  char buf[32];
-  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  char buf[64];
+  const T a = std::abs(v);
+  const bool plain = a == 0 || (a >= T(1e-4) && a < T(1e15));
+  const auto fmt = plain ? std::chars_format::fixed : std::chars_format::general;
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v, fmt).ptr);
 }
 }  // namespace
 std::string format_number(float v) { return shortest(v); }

@@ -14,7 +14,7 @@ std::size_t parse_bytes(const std::string& option, const std::string& text);
 // The shortest exact form parse_bytes reads back: 1048576 -> "1M", 1536 -> "1536".
 std::string format_bytes(std::size_t bytes);
 // The shortest text that reads back as v in its own type: 0.05 (not 0.0500000007 for a float),
-// 1000000.1 (not 1e+06).
+// 1000000.1 (not 1e+06), 2000000 (not 2e+06); scientific outside [1e-4, 1e15): 1e-08.
 std::string format_number(float v);
 std::string format_number(double v);
 // "256,128" -> {256, 128}. Entries must be integers; empty entries are an error.

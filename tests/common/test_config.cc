@@ -288,6 +288,10 @@ TEST(Config, ARefusedNumberIsShownAsGiven) {
             "--momentum: must be in [0, 1) (got 1.0000001)");
   EXPECT_EQ(error_of("train", {"--bucket-mb", "1048576.01"}),
             "--bucket-mb: must be > 0 and at most 1048576 (1 TiB) (got 1048576.01)");
+  EXPECT_EQ(error_of("train", {"--bucket-mb", "2000000"}),
+            "--bucket-mb: must be > 0 and at most 1048576 (1 TiB) (got 2000000)");
+  EXPECT_EQ(error_of("train", {"--timeout", "3e6"}),
+            "--timeout: must be > 0 and at most 1e6 seconds (got 3000000)");
   EXPECT_EQ(error_of("train", {"--lr", "-0.05"}), "--lr: must be finite and > 0 (got -0.05)");
   EXPECT_EQ(error_of("train", {"--batch", "0"}), "--batch: must be > 0 (got 0)");
 }
