@@ -38,6 +38,7 @@ Backend make_ps_backend(const BackendContext& ctx) {
     so.chunk_bytes = sc.ps_chunk_bytes;
     so.shared_memory = sc.ps_shared_memory;
     so.fault = ctx.cfg.train.fault;
+    so.untimed_steps = ctx.cfg.train.untimed_steps;
     so.trace = ctx.trace;
     auto result = std::make_shared<nlohmann::json>(nlohmann::json::object());
     b.serve = [ps_comm, group, so, result] {
@@ -52,6 +53,7 @@ Backend make_ps_backend(const BackendContext& ctx) {
       group.colocated ? ctx.world : std::make_shared<SubComm>(ctx.world, group.worker_ranks);
   auto opts = ps::worker_options(sc, ctx.trace);
   opts.fault = ctx.cfg.train.fault;
+  opts.untimed_steps = ctx.cfg.train.untimed_steps;
   auto worker = std::make_unique<ps::PsWorker>(ps_comm, group, opts);
   ps::PsWorker* w = worker.get();
   const bool colocated = group.colocated, first = b.worker_index == 0;

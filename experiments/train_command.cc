@@ -55,13 +55,31 @@ std::vector<nlohmann::json> gather_to_root(Comm& world, const nlohmann::json& mi
   return all;
 }
 
+// A parameter-server shard's busy seconds over the timed steps, as the workers' times are: its
+// whole run's (busy_s) less its busy time through the first `untimed` steps (the cumulative
+// busy_untimed_s of ps::ServerLoop::run, taken out of `stats`). A dedicated server learns the
+// count at rank 0, from worker 0's run. The untimed steps were 10% of a 200-step ps np 3 run's
+// busy_s (1.32 ms a step against 0.31, 2026-12-02), which was the whole run's.
+double timed_busy_s(nlohmann::json& stats, std::int64_t untimed) {
+  double early = 0;
+  if (auto it = stats.find("busy_untimed_s"); it != stats.end()) {
+    if (untimed > 0 && it->is_array() && !it->empty())
+      early = (*it)[std::min<std::size_t>(static_cast<std::size_t>(untimed), it->size()) - 1];
+    stats.erase(it);
+  }
+  return stats.value("busy_s", 0.0) - early;
+}
+
 // This rank's totals for the summary (servers learn the step count from worker 0 via the
 // summary). Times are the steady state's: without the first untimed steps (see TrainResult).
 nlohmann::json rank_totals(const Config& cfg, Comm& world, const RankOutcome& out) {
   const TrainResult& res = out.result;
   nlohmann::json mine{{"rank", world.rank()}, {"role", out.role}};
   const CommCounters c = world.counters();
-  const nlohmann::json& extra = out.backend_stats;
+  nlohmann::json extra = out.backend_stats;
+  // a dedicated server's: counted at rank 0 (see timed_busy_s); a co-located worker's shard's
+  double busy_s = extra.value("busy_s", 0.0);
+  if (extra.contains("shard")) busy_s = timed_busy_s(extra["shard"], res.untimed_steps);
   mine["bytes_sent"] = extra.value(
       "bytes_sent", static_cast<double>(out.role == "server" ? c.bytes_sent : res.bytes_sent));
   mine["bytes_recv"] = extra.value(
@@ -82,7 +100,7 @@ nlohmann::json rank_totals(const Config& cfg, Comm& world, const RankOutcome& ou
   mine["compute_s"] = res.timed_compute_s;
   mine["comm_s"] = res.timed_comm_s;
   mine["wait_s"] = res.timed_wait_s;
-  mine["busy_s"] = extra.value("busy_s", 0.0);
+  mine["busy_s"] = busy_s;
   mine["steps"] = res.steps - res.resumed_step;  // trained by this run
   mine["untimed_steps"] = res.untimed_steps;
   mine["wall_s"] = res.timed_wall_s;
@@ -143,6 +161,9 @@ int run_train(Config& cfg, std::shared_ptr<Comm> world) {
       r["bytes_sent_per_step"] = r["bytes_sent"].get<double>() / steps;
       r["bytes_recv_per_step"] = r["bytes_recv"].get<double>() / steps;
       for (const char* k : {"compute_s", "comm_s", "wait_s"}) r[k] = r[k].get<double>();
+      if (r["role"] == "server" && r.contains("backend_stats")) {
+        r["busy_s"] = timed_busy_s(r["backend_stats"], res.untimed_steps);
+      }
     }
     auto summary = build_summary(cfg, res, world->size(), out.num_workers, ranks);
     // Where rank 0 computed (after any fallback: --device cuda without a GPU runs on the CPU).

@@ -63,6 +63,7 @@ struct PsWorkerOptions {
   bool overlap = true;
   std::string update = "optimizer";  // "sum": the push+pull bench (parameters = sum of pushes)
   std::string fault;                 // passed to the co-located server
+  int untimed_steps = 0;             // passed to the co-located server (ServerOptions)
   bool shared_memory = true;         // data through shared segments where a server is on this host
   Trace* trace = nullptr;
 };

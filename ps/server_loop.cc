@@ -60,7 +60,12 @@ nlohmann::json ServerLoop::run() {
   }
   for (auto& s : slots_) s.req.reset();
   wall_s_ = seconds_since(started_);
-  return stats();
+  nlohmann::json out = stats();
+  std::vector<double> through(busy_by_step_.size());
+  double sum = 0;
+  for (std::size_t k = 0; k < through.size(); ++k) through[k] = sum += busy_by_step_[k];
+  out["busy_untimed_s"] = through;
+  return out;
 }
 
 void ServerLoop::loop() {
@@ -284,7 +289,14 @@ void ServerLoop::on_push(const PsHeader& h, const float* data, int w, bool kept)
     }
   }
   send_replies(replies_);
-  busy_s_ += seconds_since(start);
+  const double busy = seconds_since(start);
+  busy_s_ += busy;
+  if (first_step_ < 0) first_step_ = h.step;
+  if (const std::int64_t k = h.step - first_step_; k >= 0 && k < opt_.untimed_steps) {
+    if (busy_by_step_.size() <= static_cast<std::size_t>(k))
+      busy_by_step_.resize(static_cast<std::size_t>(k) + 1, 0.0);
+    busy_by_step_[static_cast<std::size_t>(k)] += busy;
+  }
   // The push that completes a round (bsp: the last worker's; ssp/asp: every push) also runs the
   // optimizer on the chunk: named "push+apply" so a timeline shows where the server applies.
   const bool applied = core_->updates() != updates_before;

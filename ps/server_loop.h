@@ -51,6 +51,9 @@ struct ServerOptions {
   // only when it fills at least this fraction of it; smaller ones are copied, so that small
   // chunks do not pin whole receive buffers (at least 1 MiB each) while they wait.
   double hold_min_fill = 0.5;
+  // The workers' --untimed-steps: the busy time of the first this many steps is kept per step
+  // (run()'s busy_untimed_s), so that a summary can leave out the steps the workers' times do.
+  int untimed_steps = 0;
   Trace* trace = nullptr;
 };
 
@@ -64,7 +67,10 @@ class ServerLoop {
 
   // Serves until every worker has said done; returns this server's statistics (JSON object:
   // rank, server, bytes_in, bytes_out, push_bytes_in, reply_bytes_out, busy_s, wall_s, pushes,
-  // updates, rounds, staleness_hist, ...). Throws TimeoutError / Error after telling the workers.
+  // updates, rounds, staleness_hist, ...; busy_s is the whole run's), and busy_untimed_s: the
+  // busy seconds through each of the first ServerOptions::untimed_steps steps, cumulative (entry k:
+  // the pushes of the first k + 1 steps this server saw). Throws TimeoutError / Error after
+  // telling the workers.
   nlohmann::json run();
 
  private:
@@ -152,6 +158,8 @@ class ServerLoop {
   std::unordered_map<int, std::size_t> chunk_begin_;
   // statistics
   double busy_s_ = 0, wall_s_ = 0;
+  std::int64_t first_step_ = -1;      // the first push's step
+  std::vector<double> busy_by_step_;  // the first untimed_steps steps' busy seconds, per step
   std::uint64_t bytes_in_ = 0, bytes_out_ = 0, push_bytes_in_ = 0, reply_bytes_out_ = 0;
   // Parts of bytes_in_ / bytes_out_ that are no step's traffic: start, initial parameters and
   // checkpoints in (every message but kPush: kInit, kInitParams, kSetState, kGetState, kDone,

@@ -122,6 +122,7 @@ void PsWorker::Impl::start_local_server() {
   so.timeout = opt_.timeout;
   so.chunk_bytes = opt_.chunk_bytes;
   so.fault = opt_.fault;
+  so.untimed_steps = opt_.untimed_steps;
   so.shared_memory = opt_.shared_memory;
   so.trace = opt_.trace;
   server_thread_ = std::thread([this, so] {

@@ -104,6 +104,33 @@ class ServerRecords(unittest.TestCase):
                     # co-located worker's own shard's alike)
                     self.assertGreater(r["busy_s"], 0.0, r)
 
+    def test_busy_time_leaves_out_the_untimed_steps_as_the_workers_times_do(self):
+        # ranks[].busy_s, like compute_s comm_s wait_s, is over the timed steps: the shard's
+        # pushes of the first --untimed-steps steps are not in it. Each push's busy time lies
+        # inside its trace event ("push" / "push+apply", args.step), so busy_s is at most the
+        # events' durations over the timed steps. It was the whole run's: a ps np 3 run of 200
+        # steps (2026-12-02) spent 1.32 ms a step on the server in the 5 untimed steps and 0.31
+        # after, 10% of its busy_s.
+        for servers in ("1", "colocated"):
+            with self.subTest(servers=servers), tempfile.TemporaryDirectory() as tmp:
+                trace = os.path.join(tmp, "t.%r.json")
+                p, j = train([MPIRUN, "-np", "3"], "--backend", "ps", "--servers", servers,
+                             "--untimed-steps", "4", "--trace", trace, steps=16)
+                hosts = [r for r in j["ranks"] if r["role"] == "server" or servers == "colocated"]
+                self.assertTrue(hosts)
+                for r in hosts:
+                    with open(trace.replace("%r", str(r["rank"])), encoding="utf-8") as f:
+                        events = json.load(f)
+                    events = events["traceEvents"] if isinstance(events, dict) else events
+                    pushes = [e for e in events if e.get("cat") == "server" and e.get("ph") == "X"
+                              and e.get("name") in ("push", "push+apply")]
+                    timed = [e for e in pushes if e["args"]["step"] > 4]
+                    self.assertEqual(len(pushes), 2 * 16 if servers == "1" else 3 * 16, r)
+                    timed_s = sum(e["dur"] for e in timed) * 1e-6
+                    self.assertGreater(r["busy_s"], 0.0, r)
+                    self.assertLessEqual(r["busy_s"], timed_s + 1e-9 * len(timed),
+                                         (r, sum(e["dur"] for e in pushes) * 1e-6))
+
     def test_ssp_bound_holds_and_asp_is_recorded_through_the_summary(self):
         # worker 1 sleeps 60 ms a step: under ssp --staleness 1 worker 0 runs ahead by exactly
         # the bound and never more; under asp further (2026-12-02, 30 steps: up to 21; 60 ms, not
