@@ -15,6 +15,7 @@
 
 #include "common/dataset.h"
 #include "common/error.h"
+#include "common/file_kind.h"
 
 namespace starring {
 namespace {
@@ -93,28 +94,6 @@ void refuse_broken_link(const std::string& path, const char* what) {
                                    "', which does not exist"));
 }
 
-// What `path` (which exists) is when it is not a regular file ("a directory", "a FIFO", ...),
-// after following links; nullptr for a regular file.
-const char* not_a_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  switch (fs::status(path, ec).type()) {
-    case fs::file_type::regular:
-      return nullptr;
-    case fs::file_type::directory:
-      return "a directory";
-    case fs::file_type::fifo:
-      return "a FIFO";
-    case fs::file_type::socket:
-      return "a socket";
-    case fs::file_type::character:
-    case fs::file_type::block:
-      return "a device";
-    default:
-      return nullptr;  // unknown: opening it says what is wrong
-  }
-}
-
 // The file's path: `base`.gz if present, else `base` itself; neither -> ConfigError (naming the
 // folder itself when it is not there or is not a folder, a link to nothing by its target).
 std::string locate(const std::string& dir, const std::string& base) {
@@ -162,7 +141,7 @@ GzPtr open_idx(const std::string& path, int expected_rank, IdxFile& out, std::ui
     throw ConfigError(detail::concat("cannot open '", path, "': no such file", missing_hint()));
   }
   // Only a regular file: opening a FIFO waited for a writer forever, without a word.
-  if (const char* kind = not_a_file(path))
+  if (const char* kind = not_a_regular_file(path))
     throw ConfigError(
         detail::concat("cannot read '", path, "': it is ", kind, ", not an IDX file"));
   errno = 0;

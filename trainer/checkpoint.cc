@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/fault.h"
+#include "common/file_kind.h"
 
 namespace starring {
 namespace fs = std::filesystem;
@@ -213,6 +214,10 @@ CheckpointData read_checkpoint(const std::string& path, const std::string& where
   if (fs::is_directory(path, ec))
     throw ConfigError(where + ": checkpoint " + path + " is a folder (to resume from the newest " +
                       "checkpoint in it: --resume latest --checkpoint-dir " + path + ")");
+  // Only a regular file: a FIFO's open waited for a writer forever, /dev/zero was read without
+  // end.
+  if (const char* kind = not_a_regular_file(path))
+    throw ConfigError(where + ": checkpoint " + path + " is not a regular file (" + kind + ")");
   std::ifstream f(path, std::ios::binary);
   if (!f)
     throw ConfigError(where + ": checkpoint " + path + ": cannot open (" + std::strerror(errno) +

@@ -17,8 +17,9 @@
 //                (momentum / Adam m, and Adam v; S2 = 0 for sgd)
 //   ..  floats   params, state1, state2 (float32)
 //   end u32      zlib crc32 of every byte before it
-// A truncated file, a flipped byte, a wrong magic or version fail with one ConfigError naming
-// the file, what is wrong, and the rank that read it.
+// A truncated file, a flipped byte, a wrong magic or version, a path that is not a regular file
+// (a FIFO, a device) fail with one ConfigError naming the file, what is wrong, and the rank that
+// read it.
 //
 // Files in --checkpoint-dir: "ckpt-<step, 10 digits>.ckpt", and "latest", a one-line pointer to
 // the newest. Every write goes to "<name>.tmp" in the same folder, is fsync'ed, then renamed

@@ -9,12 +9,22 @@
 //   - resume_setting_changes names the learning-rate and optimizer settings a resumed run changes
 //     (a note, not a refusal: a lower rate to fine-tune is a reason to resume);
 //   - a length worker 0 sends to the other workers beyond what it can be is refused, not
-//     allocated.
+//     allocated;
+//   - a --resume path that is not a regular file (a FIFO, a device) is refused by name: a FIFO
+//     waited for a writer forever, /dev/zero was read without end.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "common/config.h"
 #include "common/error.h"
@@ -140,6 +150,53 @@ TEST(CheckpointLatest, NamesWhoseStepIsNotANumberOfOursArePassedOver) {
   for (const char* other : {"ckpt-99999999999999999999999.ckpt", "ckpt-.ckpt", "ckpt-x.ckpt",
                             "ckpt--1.ckpt", "ckpt-0000000042.ckpt.tmp", "latest"})
     EXPECT_FALSE(is_checkpoint_file_name(other)) << other;
+}
+
+// Only a regular file is read: opening a FIFO waited for a writer forever (and a writer that never
+// writes made it a 'truncated (0 bytes)' checkpoint), a device was read to its end (/dev/null:
+// 'truncated', /dev/zero: never). Each is one ConfigError naming the path, what it is and the
+// rank; a 'latest' pointer naming one is passed over like a damaged file.
+TEST(CheckpointFile, APathThatIsNotARegularFileIsRefused) {
+  const std::string dir = testing::scratch_dir("ckpt_edges_fifo");
+  const std::string fifo = dir + "/" + checkpoint_file_name(7);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  // Were the FIFO opened, this writer would let the open return (giving it no bytes), so that the
+  // test fails instead of hanging; a reader that never opens it leaves the writer polling.
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    while (!done) {
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // ENXIO while no reader
+      if (fd >= 0) ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  const auto expect_refused = [](const std::string& path, const char* kind) {
+    try {
+      read_checkpoint(path, "rank 0");
+      ADD_FAILURE() << "no error for " << path;
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("rank 0: checkpoint " + path + " is not a regular file (" + kind + ")"),
+                std::string::npos)
+          << msg;
+    }
+  };
+  expect_refused(fifo, "a FIFO");
+  if (std::filesystem::exists("/dev/null")) expect_refused("/dev/null", "a device");
+  CheckpointConfig k;
+  k.dir = dir;
+  k.resume = "latest";
+  std::ofstream(dir + "/latest") << checkpoint_file_name(7) << "\n";
+  std::string path;
+  try {
+    load_resume(k, "rank 0", path);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a regular file (a FIFO)"), std::string::npos)
+        << e.what();
+  }
+  done = true;
+  writer.join();
 }
 
 TEST(CheckpointFits, OptimizerStateOfTheWrongSizeIsRefused) {
