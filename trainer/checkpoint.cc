@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <system_error>
 
 #include "common/error.h"
@@ -49,6 +50,13 @@ std::vector<float> get_floats(const std::string& in, std::size_t at, std::uint64
   std::vector<float> v(n);
   if (n) std::memcpy(v.data(), in.data() + at, n * sizeof(float));
   return v;
+}
+
+// A loss (or accuracy) of the metadata: JSON has no NaN or infinity, so a diverged run's are null
+// there, read back as NaN. The key must be there.
+double number_or_nan(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
 }
 
 ConfigError bad_file(const std::string& where, const std::string& file, const std::string& what) {
@@ -188,7 +196,7 @@ CheckpointData decode_checkpoint(const std::string& in, const std::string& file,
     c.step = c.meta.at("step").get<std::int64_t>();
     c.epoch = c.meta.at("epoch").get<int>();
     c.next_batch = c.meta.at("next_batch").get<std::int64_t>();
-    c.epoch_loss_sum = c.meta.at("epoch_loss_sum").get<double>();
+    c.epoch_loss_sum = number_or_nan(c.meta, "epoch_loss_sum");
     c.epoch_steps = c.meta.at("epoch_steps").get<std::int64_t>();
     // The job so far: absent from a file of an older build (legs 0: unknown).
     c.legs = c.meta.value("legs", 0);
@@ -197,8 +205,8 @@ CheckpointData decode_checkpoint(const std::string& in, const std::string& file,
     c.worker0_train_s = c.meta.value("worker0_train_s", c.train_s);
     for (const auto& e : c.meta.value("history", nlohmann::json::array()))
       c.history.push_back({e.at("epoch").get<int>(), e.at("wall_s").get<double>(),
-                           e.at("train_loss").get<double>(), e.at("test_accuracy").get<double>(),
-                           e.at("test_loss").get<double>(), e.at("step").get<std::int64_t>()});
+                           number_or_nan(e, "train_loss"), number_or_nan(e, "test_accuracy"),
+                           number_or_nan(e, "test_loss"), e.at("step").get<std::int64_t>()});
   } catch (const nlohmann::json::exception& e) {
     throw bad_file(where, file, std::string("bad metadata: ") + e.what());
   }

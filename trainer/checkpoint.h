@@ -12,7 +12,8 @@
 //                before it was added: the world size then), the job so far (legs, train_s,
 //                leg_train_s, worker0_train_s, history: see CheckpointData; absent from files
 //                written before they were added, which still load), and - informational - the
-//                backend and world size it was written with
+//                backend and world size it was written with. JSON has no NaN or infinity: a
+//                diverged run's losses are null there, read back as NaN
 //   ..  3 x u64  P, S1, S2: float counts of the parameters and the two optimizer state vectors
 //                (momentum / Adam m, and Adam v; S2 = 0 for sgd)
 //   ..  floats   params, state1, state2 (float32)

@@ -7,12 +7,14 @@
 #include <zlib.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <thread>
 
 #include "common/config.h"
@@ -105,6 +107,26 @@ TEST(CheckpointFile, RoundTripKeepsTheJobSoFar) {
     EXPECT_EQ(b.test_accuracy, a.test_accuracy);
     EXPECT_EQ(b.test_loss, a.test_loss);
   }
+}
+
+// A run whose loss stopped being finite (diverged) still writes its checkpoints, and JSON has no
+// NaN or infinity: the metadata holds null for the epoch's loss sum and the evaluations' losses.
+// Those read back as NaN, so the file resumes as it was written (the resumed run then says it
+// diverged, as the uninterrupted one did); it was refused as 'bad metadata: ... type must be
+// number, but is null', which --resume latest took for a damaged file.
+TEST(CheckpointFile, ADivergedRunsNonFiniteLossesReadBackAsNaN) {
+  CheckpointData c = sample(42);
+  c.epoch_loss_sum = std::numeric_limits<double>::quiet_NaN();
+  c.history = {{1, 0.5, std::numeric_limits<double>::infinity(), 0.09375,
+                std::numeric_limits<double>::quiet_NaN(), 16}};
+  const CheckpointData d = decode_checkpoint(encode_checkpoint(c), "mem", "rank 0");
+  EXPECT_TRUE(std::isnan(d.epoch_loss_sum));
+  ASSERT_EQ(d.history.size(), 1u);
+  EXPECT_TRUE(std::isnan(d.history[0].train_loss));
+  EXPECT_TRUE(std::isnan(d.history[0].test_loss));
+  EXPECT_EQ(d.history[0].test_accuracy, 0.09375);
+  EXPECT_EQ(d.history[0].wall_s, 0.5);
+  EXPECT_EQ(d.params, c.params);
 }
 
 // The bytes of `good` with its metadata replaced by `meta` (lengths and CRC made right again): a
