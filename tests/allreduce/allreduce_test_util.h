@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <numeric>
 #include <vector>
 
 #include "allreduce/ring_allreduce.h"
+#include "allreduce/wire_codec.h"
 #include "common/inproc_comm.h"
 #include "common/mpi_comm.h"
 #include "experiments/bench_harness.h"
@@ -65,6 +67,38 @@ inline long count_wrong(const float* out, std::size_t count, int n, float scale)
   for (std::size_t i = 0; i < count; ++i)
     if (out[i] != expected_sum(n, i) * scale) ++wrong;
   return wrong;
+}
+
+// What the ring computes with a half-precision wire, element by element (ring_allreduce.h): chunk
+// c's partial sum starts as rank c's input narrowed, each of ranks c+1 .. c+N-2 adds its float32
+// input to the widened partial sum and narrows the result, and rank c+N-1 adds its input, scales
+// and narrows once more; every rank ends with that value widened. inputs[r] is rank r's buffer.
+// Exact, so a ring that narrowed anything else (an input before it is added, a result before it is
+// scaled) differs from it, though within the tolerance of a wire format.
+inline std::vector<float> half_ring_reference(const std::vector<std::vector<float>>& inputs,
+                                              WireType w, float scale) {
+  const int n = static_cast<int>(inputs.size());
+  const std::size_t count = inputs.at(0).size();
+  auto narrowed = [w](float x) {
+    std::uint16_t h;
+    encode(w, &x, &h, 1);
+    decode(w, &h, &x, 1);
+    return x;
+  };
+  std::vector<float> out(count);
+  for (int c = 0; c < n; ++c) {
+    for (std::size_t i = ring_chunk_begin(c, n, count); i < ring_chunk_begin(c + 1, n, count);
+         ++i) {
+      if (n == 1) {  // nothing travels: no narrowing
+        out[i] = inputs[0][i] * scale;
+        continue;
+      }
+      float partial = narrowed(inputs[c][i]);
+      for (int k = 1; k < n - 1; ++k) partial = narrowed(inputs[(c + k) % n][i] + partial);
+      out[i] = narrowed((inputs[(c + n - 1) % n][i] + partial) * scale);
+    }
+  }
+  return out;
 }
 
 inline std::vector<std::size_t> test_counts(int n) {
