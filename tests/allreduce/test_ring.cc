@@ -42,6 +42,53 @@ TEST(RingInProc, ClosedFormAllRanksAndCounts) {
   }
 }
 
+// Counts at the edges of chunks and of segments of 16 floats, at 3 ranks: every count up to one
+// segment a chunk and 17 beyond (chunk boundaries are rounded down to 16 floats, so below 16 N
+// only the last chunk has elements, where test_counts' small counts all fall; from there on empty
+// chunks beside full ones), then around two and three segments a chunk (chunks that end inside a
+// segment or on its boundary); float32 and bf16 (values whose sums and quarter are exact in bf16),
+// in place and out of place, and nothing written outside [0, count). 2.2 s at load 13.
+TEST(RingInProc, CountsAtTheEdgesOfChunksAndSegments) {
+  INPROC_ONLY();
+  constexpr int n = 3;
+  constexpr std::size_t seg = 16 * n;  // floats: a segment a chunk
+  auto value = [](int r, std::size_t i) {
+    return static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(r) * 13) % 9) - 4);
+  };
+  std::vector<std::size_t> counts;
+  for (std::size_t count = 0; count <= seg + 17; ++count) counts.push_back(count);
+  for (std::size_t k : {2, 3})
+    for (std::size_t d : {0, 1, 15, 16, 17, 31}) counts.push_back(k * seg - 16 + d);
+  for (WireType w : {WireType::kFloat32, WireType::kBFloat16}) {
+    inproc(n, [&](std::shared_ptr<Comm> c) {
+      RingOptions o;
+      o.segment_bytes = 64;
+      o.window = 2;
+      o.wire = w;
+      RingAllreduce ring(*c, o);
+      for (std::size_t count : counts) {
+        for (bool in_place : {false, true}) {
+          std::vector<float> in(count + 2, 99.0f), out(count + 2, -7.0f);  // guards at both ends
+          for (std::size_t i = 0; i < count; ++i) in[i + 1] = value(c->rank(), i);
+          float* dst = in_place ? in.data() + 1 : out.data() + 1;
+          ring.run(in.data() + 1, dst, count, 0.25f);
+          long wrong = 0;
+          for (std::size_t i = 0; i < count; ++i) {
+            float sum = 0;
+            for (int r = 0; r < n; ++r) sum += value(r, i);
+            wrong += dst[i] != sum * 0.25f;
+          }
+          const std::string what = wire_type_name(w) + " count " + std::to_string(count) +
+                                   (in_place ? " in place" : " out of place");
+          EXPECT_EQ(wrong, 0) << what;
+          const float guard = in_place ? 99.0f : -7.0f;
+          EXPECT_TRUE(dst[-1] == guard && dst[count] == guard) << "written outside: " << what;
+        }
+      }
+    });
+  }
+}
+
 TEST(RingInProc, SendsTwoNMinusOneOverNOfTheBuffer) {
   INPROC_ONLY();
   for (int n : {2, 3, 4, 8}) {
