@@ -105,19 +105,20 @@ void BucketSync::wait_bucket(std::size_t b) {
   std::unique_lock<std::mutex> lk(mu_);
   if (!pending_.empty()) submit_pending();
   const auto timeout = std::chrono::duration<double>(cfg_.timeout_s);
-  std::int64_t seen = -2;
+  Progress seen{-2, 0};
   auto last_progress = Clock::now();
   while (done_[b] < submitted_[b] && !error_) {
-    // The deadline restarts whenever any bucket finishes: the queue ahead may be long.
-    std::int64_t total = 0;
-    for (auto d : done_) total += d;
-    if (total != seen) {
-      seen = total;
+    // The deadline restarts whenever any bucket finishes (the queue ahead may be long) or the
+    // engine moves data (one bucket's all-reduce may take longer than the timeout: its own waits
+    // time out where a peer goes silent).
+    if (const Progress now = progress(); now != seen) {
+      seen = now;
       last_progress = Clock::now();
     }
     auto deadline = last_progress + std::chrono::duration_cast<Clock::duration>(timeout);
     if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && done_[b] < submitted_[b] &&
         !error_ && Clock::now() >= deadline) {
+      if (progress() != seen) continue;  // data moved meanwhile
       // A peer is alive (a straggler's long step): the communication thread's wait goes on too,
       // and it names a peer that stops. Asked again a timeout later.
       std::string why;
@@ -146,6 +147,14 @@ void BucketSync::wait_bucket(std::size_t b) {
   if (buf_.on_device) apply_on_device(b);
   std::lock_guard<std::mutex> lk2(mu_);
   wait_s_ += seconds_since(t0);
+}
+
+BucketSync::Progress BucketSync::progress() const {
+  std::int64_t finished = 0;
+  for (auto d : done_) finished += d;
+  std::uint64_t moved = 0;
+  if (auto c = engine_->counters()) moved = c->bytes_sent + c->bytes_recv;
+  return {finished, moved};
 }
 
 void BucketSync::apply_on_device(std::size_t b) {

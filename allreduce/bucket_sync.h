@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "allreduce/allreducer.h"
@@ -67,6 +68,10 @@ class BucketSync : public GradientSync {
   void submit(std::size_t b);       // queue bucket b for the current step (lock held)
   void submit_pending();            // overlap off: queue every completed bucket
   void wait_bucket(std::size_t b);  // until bucket b's last submitted job is done
+  // What wait_bucket counts as progress: the sum of the buckets' finished steps, and the bytes
+  // the engine moved (0 for an engine without counters). Lock held.
+  using Progress = std::pair<std::int64_t, std::uint64_t>;
+  Progress progress() const;
   void apply_on_device(std::size_t b);
   void comm_loop();
   void run_job(const Job& job);

@@ -1,6 +1,7 @@
 // BucketSync (the ring/mpi/nccl trainer backends): buckets, overlap on == off, exact averaging
 // against a serial reference, bytes per step, compression, and a silent peer.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -422,6 +423,51 @@ void silent_worker(const std::string& backend, std::shared_ptr<Comm> world) {
   else
     std::printf("rank %d ran up to %.2f s late: not checking that the error names rank %d: %s\n",
                 world->rank(), longest, silent, msg.c_str());
+}
+
+// An engine that moves data steadily but slowly: run() takes `secs`, counting bytes every 20 ms.
+class SlowEngine : public Allreducer {
+ public:
+  explicit SlowEngine(double secs) : secs_(secs) {}
+  std::string name() const override { return "slow"; }
+  void run(const float*, float*, std::size_t, float) override {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(secs_);
+    while (std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      bytes_ += 4096;
+    }
+  }
+  std::optional<CommCounters> counters() const override {
+    CommCounters c;
+    c.bytes_sent = c.bytes_recv = bytes_.load();
+    return c;
+  }
+  std::uint64_t wire_bytes(std::size_t) const override { return 0; }
+
+ private:
+  double secs_;
+  std::atomic<std::uint64_t> bytes_{0};
+};
+
+// --timeout bounds a wait without progress, not a bucket's all-reduce: one that moves data all
+// along but takes 1.5 s is waited for at --timeout 0.3 s (the engine's own waits time out where
+// its peers go silent). wait_bucket counted only buckets finishing as progress and gave up after
+// --timeout and its grace, 0.9 s: 'rank 0: timeout after 0.3 s in waiting for gradient bucket 0
+// (step 1)', and bench --mode overlap -b 512M at np 4 with --timeout 0.3 failed so, its ring going
+// on.
+TEST(BucketSyncInProc, ABucketThatKeepsMovingDataIsWaitedFor) {
+  INPROC_ONLY();
+  const ParamLayout l = test_layout();
+  InProcWorld world(1);
+  std::vector<float> params(l.total()), grads(l.total());
+  Config cfg = sync_config(1000, true);
+  cfg.sync.timeout_s = 0.3;
+  BucketSync sync("slow", world.comm(0), std::make_unique<SlowEngine>(1.5), cfg.sync, nullptr);
+  sync.start(l, SyncBuffers{params.data(), grads.data(), false, nullptr}, OptimizerConfig{});
+  sync.begin_step(1, 0.1f);
+  for (std::size_t t = 0; t < l.num_tensors(); ++t) sync.tensor_ready(t);
+  EXPECT_NO_THROW(sync.wait_params(0));
+  sync.shutdown();
 }
 
 TEST(BucketSyncInProc, SilentWorkerTimesOut) {
