@@ -270,7 +270,8 @@ MpiComm::MpiComm(MPI_Comm parent, int thread_level) {
 MpiComm::~MpiComm() {
   int fin = 0;
   MPI_Finalized(&fin);
-  if (!fin && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  // Not under a collective left pending (collective_left_pending): leaked.
+  if (!fin && comm_ != MPI_COMM_NULL && !collective_left_) MPI_Comm_free(&comm_);
 }
 
 std::unique_ptr<Request> MpiComm::isend(const void* buf, std::size_t bytes, int peer, int tag) {
@@ -296,7 +297,8 @@ void MpiComm::barrier(Seconds timeout) {
   int rc = MPI_SUCCESS;
   if (!poll_until(&req, &st, timeout, &rc)) {
     // MPI forbids freeing or cancelling a pending collective: the request is left behind (the
-    // caller is about to fail the run anyway).
+    // caller is about to fail the run anyway), and the communicator with it.
+    collective_left_pending();
     throw TimeoutError(timeout_message(*this, timeout, "barrier"));
   }
   CHECK_MPI(rc);

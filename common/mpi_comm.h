@@ -5,6 +5,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <atomic>
 #include <memory>
 
 #include "common/comm.h"
@@ -35,12 +36,17 @@ class MpiComm : public Comm {
 
   // The duplicated communicator, for baselines that call MPI collectives directly.
   MPI_Comm mpi_comm() const { return comm_; }
+  // A collective on the communicator was left pending (a timeout: MPI can neither cancel nor
+  // free one): the destructor then leaves the communicator allocated, since Open MPI goes on
+  // progressing the collective in later MPI calls and crashed on a freed one.
+  void collective_left_pending() { collective_left_ = true; }
 
  private:
   friend class MpiRequest;
   void on_recv_done(std::size_t bytes) { count_recv(bytes); }
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, node_rank_ = 0;
+  std::atomic<bool> collective_left_{false};
 };
 
 // The ranks of `comm` on this rank's host, ordered by `key` (collective over `comm`; the caller

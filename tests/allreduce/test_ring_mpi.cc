@@ -86,6 +86,32 @@ TEST(MpiEngine, ClosedFormBlockingAndNonBlocking) {
   }
 }
 
+// The MPI_Iallreduce a timeout leaves pending keeps its communicator (common/mpi_comm.h): every
+// rank but the last times out in the mpi engine on an MpiComm of its own and destroys both; then
+// the last rank completes the all-reduce and every rank makes MPI progress. ~MpiComm freed the
+// communicator under the pending collective, and Open MPI's progress of it crashed (np 3, 4). The
+// buffer is static: the abandoned all-reduce may write it until it completes.
+TEST(MpiEngine, ACommunicatorOutlivesTheAllreduceATimeoutLeftPending) {
+  MPI_ONLY();
+  auto world = mpi_world();
+  const int n = world->size(), r = world->rank(), late = n - 1;
+  static std::vector<float> v(1000, 1.0f);
+  int go = 1;
+  {
+    auto own = std::make_shared<MpiComm>(MPI_COMM_WORLD);
+    auto eng = make_mpi_allreducer(own, MpiMode::kNonBlocking, Seconds(0.2));
+    if (r != late) {
+      EXPECT_THROW(eng->run(v.data(), v.data(), v.size(), 1.0f), TimeoutError);
+      world->send(&go, sizeof go, late, tags::kRingBase + 4646, Seconds(30));
+    } else {
+      for (int p = 0; p < late; ++p)
+        world->recv(&go, sizeof go, p, tags::kRingBase + 4646, Seconds(30));
+      eng->run(v.data(), v.data(), v.size(), 1.0f);  // completes the others' abandoned one
+    }
+  }
+  world->barrier(Seconds(30));  // progress: the abandoned all-reduce's schedule runs here
+}
+
 // ring == mpi on data that is not exactly representable sums: equal within float reassociation.
 TEST(RingMpi, RingEqualsMpiAllreduce) {
   MPI_ONLY();

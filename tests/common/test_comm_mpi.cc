@@ -123,6 +123,29 @@ TEST(MpiComm, BarrierTimeoutIsATimeoutError) {
   }
 }
 
+// The barrier a timeout abandoned stays pending in MPI, so its communicator must outlive it: every
+// rank but the last times out in a barrier on an MpiComm of its own and destroys that MpiComm;
+// then the last rank completes the barrier and every rank makes MPI progress. ~MpiComm freed the
+// communicator under the pending barrier, and Open MPI's progress of it crashed (np 3 and 4:
+// SIGSEGV at address 0xd8 in mca_pml_ob1_isend from NBC_Progress), as the exit's agreement did
+// after bench --mode overlap failed on a 0.3 s --timeout.
+TEST(MpiComm, ACommunicatorOutlivesTheBarrierATimeoutLeftPending) {
+  MPI_WORLD_ONLY();
+  const int n = mpi_world->size(), r = mpi_world->rank(), late = n - 1;
+  int go = 1;
+  {
+    MpiComm own(MPI_COMM_WORLD);
+    if (r != late) {
+      EXPECT_THROW(own.barrier(Seconds(0.2)), TimeoutError);
+    } else {
+      for (int p = 0; p < late; ++p) mpi_world->recv(&go, sizeof go, p, 43, kLong);
+      own.barrier(kLong);  // completes the others' abandoned barrier
+    }
+    if (r != late) mpi_world->send(&go, sizeof go, late, 43, kLong);
+  }
+  mpi_world->barrier(kLong);  // progress: the abandoned barrier's schedule runs here
+}
+
 // A message longer than its receive buffer is an Error naming the receiving rank, the sender, the
 // tag and both sizes, as InProcComm's (MPI_ERRORS_ARE_FATAL ended the job with Open MPI's
 // banner); a shorter one than recv_exact was told to expect, an Error as well.
