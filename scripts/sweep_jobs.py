@@ -168,29 +168,35 @@ def timeout_reason(ctx):
             f"{ctx.get('kill_after_s', KILL_AFTER_S)} s later to what was left")
 
 
-def job_leftovers(pgid):
-    """'PID (NAME)' of every live process of group `pgid` (a job's: `timeout` leads it, with
-    mpirun, its ranks and the stderr filter) and every live child of this process (the job's
-    orphans adopt_orphans made ours, a rank in a group of its own among them); [] without
-    /proc."""
-    me, left = os.getpid(), []
+def own_processes():
+    """{pid: (name, state, parent pid, process group)} of this process's descendants, its
+    unreaped (zombie) children among them, read from /proc; {} without /proc. The job's
+    processes are all here once `timeout` has ended: their parents are in the job, or they were
+    orphaned and adopt_orphans made them ours."""
+    procs = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return left
+        return procs
     for d in entries:
-        if not d.isdigit() or int(d) == me:
+        if not d.isdigit():
             continue
         try:
             with open(f"/proc/{d}/stat", encoding="utf-8", errors="replace") as f:
                 stat = f.read()
             name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1]
             state, ppid, pgrp = rest.split()[:3]
+            procs[int(d)] = (name, state, int(ppid), int(pgrp))
         except (OSError, ValueError):
             continue
-        if state not in ("Z", "X") and (int(pgrp) == pgid or int(ppid) == me):
-            left.append(f"{d} ({name})")
-    return left
+    ours, todo = {}, [os.getpid()]
+    while todo:
+        parent = todo.pop()
+        for pid, p in procs.items():
+            if p[2] == parent and pid not in ours:
+                ours[pid] = p
+                todo.append(pid)
+    return ours
 
 
 def kill_leftovers(pgid):
@@ -198,23 +204,34 @@ def kill_leftovers(pgid):
     ignored the SIGTERM at the time bound, or hung in its handler, outlived mpirun and
     `timeout` (which then exited 124 and sent no SIGKILL), and ran on beside the next runs, no
     one's. Only when the job's own process has been waited for and the sweep runs one job at
-    a time (any child of this process is one of the job's). Returns those killed."""
+    a time (any descendant of this process is one of the job's). Returns 'PID (NAME)' of those
+    killed.
+    `timeout` (pid `pgid`, the group's leader) has been reaped: its pid, and the group's id
+    once no member is left, may be another's already (ids wrap at pid_max). Signals go only to
+    this process's unreaped children, whose pids cannot be reused, and to group `pgid` only
+    while one of them is in it (a group keeps its id while it has a member); a killed child's
+    children become ours and are found the next round."""
     killed = []
-    for _ in range(10):  # a killed process's children become ours: they are found next round
-        left = job_leftovers(pgid)
-        try:  # the group too where there is no /proc to list it
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for entry in left:
-            try:
-                os.kill(int(entry.split()[0]), signal.SIGKILL)
+    for _ in range(10):
+        ours = own_processes()
+        live = {pid: p for pid, p in ours.items() if p[1] not in ("Z", "X")}
+        if not live:
+            break
+        killed += [f"{pid} ({p[0]})" for pid, p in sorted(live.items())
+                   if f"{pid} ({p[0]})" not in killed]
+        children = {pid: p for pid, p in ours.items() if p[2] == os.getpid()}
+        if any(p[3] == pgid for p in children.values()):
+            try:  # ranks under a living mpirun, in one go
+                os.killpg(pgid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        killed += [e for e in left if e not in killed]
+        for pid, p in children.items():
+            if p[1] not in ("Z", "X"):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
         reap_orphans(1.0)
-        if not left:
-            break
     return killed
 
 
@@ -266,14 +283,16 @@ def stop_job(proc):
     except KeyboardInterrupt:  # a second Ctrl-C: do not wait any longer
         pass
     # `timeout` leads the group: SIGKILL to it alone left the job running with no bound at all.
-    # Once it has ended, what is left of its group (a rank past the 5 s) is killed the same way.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # `timeout` has not made its group yet, or no one is left
-        if proc.returncode is None:
+    # While it is unreaped its pid, the group's id, is no one else's.
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # `timeout` has not made its group yet
             proc.kill()
-    proc.wait()
-    reap_orphans(1.0)
+        proc.wait()
+    # Once it has ended, what is left of the job (a rank past the 5 s) is killed the same way
+    # as after a job's end: its pid may be another's by now (kill_leftovers)
+    kill_leftovers(proc.pid)
 
 
 # ---- a bench pass, the report ---------------------------------------------------------------

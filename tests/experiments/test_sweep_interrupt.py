@@ -155,11 +155,13 @@ def live_members(pgid):
 
 
 def kill_group(proc):
-    """SIGKILL what is left of `proc`'s group and reap `proc` (a test's clean-up)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """SIGKILL what is left of `proc`'s group and reap `proc` (a test's clean-up); only while
+    `proc`, the group's leader, is unreaped: its pid may be another's once it has been."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.wait()
 
 

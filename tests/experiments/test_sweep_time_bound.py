@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import unittest
+from unittest import mock
 
 import bin_main
 from sweep_ini import small_sweep
@@ -110,6 +111,93 @@ class TheTimeBound(unittest.TestCase):
         self.assertEqual((rc, status), (137, "timeout"), log)
         self.assertIn("SIGKILL 1 s later", log)
         self.assertLess(elapsed, 30)
+
+
+class SignalsOnlyToItsOwn(unittest.TestCase):
+    """After a job, the driver signals only its own processes: `timeout`, the job's group
+    leader, has been reaped by then, and its pid (the group's id once no member is left) may be
+    another user's already (pid_max 32768 here). It sent SIGKILL to that group after every job,
+    one that left nothing too (os.killpg on a pid /proc no longer had)."""
+
+    def recording(self):
+        """Patches os.kill and os.killpg to note every signal sent to a process (group) that is
+        not this process's own (a descendant, a zombie child included), sending only the others;
+        returns the list the first go to."""
+        foreign, kill, killpg = [], os.kill, os.killpg
+
+        def ours():
+            procs, me = {}, os.getpid()  # {pid: (state, ppid, pgrp)} of the descendants
+            for d in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    procs[int(d)] = (fields[0], int(fields[1]), int(fields[2]))
+                except (OSError, ValueError, IndexError):
+                    continue
+            own, todo = {}, [me]
+            while todo:
+                parent = todo.pop()
+                for pid, p in procs.items():
+                    if p[1] == parent and pid not in own:
+                        own[pid] = p
+                        todo.append(pid)
+            return own
+
+        def fake_kill(pid, sig):
+            if pid not in ours():
+                foreign.append(("kill", pid, sig))
+                raise ProcessLookupError
+            return kill(pid, sig)
+
+        def fake_killpg(pgid, sig):
+            if not any(p[2] == pgid for p in ours().values()):
+                foreign.append(("killpg", pgid, sig))
+                raise ProcessLookupError
+            return killpg(pgid, sig)
+
+        for name, fake in (("kill", fake_kill), ("killpg", fake_killpg)):
+            patch = mock.patch.object(sweep_jobs.os, name, fake)
+            patch.start()
+            self.addCleanup(patch.stop)
+        return foreign
+
+    def test_a_job_that_left_nothing_gets_no_signal(self):
+        foreign = self.recording()
+        with tempfile.TemporaryDirectory() as tmp:
+            rc, status, _, log = launch_sh("exit 0", {"timeout_s": 30}, tmp)
+        self.assertEqual((rc, status), (0, "ok"), log)
+        self.assertEqual(foreign, [], "signals to processes not the driver's")
+
+    def test_a_leftover_is_killed_and_nothing_else(self):
+        foreign = self.recording()
+        with tempfile.TemporaryDirectory() as tmp:
+            pidfile = os.path.join(tmp, "pid")
+            script = (f"(trap '' TERM; exec sleep 300) & echo $! > {pidfile}; "
+                      "trap 'exit 143' TERM; while :; do sleep 0.05; done")
+            rc, status, _, log = launch_sh(script, {"timeout_s": 1}, tmp)
+            with open(pidfile) as f:
+                pid = int(f.read())
+        left = alive(pid)
+        if left:
+            os.kill(pid, signal.SIGKILL)
+        self.assertEqual((rc, status), (124, "timeout"), log)
+        self.assertFalse(left, log)
+        self.assertEqual(foreign, [], "signals to processes not the driver's")
+
+    def test_a_stopped_job_gets_no_signal_once_reaped(self):
+        # stop_job: SIGINT, `timeout` passes it on, the job ends, `timeout` is waited for; then
+        # it sent SIGKILL to the reaped `timeout`'s group
+        foreign = self.recording()
+        sweep_jobs.adopt_orphans()
+        proc = subprocess.Popen(["timeout", "-k", "100", "100", "sh", "-c",
+                                 "trap 'exit 130' INT; while :; do sleep 0.05; done"])
+        deadline = time.monotonic() + 10
+        while os.getpgid(proc.pid) != proc.pid and time.monotonic() < deadline:
+            time.sleep(0.01)  # `timeout` makes its own group first thing
+        time.sleep(0.2)  # ... and starts sh, which sets its trap
+        sweep_jobs.stop_job(proc)
+        self.assertIsNotNone(proc.returncode)
+        self.assertEqual(foreign, [], "signals to processes not the driver's")
 
 
 class InASweep(unittest.TestCase):
