@@ -56,8 +56,8 @@ import starring_results as sr  # noqa: E402
 from sweep_jobs import (DRIVER_FLAGS, OtherLoad, bench_id_of, check_launcher,  # noqa: E402,F401
                         cores, end_deferral, git_commit, gpu_count, help_flags, launch,
                         other_load_words, repeat_suffix, run_bench, run_report,
-                        stopped_job_words, tail, timeout_reason, unknown_flags, usage_error,
-                        utc_now)
+                        stopped_job_words, tail, timeout_reason, timeout_words, unknown_flags,
+                        usage_error, utc_now)
 import sweep_recovery as recovery  # noqa: E402
 from sweep_file import YES, expand_runs, load_sweep, roles_of  # noqa: E402
 from sweep_resume import (RECORDED, RECORDED_BAD, SUCCEEDED, bench_key,  # noqa: E402,F401
@@ -148,7 +148,7 @@ def run_train(run, idx, ctx, rep=1):
     if ctx.get("recovery"):
         recovery.finish(rec, files, ctx)
     if rec["status"] == "timeout":
-        rec.setdefault("reason", timeout_reason(ctx))
+        rec.setdefault("reason", timeout_reason(ctx, rec["exit_code"]))
     if rec["status"] != "ok":
         rec["log_tail"] = tail(files["log_file"])
     return rec
@@ -162,7 +162,7 @@ def describe(rec):
         ended = f"{f['detect_s']:.1f} s after the fault" if f["detect_s"] is not None else ""
         return f"fault {f['spec']}: {f['outcome']} {ended} (exit {rec['exit_code']})"
     if rec["status"] == "timeout":
-        return f"TIMEOUT (exit {rec['exit_code']}): {rec.get('reason', '')}; see {rec['log_file']}"
+        return timeout_words(rec["exit_code"], rec.get("reason", ""), rec["log_file"])
     if rec["status"] != "ok":
         return f"{rec['status'].upper()} (exit {rec['exit_code']}) see {rec['log_file']}" \
             if rec["status"] != "skipped" else f"skipped: {rec.get('reason', '')}"
@@ -453,11 +453,10 @@ def run_all(runs, benches, ctx, counts):
                 if skip_recorded(bench_key(bench_id_of(bname, np_, ctx, rep), rep,
                                            b.get("args", ""), ctx["quick"]), done, counts):
                     continue
-                status, nrows, elapsed, load = run_bench(bname, int(np_), b.get("args", ""),
-                                                         ctx, rep)
+                status, _, _, words = run_bench(bname, int(np_), b.get("args", ""), ctx, rep)
                 ctx.pop("job_files", None)
                 counts["bench " + status] = counts.get("bench " + status, 0) + 1
-                print(f"{status} {elapsed:.1f}s, {nrows} rows{load}", flush=True)
+                print(words, flush=True)
                 end_deferral(ctx)
 
 

@@ -147,7 +147,7 @@ def launch(np_, argv, log_path, ctx):
     if timed_out or killed:
         with open(log_path, "a", encoding="utf-8") as log:
             if timed_out:
-                log.write(f"[sweep] {timeout_reason(ctx)}\n")
+                log.write(f"[sweep] {timeout_reason(ctx, rc)}\n")
             if killed:
                 log.write(f"[sweep] {len(killed)} process(es) of the job outlived it by "
                           f"{ORPHAN_GRACE_S:.0f} s and were killed: {', '.join(killed)}\n")
@@ -161,11 +161,21 @@ KILL_AFTER_S = 15
 ORPHAN_GRACE_S = 5.0
 
 
-def timeout_reason(ctx):
-    """A record's `reason` for a job stopped at its time bound."""
-    return (f"ran past its time bound of {float(ctx['timeout_s']):g} s (the sweep's timeout_s or "
-            f"--timeout): stopped, SIGTERM to the whole job, SIGKILL "
-            f"{ctx.get('kill_after_s', KILL_AFTER_S)} s later to what was left")
+def timeout_reason(ctx, exit_code):
+    """A record's `reason` for a job stopped at its time bound, by how it ended: 124, on the
+    SIGTERM (`timeout` exits so once the job's own process has ended); 137, by the SIGKILL
+    kill_after_s later (it said so for both)."""
+    bound = (f"ran past its time bound of {float(ctx['timeout_s']):g} s (the sweep's timeout_s "
+             "or --timeout): stopped, SIGTERM to the whole job")
+    if exit_code == 128 + signal.SIGKILL:
+        return (f"{bound}, still there {ctx.get('kill_after_s', KILL_AFTER_S)} s later: "
+                "SIGKILL to what was left")
+    return f"{bound}, which ended on it"
+
+
+def timeout_words(exit_code, reason, log_file):
+    """The console's words for a run or bench pass recorded as a timeout."""
+    return f"TIMEOUT (exit {exit_code}): {reason}; see {log_file}"
 
 
 def own_processes():
@@ -341,13 +351,19 @@ def run_bench(name, np_, args, ctx, rep=1):
                     rows.append(row)
     if status == "ok" and not rows:
         status = "failed"
+    reason = timeout_reason(ctx, rc) if status == "timeout" else None
     if status != "ok":
         rows.append(dict(extra, status=status, exit_code=rc, np=np_, command=cmd,
                          elapsed_s=round(elapsed, 3), log_tail=tail(log_path),
-                         **({"reason": timeout_reason(ctx)} if status == "timeout" else {})))
+                         **({"reason": reason} if reason else {})))
     for row in rows:
         sr.append_jsonl(os.path.join(ctx["out"], "bench.jsonl"), row)
-    return status, len([r for r in rows if "size" in r]), elapsed, other_load_words(extra)
+    nrows = len([r for r in rows if "size" in r])
+    # the console's line: a pass past its bound says why, as a run does (it said only
+    # "timeout 60.0s, 0 rows")
+    words = f"{status} {elapsed:.1f}s, {nrows} rows" if not reason else timeout_words(
+        rc, reason, os.path.relpath(log_path, ctx["out"])) + f" ({elapsed:.1f}s, {nrows} rows)"
+    return status, nrows, elapsed, words + other_load_words(extra)
 
 
 def run_report(out, ctx):

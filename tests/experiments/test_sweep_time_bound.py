@@ -109,8 +109,23 @@ class TheTimeBound(unittest.TestCase):
             script = "trap '' TERM; while :; do sleep 0.05; done"
             rc, status, elapsed, log = launch_sh(script, {"timeout_s": 1, "kill_after_s": 1}, tmp)
         self.assertEqual((rc, status), (137, "timeout"), log)
-        self.assertIn("SIGKILL 1 s later", log)
+        self.assertIn("[sweep] ran past its time bound of 1 s (the sweep's timeout_s or "
+                      "--timeout): stopped, SIGTERM to the whole job, still there 1 s later: "
+                      "SIGKILL to what was left", log)
         self.assertLess(elapsed, 30)
+
+    def test_the_reason_says_how_the_job_ended(self):
+        # it said "SIGKILL 15 s later to what was left" for a job that had ended on the SIGTERM
+        ctx = {"timeout_s": 60.0}
+        self.assertEqual(sweep_jobs.timeout_reason(ctx, 124),
+                         "ran past its time bound of 60 s (the sweep's timeout_s or --timeout): "
+                         "stopped, SIGTERM to the whole job, which ended on it")
+        self.assertEqual(sweep_jobs.timeout_reason(ctx, 137),
+                         "ran past its time bound of 60 s (the sweep's timeout_s or --timeout): "
+                         "stopped, SIGTERM to the whole job, still there 15 s later: SIGKILL to "
+                         "what was left")
+        self.assertIn("still there 3 s later",
+                      sweep_jobs.timeout_reason(dict(ctx, kill_after_s=3), 137))
 
 
 class SignalsOnlyToItsOwn(unittest.TestCase):
@@ -230,8 +245,36 @@ class InASweep(unittest.TestCase):
             self.assertIn("ran past its time bound of 4 s", runs[0]["reason"])
             self.assertIn("[sweep] ran past its time bound of 4 s", runs[0]["log_tail"])
             self.assertIn("TIMEOUT (exit 124): ran past its time bound of 4 s", p.stdout)
+            self.assertIn("which ended on it", runs[0]["reason"])
             self.assertNotEqual(p.returncode, 0)
             self.assertLess(time.monotonic() - t0, 100)
+
+    def test_a_bench_pass_past_its_bound_says_why_on_the_console(self):
+        # a run said "TIMEOUT (exit 124): <reason>; see <log>", a bench pass only
+        # "timeout 60.0s, 0 rows"
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = os.path.join(tmp, "starring")  # lists -b in --help, else runs on
+            with open(fake, "w") as f:
+                f.write('#!/bin/sh\n[ "$2" = --help ] && { echo "  -b, --bytes"; exit 0; }\n'
+                        'exec sleep 300\n')
+            os.chmod(fake, 0o755)
+            ini = os.path.join(tmp, "s.ini")
+            with open(ini, "w") as f:
+                f.write("[sweep]\ntimeout_s = 1\nreport = no\n[grid]\nworkers = 1\n"
+                        "[bench b]\nnp = 1\nargs = -b 1K\n")
+            out = os.path.join(tmp, "out")
+            p = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "sweep.py"), ini,
+                                "--out", out, "--bin", fake, "--launcher", "env"],
+                               capture_output=True, text=True, timeout=100)
+            rows, _ = sr.read_jsonl(os.path.join(out, "bench.jsonl"))
+        lines = [l for l in p.stdout.splitlines() if "bench b np=1" in l]
+        self.assertEqual(len(lines), 1, p.stdout + p.stderr)
+        self.assertRegex(lines[0], r"bench b np=1 \.\.\. TIMEOUT \(exit 124\): ran past its time "
+                         r"bound of 1 s \(the sweep's timeout_s or --timeout\): stopped, SIGTERM "
+                         r"to the whole job, which ended on it; see runs/s-bench-b-np1\.log "
+                         r"\(\d+\.\ds, 0 rows\)")
+        self.assertEqual([(r["status"], r["exit_code"]) for r in rows], [("timeout", 124)])
+        self.assertIn("which ended on it", rows[0]["reason"])
 
 
 if __name__ == "__main__":
