@@ -8,6 +8,7 @@ a timeout with its reason while the sweep goes on.
 The cases run one at a time: launch() sets signal handlers (main thread only) and kills every
 child of this process that outlives a job.
 """
+import glob
 import os
 import signal
 import subprocess
@@ -85,6 +86,7 @@ class TheTimeBound(unittest.TestCase):
         # handler) ignores it: `timeout` exited 124 as soon as the job's own process had ended,
         # sent no SIGKILL, and the process ran on beside the next runs, no one's (ps: `sleep
         # 300`, parent the driver, the job's group).
+        foreign = record_foreign_signals(self)  # and no one else's
         with tempfile.TemporaryDirectory() as tmp:
             pidfile = os.path.join(tmp, "pid")
             script = (f"(trap '' TERM; exec sleep 300) & echo $! > {pidfile}; "
@@ -101,6 +103,7 @@ class TheTimeBound(unittest.TestCase):
                       f"{pid} (sleep)", log)
         self.assertIn("[sweep] ran past its time bound of 1 s", log)
         self.assertLess(elapsed, 30)
+        self.assertEqual(foreign, [], "signals to processes not the driver's")
 
     def test_a_job_that_ignores_sigterm_is_killed_and_still_a_timeout(self):
         # `timeout -k` sends its SIGKILL to the whole group, itself included: the driver saw -9,
@@ -128,81 +131,70 @@ class TheTimeBound(unittest.TestCase):
                       sweep_jobs.timeout_reason(dict(ctx, kill_after_s=3), 137))
 
 
+def descendants(pid):
+    """The pids of `pid`'s descendants, zombies included (the kernel's child lists, not the
+    driver's /proc/PID/stat walk)."""
+    found = []
+    for task in glob.glob(f"/proc/{pid}/task/*/children"):
+        try:
+            with open(task) as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            found += [kid] + descendants(kid)
+    return found
+
+
+def record_foreign_signals(test):
+    """Patches os.kill and os.killpg for the rest of `test` to note every signal sent to a
+    process, or a group, that is not (has no member that is) a descendant of this process,
+    sending only the others; returns the list the first go to."""
+    foreign, kill, killpg = [], os.kill, os.killpg
+
+    def fake_kill(pid, sig):
+        if pid not in descendants(os.getpid()):
+            foreign.append(("kill", pid, sig))
+            raise ProcessLookupError
+        return kill(pid, sig)
+
+    def group_of(pid):
+        try:
+            return os.getpgid(pid)
+        except ProcessLookupError:
+            return None
+
+    def fake_killpg(pgid, sig):
+        if pgid not in {group_of(pid) for pid in descendants(os.getpid())}:
+            foreign.append(("killpg", pgid, sig))
+            raise ProcessLookupError
+        return killpg(pgid, sig)
+
+    for name, fake in (("kill", fake_kill), ("killpg", fake_killpg)):
+        patch = mock.patch.object(sweep_jobs.os, name, fake)
+        patch.start()
+        test.addCleanup(patch.stop)
+    return foreign
+
+
 class SignalsOnlyToItsOwn(unittest.TestCase):
     """After a job, the driver signals only its own processes: `timeout`, the job's group
     leader, has been reaped by then, and its pid (the group's id once no member is left) may be
     another user's already (pid_max 32768 here). It sent SIGKILL to that group after every job,
-    one that left nothing too (os.killpg on a pid /proc no longer had)."""
-
-    def recording(self):
-        """Patches os.kill and os.killpg to note every signal sent to a process (group) that is
-        not this process's own (a descendant, a zombie child included), sending only the others;
-        returns the list the first go to."""
-        foreign, kill, killpg = [], os.kill, os.killpg
-
-        def ours():
-            procs, me = {}, os.getpid()  # {pid: (state, ppid, pgrp)} of the descendants
-            for d in os.listdir("/proc"):
-                try:
-                    with open(f"/proc/{d}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                    procs[int(d)] = (fields[0], int(fields[1]), int(fields[2]))
-                except (OSError, ValueError, IndexError):
-                    continue
-            own, todo = {}, [me]
-            while todo:
-                parent = todo.pop()
-                for pid, p in procs.items():
-                    if p[1] == parent and pid not in own:
-                        own[pid] = p
-                        todo.append(pid)
-            return own
-
-        def fake_kill(pid, sig):
-            if pid not in ours():
-                foreign.append(("kill", pid, sig))
-                raise ProcessLookupError
-            return kill(pid, sig)
-
-        def fake_killpg(pgid, sig):
-            if not any(p[2] == pgid for p in ours().values()):
-                foreign.append(("killpg", pgid, sig))
-                raise ProcessLookupError
-            return killpg(pgid, sig)
-
-        for name, fake in (("kill", fake_kill), ("killpg", fake_killpg)):
-            patch = mock.patch.object(sweep_jobs.os, name, fake)
-            patch.start()
-            self.addCleanup(patch.stop)
-        return foreign
+    one that left nothing too (os.killpg on a pid /proc no longer had). A leftover killed:
+    TheTimeBound.test_a_process_that_outlives_the_job_is_killed."""
 
     def test_a_job_that_left_nothing_gets_no_signal(self):
-        foreign = self.recording()
+        foreign = record_foreign_signals(self)
         with tempfile.TemporaryDirectory() as tmp:
             rc, status, _, log = launch_sh("exit 0", {"timeout_s": 30}, tmp)
         self.assertEqual((rc, status), (0, "ok"), log)
         self.assertEqual(foreign, [], "signals to processes not the driver's")
 
-    def test_a_leftover_is_killed_and_nothing_else(self):
-        foreign = self.recording()
-        with tempfile.TemporaryDirectory() as tmp:
-            pidfile = os.path.join(tmp, "pid")
-            script = (f"(trap '' TERM; exec sleep 300) & echo $! > {pidfile}; "
-                      "trap 'exit 143' TERM; while :; do sleep 0.05; done")
-            rc, status, _, log = launch_sh(script, {"timeout_s": 1}, tmp)
-            with open(pidfile) as f:
-                pid = int(f.read())
-        left = alive(pid)
-        if left:
-            os.kill(pid, signal.SIGKILL)
-        self.assertEqual((rc, status), (124, "timeout"), log)
-        self.assertFalse(left, log)
-        self.assertEqual(foreign, [], "signals to processes not the driver's")
-
     def test_a_stopped_job_gets_no_signal_once_reaped(self):
         # stop_job: SIGINT, `timeout` passes it on, the job ends, `timeout` is waited for; then
         # it sent SIGKILL to the reaped `timeout`'s group
-        foreign = self.recording()
+        foreign = record_foreign_signals(self)
         sweep_jobs.adopt_orphans()
         proc = subprocess.Popen(["timeout", "-k", "100", "100", "sh", "-c",
                                  "trap 'exit 130' INT; while :; do sleep 0.05; done"])
