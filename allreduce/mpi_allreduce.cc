@@ -51,7 +51,7 @@ class MpiAllreducer : public Allreducer {
         // MPI forbids freeing a pending collective: it is left as it stands (its communicator
         // too), and may still read `in` and write `out` should a stopped peer go on; their
         // owners keep them (common/kept_memory.h).
-        if (auto* m = dynamic_cast<MpiComm*>(comm_.get())) m->collective_left_pending();
+        comm_->collective_left_pending();
         note_left_to_mpi(out, count * sizeof(float));
         if (in != out) note_left_to_mpi(in, count * sizeof(float));
         throw;

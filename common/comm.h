@@ -77,6 +77,13 @@ class Comm {
 
   virtual void barrier(Seconds timeout) = 0;
 
+  // For a caller whose MPI collective on this communicator's transport was left pending (a
+  // timeout: MPI can neither cancel nor free one): the transport then keeps its MPI communicator
+  // allocated rather than free it under the collective. MpiComm marks itself (common/mpi_comm.h);
+  // SubComm passes it to its parent, whose communicator carries its messages; a transport without
+  // an MPI communicator ignores it. Never throws.
+  virtual void collective_left_pending() noexcept {}
+
   // Default per-operation timeout configured for this communicator (--timeout).
   Seconds timeout() const { return timeout_; }
   void set_timeout(Seconds t) { timeout_ = t; }

@@ -39,7 +39,7 @@ class MpiComm : public Comm {
   // A collective on the communicator was left pending (a timeout: MPI can neither cancel nor
   // free one): the destructor then leaves the communicator allocated, since Open MPI goes on
   // progressing the collective in later MPI calls and crashed on a freed one.
-  void collective_left_pending() { collective_left_ = true; }
+  void collective_left_pending() noexcept override { collective_left_ = true; }
 
  private:
   friend class MpiRequest;

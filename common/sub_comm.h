@@ -21,6 +21,8 @@ class SubComm : public Comm {
   std::unique_ptr<Request> isend(const void* buf, std::size_t bytes, int peer, int tag) override;
   std::unique_ptr<Request> irecv(void* buf, std::size_t bytes, int peer, int tag) override;
   void barrier(Seconds timeout) override;
+  // Its messages travel on the parent's communicator: the parent keeps it (see Comm).
+  void collective_left_pending() noexcept override { parent_->collective_left_pending(); }
 
   const std::vector<int>& members() const { return members_; }
   int parent_rank(int sub_rank) const { return members_.at(sub_rank); }

@@ -66,7 +66,7 @@ class NoThreadIallreduce : public GradientSync {
         // write the gradients should a stopped peer go on; their owner keeps them
         // (common/kept_memory.h), as the mpi engine's (allreduce/mpi_allreduce.cc); so is the
         // communicator, which Open MPI goes on progressing it on (common/mpi_comm.h)
-        if (auto* m = dynamic_cast<MpiComm*>(comm_.get())) m->collective_left_pending();
+        comm_->collective_left_pending();
         note_left_to_mpi(grads_, count_ * sizeof(float));
         throw TimeoutError(timeout_message(*comm_, timeout_, "MPI_Iallreduce (mpi-nothread)"));
       }

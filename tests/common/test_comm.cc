@@ -461,5 +461,33 @@ TEST(SubComm, PeerOutOfRange) {
   peer_out_of_range(sub);
 }
 
+// A collective left pending on a SubComm's transport is one on its parent's communicator, which
+// carries the SubComm's messages: the SubComm passes the mark on (MpiComm then keeps its MPI
+// communicator); an InProcComm, with no MPI communicator to keep, ignores it.
+TEST(SubComm, PassesACollectiveLeftPendingToItsParent) {
+  INPROC_ONLY();
+  struct Parent : Comm {
+    explicit Parent(std::shared_ptr<Comm> c) : inner(std::move(c)) {}
+    int rank() const override { return inner->rank(); }
+    int size() const override { return inner->size(); }
+    std::unique_ptr<Request> isend(const void* b, std::size_t n, int p, int t) override {
+      return inner->isend(b, n, p, t);
+    }
+    std::unique_ptr<Request> irecv(void* b, std::size_t n, int p, int t) override {
+      return inner->irecv(b, n, p, t);
+    }
+    void barrier(Seconds t) override { inner->barrier(t); }
+    void collective_left_pending() noexcept override { ++marks; }
+    std::shared_ptr<Comm> inner;
+    int marks = 0;
+  };
+  InProcWorld world(2);
+  auto parent = std::make_shared<Parent>(world.comm(1));
+  SubComm sub(parent, {1});
+  sub.collective_left_pending();
+  EXPECT_EQ(parent->marks, 1);
+  world.comm(0)->collective_left_pending();  // a no-op
+}
+
 }  // namespace
 }  // namespace starring
