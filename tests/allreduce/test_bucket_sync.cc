@@ -1,5 +1,6 @@
-// BucketSync (the ring/mpi/nccl trainer backends): buckets, overlap on == off, exact averaging
-// against a serial reference, bytes per step, compression, and a silent peer.
+// BucketSync (the ring/mpi/nccl trainer backends): its buckets, overlap on == off, exact averaging
+// against a serial reference, bytes per step, compression, and a silent peer. How make_buckets
+// groups tensors (common/bucketing.h) is tests/common/test_bucketing.cc.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -30,30 +31,6 @@ ParamLayout test_layout() {
   l.add("fc1.weight", {256, 784});
   l.validate();
   return l;
-}
-
-TEST(Buckets, CoverEveryTensorOnceNeverSplitRespectCap) {
-  ParamLayout l = test_layout();
-  for (double cap : {1.0, 4096.0, 200000.0, 1e9}) {
-    auto buckets = make_buckets(l, cap);
-    std::size_t next_tensor = 0, next_elem = 0;
-    for (const Bucket& b : buckets) {
-      EXPECT_EQ(b.first_tensor, next_tensor);
-      EXPECT_EQ(b.lo, next_elem);
-      EXPECT_GT(b.end_tensor, b.first_tensor);
-      if (b.end_tensor - b.first_tensor > 1) EXPECT_LE((b.hi - b.lo) * 4.0, cap);
-      next_tensor = b.end_tensor;
-      next_elem = b.hi;
-    }
-    EXPECT_EQ(next_tensor, l.num_tensors());
-    EXPECT_EQ(next_elem, l.total());
-  }
-  EXPECT_EQ(make_buckets(l, 1.0).size(), l.num_tensors());  // one tensor per bucket
-  EXPECT_EQ(make_buckets(l, 1e9).size(), 1u);
-  // A bucket may fill its cap exactly: it is closed only before a tensor that would exceed it.
-  const double first_two = (l.tensor(0).size + l.tensor(1).size) * 4.0;
-  EXPECT_EQ(make_buckets(l, first_two).at(0).end_tensor, 2u);
-  EXPECT_EQ(make_buckets(l, first_two - 4).at(0).end_tensor, 1u);
 }
 
 // Gradient of worker `rank` at `step`: integer-valued (exact sums) or not.
