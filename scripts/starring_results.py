@@ -314,9 +314,10 @@ def worker_rates(rec):
     without it: compute + wait, which leave out the loop's work between steps, step_time.other_s:
     on a time-shared machine 18-45% of worker 0's step (np 3), so the summed rates of a
     synchronous run read above the job's by as much), from the per-rank entries (totals over the
-    timed steps). With a straggler under ASP/SSP the fast workers keep their own rate while rank 0's wall clock (samples_per_s)
-    says little about the others; the sum of these rates is the aggregate the cluster sustains.
-    Returns [] when the ranks lack what is needed."""
+    timed steps). With a straggler under ASP/SSP the fast workers keep their own pace, but each
+    trains a fixed share of every epoch and then waits for the slowest: the sum of these rates is
+    that pace, not the job's throughput (the summary's samples_per_s, which the straggler plot
+    draws). Returns [] when the ranks lack what is needed."""
     rates = []
     per_step = rec.get("batch", 0) * rec.get("accum", 1)
     for r in rec.get("ranks", []):
