@@ -305,6 +305,37 @@ TEST(ShardServer, AspRepliesAtOnceAndRecordsUnboundedStaleness) {
   EXPECT_EQ(s.staleness_hist().rbegin()->first, 4);  // worker 0 ran 4 pushes ahead of worker 1
 }
 
+// asp's arithmetic, as docs/REFERENCE.md states it: each push is applied on arrival as an
+// optimizer step of its own on grad / W, with the pusher's learning rate, and its reply carries
+// the parameters of that moment (the pusher's push in). With momentum the state carries over from
+// push to push, whoever pushed. The values of ssp's are checked above; an asp that skipped the
+// 1/W (or applied a push late) passed every other case here.
+TEST(ShardServer, AspAppliesEachPushOnArrivalAsAStepOnGradOverW) {
+  for (const float momentum : {0.0f, 0.5f}) {
+    auto sp = spec(4, "asp");
+    sp.opt.momentum = momentum;
+    ShardServer s(sp);
+    start_at_zero(s);
+    const float g[3] = {2, 2, 2};  // grad / W = 0.5
+    float v = 0, p = 0;            // the expected momentum and parameter
+    std::vector<PsReply> out;
+    auto push = [&](int w, int step, float lr) {
+      s.push(w, 0, step, lr, g, 3, out);
+      v = momentum * v + 0.5f;
+      p -= lr * v;
+      ASSERT_FALSE(out.empty());
+      EXPECT_EQ(out.back().worker, w);
+      EXPECT_FLOAT_EQ(out.back().data[0], p) << "momentum " << momentum << ", worker " << w;
+      EXPECT_FLOAT_EQ(s.params()[2], p);
+    };
+    for (int t = 1; t <= 3; ++t) push(0, t, 0.1f);  // worker 0 runs ahead: answered at once
+    push(3, 1, 0.2f);                               // a late push, with its own step's rate
+    EXPECT_EQ(out.size(), 4u);
+    EXPECT_EQ(s.updates(), 4u);
+    EXPECT_FLOAT_EQ(s.params()[3], 0.0f) << "chunk 1 untouched";
+  }
+}
+
 // rounds() (the "rounds" of a server's statistics) counts the steps every worker has pushed for
 // every chunk: the least over chunks, not the most (a max over chunks passed every other test,
 // which read it only at the end of a run, where all chunks agree).
