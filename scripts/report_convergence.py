@@ -3,8 +3,8 @@ accuracy against the seconds spent training, and how a run's metrics lines are r
 Same conventions as report_plots.py (Figure or Skipped, Agg backend)."""
 import matplotlib.pyplot as plt
 
-from report_plots import (Figure, Skipped, _facets, _save, color_of, oversub_note,
-                          scaling_runs, scaling_skip_reason, series_labels)
+from report_plots import (Figure, Skipped, _facets, _save, busy_runs_note, color_of,
+                          oversub_note, scaling_runs, scaling_skip_reason, series_labels)
 
 
 def _smooth(values, k):
@@ -120,4 +120,4 @@ def convergence(runs, metrics, out_dir):
                      + ", so the accuracy row has one point per run: its final accuracy against "
                      "its training time."
                      if evaluations and max(evaluations) == 1 else "")
-                  + oversub_note(runs))
+                  + oversub_note(runs) + busy_runs_note(runs))

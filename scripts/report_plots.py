@@ -116,6 +116,26 @@ def oversub_note(runs):
             "this machine, not the algorithm.")
 
 
+def busy_runs_note(runs):
+    """The caption sentence for wall-clock plots of training runs made on a busy host
+    (starring_results.host_busy: other processes' CPUs and the job's ranks more than the cores).
+    The busbw plot fades such bench passes and says so, the summary table has a note, but the
+    throughput, efficiency and breakdown captions said nothing: the quickstart beside another
+    build (1.0-1.6 of 2 CPUs busy in every run, 2026-12-02) drew ring W=2 at 125% of linear with
+    only 'hollow: more ranks than cores', which 2-rank runs are not."""
+    busy = {r.get("run_id", id(r)): r for r in runs if sr.host_busy(r)}
+    if not busy:
+        return ""
+    every = {r.get("run_id", id(r)) for r in runs}
+    span = sr.span_text([r["host_other_cpus"] for r in busy.values()])
+    cores = max(r.get("cores", 0) for r in busy.values())
+    which = f"All {len(busy)}" if len(busy) == len(every) else f"{len(busy)} of these {len(every)}"
+    return (f" {which} runs ran while other processes kept {span} of "
+            f"the host's {cores} CPUs busy, so that the job's ranks and that load outnumbered the "
+            "cores (host_other_cpus in runs.jsonl): their wall-clock figures include waiting "
+            "for a CPU, not only the backend's work; rerun them on a quiet machine.")
+
+
 def _hollow_note(runs):
     return (" Hollow markers are those runs (a dedicated-PS run has W + S ranks)."
             if any(r.get("oversubscribed") for r in runs) else "")

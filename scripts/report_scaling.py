@@ -7,8 +7,8 @@ import matplotlib.ticker
 
 from report_plots import (Figure, Skipped, _facets, _hollow_legend, _hollow_note,
                           _hollow_oversubscribed, _log2_workers, _save, _series, _spread_bars,
-                          color_of, label_axes, oversub_note, repeat_note, scaling_runs,
-                          scaling_skip_reason, series_labels)
+                          busy_runs_note, color_of, label_axes, oversub_note, repeat_note,
+                          scaling_runs, scaling_skip_reason, series_labels)
 
 NO_SCALING = "no backend ran successfully at more than one worker count"
 COLORS = {"compute_s": "#4C72B0", "comm_s": "#DD8452", "wait_s": "#C44E52"}
@@ -97,7 +97,7 @@ def throughput(runs, out_dir):
                   + "; ".join(f"{m.split(' (')[0]}: {_baseline_text(b, r, rs)}"
                               for m, b, r, rs in bases)
                   + ")." + repeat_note(used) + oversub_note(used) + _hollow_note(used)
-                  + _scaling_verdict(facets))
+                  + busy_runs_note(used) + _scaling_verdict(facets))
 
 
 def efficiency(runs, out_dir):
@@ -139,7 +139,7 @@ def efficiency(runs, out_dir):
                   "count lies below 100% by its overhead there (a dedicated server's round trip) "
                   "or by run-to-run noise on a shared machine."
                   + repeat_note(used) + oversub_note(used) + _hollow_note(used)
-                  + _scaling_verdict(facets))
+                  + busy_runs_note(used) + _scaling_verdict(facets))
 
 
 def breakdown(runs, out_dir):
@@ -211,4 +211,5 @@ def breakdown(runs, out_dir):
                   + (" Grey (other): the rest of the training thread's step, its total less "
                      "compute and wait (the loop's own work between steps)." if grey else "")
                   + oversub_note(runs) + (" Those runs are marked * (a dedicated-PS run has "
-                                          "W + S ranks)." if oversub_note(runs) else ""))
+                                          "W + S ranks)." if oversub_note(runs) else "")
+                  + busy_runs_note(runs))

@@ -7,7 +7,8 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 
 import starring_results as sr
-from report_plots import Figure, Skipped, _save, color_of, label_axes, oversub_note
+from report_plots import (Figure, Skipped, _save, busy_runs_note, color_of, label_axes,
+                          oversub_note)
 
 
 def _key(r, *drop):
@@ -106,7 +107,8 @@ def straggler(runs, out_dir):
                   + _pace_note(pairs) + _unpaired_note(pairs)
                   + oversub_note([p[1] for p in pairs])
                   + (" Those runs are marked * (a dedicated-PS run has W + S ranks)."
-                     if oversub_note([p[1] for p in pairs]) else ""))
+                     if oversub_note([p[1] for p in pairs]) else "")
+                  + busy_runs_note([r for p in pairs for r in p if r]))
 
 
 def _unpaired_note(pairs):
@@ -272,7 +274,7 @@ def crossover(runs, out_dir):
                   "per-message latency weighs most, so communication can dominate the step "
                   "(whether it does depends on the backend: see the left panel). Right: "
                   "throughput (log scale)."
-                  + oversub_note(runs) + _crossover_verdict(runs))
+                  + oversub_note(runs) + busy_runs_note(runs) + _crossover_verdict(runs))
 
 
 def _crossover_verdict(runs):
@@ -344,4 +346,5 @@ def bucket(runs, out_dir):
                   "whole backward pass). Small buckets pay per-message latency; with overlap on "
                   "(solid) a bucket's sync runs while backward continues, with overlap off "
                   "(dashed) all syncs start after backward." + oversub_note(runs)
-                  + (" Hollow markers are those runs." if oversub_note(runs) else ""))
+                  + (" Hollow markers are those runs." if oversub_note(runs) else "")
+                  + busy_runs_note(runs))

@@ -272,6 +272,33 @@ class SmallHelpers(unittest.TestCase):
                                 {"np": 2, "cores": 0, "oversubscribed": False}])
         self.assertIn("Runs with 3 ranks time-share this machine's 2 cores", note)
 
+    def test_the_wall_clock_captions_name_runs_made_on_a_busy_host(self):
+        # the quickstart beside another build (1.0-1.6 of 2 CPUs busy, 2026-12-02): ring W=2 at
+        # 125% of linear, 2-rank runs not hollow, and no caption but busbw's said the host was
+        # busy; a run with little other load (0.1 CPUs) or none recorded is not counted
+        import report_plots as rp
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        main = [dict(r) for r in runs if r.get("sweep") == "main" and r.get("status") == "ok"
+                and "wide" not in r["run_id"]]
+        for r in main:
+            r.pop("host_other_cpus", None)
+            r["cores"] = 2
+        loads = [1.43, 1.2, 0.1]
+        for r, load in zip(main, loads):
+            r["host_other_cpus"] = load
+        busy = sum(1 for r, load in zip(main, loads) if load > 0.25 and load + r["np"] > 2.25)
+        self.assertEqual(busy, 2)
+        made = {f.title: f for f in all_figures(main, [], {})[0] if hasattr(f, "caption")}
+        for title in ("Throughput vs workers", "Scaling efficiency", "Step-time breakdown",
+                      "Loss and accuracy vs wall time"):
+            self.assertIn(f" {busy} of these ", made[title].caption, title)
+            self.assertIn("CPUs busy, so that the job's ranks and that load outnumbered the "
+                          "cores", made[title].caption, title)
+        quiet = [dict(r, host_other_cpus=0.1) for r in main]
+        self.assertEqual(rp.busy_runs_note(quiet), "")
+        self.assertIn("All 2 runs ran while other processes kept 1.5 of the host's 2 CPUs",
+                      rp.busy_runs_note([dict(r, host_other_cpus=1.5) for r in main[:2]]))
+
 
 class FaultsTableAndBars(unittest.TestCase):
     @staticmethod
