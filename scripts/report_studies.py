@@ -85,10 +85,10 @@ def straggler(runs, out_dir):
     name = _save(fig, out_dir, "straggler.png")
     what = sorted({r["straggler"] for r in slow})
     return Figure(name, "Straggler: throughput kept and accuracy cost",
-                  f"Workers slowed down (--straggler {', '.join(what)}: RANK:MS puts MS "
-                  "milliseconds of extra compute on worker RANK every step; any:MS on one worker "
-                  "drawn at random each step). Left: the job's samples per second (the summary "
-                  "table's: every sample over the slowest worker's training time) with the "
+                  f"Workers slowed down (--straggler {', '.join(what)}: RANK:MS makes worker "
+                  "RANK sleep MS milliseconds every step, counted as its compute; any:MS one "
+                  "worker drawn at random each step). Left: the job's samples per second (the "
+                  "summary table's: every sample over the slowest worker's training time) with the "
                   "straggler as a share of the same backend's rate without it, both rates in the "
                   "label. Every worker trains a fixed 1/W share of each epoch, so the epoch ends "
                   "with the slowest worker whoever runs ahead of it. Synchronous backends (ring, "
@@ -98,17 +98,35 @@ def straggler(runs, out_dir):
                   "each worker is slow on 1/W of the steps, so SSP pays about MS/W per step where "
                   "BSP pays MS; under ASP nobody waits during the epoch, but a worker slow on every "
                   "step still takes as long for its share (the others finish theirs early and "
-                  "wait for it at the evaluation), and any:MS puts about MS/W of extra compute on "
+                  "wait for it at the evaluation), and any:MS puts about MS/W of sleep on "
                   "every worker's step, so its rate falls too. Right: test accuracy after the same "
                   "number of steps per worker without (gray) and with the straggler, with the "
                   "change in percentage points: the cost of "
                   "training on stale parameters (its axis starts near the lowest accuracy, so "
                   "bar heights exaggerate the differences: read the labels)."
-                  + _pace_note(pairs) + _unpaired_note(pairs)
+                  + _pace_note(pairs) + _above_100_note(pairs, kept)
+                  + _unpaired_note(pairs)
                   + oversub_note([p[1] for p in pairs])
                   + (" Those runs are marked * (a dedicated-PS run has W + S ranks)."
                      if oversub_note([p[1] for p in pairs]) else "")
                   + busy_runs_note([r for p in pairs for r in p if r]))
+
+
+def _above_100_note(pairs, kept):
+    """The caption sentence for a straggler run that kept over 100% of its rate, which reads as
+    a straggler that sped the job up: the quickstart's ps-asp 1:50 on 3 ranks time-sharing 2
+    busy cores kept 307% (20,624 of 6,718 samples/s) when the bar was the workers' summed paces.
+    The straggler sleeps: where the cores are time-shared it gives its CPU to the other ranks."""
+    over = [(b, k) for (a, b), k in zip(pairs, kept) if a and k > 105]
+    if not over:
+        return ""
+    shared = any(r.get("oversubscribed") or sr.host_busy(r) for a, b in pairs for r in (a, b)
+                 if r)
+    return (" Above 100% (" + ", ".join(f"{sr.backend_label(b)} {b['straggler']}: {k:.0f}%"
+                                        for b, k in over)
+            + ") is no gain from the straggler: it sleeps, so "
+            + ("on these time-shared cores " if shared else "where cores are time-shared ")
+            + "the other ranks get its CPU, and the runs' rates move with the host's load.")
 
 
 def _unpaired_note(pairs):

@@ -103,6 +103,26 @@ class StragglerKept(unittest.TestCase):
         self.assertEqual([round(p.get_height(), 6) for p in ax.patches], [25.0])
         self.assertEqual([t.get_text() for t in ax.texts][0], "25%\n3,840\nof 15,360")
 
+    def test_a_share_above_100_is_said_to_be_the_sleeping_stragglers_cpu(self):
+        # the quickstart's ps-asp 1:50 on 3 ranks time-sharing 2 busy cores kept 307%, which
+        # read as a straggler that sped the job up; the caption called its sleep "extra compute"
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        pair = [copy.deepcopy(r) for r in runs if r["run_id"] in ("straggler-ring-none",
+                                                                   "straggler-ring-1:50")]
+        base, slow = sorted(pair, key=lambda r: bool(r["straggler"]))
+
+        def caption():
+            with mock.patch.object(rs, "_save", lambda fig, out_dir, name: name):
+                return rs.straggler(pair, None).caption
+
+        base["samples_per_s"], slow["samples_per_s"] = 4000.0, 1000.0
+        self.assertNotIn("Above 100%", caption())
+        self.assertIn("makes worker RANK sleep MS milliseconds every step", caption())
+        slow["samples_per_s"] = 8000.0  # twice the job's rate without the straggler
+        self.assertIn(f"Above 100% ({sr.backend_label(slow)} 1:50: 200%) is no gain from the "
+                      "straggler: it sleeps", caption())
+
 
 class CrossoverShare(unittest.TestCase):
     def test_the_share_is_communication_over_communication_plus_compute(self):
