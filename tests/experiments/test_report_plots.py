@@ -299,6 +299,28 @@ class SmallHelpers(unittest.TestCase):
         self.assertIn("All 2 runs ran while other processes kept 1.5 of the host's 2 CPUs",
                       rp.busy_runs_note([dict(r, host_other_cpus=1.5) for r in main[:2]]))
 
+    def test_synchronous_runs_that_end_apart_are_said_to(self):
+        # the quickstart's W=4: ring 0.8880, both PS layouts 0.8862, under a caption saying the
+        # synchronous curves differ in speed, not in shape
+        import report_convergence as rc
+        import report_plots as rp
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        main = [dict(r, test_accuracy=0.88) for r in runs if r.get("sweep") == "main"
+                and r.get("status") == "ok" and "wide" not in r["run_id"]]
+        names = rp.series_labels(main)
+        self.assertEqual(rc._same_steps_note(main, names), "")
+        ring4 = next(r for r in main if r["variant"] == "ring" and r["workers"] == 4)
+        ring4["test_accuracy"] = 0.8818
+        note = rc._same_steps_note(main, names)
+        self.assertIn("still end apart here (W=4: ", note)
+        self.assertIn("ring 0.8818", note)
+        self.assertNotIn("W=2", note)
+        self.assertNotIn("more than that usually gives", note)
+        ring4["test_accuracy"] = 0.86
+        self.assertIn("more than that usually gives", rc._same_steps_note(main, names))
+        made = {f.title: f for f in all_figures(main, [], {})[0] if hasattr(f, "caption")}
+        self.assertIn("still end apart here", made["Loss and accuracy vs wall time"].caption)
+
 
 class FaultsTableAndBars(unittest.TestCase):
     @staticmethod
