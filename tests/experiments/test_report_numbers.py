@@ -106,14 +106,24 @@ class BytesCaption(unittest.TestCase):
 
         self.assertEqual(rt._deviation_note([run(1000), run(1500.05, 4)]),
                          " Every measured count matches the theory within 0.0034% (all 4; "
-                         "largest: worker sent, ring W=4).")
+                         "largest: worker sent, ring W=4: +0.05 B of 1,500).")
         self.assertEqual(rt._deviation_note([run(1000.12)]),
                          " Every measured count matches the theory within 0.012% (all 2; "
-                         "largest: worker sent, ring W=2).")
+                         "largest: worker sent, ring W=2: +0.12 B of 1,000).")
         self.assertEqual(rt._deviation_note([run(1000)]),
                          " Every measured count equals the theory (all 2).")
         self.assertEqual(rt._deviation_note([run(1000), run(1503, 4)]),
-                         " Largest deviation from theory: +0.2% (worker sent, ring W=4).")
+                         " Largest deviation from theory: +0.2% (worker sent, ring W=4: +3 B "
+                         "of 1,500).")
+        # of several models, the one it is in (the quickstart's ps-1 W=2 runs: the main job's
+        # and the crossover's widths), and the bytes: a 32-byte header on the smallest model
+        small = dict(run(1000.12), model={"bytes": 1000, "widths": [784, 32, 10],
+                                          "params": 250})
+        big = dict(run(3000), model={"bytes": 3000, "widths": [784, 96, 10], "params": 750})
+        big["bytes_per_step"] = dict(big["bytes_per_step"], worker_recv=3000)
+        self.assertEqual(rt._deviation_note([small, big]),
+                         " Every measured count matches the theory within 0.012% (all 4; "
+                         "largest: worker sent, ring W=2 784-32-10 MLP: +0.12 B of 1,000).")
         # mpi and nccl report the theory itself (opaque transports): 'Every measured count
         # equals the theory (all 4)' counted an mpi run's 2 as measured; they are said apart
         mpi = dict(run(1000), backend="mpi", variant="mpi")
@@ -139,7 +149,8 @@ class BytesCaption(unittest.TestCase):
                                   "server_recv_busiest": 1996, "server_sent_busiest": 1996,
                                   "server_busiest_rank": 3}}
         self.assertEqual(sr.busiest(rec, "server_recv"), 1996)
-        self.assertIn("+99.6% (server received, ps-tensor W=2)", rt._deviation_note([rec]))
+        self.assertIn("+99.6% (server received, ps-tensor W=2: +996 B of 1,000)",
+                      rt._deviation_note([rec]))
         old = dict(rec, bytes_per_step={k: v for k, v in rec["bytes_per_step"].items()
                                         if "busiest" not in k})  # a record from before
         self.assertEqual(sr.busiest(old, "server_recv"), 1000)
@@ -160,7 +171,7 @@ class BytesCaption(unittest.TestCase):
                                      "server_recv_busiest": 1997, "server_sent_busiest": 1996}}
         note = rt._deviation_note([ring, tensor])
         self.assertIn("Every measured count matches the theory within 0.01% (all 2; largest: "
-                      "worker sent, ring W=2).", note)
+                      "worker sent, ring W=2: +0.1 B of 1,000).", note)
         self.assertIn("Runs with --ps-partition tensor place whole tensors on the servers, so "
                       "their shards are unbalanced by design", note)
         self.assertIn("+99.7% off it (server received, ps-tensor W=2)", note)
@@ -176,7 +187,8 @@ class BytesCaption(unittest.TestCase):
         rec["bytes_per_step"].update(worker_sent_busiest=2556584, worker_recv_busiest=2556648,
                                      worker_busiest_rank=1)
         self.assertEqual(sr.busiest(rec, "worker_sent"), 2556584)
-        self.assertIn("+81.2% (worker received, ps-colocated W=4)", rt._deviation_note([rec]))
+        self.assertIn("+81.2% (worker received, ps-colocated W=4: +1,145,772 B of 1,410,876)",
+                      rt._deviation_note([rec]))
         row = report.table_rows([rec])[0]
         self.assertEqual(row[report.HEADER.index(
             "busiest worker MB sent/step: measured / theory (dev)")], "2.56 / 1.41 (+81.2%)")
