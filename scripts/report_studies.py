@@ -282,9 +282,11 @@ def crossover(runs, out_dir):
         f"(a larger batch means more compute per byte; here one batch size, {batches[0]})")
     return Figure(name, "Compute/communication crossover",
                   "The MLP's hidden width swept from small to very wide at a fixed number of "
-                  "workers. Left: communication time as a share of communication plus computation "
-                  "time per step; above the dotted 50% line a backend spends longer moving "
-                  "gradients than computing them, so no overlap can hide it: communication-bound. "
+                  "workers. Left: the backend's communication time (comm_s, the breakdown's narrow "
+                  "bar: its exchanges, with the time they waited for the slowest peer and, on "
+                  "time-shared cores, for a CPU) as a share of communication plus computation "
+                  "time per step; above the dotted 50% line a backend spends longer in its "
+                  "exchanges than computing, so no overlap can hide it: communication-bound. "
                   "For an MLP both the FLOPs (about 6 x parameters x batch) and the bytes (4 x "
                   "parameters per copy) grow with the width, so for wide models the ratio is set "
                   f"by the batch size {batch_note} and by "
