@@ -35,8 +35,10 @@ def bytes_per_rank(runs, out_dir):
         shift = 2 ** (0.04 * (i - (len(series) - 1) / 2))  # side by side, not on top
         for r in pts.values():
             d = sr.wire_bytes(r)
+            # mpi's and nccl's points are the theory itself: on the line, read as a match
+            opaque = " (the theory, not measured)" if r.get("backend") in OPAQUE else ""
             ax.plot(r["workers"] * shift, sr.busiest(r, "worker_sent") / d, "o",
-                    color=color_of(label), label=label)
+                    color=color_of(label), label=label + opaque)
             ax.plot(r["workers"] * shift, sr.busiest(r, "worker_recv") / d, "x",
                     color=color_of(label))
     _dedupe_legend(ax)

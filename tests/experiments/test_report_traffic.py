@@ -177,6 +177,18 @@ class BytesPerRank(unittest.TestCase):
         return sorted((l.get_marker(), round(float(l.get_ydata()[0]), 6))
                       for l in ax.get_lines() if l.get_marker() in ("o", "x"))
 
+    def test_the_opaque_backends_points_are_labelled_as_the_theory(self):
+        # the quickstart's crossover mpi run sat on the 2(N-1)/N line in the legend as 'mpi',
+        # a match that was the theory itself (only the caption said so)
+        import report_traffic as rt
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        ring = copy.deepcopy(next(r for r in runs if r["run_id"] == "main-ring-w2"))
+        mpi = dict(copy.deepcopy(ring), run_id="main-mpi-w2", variant="mpi", backend="mpi")
+        ax = figures_of(rt, rt.bytes_per_rank, [ring, mpi])[0].axes[0]
+        labels = ax.get_legend().get_texts()
+        self.assertIn("mpi (the theory, not measured)", [t.get_text() for t in labels])
+        self.assertIn("ring", [t.get_text() for t in labels])
+
     def test_the_workers_received_bytes_are_the_crosses(self):
         self.assertEqual(self.bytes_marks("main-ring-w2", 0, worker_sent=1.0, worker_recv=0.75),
                          [("o", 1.0), ("x", 0.75)])
