@@ -122,6 +122,13 @@ class StragglerKept(unittest.TestCase):
         slow["samples_per_s"] = 8000.0  # twice the job's rate without the straggler
         self.assertIn(f"Above 100% ({sr.backend_label(slow)} 1:50: 200%) is no gain from the "
                       "straggler: it sleeps", caption())
+        self.assertNotIn("A rise (", caption())
+        slow["test_accuracy"] = base["test_accuracy"] + 0.07
+        self.assertNotIn("A rise (", caption())  # the fixture's pair is ring's: no such spread
+        for r in pair:
+            r.update(backend="ps", consistency="ssp")
+        self.assertIn(f"A rise ({sr.backend_label(slow)} 1:50: +7.0 pt) is no gain from the "
+                      "straggler", caption())
 
 
 class CrossoverShare(unittest.TestCase):
