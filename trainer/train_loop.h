@@ -40,6 +40,9 @@ class TrainLoop {
   // backend's peers meanwhile; nothing otherwise. barrier() begins with it.
   void meet(const std::string& what);
   void add_sync_stats(const SyncStepStats& st);
+  // sync.flush(), the wait for the last step's communication (before an evaluation, a
+  // checkpoint, the end), traced as "wait_flush" on the compute row; returns its seconds.
+  double wait_flush();
   void resume();
   void end_resumed_with_nothing_left();
   void resume_lr_scale(const CheckpointData& c);

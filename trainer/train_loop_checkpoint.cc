@@ -124,9 +124,7 @@ void TrainLoop::stop() {
 // straggler's own clock counts: taken out, worker 0's timeline fell behind the totals by about a
 // step's wait per checkpoint, 0.02 s against 0.20 s with a checkpoint every step).
 void TrainLoop::checkpoint() {
-  const auto t_wait = Clock::now();
-  env_.sync.flush();
-  const double flush_s = seconds_since(t_wait);
+  const double flush_s = wait_flush();
   res_.wait_s += flush_s;
   wait_between_s_ += flush_s;  // the next step line's
   const auto t0 = Clock::now();

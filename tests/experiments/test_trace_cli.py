@@ -144,7 +144,26 @@ class TraceFiles(unittest.TestCase):
                 trained = run.summary["ranks"][rank]["steps"]
                 for name in ("forward", "backward"):
                     self.assertEqual(len(run.spans(rank, name)), trained * accum, where)
+                self.assert_flush_waits_traced(run, rank)
         return run
+
+    def assert_flush_waits_traced(self, run, rank):
+        """The wait for the last step's communication before each evaluation and checkpoint,
+        and at the end, is on the compute row as `wait_flush` (the summary counts it as wait;
+        until 2026-12-02 the row showed a gap there: 46 ms before `evaluate` at the end of a
+        5-step ring run of a 2048-wide model)."""
+        tids = [e["tid"] for e in run.events[rank]
+                if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"] == "compute"]
+        self.assertEqual(len(tids), 1, run.where)
+        compute = sorted((e for e in run.spans(rank) if e["tid"] == tids[0]),
+                         key=lambda e: (e["ts"], -e["dur"]))
+        flushes = [e for e in compute if e["name"] == "wait_flush"]
+        after = [e for e in compute if e["name"] in ("evaluate", "checkpoint")]
+        self.assertEqual(len(flushes), len(after) + 1, run.where)
+        for e in after:  # the compute row's interval right before it is its flush
+            before = [x for x in compute if x["ts"] + x["dur"] <= e["ts"] and x is not e]
+            self.assertEqual(before[-1]["name"] if before else None, "wait_flush", (e, run.where))
+            self.assertEqual(before[-1]["cat"], "wait", run.where)
 
     def assert_every_bucket(self, run, steps):
         """Each worker traces the all-reduce of every bucket of every step, with the bucket's
