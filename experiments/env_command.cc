@@ -178,6 +178,19 @@ std::string cuda_version(int v) {
   return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
 }
 
+// Whether a launcher started this process as a rank of a job: Open MPI's mpirun sets
+// OMPI_COMM_WORLD_SIZE, MPICH's and Slurm's PMI PMI_SIZE, PMIx launchers (srun --mpi=pmix,
+// prterun) PMIX_RANK. A process run by itself is an MPI singleton: a world of one. Read before
+// main(), so before MPI_Init: Open MPI's singleton start sets PMIX_RANK in this process's own
+// environment.
+bool launcher_variables_set() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name)) return true;
+  return false;
+}
+const bool kStartedByLauncher = launcher_variables_set();
+bool started_by_launcher() { return kStartedByLauncher; }
+
 void print_mpi(int size, const std::vector<std::string>& hosts) {
   char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
   int len = 0, major = 0, minor = 0, provided = 0;
@@ -191,7 +204,9 @@ void print_mpi(int size, const std::vector<std::string>& hosts) {
   row("standard", std::to_string(major) + "." + std::to_string(minor));
   row("thread level", thread_level_name(provided) +
                           (provided < MPI_THREAD_MULTIPLE ? "  (starring needs MULTIPLE)" : ""));
-  row("world size", std::to_string(size));
+  row("world size", std::to_string(size) + (size == 1 && !started_by_launcher()
+                                                ? "  (started without mpirun: this process alone)"
+                                                : ""));
   struct Host {
     int cpus = 0;
     std::set<int> usable;  // the CPUs some rank on it may use (empty: unknown)
@@ -243,8 +258,11 @@ void print_gpus(const GpuInfo& g, const std::vector<GpuSlot>& slots) {
   std::printf("CUDA (GPUs listed: rank 0's host)\n");
   row("built", g.built ? "yes" : "no");
   if (g.built) {
-    row("driver", cuda_version(g.driver_version));
-    row("runtime", cuda_version(g.runtime_version));
+    // cudaDriverGetVersion: the newest CUDA the installed driver supports (nvidia-smi's "CUDA
+    // Version"), not the driver's own release number; 0 without a driver.
+    row("driver",
+        g.driver_version > 0 ? "supports CUDA " + cuda_version(g.driver_version) : "none found");
+    row("runtime", g.runtime_version > 0 ? "CUDA " + cuda_version(g.runtime_version) : "none");
   }
   if (g.gpus.empty()) row("GPUs", "none usable" + (g.error.empty() ? "" : ": " + g.error));
   for (std::size_t i = 0; i < g.gpus.size(); ++i) {
@@ -255,7 +273,8 @@ void print_gpus(const GpuInfo& g, const std::vector<GpuSlot>& slots) {
                                                   std::to_string(d.cc_major) + "." +
                                                   std::to_string(d.cc_minor));
   }
-  row("cuBLAS", g.cublas ? "available" : "not available");
+  // Without CUDA in the build there is no cuBLAS to try: "not built", as NCCL says.
+  row("cuBLAS", g.cublas ? "available" : g.built ? "not available" : "not built");
   row("NCCL", nccl_version_string());
   row("--device auto picks", g.gpus.empty() ? "cpu" : "cuda");
   print_gpu_plan(slots);

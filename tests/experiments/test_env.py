@@ -144,6 +144,36 @@ class EnvCommand(unittest.TestCase):
                               r"would refuse this job: it needs (a GPU on every rank, but rank 0|"
                               r"one GPU per rank, but ranks 0 and 1))")
 
+    def test_a_process_started_without_mpirun_says_so(self):
+        # `starring env` run by itself is an MPI singleton: "world size 1" read the same as
+        # `mpirun -np 1`, with nothing to tell a user who forgot mpirun (and expected 4 ranks)
+        e = {k: v for k, v in os.environ.items()
+             if k not in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")}
+        p = subprocess.run([BIN, "env"], capture_output=True, text=True, timeout=120, env=e)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("\n  world size             1  (started without mpirun: this process "
+                      "alone)\n", p.stdout)
+        rc, out = env(1)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("\n  world size             1\n", out)
+
+    def test_gpu_libraries_say_why_they_are_missing(self):
+        # cuBLAS read "not available" in a build without CUDA, beside NCCL's "not built"; with
+        # CUDA, the driver's row is the CUDA version it supports (nvidia-smi's "CUDA Version"),
+        # not its own release number, and says so
+        rc, out = env(1)
+        self.assertEqual(rc, 0, out)
+        built = re.search(r"\n  built +(yes|no)\n", out)
+        self.assertTrue(built, out)
+        if built.group(1) == "no":
+            self.assertRegex(out, r"\n  cuBLAS +not built\n")
+            self.assertRegex(out, r"\n  GPUs +none usable: built without CUDA\n")
+            self.assertNotRegex(out, r"\n  (driver|runtime) ")
+        else:
+            self.assertRegex(out, r"\n  driver +(supports CUDA \d+\.\d+|none found)\n")
+            self.assertRegex(out, r"\n  runtime +CUDA \d+\.\d+\n")
+            self.assertRegex(out, r"\n  cuBLAS +(available|not available)\n")
+
     def test_openblas_threads_asked_beyond_the_cpus_say_why_fewer_run(self):
         # OPENBLAS_NUM_THREADS above the CPUs a rank may use: OpenBLAS runs one per CPU, and
         # env printed that count beside the variable's value without a word of why
