@@ -187,8 +187,13 @@ def opaque_note(rows, sep=" "):
 
 
 def load_note(runs, bench, sep=" "):
-    """Jobs measured while other processes kept over a quarter of the host's CPUs busy
-    (`host_other_cpus`, scripts/sweep_jobs.py OtherLoad): their wall-clock figures include it.
+    """Jobs measured on a busy host (starring_results.host_busy: other processes' CPUs,
+    `host_other_cpus` from scripts/sweep_jobs.py OtherLoad, and the job's ranks more than the
+    cores): their wall-clock figures include waiting for a CPU. The one definition the wall-clock
+    captions (report_plots.busy_runs_note) and the busbw plot's faded lines use too; this note
+    counted from a quarter of the host's CPUs before, so one report could count a 1-rank run
+    beside 0.8 of 2 other CPUs busy under the table and not in the captions, and a 4-rank pass
+    beside 0.6 of 4 faded in the busbw plot and not under the table.
     Of the jobs the table and plots show: the successful runs (every repeat: the table gives
     their range) and the bench passes that gave rows; failed, timed-out and skipped ones are
     not counted."""
@@ -197,16 +202,17 @@ def load_note(runs, bench, sep=" "):
     # one pass's rows share its bench_id, repeat and date; a repeat keeps the bench_id
     jobs.update({("bench", b["bench_id"], b.get("repeat"), b.get("date")): b for b in bench
                  if b.get("bench_id") and "size" in b})
-    busy = [j for j in jobs.values() if j.get("host_other_cpus") is not None
-            and j["host_other_cpus"] > 0.25 * (j.get("cores") or 1)]
+    busy = [j for j in jobs.values() if sr.host_busy(j)]
     if not busy:
         return ""
     ncpu = max(j.get("cores") or 1 for j in busy)
-    return (f"{sep}Other processes kept {sr.span_text([j['host_other_cpus'] for j in busy])} of "
-            f"the host's {ncpu} CPUs "
-            f"busy during {len(busy)} of {len(jobs)} runs and bench passes (host_other_cpus "
-            "in runs.jsonl and bench.jsonl): their wall-clock figures measure that load as much "
-            "as the backends; rerun them on a quiet machine.")
+    return (f"{sep}{len(busy)} of {len(jobs)} runs and bench passes ran on a busy host: other "
+            f"processes kept {sr.span_text([j['host_other_cpus'] for j in busy])} of the "
+            f"host's {ncpu} CPUs busy, so that the job's ranks and that load outnumbered the "
+            "cores (host_other_cpus in runs.jsonl and bench.jsonl; the runs the wall-clock "
+            "captions count and the passes the busbw plot fades): their wall-clock figures "
+            "include waiting for a CPU, not only the backends' work; rerun them on a quiet "
+            "machine.")
 
 
 def sweep_scope(runs, bench, sweep):

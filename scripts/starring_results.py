@@ -221,8 +221,10 @@ def check_bench_row(row, where="bench row"):
 
 
 # A quarter of a CPU: other processes' use below it is the host's background (the sampler, a
-# shell), not load. (report.py's load note and sweep's [other work] line count from a quarter of
-# the host's CPUs instead, 0.5 on 2 cores: they say the host was loaded, not that it was full.)
+# shell), not load. host_busy is the report's one notion of a busy host (the table's note, the
+# wall-clock captions, the busbw fading, the cost model). The sweep's own [other work on the
+# host] line counts from a quarter of the host's CPUs instead, 0.5 on 2 cores: it says the host
+# was loaded, not that the job's ranks waited for a CPU.
 HOST_BUSY_SLACK_CPUS = 0.25
 
 

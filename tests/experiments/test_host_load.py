@@ -111,8 +111,8 @@ class WhatIsSaid(unittest.TestCase):
                  {"bench_id": "y", "sweep": "main", "status": "failed", "cores": 2,
                   "host_other_cpus": 1.9}]  # a pass that gave no rows
         note = report.load_note(runs, bench)
-        self.assertIn("Other processes kept 1.2-1.9 of the host's 2 CPUs busy during 2 of 5 "
-                      "runs and bench passes", note)
+        self.assertIn("2 of 5 runs and bench passes ran on a busy host: other processes kept "
+                      "1.2-1.9 of the host's 2 CPUs busy", note)
         self.assertEqual(report.load_note(runs[:1], []), "")
 
     def test_a_range_whose_ends_print_alike_is_one_figure(self):
@@ -120,9 +120,10 @@ class WhatIsSaid(unittest.TestCase):
         # were captioned 'kept 1.6-1.6 of the host's 2 CPUs', a range that is none
         import report_traffic as rt
         runs = self.fixture_runs("main", [1.56, 1.63])
-        self.assertIn("kept 1.6 of the host's 2 CPUs busy during 2 of 2",
-                      report.load_note(runs, []))
-        self.assertIn("kept 1.2-1.6 of", report.load_note(self.fixture_runs("main", [1.2, 1.6]),
+        self.assertIn("2 of 2 runs and bench passes ran on a busy host: other processes kept "
+                      "1.6 of the host's 2 CPUs busy", report.load_note(runs, []))
+        # np 1 and 2 on 2 cores: 1 + 1.3 and 2 + 1.6 outnumber them
+        self.assertIn("kept 1.3-1.6 of", report.load_note(self.fixture_runs("main", [1.3, 1.6]),
                                                           []))
         rows = [{"np": 3, "cores": 2, "host_other_cpus": x} for x in (1.56, 1.58, 1.63)]
         self.assertIn("other processes kept 1.6 of the host's 2 CPUs busy", rt.busy_note(rows))
@@ -134,9 +135,10 @@ class WhatIsSaid(unittest.TestCase):
         runs = self.fixture_runs("main", [0.1, 0.2]) + self.fixture_runs("straggler", [1.5])
         bench = [{"bench_id": "x", "sweep": "bucket", "repeat": 1, "size": 1, "cores": 2,
                   "host_other_cpus": 1.9}]
-        self.assertIn("during 2 of 4 runs", report.load_note(runs, bench))
+        self.assertIn("2 of 4 runs and bench passes ran on", report.load_note(runs, bench))
         self.assertEqual(report.load_note(*report.sweep_scope(runs, bench, "main")), "")
-        self.assertIn("kept 1.5 of the host's 2 CPUs busy during 1 of 1 runs",
+        self.assertIn("1 of 1 runs and bench passes ran on a busy host: other processes kept 1.5 "
+                      "of the host's 2 CPUs busy",
                       report.load_note(*report.sweep_scope(runs, bench, "straggler")))
         self.assertEqual(report.sweep_scope(runs, bench, None), (runs, bench))
 
@@ -152,10 +154,52 @@ class WhatIsSaid(unittest.TestCase):
                                    text=True, timeout=300)
                 self.assertEqual(p.returncode, 0, p.stderr)
                 self.assertIn("MLP", p.stdout)  # the table
-                self.assertEqual("Other processes kept 1.5 of the host's 2 CPUs" in p.stdout,
+                self.assertEqual("other processes kept 1.5 of the host's 2 CPUs" in p.stdout,
                                  noted, (scope, p.stdout))
             with open(os.path.join(tmp, "report", "summary.md"), encoding="utf-8") as f:
-                self.assertIn("Other processes kept 1.5 of the host's 2 CPUs", f.read())
+                self.assertIn("other processes kept 1.5 of the host's 2 CPUs", f.read())
+
+
+class OneBusyHost(unittest.TestCase):
+    """The table's note, the wall-clock captions and the busbw plot's fading count the same jobs
+    as on a busy host (sr.host_busy). The note counted from a quarter of the host's CPUs: a
+    1-rank run beside 0.8 of 2 other CPUs was under the table and in no caption, a 4-rank run
+    or pass beside 0.6 of 4 in the captions and faded, and not under the table."""
+    CASES = [(1, 2, 0.8),   # the note's alone before: 1 + 0.8 < 2 cores
+             (4, 4, 0.6),   # the captions' alone before: 0.6 < a quarter of 4, 4 + 0.6 > 4
+             (2, 2, 1.5),   # both
+             (2, 16, 5.0),  # the note's alone before: 5 > 4, 2 + 5 < 16
+             (1, 2, 0.1)]   # neither
+
+    def test_each_job_is_counted_alike_everywhere(self):
+        import report_plots
+        import report_traffic
+        for np_, cores, other in self.CASES:
+            rec = {"np": np_, "cores": cores, "host_other_cpus": other}
+            run = dict(self.ok_run(), **rec)
+            row = dict(rec, bench_id="b", repeat=1, date="d", size=1)
+            with self.subTest(np=np_, cores=cores, other=other):
+                noted = bool(report.load_note([run], []))
+                self.assertEqual(noted, bool(report_plots.busy_runs_note([run])))
+                self.assertEqual(bool(report.load_note([], [row])), noted)
+                self.assertEqual(bool(report_traffic.busy_note([row])), noted)
+
+    def test_the_counts_agree_on_a_mixed_folder(self):
+        import report_plots
+        runs = []
+        for i, (np_, cores, other) in enumerate(self.CASES):
+            runs.append(dict(self.ok_run(), run_id=f"r{i}", np=np_, cores=cores,
+                             host_other_cpus=other))
+        self.assertIn("2 of 5 runs and bench passes ran on a busy host: other processes kept "
+                      "0.6-1.5 of the host's 4 CPUs", report.load_note(runs, []))
+        self.assertIn("2 of these 5 runs ran while other processes kept 0.6-1.5 of",
+                      report_plots.busy_runs_note(runs))
+
+    @staticmethod
+    def ok_run():
+        return next(r for r in report.load(FIXTURE)[0] if r.get("status") == "ok"
+                    and r.get("sweep") == "main")
+
 
 if __name__ == "__main__":
     unittest.main()
