@@ -51,7 +51,10 @@ It is judged on the rows it does not pass through (fit_spread); one with a term 
 or judged poor is not named fastest at other scales (doubts; docs/COST_MODEL.md, *Predicting other scales*),
 nor is one from a bench pass on a busy host (other processes' CPUs and the job's ranks more than
 the cores: host_other_cpus) or one that a measured run contradicts (its communication alone
-predicted at over 3x the run's whole step); those two are used only when no other fit exists.
+predicted at over 3x the run's whole step). A fit with a term clamped at 0 (1/beta infinite), a
+median error over POOR_FIT or a contradicting run is unfit: it and one on a busy host are used
+for predictions only when no better fit exists, and the tables and captions then say so
+(used_caveats), as they do for a time-shared fit used in place of a core-per-rank one.
 One node's bench
 measures shared memory and this machine's MPI, not a network: use --alpha-us/--bandwidth-gbps
 to predict another one.
@@ -170,6 +173,8 @@ class Fit:
     host_busy: float = None  # other processes' CPUs during a pass on a busy host (sr.host_busy)
     contradicted: tuple = None  # (ratio, run_id): a measured run it overpredicts (contradiction)
     hosts: frozenset = frozenset()  # the bench rows' hosts, to compare with runs of the same
+    passed_over: list = field(default_factory=list)  # set by reference(): core-per-rank fits
+    # of the backend this time-shared one was used in place of
 
 
 @dataclass
@@ -393,19 +398,58 @@ def series_doubts(ref, alpha_us=None, bandwidth_gbps=None):
     return out
 
 
+def unfit(f):
+    """Why the constants themselves are wrong (empty: none seen), unlike the pass's circumstances
+    (busy host, time-shared): a term clamped at 0, a median error over POOR_FIT (fit_spread), a
+    run that contradicts it. The main job's mpi np 2 fit (1/beta inf, 90%) was just '[used]'."""
+    out = []
+    if f.consts.beta <= 0:
+        out.append("beta clamped at 0, 1/beta infinite")
+    if f.consts.alpha <= 0:
+        out.append("alpha clamped at 0")
+    spread = fit_spread(f)
+    if spread is not None and spread > POOR_FIT:
+        out.append(f"median error {100 * spread:.0f}%, over the {100 * POOR_FIT:.0f}% allowed")
+    if f.contradicted:
+        out.append(f"contradicted by run {f.contradicted[1]}")
+    return out
+
+
+def _fit_name(f):
+    return f"{f.consts.source} np={f.ranks}"
+
+
+def used_caveats(f):
+    """What a reader must be told of a fit reference() chose (empty: nothing): it is unfit, or
+    time-shared in place of core-per-rank fits it passed over (and why they were)."""
+    out = []
+    why = unfit(f)
+    if why:
+        out.append(f"unfit ({'; '.join(why)}), used only because no sound {f.kind} fit was "
+                   "found: its predictions are not evidence")
+    if f.oversubscribed and f.passed_over:
+        out.append(f"time-shared ({f.ranks} ranks on {f.cores or '?'} cores), used in place of "
+                   + ", ".join(f"the core-per-rank fit {_fit_name(o)} ({'; '.join(unfit(o))})"
+                               for o in f.passed_over))
+    return out
+
+
 def reference(fits):
-    """One fit per backend for predictions: one that no measured run contradicts before one that
-    a run does, then a clean one (on the cores, not on a busy host) before the others, then the
-    largest W that fits on the cores (else the fewest ranks), ties to the smaller fit error.
-    A fit of a pass on a busy host, or a contradicted one, is used only when nothing better was
-    measured, and it stays in doubt (doubts)."""
+    """One fit per backend for predictions, in this order: not unfit, not contradicted, clean (on
+    the cores, not on a busy host), on the cores, the largest W on the cores (else the fewest
+    ranks), the smaller fit error. So an unfit or busy-host fit is used only when nothing better
+    was measured and stays in doubt (doubts); used_caveats says so, and names the core-per-rank
+    fits a time-shared one was used in place of (passed_over)."""
     best = {}
     for f in fits:
         clean = not f.oversubscribed and f.host_busy is None
-        rank = (not f.contradicted, clean, not f.oversubscribed,
+        rank = (not unfit(f), not f.contradicted, clean, not f.oversubscribed,
                 f.workers if not f.oversubscribed else -f.ranks, -f.max_rel_err)
         if f.kind not in best or rank > best[f.kind][0]:
             best[f.kind] = (rank, f)
+    for _, f in best.values():
+        f.passed_over = ([o for o in fits if o.kind == f.kind and not o.oversubscribed]
+                         if f.oversubscribed else [])
     return {k: v[1] for k, v in best.items()}
 
 

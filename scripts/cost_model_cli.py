@@ -27,7 +27,18 @@ def fit_note(f, ref):
                               "more -n and sizes; a cache boundary bends them, predictions refit "
                               "1/beta near each run's buckets)")
         notes.append(why)
-    return "; ".join(notes) + (" [used]" if ref.get(f.kind) is f else "")
+    if ref.get(f.kind) is not f:
+        return "; ".join(notes)
+    caveats = cm.used_caveats(f)
+    return "; ".join(notes) + (" [USED, CAVEAT: " + "; ".join(caveats) + "]" if caveats
+                               else " [used]")
+
+
+def caveat_lines(ref):
+    """One line per backend whose fit used for predictions carries a caveat (cm.used_caveats),
+    printed under the fits table, where the note cell is easily missed."""
+    return [f"CAVEAT: {k} predictions use {cm._fit_name(f)}: " + "; ".join(cm.used_caveats(f))
+            for k, f in sorted(ref.items()) if cm.used_caveats(f)]
 
 
 def fits_table(fits, ref):
@@ -243,6 +254,8 @@ def main(argv=None):
     ref = cm.reference(fits)
     print("# Calibration (T = alpha m + beta b + gamma r, per backend and W/S; gamma fixed)")
     print(text(*fits_table(fits, ref)) if fits else "(no usable bench rows)")
+    for line in caveat_lines(ref):
+        print(line)
     computes = cmr.compute_times(runs, bench)
     windowed = a.fit_sizes == "auto"
     preds = cmr.check_runs(runs, bench, computes, chunk, gamma, windowed)
@@ -281,7 +294,10 @@ def main(argv=None):
               f"{'given network' if net else 'calibrated constants'}, no-overlap step time")
         for kind in ("ring", "ps", "ps-colocated"):
             c = consts_of(kind)
-            print(f"#   {kind}: {c.describe() if c else 'no constants'}")
+            why = [] if (a.alpha_us is not None and a.bandwidth_gbps is not None) or \
+                kind not in ref_m else cm.used_caveats(ref_m[kind])
+            print(f"#   {kind}: {c.describe() if c else 'no constants'}"
+                  + "".join(f"; CAVEAT: {w}" for w in why))
         doubtful = cm.series_doubts(ref_m, a.alpha_us, a.bandwidth_gbps)
         print(text(*extrapolation_table(name, ext, a.batch, doubtful)))
         for line in doubt_lines(doubtful):

@@ -46,7 +46,8 @@ def _consts_caption(ref, kinds=None):
                      f"{', on a busy host' if f.host_busy is not None else ''}"
                      f"{', contradicted by run ' + f.contradicted[1] if f.contradicted else ''}"
                      f"): {f.consts.describe()}, "
-                     + _fit_error(f) for k, f in sorted(ref.items()))
+                     + _fit_error(f) + "".join(f"; CAVEAT: {c}" for c in cm.used_caveats(f))
+                     for k, f in sorted(ref.items()))
 
 
 def _fit_error(f):
@@ -284,8 +285,8 @@ def _constants_caveat(ref):
                     if f.oversubscribed)
     busy = sorted(f"{k} (W={f.workers}, {f.ranks} ranks, {f.host_busy:.1f} other CPUs)"
                   for k, f in ref.items() if f.host_busy is not None)
-    text = (" (each backend with its own constants, the [used] calibration rows: this node's "
-            "shared memory and MPI, not a network")
+    text = (" (each backend with its own constants, the calibration rows marked [used] or "
+            "[USED, CAVEAT]: this node's shared memory and MPI, not a network")
     if shared:
         text += ("; " + ", ".join(shared) + " come from runs with more ranks than cores, so "
                  "the 'fastest' column compares time-sharing as much as algorithms")

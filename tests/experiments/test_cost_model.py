@@ -124,7 +124,11 @@ class Calibration(unittest.TestCase):
         _, table = cli.fits_table([good, bad], {"ring": bad})
         self.assertNotIn("poor fit", table[0][-1])
         self.assertIn("poor fit (", table[1][-1])
-        self.assertTrue(table[1][-1].endswith("[used]"), table[1][-1])
+        # used (nothing else given) but loudly: a '[used]' beside a 90% median error read as fine
+        self.assertTrue(table[1][-1].endswith("[USED, CAVEAT: unfit (median error 90%, over "
+                                              "the 25% allowed), used only because no sound "
+                                              "ring fit was found: its predictions are not "
+                                              "evidence]"), table[1][-1])
 
     def test_a_window_refits_beta_where_the_cost_per_byte_changes(self):
         # one node: messages past the cache cost 4x more per byte (sizes >= 16 MiB here)
@@ -263,6 +267,61 @@ class Doubts(unittest.TestCase):
         f = cm.calibrate(rows)[0]
         self.assertEqual(f.consts.beta, 0.0)
         self.assertIn("beta fitted 0", " ".join(cm.doubts(f)))
+
+
+class UnfitFits(unittest.TestCase):
+    """A fit with 1/beta infinite or a median error over POOR_FIT is unfit: it is used for
+    predictions only when its backend has no better fit, and then with a CAVEAT in the table,
+    under it and in the captions; a time-shared fit used in place of a core-per-rank one names
+    it. The main job's report marked '[used]' an mpi fit of np 2 with 1/beta infinite and a
+    median error of 90% beside a 25% np 4 fit, and used the ring's np 4 fit (4 ranks on 2
+    cores) in place of the np 2 one without saying so."""
+    truth = cm.Consts(alpha=1e-5, beta=1e-9, gamma=0.0)
+
+    def scattered_np2(self):
+        """The main job's mpi np 2 pass: about 1 ms at every size, every other one 10x."""
+        rows = bench_rows("mpi", 2, 0, self.truth, 0, cores=2)
+        for i, r in enumerate(rows):
+            r["time_us"] = 1000.0 * (10.0 if i % 2 else 1.0)
+        return rows
+
+    def test_an_unfit_core_per_rank_fit_is_passed_over_and_named(self):
+        import cost_model_cli as cli
+        np2 = self.scattered_np2()
+        np4 = bench_rows("mpi", 4, 0, self.truth, 0, cores=2)  # sound, time-shared
+        fits = cm.calibrate(np2 + np4, gamma=0.0)
+        f2, f4 = sorted(fits, key=lambda f: f.ranks)
+        self.assertEqual(f2.consts.beta, 0.0)
+        self.assertEqual(cm.unfit(f2)[0], "beta clamped at 0, 1/beta infinite")
+        self.assertIn("median error", cm.unfit(f2)[1])
+        self.assertEqual(cm.unfit(f4), [])
+        ref = cm.reference(fits)
+        self.assertIs(ref["mpi"], f4)  # was f2: on the cores, however poor
+        want = ("time-shared (4 ranks on 2 cores), used in place of the core-per-rank fit "
+                "mpi W=2 np=2 (beta clamped at 0, 1/beta infinite; median error")
+        self.assertTrue(cm.used_caveats(f4)[0].startswith(want), cm.used_caveats(f4))
+        _, table = cli.fits_table(fits, ref)
+        self.assertNotIn("[used", table[0][-1])
+        self.assertIn("[USED, CAVEAT: " + want, table[1][-1])
+        self.assertTrue(cli.caveat_lines(ref)[0].startswith(
+            "CAVEAT: mpi predictions use mpi W=4 np=4: " + want), cli.caveat_lines(ref))
+
+    def test_an_unfit_fit_used_alone_says_so_everywhere(self):
+        import cost_model_cli as cli
+        import report_model
+        ref = cm.reference(cm.calibrate(self.scattered_np2(), gamma=0.0))
+        self.assertEqual(ref["mpi"].ranks, 2)  # nothing better: used
+        line = cli.caveat_lines(ref)
+        self.assertEqual(len(line), 1)
+        self.assertIn("CAVEAT: mpi predictions use mpi W=2 np=2: unfit (beta clamped at 0, "
+                      "1/beta infinite; median error", line[0])
+        self.assertIn("its predictions are not evidence", line[0])
+        self.assertIn("; CAVEAT: unfit (beta clamped at 0", report_model._consts_caption(ref))
+        # a sound core-per-rank fit: no caveat anywhere
+        ref = cm.reference(cm.calibrate(bench_rows("mpi", 2, 0, self.truth, 0, cores=2),
+                                        gamma=0.0))
+        self.assertEqual((cli.caveat_lines(ref), cm.used_caveats(ref["mpi"])), ([], []))
+        self.assertNotIn("CAVEAT", report_model._consts_caption(ref))
 
 
 class GivenTerms(unittest.TestCase):

@@ -88,6 +88,10 @@ class HostLoad(unittest.TestCase):
         self.assertIn("contradicted by run main-002-ring-w2", " ".join(cm.doubts(f2)))
         ref = cm.reference(fits)["ring"]
         self.assertEqual((ref.ranks, ref.contradicted), (3, None))  # the np 3 pass, not np 2
+        # ... time-shared, in place of the core-per-rank pass: said, not silent
+        self.assertEqual(cm.used_caveats(ref), [
+            "time-shared (3 ranks on 2 cores), used in place of the core-per-rank fit ring W=2 "
+            "np=2 (contradicted by run main-002-ring-w2)"])
         # without the runs the np 2 pass is the reference, as before
         self.assertEqual(cm.reference(cm.calibrate(np2 + np3, gamma=0.0))["ring"].ranks, 2)
         # a run of another host, or of another W, says nothing of this pass
