@@ -50,6 +50,9 @@ class PsBenchOp : public BenchOp {
                           "the bench pushes one buffer (one tensor), so ",
                           group_.num_servers() - 1, " of its ", group_.num_servers(),
                           " server shards would own nothing: use --ps-partition range");
+    // The sizes only grow from -b: checked here, before the table's header, so that a refused -b
+    // prints no half table (found in prepare(), the header and the size's other backends had run).
+    check_fits_shards(ctx.cfg.bench.min_bytes / sizeof(float));
   }
   ~PsBenchOp() override {
     try {
@@ -88,13 +91,7 @@ class PsBenchOp : public BenchOp {
 
   void prepare(const float* input, std::size_t count) override {
     finish();
-    // Every shard needs a part of the one buffer; on every rank, so that the job ends at once.
-    const auto shards = static_cast<std::size_t>(group_.num_servers());
-    STARRING_CONFIG_CHECK(count >= shards, "bench ", group_.colocated ? "ps-colocated" : "ps",
-                          ": a message of ", count * sizeof(float), " B (", count,
-                          " floats) cannot be split over ", shards,
-                          " parameter-server shards: give -b ", shards * sizeof(float),
-                          " or more (a float per shard)");
+    check_fits_shards(count);  // on every rank, so that the job ends at once
     // A tensor's shape is int (ParamLayout), as MPI's counts are: refused, not wrapped. On every
     // rank, as above: refused by the workers alone, a dedicated server waited for them.
     STARRING_CHECK(count <= static_cast<std::size_t>(INT32_MAX), comm_->where(),
@@ -171,6 +168,16 @@ class PsBenchOp : public BenchOp {
   }
 
  private:
+  // Every shard needs a part of the one buffer.
+  void check_fits_shards(std::size_t count) const {
+    const auto shards = static_cast<std::size_t>(group_.num_servers());
+    STARRING_CONFIG_CHECK(count >= shards, "bench ", group_.colocated ? "ps-colocated" : "ps",
+                          ": a message of ", count * sizeof(float), " B (", count,
+                          " floats) cannot be split over ", shards,
+                          " parameter-server shards: give -b ", shards * sizeof(float),
+                          " or more (a float per shard)");
+  }
+
   void finish() {
     if (worker_) {
       worker_->shutdown();
