@@ -300,6 +300,25 @@ void apply_staged(const Staged& s, const po::parsed_options& cmd, const po::pars
       if (source_of(o.string_key, cmd, ini) == 1) cfg.from_ini.insert(o.string_key);
 }
 
+// nccl-tests' all_reduce_perf options that `starring bench` does not take, and what it does
+// instead: a user of nccl-tests types them first, and '-d half' read only "unrecognised option".
+std::string nccl_tests_hint(std::string name) {
+  name.erase(0, name.find_first_not_of('-'));
+  static const char* const kHints[][3] = {
+      {"d", "datatype", "the bench always moves float32 (nccl-tests' -d float)"},
+      {"o", "op", "the bench always sums (nccl-tests' -o sum)"},
+      {"i", "stepbytes", "sizes grow by -f/--factor only (no linear steps)"},
+      {"a", "average", "time is always the slowest worker's mean (nccl-tests' -a 3)"},
+      {"r", "root", "all-reduce and push-pull have no root"},
+      {"g", "ngpus", "one buffer per rank: start more ranks (mpirun -np)"},
+      {"t", "nthreads", "one buffer per rank: start more ranks (mpirun -np)"},
+  };
+  for (const auto& h : kHints)
+    if (name == h[0] || name == h[1])
+      return detail::concat("; nccl-tests' -", h[0], "/--", h[1], " is not offered: ", h[2]);
+  return "";
+}
+
 // An option given without its value takes the next word as its value, even another option:
 // '--data-dir --epochs 1' reads as data-dir = '--epochs' and a stray '1'. A value that is one of
 // this command's long options (bare or as --name=value) is named as the missing value instead.
@@ -357,9 +376,9 @@ bool parse_config(const std::string& command, int argc, const char* const* argv,
     }
     po::notify(vm);
   } catch (const po::unknown_option& e) {
-    throw ConfigError(detail::concat("starring ", command, ": ", e.what(),
-                                     did_you_mean(e.get_option_name(), visible, "--"),
-                                     " (see --help)"));
+    std::string hint = command == "bench" ? nccl_tests_hint(e.get_option_name()) : "";
+    if (hint.empty()) hint = did_you_mean(e.get_option_name(), visible, "--");
+    throw ConfigError(detail::concat("starring ", command, ": ", e.what(), hint, " (see --help)"));
   } catch (const po::error& e) {
     throw ConfigError(detail::concat("starring ", command, ": ", e.what(), " (see --help)"));
   }

@@ -249,7 +249,9 @@ void check_checkpoint(const CheckpointConfig& k) {
 }
 
 void check_bench(const BenchConfig& b) {
-  check(b.min_bytes > 0, "--min-bytes", "> 0", b.min_bytes);
+  // -b 1..3 passed here and the harness refused it later in other words ("-b/-e: need 4 <= min
+  // bytes <= max bytes"); a row is whole float32 values (nccl-tests' count = size / 4)
+  check(b.min_bytes >= sizeof(float), "-b/--min-bytes", ">= 4 (one float32 value)", b.min_bytes);
   if (b.max_bytes < b.min_bytes)  // both named, in the short forms users type too
     throw ConfigError(detail::concat("-e/--max-bytes ", format_bytes(b.max_bytes),
                                      " is below -b/--min-bytes ", format_bytes(b.min_bytes),
@@ -300,8 +302,14 @@ std::size_t parse_bytes(const std::string& option, const std::string& text) {
     t.pop_back();
   }
   std::int64_t v = 0;
-  if (!parse_int64(t, v) || v < 0) throw bad();
-  if (std::uint64_t(v) > std::numeric_limits<std::uint64_t>::max() / mult) throw bad();
+  // digits past 64 bits are a size, too large, not "not a byte size" ('-e 99999999999G')
+  const auto too_large = [&] {
+    return ConfigError(detail::concat(option, ": '", text, "' is too large a byte size"));
+  };
+  const bool digits = !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+  if (!parse_int64(t, v)) throw digits ? too_large() : bad();
+  if (v < 0) throw bad();
+  if (std::uint64_t(v) > std::numeric_limits<std::uint64_t>::max() / mult) throw too_large();
   return static_cast<std::size_t>(std::uint64_t(v) * mult);
 }
 

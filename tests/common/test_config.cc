@@ -348,6 +348,17 @@ TEST(Config, BadValuesNameTheOption) {
                 .find("-e/--max-bytes 1M is below -b/--min-bytes 64M"),
             std::string::npos);
   EXPECT_NE(error_of("bench", {"-f", "1"}).find("--factor"), std::string::npos);
+  for (const char* b : {"0", "1", "3"})  // less than one float32
+    EXPECT_EQ(error_of("bench", {"-b", b, "-e", "64"}),
+              std::string("-b/--min-bytes: must be >= 4 (one float32 value) (got ") + b + ")");
+  EXPECT_EQ(error_of("bench", {"-b", "4", "-e", "4"}), "");
+  // nccl-tests' options the bench does not take say what it does instead
+  EXPECT_EQ(error_of("bench", {"-d", "half"}),
+            "starring bench: unrecognised option '-d'; nccl-tests' -d/--datatype is not offered: "
+            "the bench always moves float32 (nccl-tests' -d float) (see --help)");
+  for (const char* o : {"-o", "--op", "-i", "--stepbytes", "-a", "-r", "-g", "--nthreads"})
+    EXPECT_NE(error_of("bench", {o, "1"}).find("is not offered: "), std::string::npos) << o;
+  EXPECT_EQ(error_of("train", {"-d", "half"}).find("nccl-tests"), std::string::npos);
   // -c 2 was read as on: it is off or on, not a count of checked iterations
   EXPECT_NE(error_of("bench", {"-c", "2"}).find("--check: must be 0 or 1"), std::string::npos);
   EXPECT_NE(error_of("bench", {"--segment-bytes", "6"}).find("--segment-bytes"), std::string::npos);
@@ -375,6 +386,12 @@ TEST(Config, SizeSuffixes) {
   EXPECT_EQ(parse_bytes("x", "2GB"), 2ull << 30);
   for (const char* bad : {"", "M", "1.5M", "-1K", "1T", "K1"})
     EXPECT_THROW(parse_bytes("x", bad), ConfigError) << bad;
+  // a size past 64 bits says so, not that it is no byte size
+  for (const char* big : {"99999999999G", "18446744073709551616", "17179869184G"})
+    EXPECT_EQ(test::config_error([&] { parse_bytes("-e", big); }),
+              std::string("-e: '") + big + "' is too large a byte size")
+        << big;
+  EXPECT_EQ(parse_bytes("x", "17179869183G"), 17179869183ull << 30);
   for (std::size_t v : {std::size_t(0), std::size_t(1000), std::size_t(4096), std::size_t(3) << 20,
                         std::size_t(1) << 30})
     EXPECT_EQ(parse_bytes("x", format_bytes(v)), v);
