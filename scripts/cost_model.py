@@ -65,7 +65,9 @@ that model (weak scaling: every worker computes the same batch). Runs with more 
 time-share the CPU: the model is only expected to hold for ranks <= cores.
 
 Standard library only. The command line and the tables it prints: cost_model_cli.py; the
-model against measured training runs (T_compute, predicted vs measured): cost_model_runs.py.
+model against measured training runs (T_compute, predicted vs measured): cost_model_runs.py;
+judging the fits and choosing one per backend (fit_spread, doubts, unfit, reference,
+used_caveats; importable from here too): cost_model_fits.py.
 """
 import math
 import os
@@ -74,6 +76,9 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
+# Re-exported: callers judge and choose fits through this module (cm.reference, cm.doubts, ...).
+from cost_model_fits import (POOR_FIT, _fit_name, doubts, fit_spread, median,  # noqa: E402,F401
+                             reference, unfit, used_caveats)
 
 MIB = 1 << 20
 PS_CHUNK_BYTES = 4 * MIB  # --ps-chunk-bytes default
@@ -195,15 +200,6 @@ def bench_kind(row):
     if name == "ps":
         return "ps-colocated" if row.get("servers") == "colocated" else "ps"
     return name
-
-
-def median(xs):
-    """The median of xs: the mean of the two middle values for an even count (the upper one
-    alone read 2 bench rows' memcpy figures, or 2 runs' compute times, as the larger one);
-    None when xs is empty."""
-    xs = sorted(xs)
-    n = len(xs)
-    return (xs[(n - 1) // 2] + xs[n // 2]) / 2 if xs else None
 
 
 def gamma_from_bench(rows):
@@ -338,121 +334,6 @@ def calibrate(bench, gamma=None, chunk=PS_CHUNK_BYTES, window=None, observed=())
     return fits
 
 
-POOR_FIT = 0.25  # a median residual above this: the alpha-beta line does not describe the rows
-
-
-def fit_spread(f):
-    """The median |relative residual| over the sizes the fit was free to miss, or None when
-    there is none. An L1 fit of k constants passes through k rows, whose residuals are 0 by
-    construction: with the --quick bench's 3 sizes the plain median was always 0, and a bench
-    whose times scattered 19-fold read as a perfect fit. k counts the constants fitted here and
-    above 0 (a term clamped at 0 frees a row; a windowed refit's alpha is given)."""
-    k = int(f.consts.beta > 0) + int(f.consts.alpha > 0 and f.base is None)
-    return median(sorted(abs(r) for r in f.residuals)[k:])
-
-
-def doubts(f, alpha_given=False, beta_given=False):
-    """Why a fit's constants cannot rank backends at other worker counts (empty: no reason
-    seen): bench rows of a pass on a busy host (sr.host_busy: other processes' CPUs and the
-    job's ranks outnumbered the cores), a measured run that contradicts the fit (contradiction),
-    a term clamped at 0 by the non-negativity of the fit (a windowed refit inherits its
-    alpha), or a poor fit (fit_spread over POOR_FIT, on the sizes this fit used: an all-sizes fit
-    that a cache boundary bends is what the window is for). A term the user gave (--alpha-us,
-    --bandwidth-gbps) replaces the fitted one and its doubt; both given, nothing of the bench
-    is left to doubt."""
-    out = []
-    both = alpha_given and beta_given
-    if not both and f.host_busy is not None:
-        out.append(f"bench on a busy host (other processes kept {f.host_busy:.1f} CPUs busy "
-                   f"beside its {f.ranks} ranks on {f.cores} cores: it timed the wait for a CPU)")
-    if not both and f.contradicted:
-        out.append(f"contradicted by run {f.contradicted[1]} (the fit gives its communication "
-                   f"alone {f.contradicted[0]:.0f}x the run's whole measured step)")
-    if not alpha_given and f.consts.alpha <= 0:
-        out.append("alpha fitted 0 (clamped: no cost per message, so its step time stays flat "
-                   "as W multiplies the messages)")
-    if not beta_given and f.consts.beta <= 0:
-        out.append("beta fitted 0 (clamped: no cost per byte, 1/beta infinite)")
-    spread = fit_spread(f)
-    if not both and spread is not None and spread > POOR_FIT:
-        out.append(f"poor fit (of the bench sizes {_sizes(f.sizes)}, those the line is not "
-                   f"drawn through miss it by a median {100 * spread:.0f}%)")
-    return out
-
-
-def _sizes(sizes):
-    """'64K, 256K, 1M': a fit's bench sizes, short."""
-    return ", ".join(next((f"{b // d}{u}" for u, d in (("M", MIB), ("K", 1024)) if b % d == 0
-                           and b >= d), str(b)) for b in map(int, sizes))
-
-
-def series_doubts(ref, alpha_us=None, bandwidth_gbps=None):
-    """{SERIES name: reasons} for the extrapolated series whose constants are in doubt (see
-    doubts): they are drawn and tabulated, but not named fastest."""
-    out = {}
-    for name, kind, _ in SERIES:
-        f = ref.get(kind)
-        why = doubts(f, alpha_us is not None, bandwidth_gbps is not None) if f else []
-        if why:
-            out[name] = why
-    return out
-
-
-def unfit(f):
-    """Why the constants themselves are wrong (empty: none seen), unlike the pass's circumstances
-    (busy host, time-shared): a term clamped at 0, a median error over POOR_FIT (fit_spread), a
-    run that contradicts it. The main job's mpi np 2 fit (1/beta inf, 90%) was just '[used]'."""
-    out = []
-    if f.consts.beta <= 0:
-        out.append("beta clamped at 0, 1/beta infinite")
-    if f.consts.alpha <= 0:
-        out.append("alpha clamped at 0")
-    spread = fit_spread(f)
-    if spread is not None and spread > POOR_FIT:
-        out.append(f"median error {100 * spread:.0f}%, over the {100 * POOR_FIT:.0f}% allowed")
-    if f.contradicted:
-        out.append(f"contradicted by run {f.contradicted[1]}")
-    return out
-
-
-def _fit_name(f):
-    return f"{f.consts.source} np={f.ranks}"
-
-
-def used_caveats(f):
-    """What a reader must be told of a fit reference() chose (empty: nothing): it is unfit, or
-    time-shared in place of core-per-rank fits it passed over (and why they were)."""
-    out = []
-    why = unfit(f)
-    if why:
-        out.append(f"unfit ({'; '.join(why)}), used only because no sound {f.kind} fit was "
-                   "found: its predictions are not evidence")
-    if f.oversubscribed and f.passed_over:
-        out.append(f"time-shared ({f.ranks} ranks on {f.cores or '?'} cores), used in place of "
-                   + ", ".join(f"the core-per-rank fit {_fit_name(o)} ({'; '.join(unfit(o))})"
-                               for o in f.passed_over))
-    return out
-
-
-def reference(fits):
-    """One fit per backend for predictions, in this order: not unfit, not contradicted, clean (on
-    the cores, not on a busy host), on the cores, the largest W on the cores (else the fewest
-    ranks), the smaller fit error. So an unfit or busy-host fit is used only when nothing better
-    was measured and stays in doubt (doubts); used_caveats says so, and names the core-per-rank
-    fits a time-shared one was used in place of (passed_over)."""
-    best = {}
-    for f in fits:
-        clean = not f.oversubscribed and f.host_busy is None
-        rank = (not unfit(f), not f.contradicted, clean, not f.oversubscribed,
-                f.workers if not f.oversubscribed else -f.ranks, -f.max_rel_err)
-        if f.kind not in best or rank > best[f.kind][0]:
-            best[f.kind] = (rank, f)
-    for _, f in best.values():
-        f.passed_over = ([o for o in fits if o.kind == f.kind and not o.oversubscribed]
-                         if f.oversubscribed else [])
-    return {k: v[1] for k, v in best.items()}
-
-
 def network_consts(ref, kind, alpha_us=None, bandwidth_gbps=None, gamma=None):
     """A backend's constants, with a user's network (alpha, link Gb/s) replacing the fitted ones
     (None: the backend has no bench rows and the network is not fully given)."""
@@ -471,6 +352,18 @@ def network_consts(ref, kind, alpha_us=None, bandwidth_gbps=None, gamma=None):
 SERIES = (("ring", "ring", lambda w: 0), ("ps S=1", "ps", lambda w: 1),
           ("ps S=W/2", "ps", lambda w: max(1, w // 2)),
           ("ps co-located", "ps-colocated", lambda w: 0))
+
+
+def series_doubts(ref, alpha_us=None, bandwidth_gbps=None):
+    """{SERIES name: reasons} for the extrapolated series whose constants are in doubt (see
+    doubts): they are drawn and tabulated, but not named fastest."""
+    out = {}
+    for name, kind, _ in SERIES:
+        f = ref.get(kind)
+        why = doubts(f, alpha_us is not None, bandwidth_gbps is not None) if f else []
+        if why:
+            out[name] = why
+    return out
 
 
 def extrapolate(widths, t_compute, consts_of, workers, batch=64, bucket_mb=BUCKET_MB,
