@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import starring_results as sr  # noqa: E402
 # Re-exported: callers judge and choose fits through this module (cm.reference, cm.doubts, ...).
-from cost_model_fits import (POOR_FIT, _fit_name, doubts, fit_spread, median,  # noqa: E402,F401
+from cost_model_fits import (POOR_FIT, doubts, fit_name, fit_spread, median,  # noqa: E402,F401
                              reference, unfit, used_caveats)
 
 MIB = 1 << 20

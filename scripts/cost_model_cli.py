@@ -37,7 +37,7 @@ def fit_note(f, ref):
 def caveat_lines(ref):
     """One line per backend whose fit used for predictions carries a caveat (cm.used_caveats),
     printed under the fits table, where the note cell is easily missed."""
-    return [f"CAVEAT: {k} predictions use {cm._fit_name(f)}: " + "; ".join(cm.used_caveats(f))
+    return [f"CAVEAT: {k} predictions use {cm.fit_name(f)}: " + "; ".join(cm.used_caveats(f))
             for k, f in sorted(ref.items()) if cm.used_caveats(f)]
 
 
@@ -295,7 +295,8 @@ def main(argv=None):
         for kind in ("ring", "ps", "ps-colocated"):
             c = consts_of(kind)
             why = [] if (a.alpha_us is not None and a.bandwidth_gbps is not None) or \
-                kind not in ref_m else cm.used_caveats(ref_m[kind])
+                kind not in ref_m else cm.used_caveats(ref_m[kind], a.alpha_us is not None,
+                                                      a.bandwidth_gbps is not None)
             print(f"#   {kind}: {c.describe() if c else 'no constants'}"
                   + "".join(f"; CAVEAT: {w}" for w in why))
         doubtful = cm.series_doubts(ref_m, a.alpha_us, a.bandwidth_gbps)

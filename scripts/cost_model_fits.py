@@ -64,38 +64,42 @@ def _sizes(sizes):
 
 
 
-def unfit(f):
+def unfit(f, alpha_given=False, beta_given=False):
     """Why the constants themselves are wrong (empty: none seen), unlike the pass's circumstances
     (busy host, time-shared): a term clamped at 0, a median error over POOR_FIT (fit_spread), a
-    run that contradicts it. The main job's mpi np 2 fit (1/beta inf, 90%) was just '[used]'."""
+    run that contradicts it. The main job's mpi np 2 fit (1/beta inf, 90%) was just '[used]'.
+    A term the user gave (--alpha-us, --bandwidth-gbps) replaces the fitted one and its fault;
+    both given, nothing of the fit is left to fault (as in doubts)."""
     out = []
-    if f.consts.beta <= 0:
+    both = alpha_given and beta_given
+    if not beta_given and f.consts.beta <= 0:
         out.append("beta clamped at 0, 1/beta infinite")
-    if f.consts.alpha <= 0:
+    if not alpha_given and f.consts.alpha <= 0:
         out.append("alpha clamped at 0")
     spread = fit_spread(f)
-    if spread is not None and spread > POOR_FIT:
+    if not both and spread is not None and spread > POOR_FIT:
         out.append(f"median error {100 * spread:.0f}%, over the {100 * POOR_FIT:.0f}% allowed")
-    if f.contradicted:
+    if not both and f.contradicted:
         out.append(f"contradicted by run {f.contradicted[1]}")
     return out
 
 
-def _fit_name(f):
+def fit_name(f):
     return f"{f.consts.source} np={f.ranks}"
 
 
-def used_caveats(f):
+def used_caveats(f, alpha_given=False, beta_given=False):
     """What a reader must be told of a fit reference() chose (empty: nothing): it is unfit, or
-    time-shared in place of core-per-rank fits it passed over (and why they were)."""
+    time-shared in place of core-per-rank fits it passed over (and why they were). With a term
+    given (alpha_given, beta_given), the fitted term's faults are not the prediction's."""
     out = []
-    why = unfit(f)
+    why = unfit(f, alpha_given, beta_given)
     if why:
         out.append(f"unfit ({'; '.join(why)}), used only because no sound {f.kind} fit was "
                    "found: its predictions are not evidence")
     if f.oversubscribed and f.passed_over:
         out.append(f"time-shared ({f.ranks} ranks on {f.cores or '?'} cores), used in place of "
-                   + ", ".join(f"the core-per-rank fit {_fit_name(o)} ({'; '.join(unfit(o))})"
+                   + ", ".join(f"the core-per-rank fit {fit_name(o)} ({'; '.join(unfit(o))})"
                                for o in f.passed_over))
     return out
 

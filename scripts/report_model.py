@@ -44,7 +44,6 @@ def _consts_caption(ref, kinds=None):
     return "; ".join(f"{k} ({f.consts.source}, bench np={f.ranks}"
                      f"{', oversubscribed' if f.oversubscribed else ''}"
                      f"{', on a busy host' if f.host_busy is not None else ''}"
-                     f"{', contradicted by run ' + f.contradicted[1] if f.contradicted else ''}"
                      f"): {f.consts.describe()}, "
                      + _fit_error(f) + "".join(f"; CAVEAT: {c}" for c in cm.used_caveats(f))
                      for k, f in sorted(ref.items()))

@@ -323,6 +323,16 @@ class UnfitFits(unittest.TestCase):
         self.assertEqual((cli.caveat_lines(ref), cm.used_caveats(ref["mpi"])), ([], []))
         self.assertNotIn("CAVEAT", report_model._consts_caption(ref))
 
+    def test_a_given_term_drops_the_fitted_terms_fault(self):
+        # with --bandwidth-gbps the extrapolation's constants use the given 1/beta: its caveat
+        # read "beta clamped at 0, 1/beta infinite" beside them (doubts already dropped it)
+        f = cm.reference(cm.calibrate(self.scattered_np2(), gamma=0.0))["mpi"]
+        self.assertIn("beta clamped at 0", " ".join(cm.used_caveats(f)))
+        given_beta = " ".join(cm.used_caveats(f, beta_given=True))
+        self.assertNotIn("beta clamped", given_beta)
+        self.assertIn("median error", given_beta)  # the fitted alpha is still the fit's
+        self.assertEqual(cm.used_caveats(f, alpha_given=True, beta_given=True), [])
+
 
 class GivenTerms(unittest.TestCase):
     def test_a_given_alpha_leaves_beta_the_rest_of_the_time(self):
