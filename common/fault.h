@@ -81,11 +81,11 @@ bool stderr_line_open();
 // stop line stays the last one on the terminal.
 bool interrupt_in_progress();
 
-// Files being written under a temporary name (write_file_atomically's `<file>.tmp`, then a
-// rename): an interrupt (above) removes them first thing, before the hook, so a run stopped while
-// it wrote its summary or a checkpoint leaves no half-written `.tmp` (mpirun kills a rank about a
-// second after passing the signal on). rename_temporary_file renames under the same lock and
-// returns 0, or an errno: EINTR once an interrupt has removed the temporary files.
+// Files being written under a temporary name (write_file_atomically's, trainer/atomic_file.h),
+// then renamed: an interrupt (above) removes them first thing, before the hook, so a run stopped
+// while it wrote its summary or a checkpoint leaves no half-written `.tmp` (mpirun kills a rank
+// about a second after passing the signal on). rename_temporary_file renames under the same lock
+// and returns 0, or an errno: EINTR once an interrupt has removed the temporary files.
 void track_temporary_file(const std::string& tmp, bool writing);
 int rename_temporary_file(const std::string& tmp, const std::string& path);
 

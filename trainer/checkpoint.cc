@@ -1,8 +1,6 @@
 // Checkpoint files: encoding, verification, atomic writes, rotation (see checkpoint.h).
 #include "trainer/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -16,7 +14,6 @@
 #include <system_error>
 
 #include "common/error.h"
-#include "common/fault.h"
 #include "common/file_kind.h"
 
 namespace starring {
@@ -88,13 +85,6 @@ std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const std::strin
   }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first > b.first; });
   return out;
-}
-
-void fsync_dir(const std::string& dir, const std::string& where) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) throw Error(where + ": cannot open folder " + dir + ": " + std::strerror(errno));
-  ::fsync(fd);
-  ::close(fd);
 }
 
 }  // namespace
@@ -235,46 +225,6 @@ CheckpointData read_checkpoint(const std::string& path, const std::string& where
   return decode_checkpoint(bytes, path, where);
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes,
-                           const std::string& where) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(where + ": cannot write " + tmp + ": " + std::strerror(errno));
-  // An interrupt removes it meanwhile (common/fault.h): no half-written file is left
-  track_temporary_file(tmp, true);
-  struct Untrack {
-    const std::string& tmp;
-    ~Untrack() { track_temporary_file(tmp, false); }
-  } untrack{tmp};
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(where + ": writing " + tmp + " failed: " + why);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  const int synced = ::fsync(fd), sync_errno = errno;
-  const int closed = ::close(fd);  // always: a failed fsync must not leak the descriptor
-  if (synced != 0 || closed != 0) {
-    const std::string why = std::strerror(synced != 0 ? sync_errno : errno);
-    ::unlink(tmp.c_str());
-    throw Error(where + ": writing " + tmp + " failed: " + why);
-  }
-  if (const int err = rename_temporary_file(tmp, path); err != 0) {
-    ::unlink(tmp.c_str());
-    if (err == EINTR)
-      throw Error(where + ": " + path + " not written: the run was stopped by a signal");
-    throw Error(where + ": cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
-  }
-  fsync_dir(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string(),
-            where);
-}
-
 std::string save_checkpoint(const CheckpointConfig& k, const CheckpointData& c,
                             const std::string& where) {
   std::error_code ec;
@@ -284,13 +234,10 @@ std::string save_checkpoint(const CheckpointConfig& k, const CheckpointData& c,
   const std::string path = (fs::path(k.dir) / name).string();
   write_file_atomically(path, encode_checkpoint(c), where);
   write_file_atomically((fs::path(k.dir) / "latest").string(), name + "\n", where);
-  // Leftovers of a run killed mid-write, then the oldest checkpoints.
-  for (const auto& e : fs::directory_iterator(k.dir, ec)) {
-    const std::string f = e.path().filename().string();
-    if (f.size() > 4 && f.compare(f.size() - 4, 4, ".tmp") == 0 &&
-        (f.rfind(kPrefix, 0) == 0 || f == "latest.tmp"))
-      fs::remove(e.path(), ec);
-  }
+  // Leftovers of writers killed mid-write (never a live writer's: atomic_file.h), then the
+  // oldest checkpoints.
+  remove_stale_temporary_files(
+      k.dir, [](const std::string& f) { return f == "latest" || is_checkpoint_file_name(f); });
   int kept = 1;  // the one just written
   for (const auto& [step, p] : list_checkpoints(k.dir)) {
     if (p.filename() == name) continue;

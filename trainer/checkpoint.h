@@ -23,11 +23,13 @@
 // read it.
 //
 // Files in --checkpoint-dir: "ckpt-<step, 10 digits>.ckpt", and "latest", a one-line pointer to
-// the newest. Every write goes to "<name>.tmp" in the same folder, is fsync'ed, then renamed
-// (atomic on POSIX), and the folder fsync'ed; "latest" is replaced the same way afterwards, and
-// only then are older checkpoints deleted (the newest --keep-checkpoints stay, always including
-// the one just written). A run killed at any point therefore leaves the previous good
-// checkpoint, perhaps plus a *.tmp file that resume ignores and the next save removes.
+// the newest. Every write goes to a temporary file of its own in the same folder
+// ("<name>.<host>.<pid>.<hex>.tmp"), is fsync'ed, then renamed (atomic on POSIX), and the folder
+// fsync'ed (write_file_atomically, trainer/atomic_file.h); "latest" is replaced the same way
+// afterwards, and only then are older checkpoints deleted (the newest --keep-checkpoints stay,
+// always including the one just written). A run killed at any point therefore leaves the previous
+// good checkpoint, perhaps plus a *.tmp file that resume ignores and a later save removes once its
+// writer is known to be gone (atomic_file.h: never another live job's).
 //
 // What is saved is exact under synchronous training (local, ring, mpi, nccl, ps bsp): resuming
 // gives bit for bit the parameters of an uninterrupted run. Under ps asp/ssp the checkpoint is
@@ -42,6 +44,7 @@
 
 #include "common/comm.h"
 #include "common/config.h"
+#include "trainer/atomic_file.h"
 #include "trainer/trainer.h"
 
 namespace starring {
@@ -88,12 +91,9 @@ std::string checkpoint_file_name(std::int64_t step);  // "ckpt-0000000042.ckpt"
 // save, --resume latest / auto and the preflight's check of a fresh run's folder look at.
 bool is_checkpoint_file_name(const std::string& name);
 
-// Writes `bytes` to `path` atomically (tmp file in the same folder, fsync, rename, fsync folder).
-void write_file_atomically(const std::string& path, const std::string& bytes,
-                           const std::string& where);
-
-// Saves c into k.dir as checkpoint_file_name(c.step), then updates "latest", then deletes stale
-// *.tmp files and all but the newest k.keep checkpoints. Returns the file's path.
+// Saves c into k.dir as checkpoint_file_name(c.step), then updates "latest", then deletes the
+// stale temporary files of checkpoints and "latest" (remove_stale_temporary_files) and all but the
+// newest k.keep checkpoints. Returns the file's path.
 std::string save_checkpoint(const CheckpointConfig& k, const CheckpointData& c,
                             const std::string& where);
 

@@ -142,15 +142,17 @@ class Outputs(CliCase):
                       outputs=False)
 
     def test_late_failure_on_one_rank(self):
-        # The summary cannot be written (its temporary name is taken by a folder) after rank 1
-        # has finished: rank 0 fails alone, at the end. Agreed with rank 1, not aborted (an
-        # MPI_Abort while a peer sits in MPI_Finalize can deadlock mpirun).
-        def plant(out):
-            os.mkdir(os.path.join(out, "s.json.tmp"))
-            return ["s.json.tmp"]
-        err, _ = self.run_case(2, ["train", "--backend", "ring"] + TINY, 1,
-                               ["cannot write", "s.json.tmp"], rank=0, bound=30, prepare=plant,
-                               trained=True)
+        # The summary cannot be written (a name of 255 characters, the most a folder entry may
+        # have, leaves no room for its temporary file's) after rank 1 has finished: rank 0 fails
+        # alone, at the end. Agreed with rank 1, not aborted (an MPI_Abort while a peer sits in
+        # MPI_Finalize can deadlock mpirun). (Until 2026-12-02 a folder planted at the fixed
+        # temporary name s.json.tmp made it fail; every write now has a temporary name of its own,
+        # trainer/atomic_file.h.)
+        name = "s" * 250 + ".json"  # in the run's folder (its working directory)
+        err, _ = self.run_case(2, ["train", "--backend", "ring", "--metrics-file", "m.jsonl",
+                                   "--summary-file", name] + TINY, 1,
+                               ["cannot write", name, "File name too long"], rank=0, bound=30,
+                               trained=True, outputs=False)
         self.assertNotIn("MPI_Abort", err)
 
     def test_diverged_run_fails_after_its_summary(self):
