@@ -86,11 +86,11 @@ std::string check_resume(const Config& cfg, int workers, long long train_samples
   const CheckpointData c = load_resume(cfg.ckpt, "rank 0", path);
   if (path.empty()) return cfg.ckpt.resume;  // "auto" on a folder with none: a fresh run
   const auto& t = cfg.train;
-  std::vector<int> widths = c.meta.value("widths", std::vector<int>{});
-  if (widths.size() >= 2) {
-    widths = {widths.front(), widths.back()};
-    widths.insert(widths.begin() + 1, cfg.model.hidden.begin(), cfg.model.hidden.end());
-  }
+  // The data's widths as the checkpoint has them (crafted ones refused), this run's hidden ones.
+  const std::vector<int> saved = checkpoint_widths(c, path, "rank 0");
+  std::vector<int> widths = {saved.front()};
+  widths.insert(widths.end(), cfg.model.hidden.begin(), cfg.model.hidden.end());
+  widths.push_back(saved.back());
   std::size_t params = 0;
   for (std::size_t i = 0; i + 1 < widths.size(); ++i)
     params += std::size_t(widths[i]) * widths[i + 1] + widths[i + 1];

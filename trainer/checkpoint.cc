@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/file_kind.h"
+#include "trainer/checkpoint_fields.h"
 
 namespace starring {
 namespace fs = std::filesystem;
@@ -49,13 +51,6 @@ std::vector<float> get_floats(const std::string& in, std::size_t at, std::uint64
   return v;
 }
 
-// A loss (or accuracy) of the metadata: JSON has no NaN or infinity, so a diverged run's are null
-// there, read back as NaN. The key must be there.
-double number_or_nan(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& v = j.at(key);
-  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
-}
-
 ConfigError bad_file(const std::string& where, const std::string& file, const std::string& what) {
   return ConfigError(where + ": checkpoint " + file + ": " + what);
 }
@@ -88,6 +83,69 @@ std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const std::strin
 }
 
 }  // namespace
+
+void CheckpointFields::bad(const std::string& field, const nlohmann::json* v,
+                           const std::string& what) const {
+  if (v) bad(field, v->dump(), what);
+  throw bad_file(where_, file_, "bad metadata: " + field + " is missing (" + what + ")");
+}
+
+void CheckpointFields::bad(const std::string& field, const std::string& shown,
+                           const std::string& what) const {
+  // one short line, whatever the field held
+  const std::string s = shown.size() > 40 ? shown.substr(0, 37) + "..." : shown;
+  throw bad_file(where_, file_, "bad metadata: " + field + " is " + s + ", not " + what);
+}
+
+std::int64_t CheckpointFields::integer(const nlohmann::json& j, const char* key, std::int64_t lo,
+                                       std::int64_t hi, std::optional<std::int64_t> fallback,
+                                       const std::string& field) const {
+  const std::string name = field.empty() ? key : field;
+  const std::string what = detail::concat("an integer from ", lo, " to ", hi);
+  if (!j.is_object() || !j.contains(key)) {
+    if (fallback) return *fallback;
+    bad(name, nullptr, what);
+  }
+  const nlohmann::json& v = j[key];
+  // nlohmann's own conversions cast: 2^40 into an int, 1e30 (a float) into an int64
+  if (v.is_number_unsigned()) {
+    const std::uint64_t u = v.get<std::uint64_t>();
+    if (hi >= 0 && u <= static_cast<std::uint64_t>(hi) && static_cast<std::int64_t>(u) >= lo)
+      return static_cast<std::int64_t>(u);
+  } else if (v.is_number_integer()) {
+    const std::int64_t i = v.get<std::int64_t>();
+    if (i >= lo && i <= hi) return i;
+  }
+  bad(name, &v, what);
+}
+
+std::uint64_t CheckpointFields::unsigned_integer(const nlohmann::json& j, const char* key,
+                                                 const std::string& field) const {
+  const nlohmann::json* v = j.is_object() && j.contains(key) ? &j[key] : nullptr;
+  if (!v || !v->is_number_unsigned()) bad(field.empty() ? key : field, v, "an unsigned integer");
+  return v->get<std::uint64_t>();
+}
+
+double CheckpointFields::seconds(const nlohmann::json& j, const char* key,
+                                 std::optional<double> fallback, const std::string& field) const {
+  if ((!j.is_object() || !j.contains(key)) && fallback) return *fallback;
+  const nlohmann::json* v = j.is_object() && j.contains(key) ? &j[key] : nullptr;
+  if (v && v->is_number()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && d >= 0) return d;
+  }
+  bad(field.empty() ? key : field, v, "a number of seconds (0 or more)");
+}
+
+// A loss (or accuracy) of the metadata: JSON has no NaN or infinity, so a diverged run's are null
+// there, read back as NaN. The key must be there.
+double CheckpointFields::number_or_nan(const nlohmann::json& j, const char* key,
+                                       const std::string& field) const {
+  const nlohmann::json* v = j.is_object() && j.contains(key) ? &j[key] : nullptr;
+  if (v && v->is_null()) return std::numeric_limits<double>::quiet_NaN();
+  if (!v || !v->is_number()) bad(field.empty() ? key : field, v, "a number or null");
+  return v->get<double>();
+}
 
 std::string checkpoint_file_name(std::int64_t step) {
   char buf[40];
@@ -183,22 +241,46 @@ CheckpointData decode_checkpoint(const std::string& in, const std::string& file,
   CheckpointData c;
   try {
     c.meta = nlohmann::json::parse(in.substr(kHeaderBytes, meta_len));
-    c.step = c.meta.at("step").get<std::int64_t>();
-    c.epoch = c.meta.at("epoch").get<int>();
-    c.next_batch = c.meta.at("next_batch").get<std::int64_t>();
-    c.epoch_loss_sum = number_or_nan(c.meta, "epoch_loss_sum");
-    c.epoch_steps = c.meta.at("epoch_steps").get<std::int64_t>();
-    // The job so far: absent from a file of an older build (legs 0: unknown).
-    c.legs = c.meta.value("legs", 0);
-    c.train_s = c.meta.value("train_s", 0.0);
-    c.leg_train_s = c.meta.value("leg_train_s", std::vector<double>());
-    c.worker0_train_s = c.meta.value("worker0_train_s", c.train_s);
-    for (const auto& e : c.meta.value("history", nlohmann::json::array()))
-      c.history.push_back({e.at("epoch").get<int>(), e.at("wall_s").get<double>(),
-                           number_or_nan(e, "train_loss"), number_or_nan(e, "test_accuracy"),
-                           number_or_nan(e, "test_loss"), e.at("step").get<std::int64_t>()});
   } catch (const nlohmann::json::exception& e) {
     throw bad_file(where, file, std::string("bad metadata: ") + e.what());
+  }
+  if (!c.meta.is_object()) throw bad_file(where, file, "bad metadata: not a JSON object");
+  // Every count as what a run writes: >= 0, and an int where the trainer keeps one. Whether the
+  // position fits the run (inside its epochs, adding up to the step) is check_resume_fits_run's.
+  const CheckpointFields f(where, file);
+  constexpr std::int64_t kInt = std::numeric_limits<int>::max();
+  constexpr std::int64_t kInt64 = std::numeric_limits<std::int64_t>::max();
+  const nlohmann::json& m = c.meta;
+  c.step = f.integer(m, "step", 0, kInt64);
+  c.epoch = static_cast<int>(f.integer(m, "epoch", 0, kInt));
+  c.next_batch = f.integer(m, "next_batch", 0, kInt64);
+  c.epoch_loss_sum = f.number_or_nan(m, "epoch_loss_sum");
+  c.epoch_steps = f.integer(m, "epoch_steps", 0, kInt);
+  // The job so far: absent from a file of an older build (legs 0: unknown).
+  c.legs = static_cast<int>(f.integer(m, "legs", 0, kInt - 1, 0));
+  c.train_s = f.seconds(m, "train_s", 0.0);
+  if (m.contains("leg_train_s")) {
+    if (!m["leg_train_s"].is_array()) f.bad("leg_train_s", &m["leg_train_s"], "an array");
+    for (std::size_t i = 0; i < m["leg_train_s"].size(); ++i)
+      c.leg_train_s.push_back(f.seconds({{"v", m["leg_train_s"][i]}}, "v", std::nullopt,
+                                        detail::concat("leg_train_s[", i, "]")));
+  }
+  c.worker0_train_s = f.seconds(m, "worker0_train_s", c.train_s);
+  if (m.contains("history")) {
+    if (!m["history"].is_array()) f.bad("history", &m["history"], "an array");
+    for (std::size_t i = 0; i < m["history"].size(); ++i) {
+      const nlohmann::json& e = m["history"][i];
+      const auto at = [&](const char* key) { return detail::concat("history[", i, "].", key); };
+      EpochRecord r;
+      r.epoch = static_cast<int>(f.integer(e, "epoch", 0, kInt, std::nullopt, at("epoch")));
+      r.wall_s = f.seconds(e, "wall_s", std::nullopt, at("wall_s"));
+      r.train_loss = f.number_or_nan(e, "train_loss", at("train_loss"));
+      r.test_accuracy = f.number_or_nan(e, "test_accuracy", at("test_accuracy"));
+      r.test_loss = f.number_or_nan(e, "test_loss", at("test_loss"));
+      // evaluated after a step the checkpoint has passed
+      r.step = f.integer(e, "step", 0, c.step, std::nullopt, at("step"));
+      c.history.push_back(r);
+    }
   }
   std::size_t at = kHeaderBytes + meta_len + 24;
   c.params = get_floats(in, at, counts[0]);

@@ -104,16 +104,24 @@ std::string save_checkpoint(const CheckpointConfig& k, const CheckpointData& c,
 // naming a file that is gone, is reported on stderr and ignored).
 CheckpointData load_resume(const CheckpointConfig& k, const std::string& where, std::string& path);
 
-// Throws ConfigError unless the checkpoint fits this run: same widths, parameter count and
-// optimizer type, and state vectors of the right length.
+// The model's layer widths the checkpoint records; ConfigError naming the file, "widths" and
+// `where` unless they are 2 or more integers >= 1 (checkpoint_fields.h).
+std::vector<int> checkpoint_widths(const CheckpointData& c, const std::string& file,
+                                   const std::string& where);
+
+// Throws ConfigError unless the checkpoint fits this run: same widths, parameter count (and the
+// file's num_params) and optimizer type, and state vectors of the right length.
 void check_checkpoint_fits(const CheckpointData& c, const std::vector<int>& widths,
                            std::size_t num_params, const std::string& optimizer,
                            const std::string& file, const std::string& where);
 
 // Throws ConfigError unless the checkpoint fits this run's data order: the same global batch
 // (`workers` x --batch x --accum), --seed, data set and training-sample count (skipped when
-// `train_samples` < 0: not known yet). Checked by rank 0 before any communication
-// (experiments/main.cc) and again by every worker in resume_point.
+// `train_samples` < 0: not known yet), its own workers x batch x accum and lr_workers adding up to
+// its global batch, and (train_samples known) its position inside this run's epochs: next_batch
+// at most the steps of an epoch, step = epoch x those + next_batch, epoch_steps matching. Checked
+// by rank 0 before any communication (experiments/main.cc) and again by every worker in
+// resume_point.
 void check_resume_fits_run(const CheckpointData& c, const Config& cfg, int workers,
                            std::int64_t train_samples, const std::string& file,
                            const std::string& where);

@@ -5,12 +5,14 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <type_traits>
 
 #include "common/comm_util.h"
 #include "common/error.h"
 #include "common/kept_memory.h"
 #include "trainer/checkpoint.h"
+#include "trainer/checkpoint_fields.h"
 
 namespace starring {
 namespace {
@@ -37,26 +39,73 @@ std::string widths_text(const std::vector<int>& w) {
   return s;
 }
 
+// The position against this run's epochs of `per_epoch` optimizer steps (its training samples
+// over the global batch, the checkpoint's): inside an epoch (next_batch == per_epoch: an epoch's
+// end as an earlier build wrote it), adding up to the step, and the epoch's step count matching
+// it. A position past an epoch resumed at the next one's start, silently.
+template <typename Fail>
+void check_position(const CheckpointData& c, std::int64_t per_epoch, const CheckpointFields& f,
+                    const Fail& fail) {
+  // the trainer refuses such a run itself; a negative position is check_checkpoint_fits's
+  if (per_epoch <= 0 || c.epoch < 0 || c.next_batch < 0) return;
+  if (c.next_batch > per_epoch)
+    fail(detail::concat("next_batch ", c.next_batch, " in the checkpoint is past the ", per_epoch,
+                        " steps of an epoch of this run (training samples / global batch)"));
+  // step == epoch x per_epoch + next_batch, without overflow
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  if (c.epoch > (max - c.next_batch) / per_epoch || c.step != c.epoch * per_epoch + c.next_batch)
+    f.bad("step", c.step,
+          detail::concat("epoch ", c.epoch, " x ", per_epoch, " steps + next_batch ", c.next_batch,
+                         " (its position in this run's epochs)"));
+  // the steps of the epoch so far (at an epoch's end: the finished epoch's)
+  if (c.next_batch > 0 ? c.epoch_steps != c.next_batch : c.epoch_steps > per_epoch)
+    f.bad("epoch_steps", c.epoch_steps,
+          c.next_batch > 0
+              ? detail::concat("its next_batch ", c.next_batch, " (steps of the epoch so far)")
+              : detail::concat("at most the ", per_epoch, " steps of an epoch"));
+}
+
 }  // namespace
+
+std::vector<int> checkpoint_widths(const CheckpointData& c, const std::string& file,
+                                   const std::string& where) {
+  const CheckpointFields f(where, file);
+  const nlohmann::json* w = c.meta.contains("widths") ? &c.meta["widths"] : nullptr;
+  if (!w || !w->is_array() || w->size() < 2)
+    f.bad("widths", w, "a model's layer widths (2 or more)");
+  std::vector<int> out;
+  for (std::size_t i = 0; i < w->size(); ++i)
+    out.push_back(
+        static_cast<int>(f.integer({{"v", (*w)[i]}}, "v", 1, std::numeric_limits<int>::max(),
+                                   std::nullopt, detail::concat("widths[", i, "]"))));
+  return out;
+}
 
 void check_checkpoint_fits(const CheckpointData& c, const std::vector<int>& widths,
                            std::size_t num_params, const std::string& optimizer,
                            const std::string& file, const std::string& where) {
   auto bad = [&](const std::string& what) { return does_not_fit(where, file, what); };
-  std::vector<int> saved;
-  std::string saved_opt;
-  try {
-    saved = c.meta.at("widths").get<std::vector<int>>();
-    saved_opt = c.meta.at("optimizer").at("type").get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("metadata lacks the model or optimizer: ") + e.what());
-  }
+  const std::vector<int> saved = checkpoint_widths(c, file, where);
+  const CheckpointFields f(where, file);
+  const nlohmann::json& m = c.meta;
+  const nlohmann::json* type =
+      m.contains("optimizer") && m["optimizer"].is_object() && m["optimizer"].contains("type")
+          ? &m["optimizer"]["type"]
+          : nullptr;
+  if (!type || !type->is_string()) f.bad("optimizer.type", type, "an optimizer's name");
+  const std::string saved_opt = type->get<std::string>();
   if (saved != widths)
     throw bad("model widths " + widths_text(saved) + " in the checkpoint, " + widths_text(widths) +
               " in this run (--hidden / --preset / the data)");
   if (c.params.size() != num_params)
     throw bad(std::to_string(c.params.size()) + " parameters in the checkpoint, " +
               std::to_string(num_params) + " in this model");
+  // the file's own record of that count (absent before it was added) names its parameters'
+  if (c.meta.contains("num_params") &&
+      f.integer(c.meta, "num_params", 0, std::numeric_limits<std::int64_t>::max()) !=
+          static_cast<std::int64_t>(c.params.size()))
+    f.bad("num_params", c.meta["num_params"].dump(),
+          detail::concat("the ", c.params.size(), " parameters the file holds"));
   if (saved_opt != optimizer)
     throw bad("optimizer '" + saved_opt + "' in the checkpoint, --optimizer " + optimizer +
               " in this run");
@@ -73,11 +122,32 @@ void check_resume_fits_run(const CheckpointData& c, const Config& cfg, int worke
                            std::int64_t train_samples, const std::string& file,
                            const std::string& where) {
   const auto fail = [&](const std::string& what) { throw does_not_fit(where, file, what); };
+  const CheckpointFields f(where, file);
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  const auto& m = c.meta;
   // The step counts optimizer steps of one global batch: the schedule, Adam's bias correction and
   // the run's length are in those units, so a resume must keep the global batch (workers may
   // change with it: 2 workers x 64 resume as 1 x 128).
   const auto& t = cfg.train;
-  const auto saved_gb = c.meta.value("global_batch", std::int64_t{0});
+  const std::int64_t saved_gb = f.integer(m, "global_batch", 0, kMax, 0);
+  // The file's own world (informational, and --lr-scale's basis: lr_workers) must add up to its
+  // global batch: workers x batch x accum, lr_workers one of its divisors. An lr_workers of
+  // 2^40 + 3 was cut to an int, 3: the rate scaled for 3 workers.
+  if (saved_gb > 0) {
+    const std::int64_t w = f.integer(m, "workers", 1, saved_gb, 1);
+    const std::int64_t b = f.integer(m, "batch", 1, saved_gb, 0);
+    const std::int64_t a = f.integer(m, "accum", 1, saved_gb, 0);
+    if (saved_gb % w != 0 || (b > 0 && (saved_gb / w) % b != 0) ||
+        (b > 0 && a > 0 && saved_gb / w / b != a))
+      f.bad("workers x batch x accum",
+            detail::concat(w, " x ", b > 0 ? std::to_string(b) : "?", " x ",
+                           a > 0 ? std::to_string(a) : "?"),
+            detail::concat("its global_batch ", saved_gb));
+    const std::int64_t lw = f.integer(m, "lr_workers", 1, saved_gb, 1);
+    if (saved_gb % lw != 0)
+      f.bad("lr_workers", lw,
+            detail::concat("a number of workers its global_batch ", saved_gb, " is made of"));
+  }
   const auto gb = static_cast<std::int64_t>(t.batch) * t.accum * workers;
   if (saved_gb != gb)
     fail(detail::concat("global batch ", saved_gb, " in the checkpoint, ", gb,
@@ -86,21 +156,21 @@ void check_resume_fits_run(const CheckpointData& c, const Config& cfg, int worke
   // The data order is a function of (seed, epoch) over the training set, and the checkpoint's
   // position (epoch, next batch) is in that order: another seed or other data would resume at a
   // position of another order (and train on samples the epoch already had). A checkpoint of a
-  // build that did not record the sample count is not checked for it.
-  const auto& m = c.meta;
-  if (m.contains("seed") && m["seed"].is_number_unsigned() &&
-      m["seed"].get<std::uint64_t>() != t.seed)
+  // build that did not record the sample count is not checked for it; one that records a value
+  // of the wrong type is refused (it was skipped).
+  if (m.contains("seed") && f.unsigned_integer(m, "seed") != t.seed)
     fail(detail::concat("seed ", m["seed"].get<std::uint64_t>(), " in the checkpoint, --seed ",
                         t.seed, " in this run (the data order follows it)"));
-  if (m.contains("dataset") && m["dataset"].is_string() &&
-      m["dataset"].get<std::string>() != cfg.data.dataset)
+  if (m.contains("dataset") && !m["dataset"].is_string())
+    f.bad("dataset", &m["dataset"], "a data set's name");
+  if (m.contains("dataset") && m["dataset"].get<std::string>() != cfg.data.dataset)
     fail("data set '" + m["dataset"].get<std::string>() + "' in the checkpoint, --dataset " +
          cfg.data.dataset + " in this run");
-  if (train_samples >= 0 && m.contains("train_samples") && m["train_samples"].is_number_integer() &&
-      m["train_samples"].get<std::int64_t>() != train_samples)
-    fail(detail::concat(m["train_samples"].get<std::int64_t>(),
-                        " training samples in the checkpoint, ", train_samples,
+  const std::int64_t saved_n = f.integer(m, "train_samples", 0, kMax, -1);
+  if (train_samples >= 0 && saved_n >= 0 && saved_n != train_samples)
+    fail(detail::concat(saved_n, " training samples in the checkpoint, ", train_samples,
                         " in this run (the epoch's order and the position in it depend on them)"));
+  if (train_samples >= 0 && gb > 0) check_position(c, train_samples / gb, f, fail);
 }
 
 std::string resume_setting_changes(const CheckpointData& c, const Config& cfg,
@@ -111,6 +181,12 @@ std::string resume_setting_changes(const CheckpointData& c, const Config& cfg,
     using T = std::decay_t<decltype(now)>;
     // Not recorded (null) by the build that wrote the file, or not of the option's type: no word.
     if (std::is_arithmetic_v<T> ? !saved.is_number() : !saved.is_string()) return;
+    if constexpr (std::is_integral_v<T>) {  // a crafted 1e30 is not cast into an int
+      if (saved.is_number_integer() && saved.get<double>() == static_cast<double>(now)) return;
+      out += detail::concat(out.empty() ? "" : ", ", "--", option, " ", now, " (", saved.dump(),
+                            " in the checkpoint)");
+      return;
+    }
     const T was = saved.get<T>();  // a float option's value round-trips exactly through double
     if (was == now) return;
     out += detail::concat(out.empty() ? "" : ", ", "--", option, " ", now, " (", was,

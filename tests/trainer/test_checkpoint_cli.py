@@ -20,11 +20,13 @@ import argparse
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
+import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "experiments"))
@@ -50,6 +52,21 @@ def folder_bytes(folder):
         with open(os.path.join(folder, name), "rb") as f:
             out[name] = f.read()
     return out
+
+
+def patch_meta(path, patch):
+    """Edits a checkpoint's metadata with patch(meta) and recomputes its CRC (trainer/checkpoint.h:
+    the JSON's length at byte 16, the JSON from byte 24, a crc32 of everything before the last 4
+    bytes): a crafted file that passes every check of the format."""
+    with open(path, "rb") as f:
+        b = f.read()
+    n = struct.unpack_from("<Q", b, 16)[0]
+    meta = json.loads(b[24:24 + n])
+    patch(meta)
+    text = json.dumps(meta).encode()
+    out = b[:16] + struct.pack("<Q", len(text)) + text + b[24 + n:-4]
+    with open(path, "wb") as f:
+        f.write(out + struct.pack("<I", zlib.crc32(out) & 0xFFFFFFFF))
 
 
 def steps_in(metrics):
@@ -365,6 +382,36 @@ class CheckpointCli(unittest.TestCase):
         self.assertNotEqual(bad.returncode, 0)
         self.assertIn("rank 0: checkpoint " + path + ": truncated", bad.stderr)
         self.assertNotIn("Segmentation", bad.stderr)
+
+    def test_a_crafted_checkpoint_is_one_clear_error(self):
+        # Valid format and CRC, values no run writes: refused by rank 0 before the job starts,
+        # one line naming the file, the field and the rank, exit 2. Before: the position past
+        # the epoch (16 steps here) resumed at the next epoch's start with exit 0, and the
+        # textual global batch ended the job with the JSON library's type_error (exit 1).
+        ok = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        path = os.path.join(self.dir, "ckpt-0000000004.ckpt")
+        with open(path, "rb") as f:
+            good = f.read()
+        cases = [
+            (lambda m: m.update(step=100, next_batch=100, epoch_steps=100),
+             " does not fit this run: next_batch 100 in the checkpoint is past the 16 steps"),
+            (lambda m: m.update(step=5), ": bad metadata: step is 5, not epoch 0 x 16 steps"),
+            (lambda m: m.update(global_batch="32"), ": bad metadata: global_batch is \"32\""),
+            (lambda m: m.update(lr_workers=2 ** 40), ": bad metadata: lr_workers is"),
+            (lambda m: m.update(epoch=2 ** 40), ": bad metadata: epoch is 1099511627776"),
+            (lambda m: m.update(widths="32,16,10"), ": bad metadata: widths is \"32,16,10\""),
+        ]
+        for patch, said in cases:
+            with open(path, "wb") as f:
+                f.write(good)
+            patch_meta(path, patch)
+            bad = train("--backend", "ring", "--max-steps", "8", "--checkpoint-dir", self.dir,
+                        "--resume", path)
+            self.assertEqual(bad.returncode, 2, bad.stderr)
+            self.assertIn("rank 0: checkpoint " + path + said, bad.stderr)
+            self.assertEqual(len([l for l in bad.stderr.splitlines() if path in l]), 1,
+                             bad.stderr)
 
     def test_a_fresh_run_refuses_a_folder_holding_another_runs_checkpoints(self):
         first = train("--backend", "ring", "--max-steps", "4", "--checkpoint-dir", self.dir)
