@@ -3,6 +3,8 @@ accuracy against the seconds spent training, and how a run's metrics lines are r
 Same conventions as report_plots.py (Figure or Skipped, Agg backend)."""
 import matplotlib.pyplot as plt
 
+import starring_results as sr
+
 from report_plots import (Figure, Skipped, _facets, _save, busy_runs_note, color_of,
                           oversub_note, scaling_runs, scaling_skip_reason, series_labels)
 
@@ -53,31 +55,70 @@ def training_clock(record, lines):
     return out
 
 
+# What a run trained with, beyond its backend: runs that differ in any of these (another sweep's
+# dataset, lr or epochs) end apart for that reason, not for the order of the summation.
+_TRAINING = ("dataset", "epochs", "lr", "batch", "accum", "compress", "quick", "straggler")
+_BACKEND = ("backend", "servers", "variant", "workers", "consistency")
+
+
+def _training_settings(r):
+    """A run's settings apart from its backend (and servers, variant, worker count)."""
+    out = {k: r.get(k) for k in _TRAINING}
+    out["widths"] = tuple((r.get("model") or {}).get("widths") or ())
+    for source in (r.get("config") or {}, r.get("grid_point") or {}):
+        out.update({k: v for k, v in source.items() if k not in _BACKEND})
+    return out
+
+
 def _same_steps_note(runs, names):
     """The caption sentence for synchronous runs of one worker count whose final accuracies
     differ: the quickstart's W=4 runs ended at 0.8880 (ring) and 0.8862 (both parameter-server
     layouts), 0.826 and 0.834 after the first epoch, beside a caption saying the curves differ
     in speed, not in shape. The summation order differs (ring order against worker order), and
-    training amplifies the rounding."""
+    training amplifies the rounding. Only runs of one worker count with the same settings apart
+    from the backend are compared so, and only where two backends are among them: a second ring
+    W=2 run from another sweep (other dataset, lr and epochs) read as the backends' rounding.
+    Runs that end apart with other settings are said to, naming the settings that differ."""
     sync = [r for r in runs if not (r.get("backend") == "ps"
                                     and r.get("consistency") in ("ssp", "asp"))
             and isinstance(r.get("test_accuracy"), (int, float))]
-    parts, spread = [], 0.0
+    parts, other, spread = [], [], 0.0
     for w in sorted({r["workers"] for r in sync}):
-        at = sorted((r for r in sync if r["workers"] == w), key=lambda r: names[id(r)])
-        accs = [r["test_accuracy"] for r in at]
-        if len(at) > 1 and max(accs) - min(accs) >= 0.0005:
-            spread = max(spread, max(accs) - min(accs))
-            parts.append(f"W={w}: " + ", ".join(f"{names[id(r)]} {r['test_accuracy']:.4f}"
-                                                 for r in at))
-    if not parts:
-        return ""
-    return (" The synchronous runs of one worker count still end apart here (" + "; ".join(parts)
-            + "): the backends add the workers' gradients in different orders (the ring in ring "
-            "order, a parameter server in worker order, MPI_Allreduce in Open MPI's), and "
-            "training amplifies the rounding over the steps (docs/TESTING.md, Equivalence of "
-            "the backends)" + ("; over a point apart is more than that usually gives: compare "
-                               "the runs' settings" if spread >= 0.01 else "") + ".")
+        at_w = [r for r in sync if r["workers"] == w]
+        groups = []  # [settings, runs], in the order first met
+        for r in at_w:
+            s = _training_settings(r)
+            g = next((g for g in groups if g[0] == s), None)
+            if g is None:
+                groups.append([s, [r]])
+            else:
+                g[1].append(r)
+        for _, g in groups:
+            at = sorted(g, key=lambda r: names[id(r)])
+            accs = [r["test_accuracy"] for r in at]
+            if (len({sr.backend_label(r) for r in at}) > 1
+                    and max(accs) - min(accs) >= 0.0005):
+                spread = max(spread, max(accs) - min(accs))
+                parts.append(f"W={w}: " + ", ".join(f"{names[id(r)]} {r['test_accuracy']:.4f}"
+                                                     for r in at))
+        accs = [r["test_accuracy"] for r in at_w]
+        if len(groups) > 1 and max(accs) - min(accs) >= 0.0005:
+            differ = sorted({k for a, _ in groups for b, _ in groups for k in set(a) | set(b)
+                             if a.get(k) != b.get(k)})
+            other.append(f"W={w} ({', '.join(differ)})")
+    out = ""
+    if parts:
+        out += (" The synchronous runs of one worker count and the same settings still end "
+                "apart here (" + "; ".join(parts) + "): the backends add the workers' "
+                "gradients in different orders (the ring in ring order, a parameter server in "
+                "worker order, MPI_Allreduce in Open MPI's), and training amplifies the rounding "
+                "over the steps (docs/TESTING.md, Equivalence of the backends)"
+                + ("; over a point apart is more than that usually gives: compare the runs' "
+                   "settings" if spread >= 0.01 else "") + ".")
+    if other:
+        out += (" Runs of one worker count that trained with different settings end apart for "
+                "that reason: " + "; ".join(other) + ".")
+    return out
 
 
 def convergence(runs, metrics, out_dir):

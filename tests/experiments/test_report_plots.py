@@ -321,6 +321,27 @@ class SmallHelpers(unittest.TestCase):
         made = {f.title: f for f in all_figures(main, [], {})[0] if hasattr(f, "caption")}
         self.assertIn("still end apart here", made["Loss and accuracy vs wall time"].caption)
 
+    def test_runs_with_other_settings_or_one_backend_are_not_blamed_on_the_summation(self):
+        # a second ring W=2 run from another sweep (other dataset, lr, epochs) ended at 0.8755
+        # beside 0.8800 and was captioned as the backends adding in different orders
+        import report_convergence as rc
+        import report_plots as rp
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        main = [dict(r, test_accuracy=0.88) for r in runs if r.get("sweep") == "main"
+                and r.get("status") == "ok" and "wide" not in r["run_id"]]
+        ring2 = next(r for r in main if r["variant"] == "ring" and r["workers"] == 2)
+        other = dict(ring2, sweep="other", run_id="other-ring-w2", dataset="mnist", lr=0.1,
+                     epochs=3, test_accuracy=0.8755)
+        both = main + [other]
+        note = rc._same_steps_note(both, rp.series_labels(both))
+        self.assertNotIn("different orders", note)
+        self.assertIn("different settings", note)
+        self.assertIn("W=2 (dataset, epochs, lr)", note)
+        # two ring runs alone, same settings: no backends to blame
+        again = dict(ring2, sweep="again", run_id="again-ring-w2", test_accuracy=0.8755)
+        rings = [ring2, again]
+        self.assertEqual(rc._same_steps_note(rings, rp.series_labels(rings)), "")
+
 
 class FaultsTableAndBars(unittest.TestCase):
     @staticmethod
