@@ -134,9 +134,11 @@ def _accuracy_rise_note(pairs):
 
 def _above_100_note(pairs, kept):
     """The caption sentence for a straggler run that kept over 100% of its rate, which reads as
-    a straggler that sped the job up: the quickstart's ps-asp 1:50 on 3 ranks time-sharing 2
-    busy cores kept 307% (20,624 of 6,718 samples/s) when the bar was the workers' summed paces.
-    The straggler sleeps: where the cores are time-shared it gives its CPU to the other ranks."""
+    a straggler that sped the job up. The bar is the job's rate, which ends with the straggler
+    (each worker trains a fixed share), so above 100% the two runs met different load on the
+    host: each is one run, not repeated. Where the cores are time-shared the sleeping straggler
+    also gives its CPU to the other ranks, a lesser part. (The quickstart's ps-asp 1:50 on a busy
+    2-core host kept 307% when the bar was the workers' summed paces, a measure since retired.)"""
     over = [(b, k) for (a, b), k in zip(pairs, kept) if a and k > 105]
     if not over:
         return ""
@@ -144,9 +146,11 @@ def _above_100_note(pairs, kept):
                  if r)
     return (" Above 100% (" + ", ".join(f"{sr.backend_label(b)} {b['straggler']}: {k:.0f}%"
                                         for b, k in over)
-            + ") is no gain from the straggler: it sleeps, so "
-            + ("on these time-shared cores " if shared else "where cores are time-shared ")
-            + "the other ranks get its CPU, and the runs' rates move with the host's load.")
+            + ") is no gain from the straggler: the job ends with the slowest worker, so the two "
+            "runs met different load on the host (each is a single run, not repeated) and their "
+            "rates moved with it"
+            + ("; on these time-shared cores the sleeping straggler also gives its CPU to the "
+               "other ranks" if shared else "") + ".")
 
 
 def _unpaired_note(pairs):
