@@ -32,9 +32,11 @@ def straggler(runs, out_dir):
     # training time), not the workers' own paces summed: each worker trains a fixed 1/W share of
     # every epoch, so one that runs ahead under SSP or ASP then waits for the slowest at the
     # evaluation, and the epoch ends no sooner. The summed paces read 103 % kept (90,453 of
-    # 87,498) for the quickstart's ps-asp 1:50, whose job ran at 2,504 samples/s.
+    # 87,498) for the quickstart's ps-asp 1:50, whose job ran at 2,504 samples/s. A run without
+    # it (0 or absent) has no rate: falling back to the summed paces drew that retired measure.
     def rate(r):
-        return (r.get("samples_per_s") or sum(sr.worker_rates(r))) if r else 0.0
+        v = r.get("samples_per_s") if r else None
+        return v if isinstance(v, (int, float)) and v > 0 else 0.0
 
     # Left: the share of its own rate each backend keeps. Blue 'without' and red 'with' bars on
     # one axis left the straggler bars (2-4k under 60-115k samples/s) as slivers, and blue/red
@@ -43,8 +45,11 @@ def straggler(runs, out_dir):
     kept = [100.0 * rate(b) / rate(a) if a and rate(a) > 0 else 0.0 for a, b in pairs]
     ax.bar(x, kept, 0.6, color=colors)
     for i, ((a, b), k) in enumerate(zip(pairs, kept)):
-        if a:
+        if a and rate(a) > 0 and rate(b) > 0:
             ax.annotate(f"{k:.0f}%\n{rate(b):,.0f}\nof {rate(a):,.0f}", (i, k), ha="center",
+                        va="bottom", fontsize=7)
+        elif a:  # a rate of 0 drew a 0% bar, or an infinite one
+            ax.annotate("no share:\nno rate\n(samples_per_s)\nrecorded", (i, 0), ha="center",
                         va="bottom", fontsize=7)
         else:  # an empty slot with no word read as 0% kept
             ax.annotate("no share:\nno successful\nrun without\nthe straggler", (i, 0),
@@ -106,7 +111,7 @@ def straggler(runs, out_dir):
                   "bar heights exaggerate the differences: read the labels)."
                   + _pace_note(pairs) + _accuracy_rise_note(pairs)
                   + _above_100_note(pairs, kept)
-                  + _unpaired_note(pairs)
+                  + _unpaired_note(pairs) + _no_rate_note(pairs, rate)
                   + oversub_note([p[1] for p in pairs])
                   + (" Those runs are marked * (a dedicated-PS run has W + S ranks)."
                      if oversub_note([p[1] for p in pairs]) else "")
@@ -164,6 +169,17 @@ def _unpaired_note(pairs):
             "not succeed): " + ", ".join(f"{sr.backend_label(b)} W={b['workers']} "
                                         f"{b['straggler']}" for b in alone)
             + "; only their accuracy with it is drawn.")
+
+
+def _no_rate_note(pairs, rate):
+    """The caption sentence for pairs with a run whose summary gave no job rate (samples_per_s 0
+    or absent): no share is drawn for them, rather than the workers' summed paces (retired)."""
+    none = [b for a, b in pairs if a and not (rate(a) > 0 and rate(b) > 0)]
+    if not none:
+        return ""
+    return (" No job rate (samples_per_s) recorded for a run of " + ", ".join(
+        f"{sr.backend_label(b)} W={b['workers']} {b['straggler']}" for b in none)
+        + ": no share drawn.")
 
 
 def _pace_note(pairs):

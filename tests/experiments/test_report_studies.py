@@ -103,6 +103,33 @@ class StragglerKept(unittest.TestCase):
         self.assertEqual([round(p.get_height(), 6) for p in ax.patches], [25.0])
         self.assertEqual([t.get_text() for t in ax.texts][0], "25%\n3,840\nof 15,360")
 
+    def test_a_run_without_a_job_rate_gets_no_share_not_the_summed_paces(self):
+        # rate() fell back to the workers' summed paces when samples_per_s was 0 or absent,
+        # silently drawing the retired measure
+        import report_studies as rs
+        runs, _ = sr.read_jsonl(os.path.join(FIXTURE, "runs.jsonl"))
+        pair = [copy.deepcopy(r) for r in runs if r["run_id"] in ("straggler-ring-none",
+                                                                   "straggler-ring-1:50")]
+        base, slow = sorted(pair, key=lambda r: bool(r["straggler"]))
+        base["samples_per_s"] = 4000.0
+        for k in slow["ranks"]:  # paces the fallback would have summed
+            if k["role"] == "worker":
+                k.update(steps=60, untimed_steps=0, compute_s=1.0, wait_s=0.0)
+        for missing in (0.0, None):
+            if missing is None:
+                slow.pop("samples_per_s", None)
+            else:
+                slow["samples_per_s"] = missing
+            self.assertGreater(sum(sr.worker_rates(slow)), 0)
+            ax = figures_of(rs, rs.straggler, pair)[0].axes[0]
+            self.assertEqual([round(p.get_height(), 6) for p in ax.patches], [0.0])
+            self.assertEqual([t.get_text() for t in ax.texts][0],
+                             "no share:\nno rate\n(samples_per_s)\nrecorded")
+            with mock.patch.object(rs, "_save", lambda fig, out_dir, name: name):
+                caption = rs.straggler(pair, None).caption
+            self.assertIn("No job rate (samples_per_s) recorded for a run of ring W=4 1:50: no "
+                          "share drawn.", caption)
+
     def test_a_share_above_100_is_said_to_be_the_hosts_load_on_single_runs(self):
         # the quickstart's ps-asp 1:50 on 3 ranks time-sharing 2 busy cores kept 307% when the
         # bar was the workers' summed paces. The bar is now the job's rate, which ends with the
