@@ -236,5 +236,14 @@ class StragglerWithoutItsBaseline(unittest.TestCase):
         self.assertNotIn("No successful run without", paired.caption)
 
 
+
+class StudiesSource(unittest.TestCase):
+    def test_no_line_is_over_100_columns(self):
+        # the straggler caption had a line of 101 columns, the staleness caption one of 111
+        with open(os.path.join(REPO, "scripts", "report_studies.py"), encoding="utf-8") as f:
+            long = [i for i, line in enumerate(f, 1) if len(line.rstrip("\n")) > 100]
+        self.assertEqual(long, [])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
