@@ -205,10 +205,9 @@ def load_note(runs, bench, sep=" "):
     busy = [j for j in jobs.values() if sr.host_busy(j)]
     if not busy:
         return ""
-    ncpu = max(j.get("cores") or 1 for j in busy)
     return (f"{sep}{len(busy)} of {len(jobs)} runs and bench passes ran on a busy host: other "
-            f"processes kept {sr.span_text([j['host_other_cpus'] for j in busy])} of the "
-            f"host's {ncpu} CPUs busy, so that the job's ranks and that load outnumbered the "
+            f"processes kept {sr.span_text([j['host_other_cpus'] for j in busy])} of "
+            f"{rp.host_cpus(busy)} busy, so that the job's ranks and that load outnumbered the "
             "cores (host_other_cpus in runs.jsonl and bench.jsonl; the runs the wall-clock "
             "captions count and the passes the busbw plot fades): their wall-clock figures "
             "include waiting for a CPU, not only the backends' work; rerun them on a quiet "

@@ -116,6 +116,21 @@ def oversub_note(runs):
             "this machine, not the algorithm.")
 
 
+def host_cpus(jobs):
+    """'the host's 2 CPUs' for the busy-host notes, from the jobs' own core counts: 'each host's
+    2 CPUs' for several hosts of one count, 'the hosts' 2-4 CPUs' where counts differ. The notes
+    gave the folder's largest count: a run on a 2-core host beside a sweep from a 4-core one was
+    captioned 'of the host's 4 CPUs'."""
+    cores = sorted({j["cores"] for j in jobs if isinstance(j.get("cores"), int)
+                    and j["cores"] > 0})
+    if not cores:
+        return "the host's CPUs"
+    if len(cores) > 1:
+        return f"the hosts' {cores[0]}-{cores[-1]} CPUs"
+    hosts = {j["host"] for j in jobs if j.get("host")}  # a bench row has none
+    return ("each host's" if len(hosts) > 1 else "the host's") + f" {cores[0]} CPUs"
+
+
 def busy_runs_note(runs):
     """The caption sentence for wall-clock plots of training runs made on a busy host
     (starring_results.host_busy: other processes' CPUs and the job's ranks more than the cores).
@@ -128,10 +143,9 @@ def busy_runs_note(runs):
         return ""
     every = {r.get("run_id", id(r)) for r in runs}
     span = sr.span_text([r["host_other_cpus"] for r in busy.values()])
-    cores = max(r.get("cores", 0) for r in busy.values())
     which = f"All {len(busy)}" if len(busy) == len(every) else f"{len(busy)} of these {len(every)}"
     return (f" {which} runs ran while other processes kept {span} of "
-            f"the host's {cores} CPUs busy, so that the job's ranks and that load outnumbered the "
+            f"{host_cpus(busy.values())} busy, so that the job's ranks and that load outnumbered the "
             "cores (host_other_cpus in runs.jsonl): their wall-clock figures include waiting "
             "for a CPU, not only the backend's work; rerun them on a quiet machine.")
 

@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 
 import starring_results as sr
 from report_plots import (Figure, Skipped, _hollow_legend, _log2_workers, _save, _series,
-                          _spread_bars, bench_color, color_of, label_axes, model_label,
-                          oversub_note, repeat_note)
+                          _spread_bars, bench_color, color_of, host_cpus, label_axes,
+                          model_label, oversub_note, repeat_note)
 
 MB = 1e6
 
@@ -283,8 +283,8 @@ def busy_note(rows):
     nps = sorted({b["np"] for b in busy})
     span = sr.span_text([b["host_other_cpus"] for b in busy])
     return (f" Faded lines, marked [busy] in the legend, are bench passes (np "
-            f"{', '.join(map(str, nps))}) during which other processes kept {span} of the "
-            f"host's {max(b.get('cores', 0) for b in busy)} CPUs busy (host_other_cpus in "
+            f"{', '.join(map(str, nps))}) during which other processes kept {span} of "
+            f"{host_cpus(busy)} busy (host_other_cpus in "
             "bench.jsonl), so the ranks and those processes outnumbered the cores: their times "
             "include waiting for a CPU, not only the transfer, and the cost model does not rank "
             "constants fitted on them. Rerun them on a quiet machine.")

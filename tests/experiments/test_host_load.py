@@ -190,10 +190,29 @@ class OneBusyHost(unittest.TestCase):
         for i, (np_, cores, other) in enumerate(self.CASES):
             runs.append(dict(self.ok_run(), run_id=f"r{i}", np=np_, cores=cores,
                              host_other_cpus=other))
+        # the busy ones ran on 4 and 2 cores: 'of the host's 4 CPUs' was the largest count
         self.assertIn("2 of 5 runs and bench passes ran on a busy host: other processes kept "
-                      "0.6-1.5 of the host's 4 CPUs", report.load_note(runs, []))
-        self.assertIn("2 of these 5 runs ran while other processes kept 0.6-1.5 of",
-                      report_plots.busy_runs_note(runs))
+                      "0.6-1.5 of the hosts' 2-4 CPUs busy", report.load_note(runs, []))
+        self.assertIn("2 of these 5 runs ran while other processes kept 0.6-1.5 of the hosts' "
+                      "2-4 CPUs busy", report_plots.busy_runs_note(runs))
+
+    def test_a_run_on_a_smaller_host_is_not_given_the_larger_hosts_cpus(self):
+        # a folder from two hosts: a run on a 2-core host beside 1.5 other CPUs was captioned
+        # 'of the host's 4 CPUs', the other host's count
+        import report_plots
+        import report_traffic
+        small = dict(self.ok_run(), run_id="small", host="a", np=2, cores=2,
+                     host_other_cpus=1.5)
+        big = dict(self.ok_run(), run_id="big", host="b", np=4, cores=4, host_other_cpus=0.1)
+        self.assertIn("of the host's 2 CPUs busy", report.load_note([small, big], []))
+        self.assertIn("1 of these 2 runs ran while other processes kept 1.5 of the host's 2 "
+                      "CPUs busy", report_plots.busy_runs_note([small, big]))
+        twin = dict(small, run_id="twin", host="c")
+        self.assertIn("kept 1.5 of each host's 2 CPUs busy",
+                      report_plots.busy_runs_note([small, twin, big]))
+        rows = [dict(small, bench_id="b1", size=1), dict(big, bench_id="b2", size=1,
+                                                         host_other_cpus=3.0)]
+        self.assertIn("of the hosts' 2-4 CPUs busy", report_traffic.busy_note(rows))
 
     @staticmethod
     def ok_run():
