@@ -143,11 +143,15 @@ def busy_runs_note(runs):
         return ""
     every = {r.get("run_id", id(r)) for r in runs}
     span = sr.span_text([r["host_other_cpus"] for r in busy.values()])
-    which = f"All {len(busy)}" if len(busy) == len(every) else f"{len(busy)} of these {len(every)}"
-    return (f" {which} runs ran while other processes kept {span} of "
-            f"{host_cpus(busy.values())} busy, so that the job's ranks and that load outnumbered the "
-            "cores (host_other_cpus in runs.jsonl): their wall-clock figures include waiting "
-            "for a CPU, not only the backend's work; rerun them on a quiet machine.")
+    if len(busy) < len(every):
+        which = f"{len(busy)} of these {len(every)} runs"
+    else:  # 'All 1 runs ran' for a single run
+        which = f"All {len(busy)} runs" if len(busy) > 1 else "The run"
+    its, them = ("their", "them") if len(busy) > 1 else ("its", "it")
+    return (f" {which} ran while other processes kept {span} of {host_cpus(busy.values())} "
+            "busy, so that the job's ranks and that load outnumbered the cores (host_other_cpus "
+            f"in runs.jsonl): {its} wall-clock figures include waiting for a CPU, not only the "
+            f"backend's work; rerun {them} on a quiet machine.")
 
 
 def _hollow_note(runs):

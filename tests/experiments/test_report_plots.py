@@ -298,6 +298,11 @@ class SmallHelpers(unittest.TestCase):
         self.assertEqual(rp.busy_runs_note(quiet), "")
         self.assertIn("All 2 runs ran while other processes kept 1.5 of the host's 2 CPUs",
                       rp.busy_runs_note([dict(r, host_other_cpus=1.5) for r in main[:2]]))
+        one = rp.busy_runs_note([dict(main[0], host_other_cpus=1.5)])  # not 'All 1 runs'
+        self.assertIn(" The run ran while other processes kept 1.5 of the host's 2 CPUs", one)
+        self.assertNotIn("All 1", one)
+        self.assertIn("its wall-clock figures include waiting for a CPU, not only the backend's "
+                      "work; rerun it on a quiet machine.", one)
 
     def test_synchronous_runs_that_end_apart_are_said_to(self):
         # the quickstart's W=4: ring 0.8880, both PS layouts 0.8862, under a caption saying the
