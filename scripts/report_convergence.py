@@ -105,7 +105,9 @@ def _same_steps_note(runs, names):
         if len(groups) > 1 and max(accs) - min(accs) >= 0.0005:
             differ = sorted({k for a, _ in groups for b, _ in groups for k in set(a) | set(b)
                              if a.get(k) != b.get(k)})
-            other.append(f"W={w} ({', '.join(differ)})")
+            at = sorted(at_w, key=lambda r: names[id(r)])
+            other.append(f"W={w}: " + ", ".join(f"{names[id(r)]} {r['test_accuracy']:.4f}"
+                                                 for r in at) + f" ({', '.join(differ)} differ)")
     out = ""
     if parts:
         out += (" The synchronous runs of one worker count and the same settings still end "

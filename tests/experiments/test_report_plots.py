@@ -341,7 +341,8 @@ class SmallHelpers(unittest.TestCase):
         note = rc._same_steps_note(both, rp.series_labels(both))
         self.assertNotIn("different orders", note)
         self.assertIn("different settings", note)
-        self.assertIn("W=2 (dataset, epochs, lr)", note)
+        self.assertIn("W=2: ps-1 0.8800, ps-colocated 0.8800, ring (main) 0.8800, ring (other) "
+                      "0.8755 (dataset, epochs, lr differ).", note)
         # two ring runs alone, same settings: no backends to blame
         again = dict(ring2, sweep="again", run_id="again-ring-w2", test_accuracy=0.8755)
         rings = [ring2, again]
