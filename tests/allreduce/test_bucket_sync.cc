@@ -13,6 +13,7 @@
 #include "experiments/backend_registry.h"
 #include "tests/allreduce/allreduce_test_util.h"
 #include "tests/allreduce/ring_test_cases.h"
+#include "tests/mlp_layout.h"
 #include "tests/scheduling_lag.h"
 
 namespace starring {
@@ -20,18 +21,7 @@ namespace {
 
 using namespace starring::test;
 
-// An MLP-like layout: tensors listed in backward order, laid out in that order.
-ParamLayout test_layout() {
-  ParamLayout l;
-  l.add("fc3.bias", {10});
-  l.add("fc3.weight", {10, 128});
-  l.add("fc2.bias", {128});
-  l.add("fc2.weight", {128, 256});
-  l.add("fc1.bias", {256});
-  l.add("fc1.weight", {256, 784});
-  l.validate();
-  return l;
-}
+ParamLayout test_layout() { return starring::testing::mlp_layout(); }
 
 // Gradient of worker `rank` at `step`: integer-valued (exact sums) or not.
 float grad_value(int rank, std::int64_t step, std::size_t i, bool integer) {

@@ -4,26 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "common/bucketing.h"
+#include "tests/mlp_layout.h"
 
 namespace starring {
 namespace {
 
-// An MLP-like layout: tensors listed in backward order, laid out in that order (the one
-// test_bucket_sync.cc trains).
-ParamLayout test_layout() {
-  ParamLayout l;
-  l.add("fc3.bias", {10});
-  l.add("fc3.weight", {10, 128});
-  l.add("fc2.bias", {128});
-  l.add("fc2.weight", {128, 256});
-  l.add("fc1.bias", {256});
-  l.add("fc1.weight", {256, 784});
-  l.validate();
-  return l;
-}
-
 TEST(Buckets, CoverEveryTensorOnceNeverSplitRespectCap) {
-  ParamLayout l = test_layout();
+  ParamLayout l = starring::testing::mlp_layout();
   for (double cap : {1.0, 4096.0, 200000.0, 1e9}) {
     auto buckets = make_buckets(l, cap);
     std::size_t next_tensor = 0, next_elem = 0;

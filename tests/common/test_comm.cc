@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include "tests/common/comm_cases.h"
+#include "tests/ps/forwarding_comm.h"
 
 namespace starring {
 namespace {
@@ -466,19 +467,9 @@ TEST(SubComm, PeerOutOfRange) {
 // communicator); an InProcComm, with no MPI communicator to keep, ignores it.
 TEST(SubComm, PassesACollectiveLeftPendingToItsParent) {
   INPROC_ONLY();
-  struct Parent : Comm {
-    explicit Parent(std::shared_ptr<Comm> c) : inner(std::move(c)) {}
-    int rank() const override { return inner->rank(); }
-    int size() const override { return inner->size(); }
-    std::unique_ptr<Request> isend(const void* b, std::size_t n, int p, int t) override {
-      return inner->isend(b, n, p, t);
-    }
-    std::unique_ptr<Request> irecv(void* b, std::size_t n, int p, int t) override {
-      return inner->irecv(b, n, p, t);
-    }
-    void barrier(Seconds t) override { inner->barrier(t); }
+  struct Parent : ps::ForwardingComm {
+    using ForwardingComm::ForwardingComm;
     void collective_left_pending() noexcept override { ++marks; }
-    std::shared_ptr<Comm> inner;
     int marks = 0;
   };
   InProcWorld world(2);
