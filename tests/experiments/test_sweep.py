@@ -228,7 +228,10 @@ class TinySweep(unittest.TestCase):
 class FailuresAreRecorded(unittest.TestCase):
     def test_bad_flag_fails_and_overrun_times_out(self):
         with tempfile.TemporaryDirectory(prefix="starring_sweep_test_") as tmp:
-            proc, out = sweep(small_sweep(4, "", BROKEN_REST), tmp, "--no-bench")
+            # a bound of 12 s: at 4 s the bad-value run (an error at the option check) timed out
+            # in the clean-clone .ci/run of fbe85a2 at load 8: under mpirun the CUDA-linked
+            # binary took 3.6-8.2 s to start and refuse --hidden 0 (cuBLAS and NCCL loaded)
+            proc, out = sweep(small_sweep(12, "", BROKEN_REST), tmp, "--no-bench")
             runs, _ = sr.read_jsonl(os.path.join(out, "runs.jsonl"))
             self.assertEqual([(r["variant"], r["status"]) for r in runs],
                              [("bad-value", "failed"), ("too-long", "timeout")],
