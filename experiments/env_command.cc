@@ -26,6 +26,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "common/fault.h"
+#include "experiments/preflight.h"
 #include "common/gpu_assignment.h"
 #include "experiments/backend_registry.h"
 #include "experiments/commands.h"
@@ -177,19 +178,6 @@ std::string cuda_version(int v) {
   if (v <= 0) return "none";
   return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
 }
-
-// Whether a launcher started this process as a rank of a job: Open MPI's mpirun sets
-// OMPI_COMM_WORLD_SIZE, MPICH's and Slurm's PMI PMI_SIZE, PMIx launchers (srun --mpi=pmix,
-// prterun) PMIX_RANK. A process run by itself is an MPI singleton: a world of one. Read before
-// main(), so before MPI_Init: Open MPI's singleton start sets PMIX_RANK in this process's own
-// environment.
-bool launcher_variables_set() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (std::getenv(name)) return true;
-  return false;
-}
-const bool kStartedByLauncher = launcher_variables_set();
-bool started_by_launcher() { return kStartedByLauncher; }
 
 void print_mpi(int size, const std::vector<std::string>& hosts) {
   char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {0};

@@ -149,12 +149,26 @@ void check_fault_reached(const TrainConfig& t, long long n, int workers) {
 
 }  // namespace
 
+namespace {
+// Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE in every process it launches, even at -np 1,
+// MPICH's and Slurm's PMI PMI_SIZE, PMIx launchers (srun --mpi=pmix, prterun) PMIX_RANK; an MPI
+// singleton (no launcher) has none. Read before main(), so before MPI_Init: Open MPI's singleton
+// start sets PMIX_RANK in this process's own environment.
+bool launcher_variables_set() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name)) return true;
+  return false;
+}
+const bool kStartedByLauncher = launcher_variables_set();
+}  // namespace
+
+bool started_by_launcher() { return kStartedByLauncher; }
+
 // `starring train --backend ring` started without mpirun is a job of one process: it trains one
 // worker and moves nothing, which a user who forgot the launcher would not guess from the
-// summary alone (helper-100's audit). Open MPI sets OMPI_COMM_WORLD_SIZE in every process it
-// launches, even at -np 1; a singleton (no launcher) has none.
+// summary alone (helper-100's audit).
 void note_single_process(const Config& cfg, int rank, int size) {
-  if (size != 1 || rank != 0 || std::getenv("OMPI_COMM_WORLD_SIZE")) return;
+  if (size != 1 || rank != 0 || started_by_launcher()) return;
   if (cfg.command == "train" && cfg.sync.backend != "local")
     std::fprintf(stderr,
                  "[starring] note: one process (not started by mpirun): backend '%s' runs a "

@@ -18,5 +18,8 @@ void preflight(Config& cfg, int rank, int size);
 // stderr that it moves no data, and how to start N ranks. Printed last, once every check passed:
 // by preflight() for train; by `bench` once its harness made its backends (bench_command.cc).
 void note_single_process(const Config& cfg, int rank, int size);
+// Whether a launcher (mpirun, srun, prterun) started this process as a rank of a job, rather
+// than it running alone as an MPI singleton (env's world size, note_single_process).
+bool started_by_launcher();
 
 }  // namespace starring
